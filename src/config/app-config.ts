@@ -1,0 +1,172 @@
+/**
+ * Environment -> typed, validated, frozen configuration.
+ *
+ * Frozen defaults plus validated env at boot (the node-redlock defaultSettings
+ * pattern): a bad value stops the app with one line naming the variable, long
+ * before the first buyer arrives.
+ */
+
+export const LOCK_STRATEGY_NAMES = ['lock', 'none'] as const;
+export type LockStrategyName = (typeof LOCK_STRATEGY_NAMES)[number];
+
+/** Strategies that can oversell; they run only with ALLOW_UNSAFE=1. */
+export const UNSAFE_STRATEGIES: readonly LockStrategyName[] = ['none'];
+
+export const LOG_LEVELS = ['error', 'warn', 'log', 'debug', 'verbose'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
+export interface AppConfig {
+  readonly port: number;
+  readonly host: string;
+  readonly redisUrl: string;
+  readonly lockStrategy: LockStrategyName;
+  readonly lockTtlMs: number;
+  readonly lockWaitMs: number;
+  readonly adminToken: string;
+  readonly keyPrefix: string;
+  readonly allowUnsafe: boolean;
+  readonly logLevel: LogLevel;
+}
+
+export const CONFIG_DEFAULTS = Object.freeze({
+  port: 3000,
+  host: '0.0.0.0',
+  lockStrategy: 'lock',
+  lockTtlMs: 10_000,
+  lockWaitMs: 5_000,
+  keyPrefix: 'seckill:',
+  allowUnsafe: false,
+  logLevel: 'log',
+} as const satisfies Partial<AppConfig>);
+
+/** Every environment variable the app reads; docker-compose.yml is checked against it. */
+export const CONFIG_ENV_NAMES = [
+  'PORT',
+  'HOST',
+  'REDIS_URL',
+  'LOCK_STRATEGY',
+  'LOCK_TTL_MS',
+  'LOCK_WAIT_MS',
+  'ADMIN_TOKEN',
+  'KEY_PREFIX',
+  'ALLOW_UNSAFE',
+  'LOG_LEVEL',
+] as const;
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+export class ConfigError extends Error {
+  constructor(
+    readonly variable: string,
+    detail: string,
+  ) {
+    super(`${variable} ${detail}`);
+    this.name = 'ConfigError';
+  }
+}
+
+export function loadConfig(env: Env): AppConfig {
+  const config: AppConfig = {
+    port: int(env, 'PORT', CONFIG_DEFAULTS.port, 0, 65_535),
+    host: host(env),
+    redisUrl: redisUrl(env),
+    lockStrategy: oneOf(env, 'LOCK_STRATEGY', LOCK_STRATEGY_NAMES, CONFIG_DEFAULTS.lockStrategy),
+    // The TTL bounds the damage of a crashed holder; below 100 ms a slow Redis
+    // round trip alone could outlive the lock.
+    lockTtlMs: int(env, 'LOCK_TTL_MS', CONFIG_DEFAULTS.lockTtlMs, 100, 3_600_000),
+    lockWaitMs: int(env, 'LOCK_WAIT_MS', CONFIG_DEFAULTS.lockWaitMs, 0, 600_000),
+    adminToken: adminToken(env),
+    keyPrefix: keyPrefix(env),
+    allowUnsafe: bool(env, 'ALLOW_UNSAFE', CONFIG_DEFAULTS.allowUnsafe),
+    logLevel: oneOf(env, 'LOG_LEVEL', LOG_LEVELS, CONFIG_DEFAULTS.logLevel),
+  };
+  if (UNSAFE_STRATEGIES.includes(config.lockStrategy) && !config.allowUnsafe) {
+    throw new ConfigError(
+      'LOCK_STRATEGY',
+      `"${config.lockStrategy}" can oversell and runs only as a demonstration: set ALLOW_UNSAFE=1 to allow it`,
+    );
+  }
+  return Object.freeze(config);
+}
+
+function raw(env: Env, name: string): string | undefined {
+  const value = env[name]?.trim();
+  return value === '' ? undefined : value;
+}
+
+function int(env: Env, name: string, fallback: number, min: number, max: number): number {
+  const value = raw(env, name);
+  if (value === undefined) return fallback;
+  if (!/^\d+$/.test(value) || Number(value) < min || Number(value) > max) {
+    throw new ConfigError(name, `must be an integer from ${min} to ${max}, got "${value}"`);
+  }
+  return Number(value);
+}
+
+function bool(env: Env, name: string, fallback: boolean): boolean {
+  const value = raw(env, name)?.toLowerCase();
+  if (value === undefined) return fallback;
+  if (value === '1' || value === 'true') return true;
+  if (value === '0' || value === 'false') return false;
+  throw new ConfigError(name, `must be 1, 0, true or false, got "${value}"`);
+}
+
+function oneOf<T extends string>(env: Env, name: string, allowed: readonly T[], fallback: T): T {
+  const value = raw(env, name);
+  if (value === undefined) return fallback;
+  if (!(allowed as readonly string[]).includes(value)) {
+    throw new ConfigError(name, `must be one of ${allowed.join(', ')}, got "${value}"`);
+  }
+  return value as T;
+}
+
+function host(env: Env): string {
+  const value = raw(env, 'HOST');
+  if (value === undefined) return CONFIG_DEFAULTS.host;
+  if (!/^[A-Za-z0-9.:_-]+$/.test(value)) {
+    throw new ConfigError('HOST', `must be an address or host name to listen on, got "${value}"`);
+  }
+  return value;
+}
+
+function redisUrl(env: Env): string {
+  const value = raw(env, 'REDIS_URL');
+  if (value === undefined) {
+    throw new ConfigError(
+      'REDIS_URL',
+      'is required (for example redis://127.0.0.1:6380/0); `npm start` starts a private Redis and sets it for you',
+    );
+  }
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw new ConfigError('REDIS_URL', `is not a URL: "${value}"`);
+  }
+  if (url.protocol !== 'redis:' && url.protocol !== 'rediss:') {
+    throw new ConfigError('REDIS_URL', `must start with redis:// or rediss://, got "${url.protocol}//"`);
+  }
+  return value;
+}
+
+function adminToken(env: Env): string {
+  const value = raw(env, 'ADMIN_TOKEN');
+  if (value === undefined || value.length < 16) {
+    throw new ConfigError(
+      'ADMIN_TOKEN',
+      'is required and must be at least 16 characters (`npm start` generates one when it is unset)',
+    );
+  }
+  return value;
+}
+
+function keyPrefix(env: Env): string {
+  // env[...] and not raw(): an explicit empty prefix is a mistake worth naming.
+  const value = env.KEY_PREFIX;
+  if (value === undefined) return CONFIG_DEFAULTS.keyPrefix;
+  // Braces would break the per-product hash tag that keeps a product's keys in one slot.
+  if (!/^[A-Za-z0-9:_.-]{1,64}$/.test(value)) {
+    throw new ConfigError('KEY_PREFIX', `must be 1-64 characters of A-Z a-z 0-9 : _ . -, got "${value}"`);
+  }
+  return value;
+}

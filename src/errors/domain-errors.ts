@@ -1,0 +1,73 @@
+/**
+ * Domain errors: plain classes with a stable machine-readable code. Services throw
+ * these and nothing HTTP-shaped, so the bench, tests and a CLI can reuse them;
+ * ErrorFilter alone decides the HTTP status.
+ */
+export abstract class DomainError extends Error {
+  abstract readonly code: string;
+
+  override get name(): string {
+    return this.constructor.name;
+  }
+}
+
+export class UnknownProductError extends DomainError {
+  readonly code = 'UNKNOWN_PRODUCT';
+  constructor(productId: string) {
+    super(`product "${productId}" has no sale; an admin starts one with PUT /api/products/${productId}`);
+  }
+}
+
+export class SoldOutError extends DomainError {
+  readonly code = 'SOLD_OUT';
+  constructor(productId: string) {
+    super(`product "${productId}" is sold out`);
+  }
+}
+
+export class InsufficientStockError extends DomainError {
+  readonly code = 'INSUFFICIENT_STOCK';
+  constructor(
+    productId: string,
+    readonly remaining: number,
+    requested: number,
+  ) {
+    super(`product "${productId}" has ${remaining} left, fewer than the ${requested} asked for`);
+  }
+}
+
+export class LimitReachedError extends DomainError {
+  readonly code = 'LIMIT_REACHED';
+  constructor(userId: string, perUserLimit: number, bought: number, requested: number) {
+    super(
+      `user "${userId}" may buy at most ${perUserLimit} of this product ` +
+        `and has ${bought}; ${requested} more would exceed the limit`,
+    );
+  }
+}
+
+export class UnauthorizedError extends DomainError {
+  readonly code = 'UNAUTHORIZED';
+  constructor() {
+    super('a valid admin token is required: Authorization: Bearer <ADMIN_TOKEN>');
+  }
+}
+
+/** The lock was not obtained within LOCK_WAIT_MS; nothing was changed. */
+export class LockTimeoutError extends DomainError {
+  readonly code = 'LOCK_TIMEOUT';
+  constructor(waitMs: number) {
+    super(`the product lock was not obtained within ${waitMs} ms; nothing was changed, retry later`);
+  }
+}
+
+/**
+ * The critical section outlived the lock's validity (TTL minus clock drift), so
+ * another buyer may now hold the lock; the write was not attempted.
+ */
+export class LockExpiredError extends DomainError {
+  readonly code = 'LOCK_TIMEOUT';
+  constructor(validityMs: number) {
+    super(`the product lock expired after ${validityMs} ms before the order was written; nothing was changed, retry later`);
+  }
+}

@@ -1,0 +1,36 @@
+import { Global, Logger, Module } from '@nestjs/common';
+import type { Redis } from 'ioredis';
+import { AppConfig, LockStrategyName } from '../config/app-config';
+import { APP_CONFIG } from '../config/config.constants';
+import { REDIS_CLIENT } from '../redis/redis.constants';
+import { LOCK_STRATEGY, LockStrategy } from './lock-strategy';
+import { SetNxLockStrategy } from './strategies/lock.strategy';
+import { NoLockStrategy } from './strategies/none.strategy';
+
+/** LOCK_STRATEGY value -> strategy. The config's list of names is checked against it at compile time. */
+const STRATEGIES: Record<LockStrategyName, (redis: Redis, config: AppConfig) => LockStrategy> = {
+  lock: (redis, config) =>
+    new SetNxLockStrategy(redis, { ttlMs: config.lockTtlMs, waitMs: config.lockWaitMs }),
+  none: () => new NoLockStrategy(),
+};
+
+export function createLockStrategy(redis: Redis, config: AppConfig): LockStrategy {
+  const strategy = STRATEGIES[config.lockStrategy](redis, config);
+  const logger = new Logger('Locks');
+  if (strategy.unsafe) {
+    logger.warn('*'.repeat(72));
+    logger.warn(`LOCK_STRATEGY=${strategy.name} IS UNSAFE: it oversells under concurrency.`);
+    logger.warn('It runs only because ALLOW_UNSAFE=1; never use it for a real sale.');
+    logger.warn('*'.repeat(72));
+  } else {
+    logger.log(`lock strategy: ${strategy.name} (TTL ${config.lockTtlMs} ms, wait ${config.lockWaitMs} ms)`);
+  }
+  return strategy;
+}
+
+@Global()
+@Module({
+  providers: [{ provide: LOCK_STRATEGY, inject: [REDIS_CLIENT, APP_CONFIG], useFactory: createLockStrategy }],
+  exports: [LOCK_STRATEGY],
+})
+export class LocksModule {}

@@ -1,0 +1,117 @@
+import { Logger } from '@nestjs/common';
+import { randomBytes } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Redis } from 'ioredis';
+import { LockExpiredError, LockTimeoutError } from '../../errors/domain-errors';
+import { LockStrategy } from '../lock-strategy';
+
+export interface LockOptions {
+  /** Lock TTL: how long a crashed holder can block the product. */
+  readonly ttlMs: number;
+  /** How long `acquire` keeps trying before LockTimeoutError. */
+  readonly waitMs: number;
+}
+
+/** A held lock: the key, our token, and until when we may trust the hold. */
+export interface LockLease {
+  readonly key: string;
+  readonly token: string;
+  /** Date.now() after which the lock may have expired in Redis. */
+  readonly validUntil: number;
+}
+
+/** First retry waits up to this; each failed try doubles it up to the cap. */
+const BACKOFF_BASE_MS = 2;
+const BACKOFF_CAP_MS = 32;
+
+/**
+ * `lock` — the correct single-instance Redis lock (redis.io "Distributed Locks";
+ * `SET key token NX PX ttl` since Redis 2.6.12).
+ *
+ * - Acquire: one atomic `SET NX PX` with a random 128-bit token, so the lock never
+ *   exists without its TTL (a crash cannot leave it forever) and only the client
+ *   holding the token can claim to own it.
+ * - Release: release-lock.lua compares the token and deletes in one step; never a
+ *   plain DEL, which would delete another owner's lock after ours expired.
+ * - Wait: retries with full-jitter exponential backoff until `waitMs`, so waiting
+ *   buyers spread out instead of hammering Redis in lockstep.
+ * - Validity: the hold is trusted for TTL minus a clock-drift allowance (Redlock's
+ *   formula); after that the section's AbortSignal fires and the write is skipped.
+ *
+ * What can still go wrong: a holder paused longer than the TTL between its check
+ * of the signal and its write (GC, SIGSTOP) can write after another holder took the
+ * lock. Only fencing tokens close that gap.
+ */
+export class SetNxLockStrategy implements LockStrategy {
+  readonly name = 'lock';
+  readonly unsafe = false;
+  private readonly logger = new Logger('SetNxLock');
+  /** Releases that found the lock no longer ours: each one is a hold that outlived its TTL. */
+  private lost = 0;
+
+  constructor(
+    private readonly redis: Pick<Redis, 'set' | 'releaseLock'>,
+    private readonly options: LockOptions,
+  ) {}
+
+  get lostLocks(): number {
+    return this.lost;
+  }
+
+  /** One attempt: a lease if the lock was free, null if someone holds it. */
+  async tryAcquire(key: string): Promise<LockLease | null> {
+    const token = randomBytes(16).toString('hex');
+    const start = Date.now();
+    const reply = await this.redis.set(key, token, 'PX', this.options.ttlMs, 'NX');
+    if (reply !== 'OK') return null;
+    // Measured from before the SET: the lock may have been set at any point of the round trip.
+    return { key, token, validUntil: start + this.options.ttlMs - driftMs(this.options.ttlMs) };
+  }
+
+  /** Retries until the lock is ours or `waitMs` has passed (then LockTimeoutError). */
+  async acquire(key: string, waitMs = this.options.waitMs): Promise<LockLease> {
+    const deadline = Date.now() + waitMs;
+    for (let attempt = 0; ; attempt++) {
+      const lease = await this.tryAcquire(key);
+      if (lease) return lease;
+      const left = deadline - Date.now();
+      if (left <= 0) throw new LockTimeoutError(waitMs);
+      const ceiling = Math.min(BACKOFF_CAP_MS, BACKOFF_BASE_MS * 2 ** attempt);
+      await sleep(Math.min(left, Math.random() * ceiling));
+    }
+  }
+
+  /** Compare-and-delete. False (logged, counted) when the lock was no longer ours. */
+  async release(lease: LockLease): Promise<boolean> {
+    const deleted = await this.redis.releaseLock(lease.key, lease.token);
+    if (deleted === 1) return true;
+    this.lost++;
+    this.logger.warn(
+      `lock ${lease.key} was no longer ours at release: the hold outlived its TTL of ${this.options.ttlMs} ms`,
+    );
+    return false;
+  }
+
+  async withLock<T>(key: string, criticalSection: (signal: AbortSignal) => Promise<T>): Promise<T> {
+    const lease = await this.acquire(key);
+    const expiry = new AbortController();
+    const validityMs = lease.validUntil - Date.now();
+    const timer = setTimeout(() => expiry.abort(new LockExpiredError(this.options.ttlMs)), validityMs);
+    timer.unref();
+    try {
+      return await criticalSection(expiry.signal);
+    } finally {
+      clearTimeout(timer);
+      // A failed release must not turn a completed purchase into an error: the
+      // order is written either way, and the TTL frees the lock.
+      await this.release(lease).catch((err: Error) =>
+        this.logger.warn(`release of ${key} failed, the TTL will free it: ${err.message}`),
+      );
+    }
+  }
+}
+
+/** Redlock's clock-drift allowance: 1% of the TTL plus 2 ms. */
+function driftMs(ttlMs: number): number {
+  return Math.floor(ttlMs * 0.01) + 2;
+}

@@ -1,0 +1,20 @@
+import { LockStrategy } from '../lock-strategy';
+
+/**
+ * `none` — no lock at all: the negative control.
+ *
+ * Every buyer runs read-stock / check / write concurrently, so many read the same
+ * "stock > 0" before any of them writes, and all of them decrement: the product is
+ * oversold. The bench and the tests run it to prove they can see overselling; it is
+ * selectable only with ALLOW_UNSAFE=1.
+ */
+export class NoLockStrategy implements LockStrategy {
+  readonly name = 'none';
+  readonly unsafe = true;
+  readonly lostLocks = 0;
+  private readonly never = new AbortController().signal;
+
+  withLock<T>(_lockKey: string, criticalSection: (signal: AbortSignal) => Promise<T>): Promise<T> {
+    return criticalSection(this.never);
+  }
+}

@@ -1,0 +1,19 @@
+import { IsInt, Matches, Max, Min, ValidateIf } from 'class-validator';
+import { ID_PATTERN, ID_RULE } from '../../products/dto/product-params.dto';
+import { MAX_PER_USER_LIMIT } from '../../products/dto/start-sale.dto';
+
+/** Body of POST /api/orders. The product's own perUserLimit is checked by the service. */
+export class CreateOrderDto {
+  @Matches(ID_PATTERN, { message: `productId ${ID_RULE}` })
+  readonly productId!: string;
+
+  @Matches(ID_PATTERN, { message: `userId ${ID_RULE}` })
+  readonly userId!: string;
+
+  /** Omitted means 1; null is refused, not defaulted. */
+  @ValidateIf((_dto, value) => value !== undefined)
+  @IsInt()
+  @Min(1)
+  @Max(MAX_PER_USER_LIMIT)
+  readonly quantity: number = 1;
+}

@@ -1,0 +1,33 @@
+import { CanActivate, ExecutionContext, Inject, Injectable } from '@nestjs/common';
+import { createHash, timingSafeEqual } from 'node:crypto';
+import type { FastifyRequest } from 'fastify';
+import { AppConfig } from '../config/app-config';
+import { APP_CONFIG } from '../config/config.constants';
+import { UnauthorizedError } from '../errors/domain-errors';
+
+/**
+ * Admin routes need `Authorization: Bearer <ADMIN_TOKEN>`. Both sides are hashed to
+ * a fixed length before a constant-time compare, so neither the token's content nor
+ * its length leaks through response timing.
+ */
+@Injectable()
+export class AdminGuard implements CanActivate {
+  private readonly expected: Buffer;
+
+  constructor(@Inject(APP_CONFIG) config: AppConfig) {
+    this.expected = sha256(config.adminToken);
+  }
+
+  canActivate(context: ExecutionContext): boolean {
+    const header = context.switchToHttp().getRequest<FastifyRequest>().headers.authorization ?? '';
+    const match = /^Bearer (.+)$/.exec(header);
+    const given = sha256(match?.[1] ?? '');
+    // Compare even when the header is malformed, so that case takes the same time.
+    if (!timingSafeEqual(given, this.expected) || !match) throw new UnauthorizedError();
+    return true;
+  }
+}
+
+function sha256(value: string): Buffer {
+  return createHash('sha256').update(value).digest();
+}

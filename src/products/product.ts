@@ -1,0 +1,9 @@
+/** A product's sale as GET /api/products/:id shows it. */
+export interface Product {
+  readonly id: string;
+  readonly initialStock: number;
+  readonly stock: number;
+  readonly sold: number;
+  readonly orders: number;
+  readonly perUserLimit: number;
+}

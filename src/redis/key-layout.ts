@@ -1,0 +1,37 @@
+/** The keys of one product's sale. */
+export interface ProductKeys {
+  /** String: units left. */
+  readonly stock: string;
+  /** Hash: initialStock, perUserLimit. Its presence is what makes a product known. */
+  readonly meta: string;
+  /** String: the lock's owner token, with a TTL. */
+  readonly lock: string;
+  /** String: fencing counter (used by fenced strategies). */
+  readonly fence: string;
+  /** Hash: userId -> units bought in this sale. */
+  readonly buyers: string;
+  /** Stream: one entry per order (orderId, userId, quantity). */
+  readonly orders: string;
+}
+
+/**
+ * Key layout: `<prefix>{p:<productId>}:<part>`. The hash tag `{p:<id>}` puts every
+ * key of a product in one Redis Cluster slot, so multi-key scripts and MULTI/EXEC
+ * over a product stay legal on a cluster. Every key the app writes starts with the
+ * prefix, and the app only ever deletes keys under it.
+ */
+export class KeyLayout {
+  constructor(readonly prefix: string) {}
+
+  product(productId: string): ProductKeys {
+    const base = `${this.prefix}{p:${productId}}`;
+    return {
+      stock: `${base}:stock`,
+      meta: `${base}:meta`,
+      lock: `${base}:lock`,
+      fence: `${base}:fence`,
+      buyers: `${base}:buyers`,
+      orders: `${base}:orders`,
+    };
+  }
+}

@@ -1,0 +1,23 @@
+import { ReplyError } from 'ioredis';
+
+/**
+ * Redis replies that mean "not now" rather than "your command is wrong": the server
+ * is loading its AOF after a restart, busy in a script, or a replica/cluster is
+ * failing over. The buyer should retry; nothing was applied.
+ */
+const TRANSIENT_REPLIES = /^(LOADING|BUSY|MASTERDOWN|READONLY|TRYAGAIN|CLUSTERDOWN)\b/;
+
+/**
+ * Errors ioredis raises itself (never a server reply) when it cannot deliver a
+ * command: the socket is closed or not writable, the per-command timeout fired, or
+ * the reconnect budget for the request ran out.
+ */
+const CONNECTION_ERRORS =
+  /Connection is closed|Stream isn't writeable|Command timed out|Reached the max retries|ECONNREFUSED|ECONNRESET|EPIPE|ETIMEDOUT|EHOSTUNREACH/;
+
+/** True when `err` means Redis could not be reached, so the answer is 503, not 500. */
+export function isRedisUnavailable(err: unknown): boolean {
+  if (!(err instanceof Error)) return false;
+  if (err instanceof ReplyError) return TRANSIENT_REPLIES.test(err.message);
+  return err.name === 'MaxRetriesPerRequestError' || CONNECTION_ERRORS.test(err.message);
+}

@@ -1,0 +1,36 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Redis, Result } from 'ioredis';
+
+/**
+ * The Lua scripts, one .lua file each (nest-cli.json copies them beside the
+ * compiled code). ioredis defineCommand sends EVALSHA and falls back to EVAL once
+ * after a SCRIPT FLUSH or a restart, so each script is loaded once per server.
+ */
+const SCRIPTS = {
+  releaseLock: { file: 'release-lock.lua', numberOfKeys: 1 },
+  resetSale: { file: 'reset-sale.lua', numberOfKeys: 4 },
+} as const;
+
+declare module 'ioredis' {
+  interface RedisCommander<Context> {
+    /** release-lock.lua: 1 if our lock was deleted, 0 if it was not ours. */
+    releaseLock(lockKey: string, token: string): Result<number, Context>;
+    /** reset-sale.lua: (meta, stock, buyers, orders, initialStock, perUserLimit) -> 1. */
+    resetSale(
+      metaKey: string,
+      stockKey: string,
+      buyersKey: string,
+      ordersKey: string,
+      initialStock: number,
+      perUserLimit: number,
+    ): Result<number, Context>;
+  }
+}
+
+export function defineScripts(client: Redis): void {
+  for (const [name, { file, numberOfKeys }] of Object.entries(SCRIPTS)) {
+    const lua = readFileSync(join(__dirname, 'scripts', file), 'utf8');
+    client.defineCommand(name, { numberOfKeys, lua });
+  }
+}

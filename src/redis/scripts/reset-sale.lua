@@ -1,0 +1,16 @@
+--[[
+  Start or restart a product's sale in one atomic step: no buyer can observe a
+  half-reset product (new stock with old buyers, or an order log of the last sale).
+  The caller holds the product's lock, so no purchase is between its read and its
+  write while this runs; the lock itself is released by the caller afterwards.
+
+  KEYS[1]  meta hash        KEYS[2]  stock
+  KEYS[3]  buyers hash      KEYS[4]  orders stream
+  ARGV[1]  initial stock (integer >= 0)
+  ARGV[2]  per-user limit (integer >= 1)
+  Returns  1
+]]
+redis.call('DEL', KEYS[3], KEYS[4])
+redis.call('HSET', KEYS[1], 'initialStock', ARGV[1], 'perUserLimit', ARGV[2])
+redis.call('SET', KEYS[2], ARGV[1])
+return 1

@@ -1,0 +1,247 @@
+import { Redis } from 'ioredis';
+import { KeyLayout } from '../src/redis/key-layout';
+import { request, startSale, startTestApp, TestApp } from './helpers/app';
+import { startTestRedis, TestRedis, uniquePrefix } from './helpers/redis';
+
+/** Every status and code of the HTTP contract, against a real app and a real Redis. */
+describe('HTTP API', () => {
+  let redis: TestRedis;
+  let t: TestApp;
+  let client: Redis;
+  let keys: KeyLayout;
+
+  beforeAll(async () => {
+    redis = await startTestRedis();
+    const prefix = uniquePrefix('api');
+    t = await startTestApp({ REDIS_URL: redis.url, KEY_PREFIX: prefix });
+    client = new Redis(redis.url);
+    keys = new KeyLayout(prefix);
+  });
+
+  afterAll(async () => {
+    await t?.close();
+    client?.disconnect();
+    await redis?.stop();
+  });
+
+  const buy = (productId: string, userId: string, quantity?: number) =>
+    request(t.url, 'POST', '/api/orders', { json: { productId, userId, quantity } });
+
+  /** Everything a purchase could change, to prove a refused request changed nothing. */
+  async function snapshot(productId: string) {
+    const k = keys.product(productId);
+    const [stock, buyers, orders] = await Promise.all([client.get(k.stock), client.hgetall(k.buyers), client.xlen(k.orders)]);
+    return { stock, buyers, orders };
+  }
+
+  describe('PUT /api/products/:id (admin)', () => {
+    it('starts a sale and returns the product', async () => {
+      const res = await request(t.url, 'PUT', '/api/products/widget', { json: { stock: 5, perUserLimit: 2 }, admin: true });
+      expect(res.status).toBe(200);
+      expect(res.body).toEqual({ id: 'widget', initialStock: 5, stock: 5, sold: 0, orders: 0, perUserLimit: 2 });
+    });
+
+    it('defaults perUserLimit to 1', async () => {
+      const res = await request(t.url, 'PUT', '/api/products/plain', { json: { stock: 3 }, admin: true });
+      expect(res.body).toMatchObject({ initialStock: 3, perUserLimit: 1 });
+    });
+
+    it('restarting a sale clears buyers, orders and the lock', async () => {
+      await startSale(t.url, 'restart', 2);
+      expect((await buy('restart', 'alice')).status).toBe(201);
+      const k = keys.product('restart');
+      const res = await request(t.url, 'PUT', '/api/products/restart', { json: { stock: 4 }, admin: true });
+      expect(res.body).toEqual({ id: 'restart', initialStock: 4, stock: 4, sold: 0, orders: 0, perUserLimit: 1 });
+      expect(await client.exists(k.buyers, k.orders, k.lock)).toBe(0);
+      expect((await buy('restart', 'alice')).status).toBe(201);
+    });
+
+    it.each([
+      ['no Authorization header', {}],
+      ['a wrong token', { authorization: 'Bearer not-the-admin-token-at-all' }],
+      ['the token without Bearer', { authorization: 'test-admin-token-0123456789' }],
+      ['an empty bearer', { authorization: 'Bearer ' }],
+    ])('refuses %s with 401 UNAUTHORIZED and changes nothing', async (_case, headers) => {
+      await startSale(t.url, 'guarded', 7);
+      const res = await request(t.url, 'PUT', '/api/products/guarded', { json: { stock: 1000 }, headers });
+      expect(res.status).toBe(401);
+      expect(res.body).toMatchObject({ statusCode: 401, code: 'UNAUTHORIZED' });
+      expect((await snapshot('guarded')).stock).toBe('7');
+    });
+
+    it.each([
+      ['a negative stock', { stock: -1 }],
+      ['a stock over 10,000,000', { stock: 10_000_001 }],
+      ['a float stock', { stock: 1.5 }],
+      ['a string stock', { stock: '5' }],
+      ['a missing stock', { perUserLimit: 1 }],
+      ['perUserLimit 0', { stock: 5, perUserLimit: 0 }],
+      ['perUserLimit 101', { stock: 5, perUserLimit: 101 }],
+      ['perUserLimit null', { stock: 5, perUserLimit: null }],
+      ['an unknown field', { stock: 5, price: 10 }],
+    ])('refuses %s with 400 VALIDATION_FAILED', async (_case, json) => {
+      const res = await request(t.url, 'PUT', '/api/products/bad-body', { json, admin: true });
+      expect(res.status).toBe(400);
+      expect(res.body).toMatchObject({ statusCode: 400, code: 'VALIDATION_FAILED' });
+      expect(Array.isArray(res.body.errors)).toBe(true);
+      expect(await client.exists(keys.product('bad-body').meta)).toBe(0);
+    });
+
+    it('refuses a bad product id with 400', async () => {
+      const res = await request(t.url, 'PUT', `/api/products/${'x'.repeat(65)}`, { json: { stock: 1 }, admin: true });
+      expect(res.status).toBe(400);
+      expect(res.body.code).toBe('VALIDATION_FAILED');
+    });
+  });
+
+  describe('GET /api/products/:id', () => {
+    it('shows stock, sold and orders', async () => {
+      await startSale(t.url, 'shown', 10, 3);
+      await buy('shown', 'u1', 3);
+      await buy('shown', 'u2', 1);
+      const res = await request(t.url, 'GET', '/api/products/shown');
+      expect(res.status).toBe(200);
+      expect(res.body).toEqual({ id: 'shown', initialStock: 10, stock: 6, sold: 4, orders: 2, perUserLimit: 3 });
+    });
+
+    it('answers 404 UNKNOWN_PRODUCT for a product with no sale', async () => {
+      const res = await request(t.url, 'GET', '/api/products/nothing-here');
+      expect(res.status).toBe(404);
+      expect(res.body).toMatchObject({ statusCode: 404, code: 'UNKNOWN_PRODUCT' });
+    });
+  });
+
+  describe('POST /api/orders', () => {
+    it('sells a sale of 5, then SOLD_OUT, then LIMIT_REACHED for a repeat buyer', async () => {
+      await startSale(t.url, 'five', 5);
+      const remaining: number[] = [];
+      for (let i = 1; i <= 5; i++) {
+        const res = await buy('five', `buyer-${i}`);
+        expect(res.status).toBe(201);
+        expect(res.body).toMatchObject({ productId: 'five', userId: `buyer-${i}`, quantity: 1 });
+        expect(res.body.orderId).toMatch(/^[0-9a-f-]{36}$/);
+        remaining.push(res.body.remaining);
+      }
+      expect(remaining).toEqual([4, 3, 2, 1, 0]);
+
+      const sixth = await buy('five', 'buyer-6');
+      expect(sixth.status).toBe(409);
+      expect(sixth.body).toMatchObject({ statusCode: 409, code: 'SOLD_OUT' });
+
+      const repeat = await buy('five', 'buyer-1');
+      expect(repeat.status).toBe(409);
+      expect(repeat.body.code).toBe('LIMIT_REACHED');
+
+      const k = keys.product('five');
+      expect(await client.get(k.stock)).toBe('0');
+      expect(await client.xlen(k.orders)).toBe(5);
+      // The lock is released after every purchase.
+      expect(await client.exists(k.lock)).toBe(0);
+    });
+
+    it('records the order in the stream with the id the buyer was given', async () => {
+      await startSale(t.url, 'logged', 3);
+      const res = await buy('logged', 'carol');
+      const entries = await client.xrange(keys.product('logged').orders, '-', '+');
+      expect(entries).toHaveLength(1);
+      expect(entries[0][1]).toEqual(['orderId', res.body.orderId, 'userId', 'carol', 'quantity', '1']);
+    });
+
+    it('answers INSUFFICIENT_STOCK when fewer are left than asked, and sells the rest', async () => {
+      await startSale(t.url, 'few', 3, 5);
+      expect((await buy('few', 'dave', 2)).status).toBe(201);
+      const res = await buy('few', 'erin', 2);
+      expect(res.status).toBe(409);
+      expect(res.body).toMatchObject({ code: 'INSUFFICIENT_STOCK' });
+      expect(await snapshot('few')).toMatchObject({ stock: '1', orders: 1 });
+      expect((await buy('few', 'erin', 1)).body.remaining).toBe(0);
+    });
+
+    it('enforces perUserLimit across several purchases', async () => {
+      await startSale(t.url, 'limited', 100, 3);
+      expect((await buy('limited', 'frank', 2)).status).toBe(201);
+      const over = await buy('limited', 'frank', 2);
+      expect(over.status).toBe(409);
+      expect(over.body.code).toBe('LIMIT_REACHED');
+      expect((await buy('limited', 'frank', 1)).status).toBe(201);
+      expect((await buy('limited', 'frank', 1)).body.code).toBe('LIMIT_REACHED');
+      expect(await client.hget(keys.product('limited').buyers, 'frank')).toBe('3');
+    });
+
+    it('answers LIMIT_REACHED when one order asks for more than the limit', async () => {
+      await startSale(t.url, 'one-each', 10, 1);
+      const res = await buy('one-each', 'gina', 2);
+      expect(res.status).toBe(409);
+      expect(res.body.code).toBe('LIMIT_REACHED');
+    });
+
+    it('answers 404 UNKNOWN_PRODUCT for a product with no sale', async () => {
+      const res = await buy('no-such-product', 'hank');
+      expect(res.status).toBe(404);
+      expect(res.body.code).toBe('UNKNOWN_PRODUCT');
+    });
+
+    it.each([
+      ['a missing productId', { userId: 'u' }],
+      ['a missing userId', { productId: 'p' }],
+      ['a productId with braces', { productId: '{p}', userId: 'u' }],
+      ['a userId with a space', { productId: 'p', userId: 'a b' }],
+      ['a 65-character userId', { productId: 'p', userId: 'u'.repeat(65) }],
+      ['a numeric userId', { productId: 'p', userId: 42 }],
+      ['quantity 0', { productId: 'p', userId: 'u', quantity: 0 }],
+      ['quantity -1', { productId: 'p', userId: 'u', quantity: -1 }],
+      ['quantity 1.5', { productId: 'p', userId: 'u', quantity: 1.5 }],
+      ['quantity "1"', { productId: 'p', userId: 'u', quantity: '1' }],
+      ['quantity null', { productId: 'p', userId: 'u', quantity: null }],
+      ['quantity 1e21', { productId: 'p', userId: 'u', quantity: 1e21 }],
+      ['an unknown field', { productId: 'p', userId: 'u', price: 0 }],
+      ['an array body', [{ productId: 'p', userId: 'u' }]],
+      ['a string body', 'p'],
+      ['a null body', null],
+    ])('refuses %s with 400 VALIDATION_FAILED and changes nothing', async (_case, json) => {
+      await startSale(t.url, 'p', 5);
+      const before = await snapshot('p');
+      const res = await request(t.url, 'POST', '/api/orders', { json });
+      expect(res.status).toBe(400);
+      expect(res.body).toMatchObject({ statusCode: 400, code: 'VALIDATION_FAILED' });
+      expect(typeof res.body.message).toBe('string');
+      expect(await snapshot('p')).toEqual(before);
+    });
+
+    it('names each failing field in the 400 body', async () => {
+      const res = await request(t.url, 'POST', '/api/orders', { json: { productId: '', quantity: 0 } });
+      const fields = (res.body.errors as { field: string }[]).map((e) => e.field).sort();
+      expect(fields).toEqual(['productId', 'quantity', 'userId']);
+    });
+
+    it.each([
+      ['malformed JSON', '{"productId": "p",', 'application/json', 400, 'VALIDATION_FAILED'],
+      ['an empty JSON body', '', 'application/json', 400, 'VALIDATION_FAILED'],
+      ['a __proto__ key', '{"productId":"p","userId":"u","__proto__":{"x":1}}', 'application/json', 400, 'VALIDATION_FAILED'],
+      ['a text/plain body', 'productId=p', 'text/plain', 415, 'UNSUPPORTED_MEDIA_TYPE'],
+      ['a form body', 'productId=p&userId=u', 'application/x-www-form-urlencoded', 415, 'UNSUPPORTED_MEDIA_TYPE'],
+      ['a body over 16 KiB', JSON.stringify({ productId: 'p', userId: 'u', pad: 'x'.repeat(17_000) }), 'application/json', 413, 'PAYLOAD_TOO_LARGE'],
+    ])('refuses %s with a 4xx and a code', async (_case, raw, contentType, status, code) => {
+      await startSale(t.url, 'p', 5);
+      const before = await snapshot('p');
+      const res = await request(t.url, 'POST', '/api/orders', { raw, headers: { 'content-type': contentType } });
+      expect(res.status).toBe(status);
+      expect(res.body).toMatchObject({ statusCode: status, code });
+      expect(await snapshot('p')).toEqual(before);
+    });
+
+    it('answers an unknown route with 404 NOT_FOUND', async () => {
+      const res = await request(t.url, 'DELETE', '/api/orders');
+      expect(res.status).toBe(404);
+      expect(res.body.code).toBe('NOT_FOUND');
+    });
+  });
+
+  describe('GET /health', () => {
+    it('is 200 while Redis answers', async () => {
+      const res = await request(t.url, 'GET', '/health');
+      expect(res.status).toBe(200);
+      expect(res.body).toEqual({ status: 'ok', redis: 'up', strategy: 'lock', unsafe: false, lostLocks: 0 });
+    });
+  });
+});

@@ -1,0 +1,39 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { startRedis } from '../../scripts/redis-server';
+
+export interface TestRedis {
+  readonly url: string;
+  readonly port: number;
+  readonly dir: string;
+  /** SIGTERM and wait; the data folder is removed. */
+  stop(): Promise<void>;
+  /** SIGKILL without waiting: for tests of a Redis that vanishes. */
+  kill(): void;
+}
+
+/**
+ * A real redis-server on a free loopback port with its own temporary data folder.
+ * Never the host's 6379, never a mock.
+ */
+export async function startTestRedis(options: { appendonly?: boolean } = {}): Promise<TestRedis> {
+  const dir = mkdtempSync(join(tmpdir(), 'seckill-redis-'));
+  const redis = await startRedis({ dir, appendonly: options.appendonly ?? false });
+  return {
+    url: redis.url,
+    port: redis.port,
+    dir,
+    kill: redis.kill,
+    stop: async () => {
+      await redis.stop();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+let prefixes = 0;
+/** A key prefix no other test in this process uses, so tests never see each other's keys. */
+export function uniquePrefix(name: string): string {
+  return `t${process.pid}-${++prefixes}-${name}:`;
+}
