@@ -12,10 +12,26 @@ export const BODY_LIMIT_BYTES = 16 * 1024;
  * stack: Fastify limits, content-type handling, pipes and filters.
  */
 export async function createApp(config: AppConfig, options: { logger?: false } = {}): Promise<NestFastifyApplication> {
-  const adapter = new FastifyAdapter({ bodyLimit: BODY_LIMIT_BYTES });
+  // A request that arrives on an open connection while we drain is served, not
+  // answered with Fastify's bare 503 (which has no `code`).
+  const adapter = new FastifyAdapter({ bodyLimit: BODY_LIMIT_BYTES, return503OnClosing: false });
+  const fastify = adapter.getInstance();
   // Only JSON bodies: Fastify would otherwise parse text/plain into a string and
   // hand it to validation; refusing it up front gives a clear 415.
-  adapter.getInstance().removeContentTypeParser('text/plain');
+  fastify.removeContentTypeParser('text/plain');
+  // Graceful drain: close() stops accepting and reaps idle keep-alive sockets once,
+  // but a socket whose request was in flight would then idle on for the keep-alive
+  // timeout (72 s) and hold shutdown open. Once closing, every response says
+  // `Connection: close`, so each socket ends with its last answer.
+  let draining = false;
+  fastify.addHook('preClose', (done) => {
+    draining = true;
+    done();
+  });
+  fastify.addHook('onSend', (_request, reply, payload, done) => {
+    if (draining) void reply.header('connection', 'close');
+    done(null, payload);
+  });
   const app = await NestFactory.create<NestFastifyApplication>(AppModule.forRoot(config), adapter, {
     logger: options.logger ?? enabledLevels(config),
     // No urlencoded parser: Fastify's own JSON parser is the only one registered.

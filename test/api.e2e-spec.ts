@@ -1,28 +1,22 @@
 import { Redis } from 'ioredis';
 import { KeyLayout } from '../src/redis/key-layout';
-import { request, startSale, startTestApp, TestApp } from './helpers/app';
-import { startTestRedis, TestRedis, uniquePrefix } from './helpers/redis';
+import { request, startSale } from './helpers/app';
+import { startTestStack, TestStack } from './helpers/stack';
 
 /** Every status and code of the HTTP contract, against a real app and a real Redis. */
 describe('HTTP API', () => {
-  let redis: TestRedis;
-  let t: TestApp;
+  let stack: TestStack;
+  let t: { url: string };
   let client: Redis;
   let keys: KeyLayout;
 
   beforeAll(async () => {
-    redis = await startTestRedis();
-    const prefix = uniquePrefix('api');
-    t = await startTestApp({ REDIS_URL: redis.url, KEY_PREFIX: prefix });
-    client = new Redis(redis.url);
-    keys = new KeyLayout(prefix);
+    stack = await startTestStack('api');
+    ({ client, keys } = stack);
+    t = stack;
   });
 
-  afterAll(async () => {
-    await t?.close();
-    client?.disconnect();
-    await redis?.stop();
-  });
+  afterAll(() => stack?.close());
 
   const buy = (productId: string, userId: string, quantity?: number) =>
     request(t.url, 'POST', '/api/orders', { json: { productId, userId, quantity } });

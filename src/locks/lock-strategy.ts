@@ -16,8 +16,19 @@ export interface LockStrategy {
    * whatever the section did. Throws LockTimeoutError if the lock is not obtained
    * within the wait budget. `signal` aborts when the hold can no longer be trusted
    * (its TTL is running out); the section checks it right before it writes.
+   * `options.signal` lets the caller stop waiting: an abort while the lock is not
+   * yet held rejects with the signal's reason and leaves the lock alone.
    */
-  withLock<T>(lockKey: string, criticalSection: (signal: AbortSignal) => Promise<T>): Promise<T>;
+  withLock<T>(
+    lockKey: string,
+    criticalSection: (signal: AbortSignal) => Promise<T>,
+    options?: WithLockOptions,
+  ): Promise<T>;
+}
+
+export interface WithLockOptions {
+  /** Abort to give up waiting for the lock (for example: the product sold out meanwhile). */
+  readonly signal?: AbortSignal;
 }
 
 /** Injection token for the configured LockStrategy. */

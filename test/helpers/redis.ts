@@ -1,6 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { Redis } from 'ioredis';
 import { startRedis } from '../../scripts/redis-server';
 
 export interface TestRedis {
@@ -36,4 +37,10 @@ let prefixes = 0;
 /** A key prefix no other test in this process uses, so tests never see each other's keys. */
 export function uniquePrefix(name: string): string {
   return `t${process.pid}-${++prefixes}-${name}:`;
+}
+
+/** QUIT a test's client (disconnect() leaves a timer that keeps Jest alive). */
+export async function closeClient(client: Redis | undefined): Promise<void> {
+  if (!client || client.status === 'end') return;
+  await client.quit().catch(() => client.disconnect());
 }

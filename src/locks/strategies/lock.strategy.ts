@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import { LockExpiredError, LockTimeoutError } from '../../errors/domain-errors';
-import { LockStrategy } from '../lock-strategy';
+import { LockStrategy, WithLockOptions } from '../lock-strategy';
 
 export interface LockOptions {
   /** Lock TTL: how long a crashed holder can block the product. */
@@ -68,16 +68,20 @@ export class SetNxLockStrategy implements LockStrategy {
     return { key, token, validUntil: start + this.options.ttlMs - driftMs(this.options.ttlMs) };
   }
 
-  /** Retries until the lock is ours or `waitMs` has passed (then LockTimeoutError). */
-  async acquire(key: string, waitMs = this.options.waitMs): Promise<LockLease> {
+  /**
+   * Retries until the lock is ours, `waitMs` has passed (LockTimeoutError), or
+   * `signal` aborts (its reason is thrown).
+   */
+  async acquire(key: string, waitMs = this.options.waitMs, signal?: AbortSignal): Promise<LockLease> {
     const deadline = Date.now() + waitMs;
     for (let attempt = 0; ; attempt++) {
+      signal?.throwIfAborted();
       const lease = await this.tryAcquire(key);
       if (lease) return lease;
       const left = deadline - Date.now();
       if (left <= 0) throw new LockTimeoutError(waitMs);
       const ceiling = Math.min(BACKOFF_CAP_MS, BACKOFF_BASE_MS * 2 ** attempt);
-      await sleep(Math.min(left, Math.random() * ceiling));
+      await sleep(Math.min(left, Math.random() * ceiling), undefined, { signal }).catch(() => undefined);
     }
   }
 
@@ -92,8 +96,12 @@ export class SetNxLockStrategy implements LockStrategy {
     return false;
   }
 
-  async withLock<T>(key: string, criticalSection: (signal: AbortSignal) => Promise<T>): Promise<T> {
-    const lease = await this.acquire(key);
+  async withLock<T>(
+    key: string,
+    criticalSection: (signal: AbortSignal) => Promise<T>,
+    options?: WithLockOptions,
+  ): Promise<T> {
+    const lease = await this.acquire(key, this.options.waitMs, options?.signal);
     const expiry = new AbortController();
     const validityMs = lease.validUntil - Date.now();
     const timer = setTimeout(() => expiry.abort(new LockExpiredError(this.options.ttlMs)), validityMs);

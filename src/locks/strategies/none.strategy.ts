@@ -1,4 +1,4 @@
-import { LockStrategy } from '../lock-strategy';
+import { LockStrategy, WithLockOptions } from '../lock-strategy';
 
 /**
  * `none` — no lock at all: the negative control.
@@ -14,7 +14,12 @@ export class NoLockStrategy implements LockStrategy {
   readonly lostLocks = 0;
   private readonly never = new AbortController().signal;
 
-  withLock<T>(_lockKey: string, criticalSection: (signal: AbortSignal) => Promise<T>): Promise<T> {
+  withLock<T>(
+    _lockKey: string,
+    criticalSection: (signal: AbortSignal) => Promise<T>,
+    options?: WithLockOptions,
+  ): Promise<T> {
+    options?.signal?.throwIfAborted();
     return criticalSection(this.never);
   }
 }

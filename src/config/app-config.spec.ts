@@ -1,0 +1,82 @@
+import { CONFIG_DEFAULTS, ConfigError, loadConfig } from './app-config';
+
+const REQUIRED = { REDIS_URL: 'redis://127.0.0.1:6380', ADMIN_TOKEN: 'a-long-enough-admin-token' };
+
+describe('loadConfig', () => {
+  it('applies the frozen defaults', () => {
+    const config = loadConfig(REQUIRED);
+    expect(config).toEqual({
+      port: 3000,
+      host: '0.0.0.0',
+      redisUrl: REQUIRED.REDIS_URL,
+      lockStrategy: 'lock',
+      lockTtlMs: 10_000,
+      lockWaitMs: 5_000,
+      adminToken: REQUIRED.ADMIN_TOKEN,
+      keyPrefix: 'seckill:',
+      allowUnsafe: false,
+      logLevel: 'log',
+    });
+    expect(Object.isFrozen(config)).toBe(true);
+    expect(Object.isFrozen(CONFIG_DEFAULTS)).toBe(true);
+  });
+
+  it('reads every variable', () => {
+    const config = loadConfig({
+      ...REQUIRED,
+      PORT: '8080',
+      HOST: '127.0.0.1',
+      LOCK_STRATEGY: 'none',
+      LOCK_TTL_MS: '2000',
+      LOCK_WAIT_MS: '0',
+      KEY_PREFIX: 'shop:',
+      ALLOW_UNSAFE: '1',
+      LOG_LEVEL: 'debug',
+    });
+    expect(config).toMatchObject({
+      port: 8080,
+      host: '127.0.0.1',
+      lockStrategy: 'none',
+      lockTtlMs: 2000,
+      lockWaitMs: 0,
+      keyPrefix: 'shop:',
+      allowUnsafe: true,
+      logLevel: 'debug',
+    });
+  });
+
+  it.each([
+    [{ REDIS_URL: undefined }, 'REDIS_URL is required'],
+    [{ REDIS_URL: 'localhost:6379' }, 'REDIS_URL must start with redis://'],
+    [{ REDIS_URL: 'http://x' }, 'REDIS_URL must start with redis://'],
+    [{ ADMIN_TOKEN: undefined }, 'ADMIN_TOKEN is required'],
+    [{ ADMIN_TOKEN: 'short' }, 'ADMIN_TOKEN is required and must be at least 16 characters'],
+    [{ PORT: 'abc' }, 'PORT must be an integer from 0 to 65535, got "abc"'],
+    [{ PORT: '70000' }, 'PORT must be an integer'],
+    [{ PORT: '-1' }, 'PORT must be an integer'],
+    [{ LOCK_TTL_MS: '10.5' }, 'LOCK_TTL_MS must be an integer'],
+    [{ LOCK_TTL_MS: '50' }, 'LOCK_TTL_MS must be an integer from 100'],
+    [{ LOCK_WAIT_MS: '1e3' }, 'LOCK_WAIT_MS must be an integer'],
+    [{ LOCK_STRATEGY: 'redlock-please' }, 'LOCK_STRATEGY must be one of lock, none'],
+    [{ LOCK_STRATEGY: 'none' }, 'LOCK_STRATEGY "none" can oversell and runs only as a demonstration: set ALLOW_UNSAFE=1'],
+    [{ LOCK_STRATEGY: 'none', ALLOW_UNSAFE: 'yes' }, 'ALLOW_UNSAFE must be 1, 0, true or false'],
+    [{ KEY_PREFIX: '' }, 'KEY_PREFIX must be 1-64 characters'],
+    [{ KEY_PREFIX: 'a{b}' }, 'KEY_PREFIX must be 1-64 characters'],
+    [{ LOG_LEVEL: 'info' }, 'LOG_LEVEL must be one of error, warn, log, debug, verbose'],
+    [{ HOST: 'a b' }, 'HOST must be an address'],
+  ])('refuses %j with one line naming the variable', (overrides, message) => {
+    const env = { ...REQUIRED, ...overrides };
+    expect(() => loadConfig(env)).toThrow(ConfigError);
+    try {
+      loadConfig(env);
+    } catch (err) {
+      expect((err as ConfigError).message).toContain(message);
+      expect((err as ConfigError).message).not.toContain('\n');
+      expect((err as ConfigError).variable).toBe(message.split(' ')[0]);
+    }
+  });
+
+  it('treats blank values as unset', () => {
+    expect(loadConfig({ ...REQUIRED, PORT: '  ', LOCK_STRATEGY: '' })).toMatchObject({ port: 3000, lockStrategy: 'lock' });
+  });
+});

@@ -1,0 +1,130 @@
+import { Redis } from 'ioredis';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { closeClient, startTestRedis, TestRedis, uniquePrefix } from '../../../test/helpers/redis';
+import { LockExpiredError, LockTimeoutError } from '../../errors/domain-errors';
+import { defineScripts } from '../../redis/redis-scripts';
+import { SetNxLockStrategy } from './lock.strategy';
+
+describe('SetNxLockStrategy (lock) against a real Redis', () => {
+  let redis: TestRedis;
+  const clients: Redis[] = [];
+  let key: string;
+
+  /** A separate connection per simulated process, with the scripts registered. */
+  function client(): Redis {
+    const c = new Redis(redis.url);
+    defineScripts(c);
+    clients.push(c);
+    return c;
+  }
+
+  beforeAll(async () => {
+    redis = await startTestRedis();
+  });
+
+  beforeEach(() => {
+    key = `${uniquePrefix('lock')}{p:x}:lock`;
+  });
+
+  afterAll(async () => {
+    await Promise.all(clients.map(closeClient));
+    await redis?.stop();
+  });
+
+  it('sets the token and its TTL in one command, and refuses a second holder', async () => {
+    const c = client();
+    const lock = new SetNxLockStrategy(c, { ttlMs: 5_000, waitMs: 0 });
+    const lease = await lock.tryAcquire(key);
+    expect(lease).not.toBeNull();
+    expect(lease!.token).toMatch(/^[0-9a-f]{32}$/); // 128 random bits
+    expect(await c.get(key)).toBe(lease!.token);
+    const pttl = await c.pttl(key);
+    expect(pttl).toBeGreaterThan(0);
+    expect(pttl).toBeLessThanOrEqual(5_000);
+    expect(await new SetNxLockStrategy(client(), { ttlMs: 5_000, waitMs: 0 }).tryAcquire(key)).toBeNull();
+  });
+
+  it('release never deletes a lock whose token is not ours', async () => {
+    const c = client();
+    await c.set(key, 'someone-elses-token', 'PX', 5_000);
+    expect(await c.releaseLock(key, 'our-token')).toBe(0);
+    expect(await c.get(key)).toBe('someone-elses-token');
+    expect(await c.releaseLock(key, 'someone-elses-token')).toBe(1);
+    expect(await c.exists(key)).toBe(0);
+  });
+
+  it('a hold that outlived its TTL does not delete the next holder’s lock, and is counted', async () => {
+    const observer = client();
+    const slow = new SetNxLockStrategy(client(), { ttlMs: 150, waitMs: 0 });
+    const next = new SetNxLockStrategy(client(), { ttlMs: 5_000, waitMs: 0 });
+    const stale = await slow.tryAcquire(key);
+    await sleep(250); // the TTL runs out in Redis
+    const fresh = await next.tryAcquire(key);
+    expect(fresh).not.toBeNull();
+    expect(await slow.release(stale!)).toBe(false);
+    expect(slow.lostLocks).toBe(1);
+    expect(await observer.get(key)).toBe(fresh!.token);
+  });
+
+  it('a holder that dies without releasing blocks others only until the TTL', async () => {
+    const dying = client();
+    const lease = await new SetNxLockStrategy(dying, { ttlMs: 300, waitMs: 0 }).tryAcquire(key);
+    expect(lease).not.toBeNull();
+    dying.disconnect(); // the process is gone; nobody will ever release
+    const survivor = client();
+    const other = new SetNxLockStrategy(survivor, { ttlMs: 5_000, waitMs: 3_000 });
+    expect(await other.tryAcquire(key)).toBeNull();
+    const taken = await other.acquire(key);
+    expect(await survivor.get(key)).toBe(taken.token);
+  });
+
+  it('acquire gives up with LockTimeoutError after waitMs', async () => {
+    const c = client();
+    await c.set(key, 'held-elsewhere', 'PX', 10_000);
+    const lock = new SetNxLockStrategy(c, { ttlMs: 1_000, waitMs: 100 });
+    await expect(lock.acquire(key)).rejects.toBeInstanceOf(LockTimeoutError);
+    expect(await c.get(key)).toBe('held-elsewhere');
+  });
+
+  it('withLock excludes: 40 contenders on 4 connections never overlap', async () => {
+    const locks = Array.from({ length: 4 }, () => new SetNxLockStrategy(client(), { ttlMs: 5_000, waitMs: 10_000 }));
+    const counter = client();
+    const inside = `${key}:inside`;
+    let maxInside = 0;
+    let entered = 0;
+    await Promise.all(
+      Array.from({ length: 40 }, (_, i) =>
+        locks[i % 4].withLock(key, async () => {
+          // Count holders in Redis itself, so overlap across connections is seen.
+          maxInside = Math.max(maxInside, await counter.incr(inside));
+          entered++;
+          await sleep(1);
+          await counter.decr(inside);
+        }),
+      ),
+    );
+    expect(entered).toBe(40);
+    expect(maxInside).toBe(1);
+    expect(await counter.exists(key)).toBe(0);
+  });
+
+  it('withLock releases when the critical section throws', async () => {
+    const c = client();
+    const lock = new SetNxLockStrategy(c, { ttlMs: 5_000, waitMs: 0 });
+    await expect(lock.withLock(key, () => Promise.reject(new Error('boom')))).rejects.toThrow('boom');
+    expect(await c.exists(key)).toBe(0);
+  });
+
+  it('aborts the section’s signal once the hold can no longer be trusted', async () => {
+    const c = client();
+    const lock = new SetNxLockStrategy(c, { ttlMs: 200, waitMs: 0 });
+    const outcome = lock.withLock(key, async (signal) => {
+      expect(signal.aborted).toBe(false);
+      await sleep(300); // longer than the TTL: Redis has expired the lock
+      signal.throwIfAborted();
+      return 'wrote';
+    });
+    await expect(outcome).rejects.toBeInstanceOf(LockExpiredError);
+    expect(lock.lostLocks).toBe(1);
+  });
+});

@@ -1,0 +1,23 @@
+import { KeyLayout } from './key-layout';
+
+describe('KeyLayout', () => {
+  it('puts every key of a product under the prefix and one hash tag', () => {
+    const keys = new KeyLayout('seckill:').product('sku-1');
+    expect(keys).toEqual({
+      stock: 'seckill:{p:sku-1}:stock',
+      meta: 'seckill:{p:sku-1}:meta',
+      lock: 'seckill:{p:sku-1}:lock',
+      fence: 'seckill:{p:sku-1}:fence',
+      buyers: 'seckill:{p:sku-1}:buyers',
+      orders: 'seckill:{p:sku-1}:orders',
+    });
+    // Redis Cluster hashes only the text between the first { and the next }.
+    const tags = Object.values(keys).map((k) => k.slice(k.indexOf('{') + 1, k.indexOf('}')));
+    expect(new Set(tags)).toEqual(new Set(['p:sku-1']));
+  });
+
+  it('keeps products apart', () => {
+    const layout = new KeyLayout('x:');
+    expect(layout.product('a').stock).not.toBe(layout.product('b').stock);
+  });
+});
