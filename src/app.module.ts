@@ -19,6 +19,8 @@ const validationPipe = new ValidationPipe({
   forbidNonWhitelisted: true,
   transform: true,
   forbidUnknownValues: true,
+  // One message per field: the first rule it breaks.
+  stopAtFirstError: true,
   exceptionFactory: (errors: ValidationError[]) => {
     const fields = errors.map((e) => ({ field: e.property, messages: Object.values(e.constraints ?? {}) }));
     const message = fields.flatMap((f) => f.messages).join('; ') || 'the request body is not a JSON object';

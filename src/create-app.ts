@@ -1,6 +1,7 @@
 import { LogLevel as NestLogLevel } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter, NestFastifyApplication } from '@nestjs/platform-fastify';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import { AppModule } from './app.module';
 import { AppConfig, LOG_LEVELS } from './config/app-config';
 
@@ -14,7 +15,15 @@ export const BODY_LIMIT_BYTES = 16 * 1024;
 export async function createApp(config: AppConfig, options: { logger?: false } = {}): Promise<NestFastifyApplication> {
   // A request that arrives on an open connection while we drain is served, not
   // answered with Fastify's bare 503 (which has no `code`).
-  const adapter = new FastifyAdapter({ bodyLimit: BODY_LIMIT_BYTES, return503OnClosing: false });
+  const adapter = new FastifyAdapter({
+    bodyLimit: BODY_LIMIT_BYTES,
+    return503OnClosing: false,
+    // Fastify answers a URL it cannot decode before Nest sees the request; give it
+    // the same body shape as every other 400.
+    frameworkErrors: (error: Error, _request: FastifyRequest, reply: FastifyReply) => {
+      void reply.status(400).send({ statusCode: 400, code: 'VALIDATION_FAILED', message: error.message });
+    },
+  });
   const fastify = adapter.getInstance();
   // Only JSON bodies: Fastify would otherwise parse text/plain into a string and
   // hand it to validation; refusing it up front gives a clear 415.

@@ -224,6 +224,12 @@ describe('HTTP API', () => {
       expect(await snapshot('p')).toEqual(before);
     });
 
+    it('refuses a badly encoded product id with a 4xx and a code', async () => {
+      const res = await request(t.url, 'GET', '/api/products/%E0%A4%A');
+      expect(res.status).toBe(400);
+      expect(res.body).toMatchObject({ statusCode: 400, code: 'VALIDATION_FAILED' });
+    });
+
     it('answers an unknown route with 404 NOT_FOUND', async () => {
       const res = await request(t.url, 'DELETE', '/api/orders');
       expect(res.status).toBe(404);
