@@ -3,6 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import { LockExpiredError, LockTimeoutError } from '../../errors/domain-errors';
+import { LocalQueue } from '../local-queue';
 import { LockStrategy, WithLockOptions } from '../lock-strategy';
 
 export interface LockOptions {
@@ -33,8 +34,10 @@ const BACKOFF_CAP_MS = 32;
  *   holding the token can claim to own it.
  * - Release: release-lock.lua compares the token and deletes in one step; never a
  *   plain DEL, which would delete another owner's lock after ours expired.
- * - Wait: retries with full-jitter exponential backoff until `waitMs`, so waiting
- *   buyers spread out instead of hammering Redis in lockstep.
+ * - Wait: in this process, buyers of one product queue in a LocalQueue and only the
+ *   head contends; it retries SET NX with full-jitter exponential backoff until
+ *   `waitMs` (one budget for both waits), so other processes' holders are not
+ *   drowned in retries.
  * - Validity: the hold is trusted for TTL minus a clock-drift allowance (Redlock's
  *   formula); after that the section's AbortSignal fires and the write is skipped.
  *
@@ -48,6 +51,8 @@ export class SetNxLockStrategy implements LockStrategy {
   private readonly logger = new Logger('SetNxLock');
   /** Releases that found the lock no longer ours: each one is a hold that outlived its TTL. */
   private lost = 0;
+  /** Buyers of one product in this process queue here; only the head sends SET NX. */
+  private readonly line = new LocalQueue();
 
   constructor(
     private readonly redis: Pick<Redis, 'set' | 'releaseLock'>,
@@ -72,14 +77,17 @@ export class SetNxLockStrategy implements LockStrategy {
    * Retries until the lock is ours, `waitMs` has passed (LockTimeoutError), or
    * `signal` aborts (its reason is thrown).
    */
-  async acquire(key: string, waitMs = this.options.waitMs, signal?: AbortSignal): Promise<LockLease> {
-    const deadline = Date.now() + waitMs;
+  acquire(key: string, waitMs = this.options.waitMs, signal?: AbortSignal): Promise<LockLease> {
+    return this.acquireBy(key, Date.now() + waitMs, signal);
+  }
+
+  private async acquireBy(key: string, deadline: number, signal?: AbortSignal): Promise<LockLease> {
     for (let attempt = 0; ; attempt++) {
       signal?.throwIfAborted();
       const lease = await this.tryAcquire(key);
       if (lease) return lease;
       const left = deadline - Date.now();
-      if (left <= 0) throw new LockTimeoutError(waitMs);
+      if (left <= 0) throw new LockTimeoutError(this.options.waitMs);
       const ceiling = Math.min(BACKOFF_CAP_MS, BACKOFF_BASE_MS * 2 ** attempt);
       await sleep(Math.min(left, Math.random() * ceiling), undefined, { signal }).catch(() => undefined);
     }
@@ -101,7 +109,16 @@ export class SetNxLockStrategy implements LockStrategy {
     criticalSection: (signal: AbortSignal) => Promise<T>,
     options?: WithLockOptions,
   ): Promise<T> {
-    const lease = await this.acquire(key, this.options.waitMs, options?.signal);
+    // One budget for both waits: in this process's line, then for the Redis lock.
+    const deadline = Date.now() + this.options.waitMs;
+    const leaveLine = await this.line.enter(key, this.options.waitMs, options?.signal);
+    let lease: LockLease;
+    try {
+      lease = await this.acquireBy(key, deadline, options?.signal);
+    } catch (err) {
+      leaveLine();
+      throw err;
+    }
     const expiry = new AbortController();
     const validityMs = lease.validUntil - Date.now();
     const timer = setTimeout(() => expiry.abort(new LockExpiredError(this.options.ttlMs)), validityMs);
@@ -115,6 +132,7 @@ export class SetNxLockStrategy implements LockStrategy {
       await this.release(lease).catch((err: Error) =>
         this.logger.warn(`release of ${key} failed, the TTL will free it: ${err.message}`),
       );
+      leaveLine();
     }
   }
 }
