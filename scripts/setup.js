@@ -29,24 +29,55 @@ function ensureDependencies() {
   run(process.platform === 'win32' ? 'npm.cmd' : 'npm', ['ci', '--no-audit', '--no-fund']);
 }
 
+/** Build outputs and results inside an input folder are not inputs. */
+const NOT_INPUTS = new Set(['dist', 'results', 'node_modules']);
+
 /** Newest modification time of the files under `dir` (0 if none). */
 function newest(dir) {
   let latest = 0;
-  for (const entry of fs.readdirSync(dir, { withFileTypes: true, recursive: true })) {
-    if (!entry.isFile()) continue;
-    latest = Math.max(latest, fs.statSync(path.join(entry.parentPath ?? entry.path, entry.name)).mtimeMs);
+  for (const entry of fs.readdirSync(dir, { withFileTypes: true })) {
+    const full = path.join(dir, entry.name);
+    if (entry.isDirectory()) {
+      if (!NOT_INPUTS.has(entry.name)) latest = Math.max(latest, newest(full));
+    } else if (entry.isFile()) {
+      latest = Math.max(latest, fs.statSync(full).mtimeMs);
+    }
   }
   return latest;
 }
 
-function ensureBuilt() {
-  const main = path.join(ROOT, 'dist', 'main.js');
-  const inputs = [path.join(ROOT, 'src'), ...['package-lock.json', 'tsconfig.json', 'tsconfig.build.json', 'nest-cli.json'].map((f) => path.join(ROOT, f))];
-  const builtAt = fs.existsSync(main) ? fs.statSync(main).mtimeMs : 0;
-  const changedAt = Math.max(...inputs.map((p) => (fs.statSync(p).isDirectory() ? newest(p) : fs.statSync(p).mtimeMs)));
+const TSC = path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
+const NEST = path.join(ROOT, 'node_modules', '@nestjs', 'cli', 'bin', 'nest.js');
+const SHARED_INPUTS = ['src', 'package-lock.json', 'tsconfig.json'];
+
+/** What each build reads and writes; a build runs when an input is newer than its output. */
+const BUILDS = {
+  app: {
+    output: 'dist/main.js',
+    inputs: [...SHARED_INPUTS, 'tsconfig.build.json', 'nest-cli.json'],
+    args: [NEST, 'build'],
+  },
+  bench: {
+    output: 'bench/dist/bench/bench.js',
+    inputs: [...SHARED_INPUTS, 'bench', 'scripts/redis-server.js'],
+    args: [TSC, '-p', 'bench/tsconfig.json'],
+  },
+};
+
+/** @param {keyof typeof BUILDS} name */
+function ensureBuilt(name = 'app') {
+  const build = BUILDS[name];
+  const output = path.join(ROOT, build.output);
+  const builtAt = fs.existsSync(output) ? fs.statSync(output).mtimeMs : 0;
+  const changedAt = Math.max(
+    ...build.inputs.map((input) => {
+      const p = path.join(ROOT, input);
+      return fs.statSync(p).isDirectory() ? newest(p) : fs.statSync(p).mtimeMs;
+    }),
+  );
   if (builtAt > changedAt) return;
-  log(builtAt ? 'sources changed since the last build: building' : 'dist/ is missing: building');
-  run(process.execPath, [path.join(ROOT, 'node_modules', '@nestjs', 'cli', 'bin', 'nest.js'), 'build']);
+  log(`${builtAt ? 'sources changed since the last build' : `${build.output} is missing`}: building ${name}`);
+  run(process.execPath, build.args);
 }
 
 module.exports = { ROOT, log, ensureDependencies, ensureBuilt };

@@ -1,0 +1,299 @@
+/**
+ * The flash-sale bench: fires N distinct buyers at the real service, one fresh app
+ * (or cluster of apps) per strategy, then reads the verdict from Redis itself.
+ *
+ *   npm run bench -- --buyers 100000 --connections 1000 --stock 1000 --strategy lock,none
+ *
+ * Exit code 1 when a safe strategy breaks an invariant, or when the `none` control
+ * fails to oversell (a bench that cannot see overselling proves nothing).
+ */
+import { Redis } from 'ioredis';
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { cpus, tmpdir } from 'node:os';
+import { dirname, join, relative, resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+import { freePort, startRedis } from '../scripts/redis-server';
+import { LOCK_STRATEGY_NAMES, LockStrategyName, UNSAFE_STRATEGIES } from '../src/config/app-config';
+import { KeyLayout } from '../src/redis/key-layout';
+import { runLoad } from './load';
+import { ROOT, startApp, stopAll, track } from './processes';
+import { formatReport, Row } from './report';
+import { judge, readSale } from './verdict';
+
+export interface BenchOptions {
+  readonly buyers: number;
+  readonly duplicates: number;
+  readonly connections: number;
+  readonly stock: number;
+  readonly quantity: number;
+  readonly strategies: LockStrategyName[];
+  readonly workers: number;
+  readonly warmup: number;
+  readonly redis?: string;
+  readonly out: string;
+}
+
+const USAGE = `usage: npm run bench -- [options]
+
+  --buyers N        distinct buyers, one purchase request each       (100000)
+  --duplicates F    extra requests reusing an earlier buyer, as a
+                    fraction of --buyers (0.1 = 10% more requests)   (0)
+  --connections C   concurrent connections                            (1000)
+  --stock S         units on sale                                     (1000)
+  --quantity Q      units per purchase (also the per-user limit)      (1)
+  --strategy LIST   comma-separated: ${LOCK_STRATEGY_NAMES.join(', ')}, or all  (lock)
+  --workers W       app processes sharing the port (node:cluster)     (1)
+  --warmup N        warm-up requests on a separate product            (2000)
+  --redis URL       use this Redis instead of starting a private one
+  --out FILE        JSON results                    (bench/results/<timestamp>.json)
+`;
+
+export function parseOptions(argv: string[]): BenchOptions {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: argv,
+    options: {
+      buyers: { type: 'string', default: '100000' },
+      duplicates: { type: 'string', default: '0' },
+      connections: { type: 'string', default: '1000' },
+      stock: { type: 'string', default: '1000' },
+      quantity: { type: 'string', default: '1' },
+      strategy: { type: 'string', default: 'lock' },
+      workers: { type: 'string', default: '1' },
+      warmup: { type: 'string', default: '2000' },
+      redis: { type: 'string' },
+      out: { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
+    strict: true,
+    });
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
+  const { values } = parsed;
+  if (values.help) {
+    process.stdout.write(USAGE);
+    process.exit(0);
+  }
+  const int = (name: string, value: string, min: number, max: number): number => {
+    const n = Number(value);
+    if (!/^\d+$/.test(value) || n < min || n > max) throw new UsageError(`--${name} must be an integer from ${min} to ${max}, got "${value}"`);
+    return n;
+  };
+  const duplicates = Number(values.duplicates);
+  if (!Number.isFinite(duplicates) || duplicates < 0 || duplicates > 10) {
+    throw new UsageError(`--duplicates must be a number from 0 to 10, got "${values.duplicates}"`);
+  }
+  const names = values.strategy === 'all' ? [...LOCK_STRATEGY_NAMES] : values.strategy!.split(',').map((s) => s.trim());
+  for (const name of names) {
+    if (!(LOCK_STRATEGY_NAMES as readonly string[]).includes(name)) {
+      throw new UsageError(`--strategy: unknown "${name}"; known: ${LOCK_STRATEGY_NAMES.join(', ')}, all`);
+    }
+  }
+  if (values.redis !== undefined && !/^rediss?:\/\//.test(values.redis)) {
+    throw new UsageError(`--redis must be a redis:// URL, got "${values.redis}"`);
+  }
+  const stamp = new Date().toISOString().replace(/[:.]/g, '-');
+  return {
+    buyers: int('buyers', values.buyers!, 1, 10_000_000),
+    duplicates,
+    connections: int('connections', values.connections!, 1, 20_000),
+    stock: int('stock', values.stock!, 0, 10_000_000),
+    quantity: int('quantity', values.quantity!, 1, 100),
+    strategies: names as LockStrategyName[],
+    workers: int('workers', values.workers!, 1, 64),
+    warmup: int('warmup', values.warmup!, 0, 1_000_000),
+    redis: values.redis,
+    out: resolve(values.out ?? join(ROOT, 'bench', 'results', `${stamp}.json`)),
+  };
+}
+
+export class UsageError extends Error {}
+
+async function main(): Promise<number> {
+  const options = parseOptions(process.argv.slice(2));
+  const log = (line: string) => process.stderr.write(`[bench] ${line}\n`);
+
+  let redisUrl = options.redis;
+  if (!redisUrl) {
+    const dir = mkdtempSync(join(tmpdir(), 'seckill-bench-'));
+    const redis = await startRedis({ dir, appendonly: true });
+    track({ stop: () => redis.stop().then(() => rmSync(dir, { recursive: true, force: true })) });
+    redisUrl = redis.url;
+    log(`private Redis at ${redis.url} (AOF everysec, removed afterwards)`);
+  }
+  const client = new Redis(redisUrl);
+  track({ stop: () => client.quit().catch(() => client.disconnect()) });
+  const redisVersion = /redis_version:(\S+)/.exec(await client.info('server'))?.[1] ?? 'unknown';
+
+  const runId = Date.now().toString(36);
+  const rows: Row[] = [];
+  for (const strategy of options.strategies) {
+    rows.push(await runStrategy(strategy, redisUrl, client, runId, options, log));
+  }
+
+  const report = {
+    command: `npm run bench -- ${process.argv.slice(2).join(' ')}`.trim(),
+    date: new Date().toISOString(),
+    machine: { cpus: cpus().length, cpuModel: cpus()[0]?.model ?? 'unknown', node: process.version, redis: redisVersion },
+    options: { ...options, out: relative(ROOT, options.out) },
+    rows,
+  };
+  mkdirSync(dirname(options.out), { recursive: true });
+  writeFileSync(options.out, `${JSON.stringify(report, null, 2)}\n`);
+  const { text, failed } = formatReport(rows);
+  process.stdout.write(`${text}\n`);
+  log(`results: ${relative(process.cwd(), options.out)}`);
+  return failed ? 1 : 0;
+}
+
+async function runStrategy(
+  strategy: LockStrategyName,
+  redisUrl: string,
+  client: Redis,
+  runId: string,
+  options: BenchOptions,
+  log: (line: string) => void,
+): Promise<Row> {
+  const unsafe = UNSAFE_STRATEGIES.includes(strategy);
+  const prefix = `bench:${runId}:${strategy}:`;
+  const token = randomBytes(18).toString('base64url');
+  const app = await startApp({
+    workers: options.workers,
+    port: await freePort(),
+    env: {
+      REDIS_URL: redisUrl,
+      ADMIN_TOKEN: token,
+      LOCK_STRATEGY: strategy,
+      ALLOW_UNSAFE: unsafe ? '1' : '0',
+      KEY_PREFIX: prefix,
+      LOG_LEVEL: 'warn',
+    },
+  });
+  log(`${strategy}: app up (${options.workers} worker${options.workers > 1 ? 's' : ''}) at ${app.url}${unsafe ? ' — UNSAFE on purpose' : ''}`);
+  const keys = new KeyLayout(prefix);
+  try {
+    if (options.warmup > 0) {
+      await startSale(app.url, token, 'warmup', 10_000_000, options.quantity);
+      await runLoad({
+        url: app.url,
+        productId: 'warmup',
+        buyers: options.warmup,
+        duplicates: 0,
+        connections: Math.min(options.connections, 100),
+        quantity: options.quantity,
+      });
+    }
+    await startSale(app.url, token, 'hot', options.stock, options.quantity);
+
+    const total = options.buyers + Math.round(options.buyers * options.duplicates);
+    const progress = { done: 0 };
+    const reporter = startProgress(strategy, total, progress, () => client.get(keys.product('hot').stock), options.stock);
+    const load = await runLoad(
+      {
+        url: app.url,
+        productId: 'hot',
+        buyers: options.buyers,
+        duplicates: options.duplicates,
+        connections: options.connections,
+        quantity: options.quantity,
+      },
+      progress,
+    ).finally(() => reporter.stop());
+
+    const verdict = judge(await readSale(client, keys.product('hot')), load, options.quantity);
+    const exitCode = await app.stop();
+    if (exitCode !== 0) verdict.problems.push(`the app exited ${exitCode} on SIGTERM instead of 0`);
+    const allHold = Object.values(verdict.invariants).every(Boolean);
+    return {
+      strategy,
+      unsafe,
+      buyers: options.buyers,
+      requests: total,
+      connections: options.connections,
+      stock: options.stock,
+      quantity: options.quantity,
+      workers: options.workers,
+      durationMs: load.durationMs,
+      throughput: Math.round((load.sent / load.durationMs) * 1000),
+      latency: load.latency,
+      status: load.status,
+      codes: load.codes,
+      errors: load.errors,
+      timeouts: load.timeouts,
+      ...verdict,
+      pass: unsafe ? !allHold : allHold && exitCode === 0,
+    };
+  } finally {
+    await app.stop();
+    if (options.redis) {
+      // A Redis the user named: remove what this run wrote, and only that.
+      const written = ['hot', 'warmup'].flatMap((id) => Object.values(keys.product(id)));
+      await client.del(...written);
+    }
+  }
+}
+
+async function startSale(url: string, token: string, productId: string, stock: number, perUserLimit: number) {
+  const res = await fetch(`${url}/api/products/${productId}`, {
+    method: 'PUT',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+    body: JSON.stringify({ stock, perUserLimit }),
+  });
+  if (res.status !== 200) throw new Error(`sale setup for ${productId} failed: ${res.status} ${await res.text()}`);
+}
+
+/** A live line on a TTY; a plain line every 5 s otherwise (CI logs). */
+function startProgress(
+  strategy: string,
+  total: number,
+  progress: { done: number },
+  readStock: () => Promise<string | null>,
+  stock: number,
+) {
+  const tty = process.stderr.isTTY;
+  const started = Date.now();
+  let last = { at: started, done: 0 };
+  const tick = async () => {
+    const left = Number(await readStock().catch(() => null));
+    const now = Date.now();
+    const rate = Math.round(((progress.done - last.done) / Math.max(now - last.at, 1)) * 1000);
+    last = { at: now, done: progress.done };
+    const line =
+      `[bench] ${strategy}: ${progress.done.toLocaleString('en-US')}/${total.toLocaleString('en-US')} requests, ` +
+      `sold ${(stock - left).toLocaleString('en-US')}/${stock.toLocaleString('en-US')}, ${rate.toLocaleString('en-US')} req/s`;
+    process.stderr.write(tty ? `\r\x1b[K${line}` : `${line}\n`);
+  };
+  const timer = setInterval(() => void tick(), tty ? 250 : 5_000);
+  return {
+    stop: () => {
+      clearInterval(timer);
+      if (tty) process.stderr.write('\r\x1b[K');
+    },
+  };
+}
+
+/** Entry point (scripts/bench.js): runs main, stops everything it started, exits. */
+export function cli(): void {
+  let stopping = false;
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    process.on(signal, () => {
+      if (stopping) return;
+      stopping = true;
+      process.stderr.write(`\n[bench] ${signal}: stopping everything the bench started\n`);
+      void stopAll().finally(() => process.exit(130));
+    });
+  }
+  main()
+    .then(async (code) => {
+      await stopAll();
+      process.exit(code);
+    })
+    .catch(async (err: Error) => {
+      process.stderr.write(err instanceof UsageError ? `${err.message}\n\n${USAGE}` : `[bench] failed: ${err.stack ?? err.message}\n`);
+      await stopAll();
+      process.exit(err instanceof UsageError ? 2 : 1);
+    });
+}

@@ -1,0 +1,114 @@
+import autocannon from 'autocannon';
+
+export interface LoadOptions {
+  readonly url: string;
+  readonly productId: string;
+  /** Distinct userIds, one purchase request each. */
+  readonly buyers: number;
+  /** Fraction of extra requests that reuse an earlier userId. */
+  readonly duplicates: number;
+  readonly connections: number;
+  readonly quantity: number;
+}
+
+export interface LoadResult {
+  /** Requests autocannon wrote to a socket. */
+  readonly sent: number;
+  /** Responses seen, per HTTP status. */
+  readonly status: Record<string, number>;
+  /** Responses seen, per error `code` (201s count as CREATED). */
+  readonly codes: Record<string, number>;
+  readonly errors: number;
+  readonly timeouts: number;
+  /** orderId of every 201. */
+  readonly orderIds: string[];
+  /** Distinct userIds that got any answer. */
+  readonly distinctBuyers: number;
+  readonly startedAt: number;
+  readonly durationMs: number;
+  readonly latency: { p50: number; p90: number; p99: number; max: number };
+}
+
+/** autocannon's per-connection context: the userId of the request in flight. */
+interface BuyerContext {
+  userId: string;
+}
+
+/** The userIds to send, in sending order: every buyer once, plus duplicates, shuffled. */
+export function buyerSequence(buyers: number, duplicates: number, random = Math.random): string[] {
+  const ids = Array.from({ length: buyers }, (_, i) => `b${i}`);
+  const extra = Math.round(buyers * duplicates);
+  for (let i = 0; i < extra; i++) ids.push(`b${Math.floor(random() * buyers)}`);
+  for (let i = ids.length - 1; i > 0; i--) {
+    const j = Math.floor(random() * (i + 1));
+    [ids[i], ids[j]] = [ids[j], ids[i]];
+  }
+  return ids;
+}
+
+/**
+ * Fires the whole sequence at POST /api/orders over `connections` keep-alive
+ * connections (autocannon's programmatic API), recording every answer.
+ * `progress.done` is updated as answers arrive, for a live progress line.
+ */
+export async function runLoad(options: LoadOptions, progress: { done: number } = { done: 0 }): Promise<LoadResult> {
+  const ids = buyerSequence(options.buyers, options.duplicates);
+  const status: Record<string, number> = {};
+  const codes: Record<string, number> = {};
+  const orderIds: string[] = [];
+  const answered = new Set<string>();
+  let next = 0;
+
+  const startedAt = Date.now();
+  const result = await autocannon({
+    url: options.url,
+    connections: Math.min(options.connections, ids.length),
+    amount: ids.length,
+    // Longer than LOCK_WAIT_MS, so a slow answer is the app's 503, not our timeout.
+    timeout: 30,
+    requests: [
+      {
+        method: 'POST',
+        path: '/api/orders',
+        headers: { 'content-type': 'application/json' },
+        setupRequest: (request, context: object) => {
+          const userId = ids[next++];
+          (context as BuyerContext).userId = userId;
+          return {
+            ...request,
+            body: JSON.stringify({ productId: options.productId, userId, quantity: options.quantity }),
+          };
+        },
+        onResponse: (code, body, context: object) => {
+          progress.done++;
+          status[code] = (status[code] ?? 0) + 1;
+          answered.add((context as BuyerContext).userId);
+          const parsed = parse(body);
+          const key = code === 201 ? 'CREATED' : String(parsed.code ?? `HTTP_${code}`);
+          codes[key] = (codes[key] ?? 0) + 1;
+          if (code === 201 && typeof parsed.orderId === 'string') orderIds.push(parsed.orderId);
+        },
+      },
+    ],
+  });
+  return {
+    sent: result.requests.sent,
+    status,
+    codes,
+    errors: result.errors,
+    timeouts: result.timeouts,
+    orderIds,
+    distinctBuyers: answered.size,
+    startedAt,
+    durationMs: Date.now() - startedAt,
+    latency: { p50: result.latency.p50, p90: result.latency.p90, p99: result.latency.p99, max: result.latency.max },
+  };
+}
+
+function parse(body: string): { code?: unknown; orderId?: unknown } {
+  try {
+    return JSON.parse(body) as { code?: unknown; orderId?: unknown };
+  } catch {
+    return {};
+  }
+}

@@ -1,0 +1,72 @@
+import type { Verdict } from './verdict';
+
+/** One strategy's result, as written to the JSON file. */
+export interface Row extends Verdict {
+  readonly strategy: string;
+  /** A deliberately broken strategy: its row passes when it shows its failure. */
+  readonly unsafe: boolean;
+  readonly buyers: number;
+  readonly requests: number;
+  readonly connections: number;
+  readonly stock: number;
+  readonly quantity: number;
+  readonly workers: number;
+  readonly durationMs: number;
+  /** Requests / wall seconds of the measured pass. */
+  readonly throughput: number;
+  readonly latency: { p50: number; p90: number; p99: number; max: number };
+  readonly status: Record<string, number>;
+  readonly codes: Record<string, number>;
+  readonly errors: number;
+  readonly timeouts: number;
+  readonly pass: boolean;
+}
+
+const n = (x: number | null) => (x === null ? '-' : x.toLocaleString('en-US'));
+
+function result(row: Row): string {
+  const broken = Object.entries(row.invariants)
+    .filter(([, ok]) => !ok)
+    .map(([name]) => name);
+  if (!row.unsafe) return row.pass ? 'PASS' : `FAIL (${broken.join(', ') || 'app exit'})`;
+  return row.pass ? `expected failure shown (${broken.join(', ')})` : 'FLAGGED: no failure seen';
+}
+
+/** Markdown table plus one verdict line per strategy; `failed` decides the exit code. */
+export function formatReport(rows: Row[]): { text: string; failed: boolean } {
+  const header =
+    '| strategy | result | req/s | p50 ms | p99 ms | max ms | 201 | 409 | 5xx | sold | left | oversold | sell-out ms | sales/s |';
+  const lines = [header, `|${header.slice(1).replace(/[^|]+/g, '---')}`];
+  for (const r of rows) {
+    const count = (prefix: string) =>
+      Object.entries(r.status)
+        .filter(([s]) => s.startsWith(prefix))
+        .reduce((a, [, k]) => a + k, 0);
+    lines.push(
+      `| ${r.strategy}${r.workers > 1 ? ` ×${r.workers}` : ''} | ${result(r)} | ${n(r.throughput)} | ${r.latency.p50} | ${r.latency.p99} | ` +
+        `${r.latency.max} | ${n(r.status['201'] ?? 0)} | ${n(r.status['409'] ?? 0)} | ${n(count('5'))} | ${n(r.sold)} | ` +
+        `${n(r.stockLeft)} | ${n(r.oversold)} | ${n(r.sellOutMs)} | ${n(r.salesPerSec)} |`,
+    );
+  }
+  lines.push('');
+  let failed = false;
+  for (const r of rows) {
+    const allHold = Object.values(r.invariants).every(Boolean);
+    if (!r.unsafe && r.pass) {
+      lines.push(
+        `verdict: ${r.strategy} sold ${n(r.sold)} of ${n(r.stock)} to ${n(r.distinctBuyers)} buyers; ` +
+          `every invariant holds (checked from Redis) — ${n(r.requests)} requests in ${(r.durationMs / 1000).toFixed(1)} s`,
+      );
+    } else if (!r.unsafe) {
+      failed = true;
+      lines.push(`verdict: ${r.strategy} FAILED: ${r.problems.join('; ')}`);
+    } else if (r.oversold > 0) {
+      lines.push(`verdict: ${r.strategy} oversold by ${n(r.oversold)} (${n(r.sold)} units sold of ${n(r.stock)}) — expected: it has no lock`);
+    } else {
+      lines.push(`verdict: ${r.strategy} did NOT oversell${allHold ? ' and kept every invariant' : ''}: the bench cannot see the failure it exists to show`);
+    }
+    // The negative control must oversell, or the bench is blind.
+    if (r.strategy === 'none' && r.oversold === 0) failed = true;
+  }
+  return { text: lines.join('\n'), failed };
+}

@@ -1,0 +1,145 @@
+import type { Redis } from 'ioredis';
+import type { ProductKeys } from '../src/redis/key-layout';
+import type { LoadResult } from './load';
+
+export interface OrderEntry {
+  readonly orderId: string;
+  readonly userId: string;
+  readonly quantity: number;
+  /** Redis server time of the XADD, from the stream entry id. */
+  readonly ms: number;
+}
+
+/** What Redis itself says about a sale: the source of truth for the verdict. */
+export interface SaleSnapshot {
+  readonly initialStock: number;
+  readonly perUserLimit: number;
+  readonly stockLeft: number;
+  readonly orders: OrderEntry[];
+  /** The buyers hash: userId -> units. */
+  readonly buyers: Record<string, number>;
+}
+
+export interface Invariants {
+  noOversell: boolean;
+  noUndersell: boolean;
+  conservation: boolean;
+  perUserLimit: boolean;
+  accounting: boolean;
+}
+
+export interface Verdict {
+  readonly sold: number;
+  readonly stockLeft: number;
+  readonly orders: number;
+  readonly distinctBuyers: number;
+  readonly oversold: number;
+  /** From the first request to the order that took the stock to 0; null if it never got there. */
+  readonly sellOutMs: number | null;
+  readonly salesPerSec: number | null;
+  readonly invariants: Invariants;
+  /** One line per broken invariant, saying what was seen. */
+  readonly problems: string[];
+}
+
+const PAGE = 10_000;
+
+export async function readSale(redis: Redis, keys: ProductKeys): Promise<SaleSnapshot> {
+  const [[initialStock, perUserLimit], stock, buyers] = await Promise.all([
+    redis.hmget(keys.meta, 'initialStock', 'perUserLimit'),
+    redis.get(keys.stock),
+    redis.hgetall(keys.buyers),
+  ]);
+  if (initialStock === null || perUserLimit === null || stock === null) {
+    throw new Error(`no sale found under ${keys.meta}`);
+  }
+  const orders: OrderEntry[] = [];
+  for (let start = '-'; ; ) {
+    const page = await redis.xrange(keys.orders, start, '+', 'COUNT', PAGE);
+    for (const [id, fields] of page) {
+      const f: Record<string, string> = {};
+      for (let i = 0; i < fields.length; i += 2) f[fields[i]] = fields[i + 1];
+      orders.push({ orderId: f.orderId, userId: f.userId, quantity: Number(f.quantity), ms: Number(id.split('-')[0]) });
+    }
+    if (page.length < PAGE) break;
+    start = `(${page[page.length - 1][0]}`;
+  }
+  return {
+    initialStock: Number(initialStock),
+    perUserLimit: Number(perUserLimit),
+    stockLeft: Number(stock),
+    orders,
+    buyers: Object.fromEntries(Object.entries(buyers).map(([k, v]) => [k, Number(v)])),
+  };
+}
+
+/** Checks the five promises of DESIGN.md against what Redis holds and what the buyers were told. */
+export function judge(sale: SaleSnapshot, load: LoadResult, quantity: number): Verdict {
+  const problems: string[] = [];
+  const units = sale.orders.reduce((sum, o) => sum + o.quantity, 0);
+  const created = load.status['201'] ?? 0;
+  const perUser = new Map<string, number>();
+  for (const o of sale.orders) perUser.set(o.userId, (perUser.get(o.userId) ?? 0) + o.quantity);
+
+  const noOversell = units <= sale.initialStock && sale.stockLeft >= 0 && created * quantity <= sale.initialStock;
+  if (!noOversell) {
+    problems.push(`oversell: ${units} units in orders and ${created} acknowledged for a stock of ${sale.initialStock}; stock left ${sale.stockLeft}`);
+  }
+
+  const demand = load.distinctBuyers * Math.min(quantity, sale.perUserLimit);
+  const noUndersell = demand < sale.initialStock || sale.stockLeft <= 0;
+  if (!noUndersell) problems.push(`undersell: demand ${demand} >= stock ${sale.initialStock} but ${sale.stockLeft} left`);
+
+  const streamIds = new Set(sale.orders.map((o) => o.orderId));
+  const missing = load.orderIds.filter((id) => !streamIds.has(id));
+  const conservation =
+    sale.initialStock === sale.stockLeft + units && sale.orders.length === created && missing.length === 0;
+  if (!conservation) {
+    problems.push(
+      `conservation: initial ${sale.initialStock} vs left ${sale.stockLeft} + ordered ${units}; ` +
+        `${sale.orders.length} orders vs ${created} 201s; ${missing.length} acknowledged orderIds not in the stream`,
+    );
+  }
+
+  const overLimit = [...perUser.entries()].filter(([, n]) => n > sale.perUserLimit);
+  const hashMismatch = [...perUser.entries()].filter(([user, n]) => sale.buyers[user] !== n).length;
+  const onePerBuyer = sale.perUserLimit > quantity || perUser.size === sale.orders.length;
+  const perUserLimit = overLimit.length === 0 && hashMismatch === 0 && onePerBuyer;
+  if (!perUserLimit) {
+    problems.push(
+      `per-user limit: ${overLimit.length} buyers above ${sale.perUserLimit}; ${hashMismatch} buyers whose ` +
+        `count differs from their orders; ${perUser.size} distinct buyers for ${sale.orders.length} orders`,
+    );
+  }
+
+  const answered = Object.values(load.status).reduce((a, b) => a + b, 0);
+  const fiveXx = Object.entries(load.status).filter(([s]) => s.startsWith('5')).reduce((a, [, n]) => a + n, 0);
+  const accounting = load.sent === answered && load.errors === 0 && load.timeouts === 0 && fiveXx === 0;
+  if (!accounting) {
+    problems.push(`accounting: ${load.sent} sent, ${answered} answered, ${load.errors} errors, ${load.timeouts} timeouts, ${fiveXx} 5xx`);
+  }
+
+  const sellOut = sellOutEntry(sale);
+  const sellOutMs = sellOut ? Math.max(0, sellOut.ms - load.startedAt) : null;
+  return {
+    sold: sale.initialStock - sale.stockLeft,
+    stockLeft: sale.stockLeft,
+    orders: sale.orders.length,
+    distinctBuyers: perUser.size,
+    oversold: Math.max(0, units - sale.initialStock),
+    sellOutMs,
+    salesPerSec: sellOutMs === null ? null : Math.round((sale.initialStock / Math.max(sellOutMs, 1)) * 1000),
+    invariants: { noOversell, noUndersell, conservation, perUserLimit, accounting },
+    problems,
+  };
+}
+
+/** The order after which the units sold reached the initial stock. */
+function sellOutEntry(sale: SaleSnapshot): OrderEntry | null {
+  let units = 0;
+  for (const o of sale.orders) {
+    units += o.quantity;
+    if (units >= sale.initialStock) return o;
+  }
+  return null;
+}

@@ -1,0 +1,21 @@
+'use strict';
+/**
+ * `npm run bench` and `npm run demo`: install and build if needed, make sure
+ * redis-server exists (unless --redis names a Redis), then run bench/bench.ts.
+ */
+const path = require('node:path');
+const { ROOT, log, ensureDependencies, ensureBuilt } = require('./setup');
+const { ensureRedisServer } = require('./redis-server');
+
+ensureDependencies();
+ensureBuilt('app');
+ensureBuilt('bench');
+if (!process.argv.includes('--redis') && !process.argv.some((a) => a.startsWith('--redis='))) {
+  try {
+    process.env.REDIS_SERVER = ensureRedisServer(log);
+  } catch (err) {
+    log(err.message);
+    process.exit(1);
+  }
+}
+require(path.join(ROOT, 'bench', 'dist', 'bench', 'bench.js')).cli();
