@@ -50,26 +50,24 @@ const USAGE = `usage: npm run bench -- [options]
 `;
 
 export function parseOptions(argv: string[]): BenchOptions {
+  const flags = {
+    buyers: { type: 'string', default: '100000' },
+    duplicates: { type: 'string', default: '0' },
+    connections: { type: 'string', default: '1000' },
+    stock: { type: 'string', default: '1000' },
+    quantity: { type: 'string', default: '1' },
+    strategy: { type: 'string', default: 'lock' },
+    workers: { type: 'string', default: '1' },
+    warmup: { type: 'string', default: '2000' },
+    redis: { type: 'string' },
+    out: { type: 'string' },
+    help: { type: 'boolean', short: 'h' },
+  } as const;
   let parsed;
   try {
-    parsed = parseArgs({
-      args: argv,
-    options: {
-      buyers: { type: 'string', default: '100000' },
-      duplicates: { type: 'string', default: '0' },
-      connections: { type: 'string', default: '1000' },
-      stock: { type: 'string', default: '1000' },
-      quantity: { type: 'string', default: '1' },
-      strategy: { type: 'string', default: 'lock' },
-      workers: { type: 'string', default: '1' },
-      warmup: { type: 'string', default: '2000' },
-      redis: { type: 'string' },
-      out: { type: 'string' },
-      help: { type: 'boolean', short: 'h' },
-    },
-    strict: true,
-    });
+    parsed = parseArgs({ args: argv, options: flags, strict: true });
   } catch (err) {
+    // Unknown flags and missing values are the user's to fix: usage, exit 2.
     throw new UsageError((err as Error).message);
   }
   const { values } = parsed;
@@ -79,7 +77,9 @@ export function parseOptions(argv: string[]): BenchOptions {
   }
   const int = (name: string, value: string, min: number, max: number): number => {
     const n = Number(value);
-    if (!/^\d+$/.test(value) || n < min || n > max) throw new UsageError(`--${name} must be an integer from ${min} to ${max}, got "${value}"`);
+    if (!/^\d+$/.test(value) || n < min || n > max) {
+      throw new UsageError(`--${name} must be an integer from ${min} to ${max}, got "${value}"`);
+    }
     return n;
   };
   const duplicates = Number(values.duplicates);

@@ -16,8 +16,9 @@ try {
   log(err.message);
   process.exit(1);
 }
-// The shutdown test runs the built app as a real process.
-ensureBuilt();
+// The process and bench tests run the built app and bench as real processes.
+ensureBuilt('app');
+ensureBuilt('bench');
 const jest = path.join(ROOT, 'node_modules', 'jest', 'bin', 'jest.js');
 const result = spawnSync(process.execPath, [jest, ...process.argv.slice(2)], { cwd: ROOT, stdio: 'inherit' });
 process.exit(result.status ?? 1);

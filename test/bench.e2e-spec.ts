@@ -1,0 +1,125 @@
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { connect } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+const ROOT = join(__dirname, '..');
+const BENCH = join(ROOT, 'scripts', 'bench.js');
+
+/** True while something accepts TCP connections on the port. */
+function listening(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect(port, '127.0.0.1');
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once('error', () => resolve(false));
+  });
+}
+
+const ports = (output: string, pattern: RegExp) => [...output.matchAll(pattern)].map((m) => Number(m[1]));
+
+/**
+ * `npm run bench` end to end at a tiny size: real processes, real Redis, the
+ * verdict read back from the JSON file it writes.
+ */
+describe('bench (scripts/bench.js)', () => {
+  jest.setTimeout(120_000);
+  let dir: string;
+
+  beforeAll(() => {
+    dir = mkdtempSync(join(tmpdir(), 'seckill-bench-test-'));
+  });
+
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  // 500 connections for a stock of 50: the opening burst is larger than the stock,
+  // so the unlocked control's read-check-write races visibly (it oversold by 97 to
+  // 228 in four trial runs; with 100 connections it sometimes did not oversell).
+  it('proves the lock sells exactly the stock and the unlocked control oversells, then cleans up', async () => {
+    const out = join(dir, 'tiny.json');
+    const run = spawnSync(
+      process.execPath,
+      [BENCH, '--buyers', '3000', '--stock', '50', '--connections', '500', '--warmup', '200', '--strategy', 'lock,none', '--out', out],
+      { cwd: ROOT, encoding: 'utf8', timeout: 110_000 },
+    );
+    const output = `${run.stdout}\n${run.stderr}`;
+    expect(run.status).toBe(0);
+    const report = JSON.parse(readFileSync(out, 'utf8'));
+    expect(report.machine).toMatchObject({ cpus: expect.any(Number), node: process.version, redis: expect.stringMatching(/^\d/) });
+    const [lock, none] = report.rows;
+
+    expect(lock).toMatchObject({
+      strategy: 'lock',
+      unsafe: false,
+      pass: true,
+      buyers: 3000,
+      requests: 3000,
+      stock: 50,
+      sold: 50,
+      stockLeft: 0,
+      orders: 50,
+      distinctBuyers: 50,
+      oversold: 0,
+      errors: 0,
+      timeouts: 0,
+      invariants: { noOversell: true, noUndersell: true, conservation: true, perUserLimit: true, accounting: true },
+    });
+    expect(lock.status).toEqual({ '201': 50, '409': 2950 });
+    expect(lock.throughput).toBeGreaterThan(0);
+    expect(lock.latency.p99).toBeGreaterThanOrEqual(lock.latency.p50);
+
+    // The negative control: the same sale without a lock oversells, and the
+    // verdict says so from Redis (stock below zero, more orders than stock).
+    expect(none).toMatchObject({ strategy: 'none', unsafe: true, pass: true });
+    expect(none.oversold).toBeGreaterThan(0);
+    expect(none.stockLeft).toBeLessThan(0);
+    expect(none.invariants.noOversell).toBe(false);
+    expect(none.orders).toBe(50 + none.oversold);
+
+    expect(run.stdout).toContain('| lock | PASS |');
+    expect(run.stdout).toMatch(/verdict: none oversold by \d+/);
+    // Nothing it started is left running.
+    const started = [
+      ...ports(output, /private Redis at redis:\/\/127\.0\.0\.1:(\d+)/g),
+      ...ports(output, /app up .* at http:\/\/127\.0\.0\.1:(\d+)/g),
+    ];
+    expect(started).toHaveLength(3);
+    for (const port of started) expect(await listening(port)).toBe(false);
+  });
+
+  it('on Ctrl-C (SIGINT) stops the app and Redis it started', async () => {
+    const child = spawn(process.execPath, [BENCH, '--buyers', '200000', '--connections', '50', '--warmup', '0', '--out', join(dir, 'x.json')], {
+      cwd: ROOT,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let output = '';
+    child.stdout.on('data', (d) => (output += d));
+    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+    await new Promise<void>((resolve, reject) => {
+      child.stderr.on('data', (d) => {
+        output += d;
+        if (/app up/.test(output)) resolve();
+      });
+      void exited.then(() => reject(new Error(`bench exited before the app was up:\n${output}`)));
+    });
+    child.kill('SIGINT');
+    expect(await exited).toBe(130);
+    expect(output).toContain('SIGINT: stopping everything the bench started');
+    const started = [
+      ...ports(output, /private Redis at redis:\/\/127\.0\.0\.1:(\d+)/g),
+      ...ports(output, /app up .* at http:\/\/127\.0\.0\.1:(\d+)/g),
+    ];
+    expect(started).toHaveLength(2);
+    for (const port of started) expect(await listening(port)).toBe(false);
+  });
+
+  it('refuses bad options with exit 2 and the usage', () => {
+    const run = spawnSync(process.execPath, [BENCH, '--strategy', 'lock,bogus'], { cwd: ROOT, encoding: 'utf8' });
+    expect(run.status).toBe(2);
+    expect(run.stderr).toContain('--strategy: unknown "bogus"');
+    expect(run.stderr).toContain('usage: npm run bench');
+  });
+});
