@@ -1,4 +1,5 @@
 import { Redis } from 'ioredis';
+import { LOCK_STRATEGY_NAMES, LockStrategyName, UNSAFE_STRATEGIES } from '../src/config/app-config';
 import { KeyLayout } from '../src/redis/key-layout';
 import { ADMIN_TOKEN, startTestApp, TestApp } from './helpers/app';
 import { closeClient, startTestRedis, TestRedis, uniquePrefix } from './helpers/redis';
@@ -22,7 +23,7 @@ interface SaleOutcome {
  * have), sharing one Redis: 500 distinct buyers at once for a stock of 100. The
  * verdict is read from Redis, not from the apps' answers.
  */
-async function runSale(redisUrl: string, strategy: 'lock' | 'none'): Promise<SaleOutcome> {
+async function runSale(redisUrl: string, strategy: LockStrategyName): Promise<SaleOutcome> {
   const prefix = uniquePrefix(`race-${strategy}`);
   // The wait budget is raised from 5 s because this test proves exclusion and
   // accounting, not latency: the apps and 500 clients share one test process, and a
@@ -87,8 +88,14 @@ describe('500 concurrent buyers, stock 100, two app instances', () => {
     await redis?.stop();
   });
 
-  it('lock: sells exactly the stock, every 201 is a recorded order, no 5xx', async () => {
-    const sale = await runSale(redis.url, 'lock');
+  const SAFE = ['lock', 'atomic', 'optimistic'] as const;
+  it('runs every safe strategy there is (a new one must be added here)', () => {
+    const safe = LOCK_STRATEGY_NAMES.filter((name) => !UNSAFE_STRATEGIES.includes(name));
+    expect([...SAFE].sort()).toEqual([...safe].sort());
+  });
+
+  it.each(SAFE)('%s: sells exactly the stock, every 201 is a recorded order, no 5xx', async (strategy) => {
+    const sale = await runSale(redis.url, strategy);
     expect(sale.orders).toBe(STOCK);
     expect(sale.stockLeft).toBe(0);
     expect(sale.sold).toBe(STOCK);

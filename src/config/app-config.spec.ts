@@ -1,4 +1,4 @@
-import { CONFIG_DEFAULTS, ConfigError, loadConfig } from './app-config';
+import { CONFIG_DEFAULTS, ConfigError, loadConfig, LOCK_STRATEGY_NAMES } from './app-config';
 
 const REQUIRED = { REDIS_URL: 'redis://127.0.0.1:6380', ADMIN_TOKEN: 'a-long-enough-admin-token' };
 
@@ -57,7 +57,7 @@ describe('loadConfig', () => {
     [{ LOCK_TTL_MS: '10.5' }, 'LOCK_TTL_MS must be an integer'],
     [{ LOCK_TTL_MS: '50' }, 'LOCK_TTL_MS must be an integer from 100'],
     [{ LOCK_WAIT_MS: '1e3' }, 'LOCK_WAIT_MS must be an integer'],
-    [{ LOCK_STRATEGY: 'redlock-please' }, 'LOCK_STRATEGY must be one of lock, none'],
+    [{ LOCK_STRATEGY: 'redlock-please' }, `LOCK_STRATEGY must be one of ${LOCK_STRATEGY_NAMES.join(', ')}`],
     [{ LOCK_STRATEGY: 'none' }, 'LOCK_STRATEGY "none" can oversell and runs only as a demonstration: set ALLOW_UNSAFE=1'],
     [{ LOCK_STRATEGY: 'none', ALLOW_UNSAFE: 'yes' }, 'ALLOW_UNSAFE must be 1, 0, true or false'],
     [{ KEY_PREFIX: '' }, 'KEY_PREFIX must be 1-64 characters'],

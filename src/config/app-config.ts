@@ -6,7 +6,7 @@
  * before the first buyer arrives.
  */
 
-export const LOCK_STRATEGY_NAMES = ['lock', 'none'] as const;
+export const LOCK_STRATEGY_NAMES = ['lock', 'atomic', 'optimistic', 'none'] as const;
 export type LockStrategyName = (typeof LOCK_STRATEGY_NAMES)[number];
 
 /** Strategies that can oversell; they run only with ALLOW_UNSAFE=1. */

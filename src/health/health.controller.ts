@@ -1,14 +1,14 @@
 import { Controller, Get, HttpStatus, Inject, Res } from '@nestjs/common';
 import type { FastifyReply } from 'fastify';
 import type { Redis } from 'ioredis';
-import { LOCK_STRATEGY, LockStrategy } from '../locks/lock-strategy';
+import { LOCK_STRATEGY, PurchaseStrategy } from '../locks/lock-strategy';
 import { REDIS_CLIENT } from '../redis/redis.constants';
 
 @Controller('health')
 export class HealthController {
   constructor(
     @Inject(REDIS_CLIENT) private readonly redis: Redis,
-    @Inject(LOCK_STRATEGY) private readonly lock: LockStrategy,
+    @Inject(LOCK_STRATEGY) private readonly lock: PurchaseStrategy,
   ) {}
 
   /** 200 when Redis answers PING, 503 otherwise; says which strategy is running. */

@@ -1,15 +1,21 @@
+import type { OrderRequest } from '../orders/sale-rules';
+import type { ProductKeys } from '../redis/key-layout';
+
 /**
- * How a purchase gets exclusive access to a product. The critical section (read
- * stock, check, write) is the orders service's; a strategy only decides what
- * "exclusive" means, so every strategy runs the very same purchase code and the
- * difference the bench and tests see is the strategy's alone.
+ * A lock: how a purchase gets exclusive access to a product. The critical section
+ * (read stock, check, write) is the orders service's; a lock strategy only decides
+ * what "exclusive" means, so every lock runs the very same purchase code and the
+ * difference the bench and tests see is the lock's alone.
  */
 export interface LockStrategy {
+  readonly kind: 'lock';
   /** The LOCK_STRATEGY value that selects it. */
   readonly name: string;
   /** True for the deliberately broken strategies: they can oversell. */
   readonly unsafe: boolean;
-  /** Releases that found the lock no longer ours (the hold outlived its TTL); logged as they happen. */
+  /** The same owner (async context) may take it again while holding it. */
+  readonly reentrant: boolean;
+  /** Holds that were found lost (expired, renewal failed, released by someone else); logged as they happen. */
   readonly lostLocks: number;
   /**
    * Runs `criticalSection` while holding the lock on `lockKey`, then releases it,
@@ -31,5 +37,27 @@ export interface WithLockOptions {
   readonly signal?: AbortSignal;
 }
 
-/** Injection token for the configured LockStrategy. */
+/**
+ * A lock-free baseline: the whole purchase (check and write) is one atomic Redis
+ * operation, so there is no critical section to protect.
+ */
+export interface LockFreeStrategy {
+  readonly kind: 'lock-free';
+  readonly name: string;
+  readonly unsafe: false;
+  readonly reentrant: false;
+  readonly lostLocks: 0;
+  /**
+   * Checks the sale's rules and, if they allow it, records the order `orderId`
+   * atomically. Returns the stock left; throws the domain error that applies.
+   */
+  purchase(k: ProductKeys, order: OrderRequest, orderId: string): Promise<number>;
+  /** Closes connections of its own, if any. */
+  close?(): Promise<void>;
+}
+
+/** What LOCK_STRATEGY selects. */
+export type PurchaseStrategy = LockStrategy | LockFreeStrategy;
+
+/** Injection token for the configured PurchaseStrategy. */
 export const LOCK_STRATEGY = Symbol('LOCK_STRATEGY');

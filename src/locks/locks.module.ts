@@ -1,20 +1,23 @@
-import { Global, Logger, Module } from '@nestjs/common';
+import { Global, Inject, Logger, Module, OnApplicationShutdown } from '@nestjs/common';
 import type { Redis } from 'ioredis';
 import { AppConfig, LockStrategyName } from '../config/app-config';
 import { APP_CONFIG } from '../config/config.constants';
 import { REDIS_CLIENT } from '../redis/redis.constants';
-import { LOCK_STRATEGY, LockStrategy } from './lock-strategy';
+import { LOCK_STRATEGY, PurchaseStrategy } from './lock-strategy';
+import { AtomicStrategy } from './strategies/atomic.strategy';
 import { SetNxLockStrategy } from './strategies/lock.strategy';
 import { NoLockStrategy } from './strategies/none.strategy';
+import { OptimisticStrategy } from './strategies/optimistic.strategy';
 
 /** LOCK_STRATEGY value -> strategy. The config's list of names is checked against it at compile time. */
-const STRATEGIES: Record<LockStrategyName, (redis: Redis, config: AppConfig) => LockStrategy> = {
-  lock: (redis, config) =>
-    new SetNxLockStrategy(redis, { ttlMs: config.lockTtlMs, waitMs: config.lockWaitMs }),
+const STRATEGIES: Record<LockStrategyName, (redis: Redis, config: AppConfig) => PurchaseStrategy> = {
+  lock: (redis, config) => new SetNxLockStrategy(redis, { ttlMs: config.lockTtlMs, waitMs: config.lockWaitMs }),
+  atomic: (redis) => new AtomicStrategy(redis),
+  optimistic: (redis, config) => new OptimisticStrategy(redis, config.lockWaitMs),
   none: () => new NoLockStrategy(),
 };
 
-export function createLockStrategy(redis: Redis, config: AppConfig): LockStrategy {
+export function createLockStrategy(redis: Redis, config: AppConfig): PurchaseStrategy {
   const strategy = STRATEGIES[config.lockStrategy](redis, config);
   const logger = new Logger('Locks');
   if (strategy.unsafe) {
@@ -23,7 +26,11 @@ export function createLockStrategy(redis: Redis, config: AppConfig): LockStrateg
     logger.warn('It runs only because ALLOW_UNSAFE=1; never use it for a real sale.');
     logger.warn('*'.repeat(72));
   } else {
-    logger.log(`lock strategy: ${strategy.name} (TTL ${config.lockTtlMs} ms, wait ${config.lockWaitMs} ms)`);
+    logger.log(
+      strategy.kind === 'lock'
+        ? `lock strategy: ${strategy.name} (TTL ${config.lockTtlMs} ms, wait ${config.lockWaitMs} ms)`
+        : `lock-free strategy: ${strategy.name}`,
+    );
   }
   return strategy;
 }
@@ -33,4 +40,11 @@ export function createLockStrategy(redis: Redis, config: AppConfig): LockStrateg
   providers: [{ provide: LOCK_STRATEGY, inject: [REDIS_CLIENT, APP_CONFIG], useFactory: createLockStrategy }],
   exports: [LOCK_STRATEGY],
 })
-export class LocksModule {}
+export class LocksModule implements OnApplicationShutdown {
+  constructor(@Inject(LOCK_STRATEGY) private readonly strategy: PurchaseStrategy) {}
+
+  /** Runs after the HTTP server has drained: strategies with connections of their own close them. */
+  async onApplicationShutdown(): Promise<void> {
+    if (this.strategy.kind === 'lock-free') await this.strategy.close?.();
+  }
+}

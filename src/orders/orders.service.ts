@@ -2,20 +2,13 @@ import { Inject, Injectable } from '@nestjs/common';
 import type { Redis } from 'ioredis';
 import { randomUUID } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
-import {
-  InsufficientStockError,
-  LimitReachedError,
-  SoldOutError,
-  UnknownProductError,
-} from '../errors/domain-errors';
-import { LOCK_STRATEGY, LockStrategy } from '../locks/lock-strategy';
+import { SoldOutError } from '../errors/domain-errors';
+import { LOCK_STRATEGY, LockStrategy, PurchaseStrategy } from '../locks/lock-strategy';
 import { execAll } from '../redis/exec-all';
 import { KeyLayout, ProductKeys } from '../redis/key-layout';
 import { REDIS_CLIENT } from '../redis/redis.constants';
-import { CreateOrderDto } from './dto/create-order.dto';
 import { Order } from './order';
-
-type SaleState = [perUserLimit: string | null, stock: string | null, bought: string | null];
+import { checkPurchase, OrderRequest, queueOrder, readSaleState } from './sale-rules';
 
 @Injectable()
 export class OrdersService {
@@ -30,37 +23,64 @@ export class OrdersService {
 
   constructor(
     @Inject(REDIS_CLIENT) private readonly redis: Redis,
-    @Inject(LOCK_STRATEGY) private readonly lock: LockStrategy,
+    @Inject(LOCK_STRATEGY) private readonly strategy: PurchaseStrategy,
     private readonly keys: KeyLayout,
   ) {}
 
-  async purchase(order: CreateOrderDto): Promise<Order> {
+  async purchase(order: OrderRequest): Promise<Order> {
     const k = this.keys.product(order.productId);
     // Unlocked pre-check, for refusals only: stock never rises during a sale, so a
     // sold-out read here is final and the sold-out tail never queues for the lock.
     // A "yes" proves nothing yet; it is checked again under the lock.
-    this.check(order, await this.readState(k, order.userId));
-    return this.lock.withLock(k.lock, (signal) => this.buy(k, order, signal), {
+    await this.check(k, order);
+    const strategy = this.strategy;
+    if (strategy.kind === 'lock-free') {
+      const orderId = randomUUID();
+      const left = await strategy.purchase(k, order, orderId).catch((err: unknown) => {
+        if (err instanceof SoldOutError) this.markSoldOut(order.productId);
+        throw err;
+      });
+      return this.acknowledge(order, orderId, left);
+    }
+    return strategy.withLock(k.lock, (signal) => this.buy(strategy, k, order, signal), {
       signal: this.soldOutSignal(order.productId),
     });
   }
 
   /** The critical section: read, check, write. Correct only while the lock excludes other buyers. */
-  private async buy(k: ProductKeys, order: CreateOrderDto, signal: AbortSignal): Promise<Order> {
-    this.check(order, await this.readState(k, order.userId));
+  private async buy(lock: LockStrategy, k: ProductKeys, order: OrderRequest, signal: AbortSignal): Promise<Order> {
+    await this.check(k, order);
+    // Recording the order takes the product lock of its own, so it is safe to call
+    // alone; here, under the outer hold, a reentrant lock is re-entered (its hold
+    // count goes to 2 and back). A non-reentrant lock would wait for itself forever,
+    // so it is not taken twice.
+    const record = () => this.record(k, order, signal);
+    const left = lock.reentrant ? await lock.withLock(k.lock, record) : await record();
+    return this.acknowledge(order, left.orderId, left.remaining);
+  }
+
+  private async record(k: ProductKeys, order: OrderRequest, signal: AbortSignal) {
     // The hold may have outlived its TTL while we read (a slow Redis, a GC pause):
     // then another buyer may hold the lock, and writing now could oversell.
     signal.throwIfAborted();
     const orderId = randomUUID();
-    const [left] = await execAll(
-      this.redis
-        .multi()
-        .decrby(k.stock, order.quantity)
-        .hincrby(k.buyers, order.userId, order.quantity)
-        .xadd(k.orders, '*', 'orderId', orderId, 'userId', order.userId, 'quantity', String(order.quantity)),
-    );
-    if (Number(left) <= 0) this.markSoldOut(order.productId);
-    return { orderId, productId: order.productId, userId: order.userId, quantity: order.quantity, remaining: Number(left) };
+    const [left] = await execAll(queueOrder(this.redis.multi(), k, order, orderId));
+    return { orderId, remaining: Number(left) };
+  }
+
+  private acknowledge(order: OrderRequest, orderId: string, remaining: number): Order {
+    if (remaining <= 0) this.markSoldOut(order.productId);
+    return { orderId, productId: order.productId, userId: order.userId, quantity: order.quantity, remaining };
+  }
+
+  /** Reads and checks the sale's rules; a sold-out answer also wakes this process's waiters. */
+  private async check(k: ProductKeys, order: OrderRequest): Promise<void> {
+    try {
+      checkPurchase(order, await readSaleState(this.redis, k, order.userId));
+    } catch (err) {
+      if (err instanceof SoldOutError) this.markSoldOut(order.productId);
+      throw err;
+    }
   }
 
   private soldOutSignal(productId: string): AbortSignal {
@@ -80,24 +100,5 @@ export class OrdersService {
     if (!controller) return;
     this.soldOut.delete(productId);
     controller.abort(new SoldOutError(productId));
-  }
-
-  private async readState(k: ProductKeys, userId: string): Promise<SaleState> {
-    return (await execAll(
-      this.redis.pipeline().hget(k.meta, 'perUserLimit').get(k.stock).hget(k.buyers, userId),
-    )) as SaleState;
-  }
-
-  /** Throws the refusal that applies, if any; the limit is checked first. */
-  private check({ productId, userId, quantity }: CreateOrderDto, [limit, stock, bought]: SaleState): void {
-    if (limit === null || stock === null) throw new UnknownProductError(productId);
-    const already = Number(bought ?? 0);
-    if (already + quantity > Number(limit)) throw new LimitReachedError(userId, Number(limit), already, quantity);
-    const left = Number(stock);
-    if (left <= 0) {
-      this.markSoldOut(productId);
-      throw new SoldOutError(productId);
-    }
-    if (left < quantity) throw new InsufficientStockError(productId, left, quantity);
   }
 }

@@ -1,7 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { Redis } from 'ioredis';
 import { UnknownProductError } from '../errors/domain-errors';
-import { LOCK_STRATEGY, LockStrategy } from '../locks/lock-strategy';
+import { LOCK_STRATEGY, PurchaseStrategy } from '../locks/lock-strategy';
 import { execAll } from '../redis/exec-all';
 import { KeyLayout } from '../redis/key-layout';
 import { REDIS_CLIENT } from '../redis/redis.constants';
@@ -11,19 +11,21 @@ import { Product } from './product';
 export class ProductsService {
   constructor(
     @Inject(REDIS_CLIENT) private readonly redis: Redis,
-    @Inject(LOCK_STRATEGY) private readonly lock: LockStrategy,
+    @Inject(LOCK_STRATEGY) private readonly strategy: PurchaseStrategy,
     private readonly keys: KeyLayout,
   ) {}
 
   /**
    * Starts or restarts a sale: stock, limit, and empty buyers and order log, in one
-   * script. It runs under the product's lock so that a purchase already between its
-   * read and its write finishes first and cannot apply to the new sale; releasing
-   * the lock afterwards clears it.
+   * script. Under a lock strategy it runs holding the product's lock, so that a
+   * purchase already between its read and its write finishes first and cannot apply
+   * to the new sale; releasing the lock afterwards clears it. A lock-free purchase
+   * is atomic on its own, so the script alone is enough.
    */
   async startSale(productId: string, stock: number, perUserLimit: number): Promise<Product> {
     const k = this.keys.product(productId);
-    await this.lock.withLock(k.lock, () => this.redis.resetSale(k.meta, k.stock, k.buyers, k.orders, stock, perUserLimit));
+    const reset = () => this.redis.resetSale(k.meta, k.stock, k.buyers, k.orders, stock, perUserLimit);
+    await (this.strategy.kind === 'lock' ? this.strategy.withLock(k.lock, reset) : reset());
     return this.get(productId);
   }
 

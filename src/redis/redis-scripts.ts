@@ -10,6 +10,7 @@ import type { Redis, Result } from 'ioredis';
 const SCRIPTS = {
   releaseLock: { file: 'release-lock.lua', numberOfKeys: 1 },
   resetSale: { file: 'reset-sale.lua', numberOfKeys: 4 },
+  purchase: { file: 'purchase.lua', numberOfKeys: 4 },
 } as const;
 
 declare module 'ioredis' {
@@ -25,6 +26,16 @@ declare module 'ioredis' {
       initialStock: number,
       perUserLimit: number,
     ): Result<number, Context>;
+    /** purchase.lua: the whole purchase atomically; see the script's header for the replies. */
+    purchase(
+      metaKey: string,
+      stockKey: string,
+      buyersKey: string,
+      ordersKey: string,
+      userId: string,
+      quantity: number,
+      orderId: string,
+    ): Result<[string, ...number[]], Context>;
   }
 }
 

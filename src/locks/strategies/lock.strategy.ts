@@ -52,8 +52,10 @@ const BACKOFF_CAP_MS = 32;
  * lock. Only fencing tokens close that gap.
  */
 export class SetNxLockStrategy implements LockStrategy {
+  readonly kind = 'lock';
   readonly name = 'lock';
   readonly unsafe = false;
+  readonly reentrant = false;
   private readonly logger = new Logger('SetNxLock');
   /** Releases that found the lock no longer ours: each one is a hold that outlived its TTL. */
   private lost = 0;

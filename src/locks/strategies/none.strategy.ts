@@ -9,8 +9,10 @@ import { LockStrategy, WithLockOptions } from '../lock-strategy';
  * selectable only with ALLOW_UNSAFE=1.
  */
 export class NoLockStrategy implements LockStrategy {
+  readonly kind = 'lock';
   readonly name = 'none';
   readonly unsafe = true;
+  readonly reentrant = false;
   readonly lostLocks = 0;
   private readonly never = new AbortController().signal;
 

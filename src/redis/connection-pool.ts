@@ -1,0 +1,66 @@
+import type { Redis } from 'ioredis';
+import { LockTimeoutError } from '../errors/domain-errors';
+
+/**
+ * A few dedicated connections, each lent to one caller at a time. WATCH belongs to
+ * a connection, not to a command: on a shared connection one buyer's WATCH/EXEC
+ * would watch (and abort on) every other buyer's writes. Borrowing a connection
+ * for the whole WATCH ... EXEC keeps each optimistic attempt to itself.
+ */
+export class ConnectionPool {
+  private readonly idle: Redis[] = [];
+  private readonly waiters: ((c: Redis) => void)[] = [];
+  private created = 0;
+  private closed = false;
+
+  constructor(
+    private readonly create: () => Redis,
+    private readonly max: number,
+  ) {}
+
+  /** Runs `fn` with a connection of its own; waits for one until `deadline` (Date.now()). */
+  async use<T>(deadline: number, waitMs: number, fn: (connection: Redis) => Promise<T>): Promise<T> {
+    const connection = await this.take(deadline, waitMs);
+    try {
+      return await fn(connection);
+    } finally {
+      this.give(connection);
+    }
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    await Promise.all(this.idle.splice(0).map((c) => c.quit().catch(() => c.disconnect())));
+  }
+
+  private take(deadline: number, waitMs: number): Promise<Redis> {
+    const ready = this.idle.pop();
+    if (ready) return Promise.resolve(ready);
+    if (this.created < this.max) {
+      this.created++;
+      return Promise.resolve(this.create());
+    }
+    return new Promise((resolve, reject) => {
+      const waiter = (c: Redis) => {
+        clearTimeout(timer);
+        resolve(c);
+      };
+      const timer = setTimeout(() => {
+        this.waiters.splice(this.waiters.indexOf(waiter), 1);
+        reject(new LockTimeoutError(waitMs));
+      }, Math.max(0, deadline - Date.now()));
+      this.waiters.push(waiter);
+    });
+  }
+
+  private give(connection: Redis): void {
+    if (this.closed || connection.status === 'end') {
+      this.created--;
+      if (connection.status !== 'end') void connection.quit().catch(() => connection.disconnect());
+      return;
+    }
+    const next = this.waiters.shift();
+    if (next) next(connection);
+    else this.idle.push(connection);
+  }
+}
