@@ -22,6 +22,18 @@ export interface Row extends Verdict {
   readonly pass: boolean;
 }
 
+/**
+ * Mistakes that only fail when something goes wrong at the wrong moment (a crash,
+ * a pause, a skewed clock): plain load cannot show it, this test does.
+ */
+export const FAILURE_SHOWN_BY: Readonly<Record<string, string>> = {
+  'setnx-no-ttl': 'classic-mistakes.spec.ts: setnx-no-ttl',
+  'setnx-then-expire': 'classic-mistakes.spec.ts: setnx-then-expire',
+  'unchecked-del': 'classic-mistakes.spec.ts: unchecked-del',
+  'get-then-del': 'classic-mistakes.spec.ts: get-then-del',
+  'expiry-timestamp': 'classic-mistakes.spec.ts: expiry-timestamp',
+};
+
 const n = (x: number | null) => (x === null ? '-' : x.toLocaleString('en-US'));
 
 function result(row: Row): string {
@@ -29,7 +41,9 @@ function result(row: Row): string {
     .filter(([, ok]) => !ok)
     .map(([name]) => name);
   if (!row.unsafe) return row.pass ? 'PASS' : `FAIL (${broken.join(', ') || 'app exit'})`;
-  return row.pass ? `expected failure shown (${broken.join(', ')})` : 'FLAGGED: no failure seen';
+  if (row.pass) return `expected failure shown (${broken.join(', ')})`;
+  const test = FAILURE_SHOWN_BY[row.strategy];
+  return test ? `FLAGGED: no failure under plain load; shown by ${test}` : 'FLAGGED: no failure seen';
 }
 
 /** Markdown table plus one verdict line per strategy; `failed` decides the exit code. */
@@ -61,9 +75,13 @@ export function formatReport(rows: Row[]): { text: string; failed: boolean } {
       failed = true;
       lines.push(`verdict: ${r.strategy} FAILED: ${r.problems.join('; ')}`);
     } else if (r.oversold > 0) {
-      lines.push(`verdict: ${r.strategy} oversold by ${n(r.oversold)} (${n(r.sold)} units sold of ${n(r.stock)}) — expected: it has no lock`);
+      lines.push(`verdict: ${r.strategy} oversold by ${n(r.oversold)} (${n(r.sold)} units sold of ${n(r.stock)}) — expected: it is unsafe`);
+    } else if (FAILURE_SHOWN_BY[r.strategy]) {
+      lines.push(`verdict: ${r.strategy} held up under plain load; its failure needs a fault, shown by ${FAILURE_SHOWN_BY[r.strategy]}`);
+    } else if (allHold) {
+      lines.push(`verdict: ${r.strategy} did NOT oversell and kept every invariant: the bench cannot see the failure it exists to show`);
     } else {
-      lines.push(`verdict: ${r.strategy} did NOT oversell${allHold ? ' and kept every invariant' : ''}: the bench cannot see the failure it exists to show`);
+      lines.push(`verdict: ${r.strategy} broke ${r.problems.join('; ')} — expected: it is unsafe`);
     }
     // The negative control must oversell, or the bench is blind.
     if (r.strategy === 'none' && r.oversold === 0) failed = true;

@@ -6,11 +6,15 @@
  * before the first buyer arrives.
  */
 
-export const LOCK_STRATEGY_NAMES = ['lock', 'atomic', 'optimistic', 'none'] as const;
+const SAFE_STRATEGIES = ['lock', 'atomic', 'optimistic'] as const;
+/** The negative control and the classic mistakes: they can oversell or lock forever. */
+const UNSAFE = ['none', 'setnx-no-ttl', 'setnx-then-expire', 'unchecked-del', 'get-then-del', 'expiry-timestamp'] as const;
+
+export const LOCK_STRATEGY_NAMES = [...SAFE_STRATEGIES, ...UNSAFE] as const;
 export type LockStrategyName = (typeof LOCK_STRATEGY_NAMES)[number];
 
-/** Strategies that can oversell; they run only with ALLOW_UNSAFE=1. */
-export const UNSAFE_STRATEGIES: readonly LockStrategyName[] = ['none'];
+/** Strategies that run only with ALLOW_UNSAFE=1, logged loudly at boot. */
+export const UNSAFE_STRATEGIES: readonly LockStrategyName[] = UNSAFE;
 
 export const LOG_LEVELS = ['error', 'warn', 'log', 'debug', 'verbose'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];

@@ -5,17 +5,31 @@ import { APP_CONFIG } from '../config/config.constants';
 import { REDIS_CLIENT } from '../redis/redis.constants';
 import { LOCK_STRATEGY, PurchaseStrategy } from './lock-strategy';
 import { AtomicStrategy } from './strategies/atomic.strategy';
+import { ExpiryTimestampStrategy } from './strategies/expiry-timestamp.strategy';
+import { GetThenDelStrategy } from './strategies/get-then-del.strategy';
 import { SetNxLockStrategy } from './strategies/lock.strategy';
 import { NoLockStrategy } from './strategies/none.strategy';
 import { OptimisticStrategy } from './strategies/optimistic.strategy';
+import { SetnxNoTtlStrategy } from './strategies/setnx-no-ttl.strategy';
+import { SetnxThenExpireStrategy } from './strategies/setnx-then-expire.strategy';
+import { UncheckedDelStrategy } from './strategies/unchecked-del.strategy';
 
 /** LOCK_STRATEGY value -> strategy. The config's list of names is checked against it at compile time. */
 const STRATEGIES: Record<LockStrategyName, (redis: Redis, config: AppConfig) => PurchaseStrategy> = {
-  lock: (redis, config) => new SetNxLockStrategy(redis, { ttlMs: config.lockTtlMs, waitMs: config.lockWaitMs }),
+  lock: (redis, config) => new SetNxLockStrategy(redis, timing(config)),
   atomic: (redis) => new AtomicStrategy(redis),
   optimistic: (redis, config) => new OptimisticStrategy(redis, config.lockWaitMs),
   none: () => new NoLockStrategy(),
+  'setnx-no-ttl': (redis, config) => new SetnxNoTtlStrategy(redis, timing(config)),
+  'setnx-then-expire': (redis, config) => new SetnxThenExpireStrategy(redis, timing(config)),
+  'unchecked-del': (redis, config) => new UncheckedDelStrategy(redis, timing(config)),
+  'get-then-del': (redis, config) => new GetThenDelStrategy(redis, timing(config)),
+  'expiry-timestamp': (redis, config) => new ExpiryTimestampStrategy(redis, timing(config)),
 };
+
+function timing(config: AppConfig) {
+  return { ttlMs: config.lockTtlMs, waitMs: config.lockWaitMs };
+}
 
 export function createLockStrategy(redis: Redis, config: AppConfig): PurchaseStrategy {
   const strategy = STRATEGIES[config.lockStrategy](redis, config);

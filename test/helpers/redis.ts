@@ -1,7 +1,9 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Redis as IORedis } from 'ioredis';
 import type { Redis } from 'ioredis';
+import { defineScripts } from '../../src/redis/redis-scripts';
 import { startRedis } from '../../scripts/redis-server';
 
 export interface TestRedis {
@@ -43,4 +45,30 @@ export function uniquePrefix(name: string): string {
 export async function closeClient(client: Redis | undefined): Promise<void> {
   if (!client || client.status === 'end') return;
   await client.quit().catch(() => client.disconnect());
+}
+
+/**
+ * For a spec file: one real Redis started before its tests, and `client()` for a
+ * fresh connection (scripts registered) per simulated process; everything is
+ * closed and stopped after the file.
+ */
+export function useTestRedis(): { url(): string; client(): Redis } {
+  let redis: TestRedis | undefined;
+  const clients: Redis[] = [];
+  beforeAll(async () => {
+    redis = await startTestRedis();
+  });
+  afterAll(async () => {
+    await Promise.all(clients.map(closeClient));
+    await redis?.stop();
+  });
+  return {
+    url: () => redis!.url,
+    client: () => {
+      const c = new IORedis(redis!.url);
+      defineScripts(c);
+      clients.push(c);
+      return c;
+    },
+  };
 }

@@ -1,34 +1,15 @@
 import { Redis } from 'ioredis';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { closeClient, startTestRedis, TestRedis, uniquePrefix } from '../../../test/helpers/redis';
+import { uniquePrefix, useTestRedis } from '../../../test/helpers/redis';
 import { LockExpiredError, LockTimeoutError } from '../../errors/domain-errors';
-import { defineScripts } from '../../redis/redis-scripts';
 import { SetNxLockStrategy } from './lock.strategy';
 
 describe('SetNxLockStrategy (lock) against a real Redis', () => {
-  let redis: TestRedis;
-  const clients: Redis[] = [];
+  const { client } = useTestRedis();
   let key: string;
-
-  /** A separate connection per simulated process, with the scripts registered. */
-  function client(): Redis {
-    const c = new Redis(redis.url);
-    defineScripts(c);
-    clients.push(c);
-    return c;
-  }
-
-  beforeAll(async () => {
-    redis = await startTestRedis();
-  });
 
   beforeEach(() => {
     key = `${uniquePrefix('lock')}{p:x}:lock`;
-  });
-
-  afterAll(async () => {
-    await Promise.all(clients.map(closeClient));
-    await redis?.stop();
   });
 
   it('sets the token and its TTL in one command, and refuses a second holder', async () => {
