@@ -30,6 +30,8 @@ export interface LockStrategy {
     criticalSection: (signal: AbortSignal) => Promise<T>,
     options?: WithLockOptions,
   ): Promise<T>;
+  /** Closes connections of its own, if any. */
+  close?(): Promise<void>;
 }
 
 export interface WithLockOptions {

@@ -10,6 +10,7 @@ import { GetThenDelStrategy } from './strategies/get-then-del.strategy';
 import { SetNxLockStrategy } from './strategies/lock.strategy';
 import { NoLockStrategy } from './strategies/none.strategy';
 import { OptimisticStrategy } from './strategies/optimistic.strategy';
+import { ReentrantStrategy } from './strategies/reentrant.strategy';
 import { SetnxNoTtlStrategy } from './strategies/setnx-no-ttl.strategy';
 import { SetnxThenExpireStrategy } from './strategies/setnx-then-expire.strategy';
 import { UncheckedDelStrategy } from './strategies/unchecked-del.strategy';
@@ -17,6 +18,7 @@ import { UncheckedDelStrategy } from './strategies/unchecked-del.strategy';
 /** LOCK_STRATEGY value -> strategy. The config's list of names is checked against it at compile time. */
 const STRATEGIES: Record<LockStrategyName, (redis: Redis, config: AppConfig) => PurchaseStrategy> = {
   lock: (redis, config) => new SetNxLockStrategy(redis, timing(config)),
+  reentrant: (redis, config) => new ReentrantStrategy(redis, timing(config)),
   atomic: (redis) => new AtomicStrategy(redis),
   optimistic: (redis, config) => new OptimisticStrategy(redis, config.lockWaitMs),
   none: () => new NoLockStrategy(),
@@ -59,6 +61,6 @@ export class LocksModule implements OnApplicationShutdown {
 
   /** Runs after the HTTP server has drained: strategies with connections of their own close them. */
   async onApplicationShutdown(): Promise<void> {
-    if (this.strategy.kind === 'lock-free') await this.strategy.close?.();
+    await this.strategy.close?.();
   }
 }

@@ -11,6 +11,9 @@ const SCRIPTS = {
   releaseLock: { file: 'release-lock.lua', numberOfKeys: 1 },
   resetSale: { file: 'reset-sale.lua', numberOfKeys: 4 },
   purchase: { file: 'purchase.lua', numberOfKeys: 4 },
+  reentrantAcquire: { file: 'reentrant-acquire.lua', numberOfKeys: 1 },
+  reentrantRelease: { file: 'reentrant-release.lua', numberOfKeys: 1 },
+  reentrantRenew: { file: 'reentrant-renew.lua', numberOfKeys: 1 },
 } as const;
 
 declare module 'ioredis' {
@@ -36,6 +39,12 @@ declare module 'ioredis' {
       quantity: number,
       orderId: string,
     ): Result<[string, ...number[]], Context>;
+    /** reentrant-acquire.lua: null when acquired or re-entered, else the PTTL of the other owner's lock. */
+    reentrantAcquire(lockKey: string, owner: string, ttlMs: number): Result<number | null, Context>;
+    /** reentrant-release.lua: null if not ours, 0 if still held, 1 if now free (and published). */
+    reentrantRelease(lockKey: string, owner: string, ttlMs: number, channel: string): Result<0 | 1 | null, Context>;
+    /** reentrant-renew.lua: 1 if renewed, 0 if the lock is no longer ours. */
+    reentrantRenew(lockKey: string, owner: string, ttlMs: number): Result<0 | 1, Context>;
   }
 }
 

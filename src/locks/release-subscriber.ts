@@ -1,0 +1,82 @@
+import type { Redis } from 'ioredis';
+
+interface Channel {
+  /** Messages seen so far: a waiter that read it before its attempt knows if it missed one. */
+  generation: number;
+  members: number;
+  readonly wake: Set<() => void>;
+}
+
+/**
+ * Waiting by pub/sub instead of polling (Redisson's LockPubSub): the release script
+ * PUBLISHes on the lock's channel, and whoever waits wakes at once. One subscriber
+ * connection per process; a channel is subscribed while anyone waits on it.
+ */
+export class ReleaseSubscriber {
+  private connection?: Redis;
+  private readonly channels = new Map<string, Channel>();
+  /** Waits ended by a release message rather than by their timeout. */
+  wakeups = 0;
+
+  constructor(private readonly create: () => Redis) {}
+
+  /** Subscribes (resolving once Redis confirms) and returns the channel's generation. */
+  async join(channel: string): Promise<void> {
+    let state = this.channels.get(channel);
+    if (!state) {
+      state = { generation: 0, members: 0, wake: new Set() };
+      this.channels.set(channel, state);
+    }
+    if (state.members++ === 0) await this.subscriber().subscribe(channel);
+  }
+
+  leave(channel: string): void {
+    const state = this.channels.get(channel);
+    if (!state || --state.members > 0) return;
+    this.channels.delete(channel);
+    void this.connection?.unsubscribe(channel).catch(() => undefined);
+  }
+
+  /** The channel's message count now; pass it to `wait` to not miss one that arrives in between. */
+  generation(channel: string): number {
+    return this.channels.get(channel)?.generation ?? 0;
+  }
+
+  /** Resolves on the next release message after `seen`, or after `ms`. */
+  wait(channel: string, seen: number, ms: number): Promise<void> {
+    const state = this.channels.get(channel);
+    if (!state || state.generation !== seen) return Promise.resolve();
+    return new Promise((resolve) => {
+      const wake = () => {
+        clearTimeout(timer);
+        state.wake.delete(wake);
+        resolve();
+      };
+      const timer = setTimeout(() => {
+        state.wake.delete(wake);
+        resolve();
+      }, ms);
+      state.wake.add(wake);
+    });
+  }
+
+  async close(): Promise<void> {
+    const c = this.connection;
+    this.connection = undefined;
+    if (c) await c.quit().catch(() => c.disconnect());
+  }
+
+  private subscriber(): Redis {
+    if (!this.connection) {
+      this.connection = this.create();
+      this.connection.on('message', (channel: string) => {
+        const state = this.channels.get(channel);
+        if (!state) return;
+        state.generation++;
+        if (state.wake.size > 0) this.wakeups++;
+        for (const wake of [...state.wake]) wake();
+      });
+    }
+    return this.connection;
+  }
+}

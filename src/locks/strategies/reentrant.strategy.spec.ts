@@ -1,0 +1,120 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { uniquePrefix, useTestRedis } from '../../../test/helpers/redis';
+import { LockExpiredError, LockTimeoutError } from '../../errors/domain-errors';
+import { ReentrantStrategy } from './reentrant.strategy';
+
+describe('ReentrantStrategy (reentrant) against a real Redis', () => {
+  const { client } = useTestRedis();
+  const strategies: ReentrantStrategy[] = [];
+  let key: string;
+
+  function reentrant(ttlMs: number, waitMs: number): ReentrantStrategy {
+    const s = new ReentrantStrategy(client(), { ttlMs, waitMs });
+    strategies.push(s);
+    return s;
+  }
+
+  beforeEach(() => {
+    key = `${uniquePrefix('reentrant')}{p:x}:lock`;
+  });
+
+  afterAll(() => Promise.all(strategies.map((s) => s.close())));
+
+  it('re-enters: the same owner takes it again, the count goes 1, 2, 1, then the lock is gone', async () => {
+    const c = client();
+    const lock = reentrant(5_000, 1_000);
+    const counts: number[] = [];
+    const count = async () => Number(Object.values(await c.hgetall(key))[0] ?? 0);
+    await lock.withLock(key, async () => {
+      counts.push(await count());
+      await lock.withLock(key, async () => {
+        counts.push(await count());
+        expect(await c.pttl(key)).toBeGreaterThan(0);
+      });
+      counts.push(await count());
+    });
+    expect(counts).toEqual([1, 2, 1]);
+    expect(await c.exists(key)).toBe(0);
+  });
+
+  it('excludes other owners: 30 contenders on 3 connections never overlap, in or out of re-entry', async () => {
+    const counter = client();
+    const locks = [0, 1, 2].map(() => reentrant(5_000, 10_000));
+    const inside = `${key}:inside`;
+    let maxInside = 0;
+    await Promise.all(
+      Array.from({ length: 30 }, (_, i) =>
+        locks[i % 3].withLock(key, async () => {
+          maxInside = Math.max(maxInside, await counter.incr(inside));
+          await locks[i % 3].withLock(key, () => sleep(1)); // nested: must not deadlock
+          await counter.decr(inside);
+        }),
+      ),
+    );
+    expect(maxInside).toBe(1);
+    expect(await counter.exists(key)).toBe(0);
+  });
+
+  it('never releases a lock another owner holds', async () => {
+    const c = client();
+    await c.hset(key, 'someone-else', '1');
+    await c.pexpire(key, 5_000);
+    expect(await c.reentrantRelease(key, 'me', 5_000, `${key}:released`)).toBeNull();
+    expect(await c.hget(key, 'someone-else')).toBe('1');
+    await expect(reentrant(5_000, 100).withLock(key, async () => 'never')).rejects.toBeInstanceOf(LockTimeoutError);
+  });
+
+  it('the watchdog keeps a long hold alive past several TTLs, then stops', async () => {
+    const c = client();
+    const lock = reentrant(300, 1_000); // renewed every 100 ms
+    const other = reentrant(300, 0);
+    await lock.withLock(key, async (signal) => {
+      for (let i = 0; i < 4; i++) {
+        await sleep(250);
+        expect(await c.pttl(key)).toBeGreaterThan(0); // 1 s in, a 300 ms lock is still ours
+        await expect(other.withLock(key, async () => 'stolen')).rejects.toBeInstanceOf(LockTimeoutError);
+      }
+      expect(signal.aborted).toBe(false);
+    });
+    expect(lock.renewals).toBeGreaterThanOrEqual(6);
+    expect(await c.exists(key)).toBe(0);
+    const renewalsAfter = lock.renewals;
+    await sleep(250);
+    expect(lock.renewals).toBe(renewalsAfter); // stopped on release
+  });
+
+  it('a renewal that finds the lock gone aborts the holder and is counted', async () => {
+    const c = client();
+    const lock = reentrant(300, 1_000);
+    const outcome = lock.withLock(key, async (signal) => {
+      await c.del(key); // the hold is lost (expired while paused, or deleted by a mistake)
+      await sleep(250); // the next renewal notices
+      signal.throwIfAborted();
+      return 'wrote';
+    });
+    await expect(outcome).rejects.toBeInstanceOf(LockExpiredError);
+    expect(lock.lostLocks).toBe(1);
+  });
+
+  it('a holder that dies lets others in after the TTL (no watchdog outlives its process)', async () => {
+    const dying = client();
+    expect(await dying.reentrantAcquire(key, 'dead-process:1', 300)).toBeNull();
+    dying.disconnect();
+    const c = client();
+    expect(await c.pttl(key)).toBeGreaterThan(0);
+    const lock = reentrant(5_000, 3_000);
+    await expect(lock.withLock(key, async () => 'bought')).resolves.toBe('bought');
+  });
+
+  it('wakes a waiter by the release message, not by its bounded wait running out', async () => {
+    const holder = reentrant(10_000, 1_000);
+    const waiter = reentrant(10_000, 5_000);
+    const held = holder.withLock(key, () => sleep(200));
+    await sleep(20);
+    // The holder's lock has ~10 s left, so the waiter's timed wait is its 1 s cap;
+    // the release message ends that wait early, and the counter says so.
+    await expect(waiter.withLock(key, async () => 'bought')).resolves.toBe('bought');
+    await held;
+    expect(waiter.wakeups).toBe(1);
+  });
+});

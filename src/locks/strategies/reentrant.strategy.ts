@@ -1,0 +1,170 @@
+import { Logger } from '@nestjs/common';
+import type { Redis } from 'ioredis';
+import { AsyncLocalStorage } from 'node:async_hooks';
+import { randomBytes } from 'node:crypto';
+import { LockExpiredError, LockTimeoutError } from '../../errors/domain-errors';
+import { LocalQueue } from '../local-queue';
+import { LockStrategy, WithLockOptions } from '../lock-strategy';
+import { ReleaseSubscriber } from '../release-subscriber';
+
+export interface ReentrantOptions {
+  readonly ttlMs: number;
+  readonly waitMs: number;
+}
+
+/** A waiter re-checks at least this often even if no release message comes. */
+const MAX_WAIT_MS = 1_000;
+
+/** What one outermost withLock carries down its async calls: who we are, what we hold. */
+interface Holding {
+  readonly owner: string;
+  readonly held: Map<string, AbortSignal>;
+}
+
+/**
+ * `reentrant` — Redisson's RLock, in Node.
+ *
+ * - The lock is a hash: field = owner id, value = hold count. Acquire (HINCRBY +
+ *   PEXPIRE) and release (HINCRBY -1, DEL at zero) are Lua scripts, so the same
+ *   owner may take the lock again while holding it: the order path locks the
+ *   product, and recording the order locks it again (count 2, then 1, then free).
+ *   Redisson's owner is uuid:threadId; here it is process id + the async context of
+ *   the outermost withLock, carried by AsyncLocalStorage.
+ * - Watchdog (Redisson's lockWatchdogTimeout): while held, the TTL is renewed every
+ *   TTL/3 by reentrant-renew.lua: the timer is unref'd, a tick is skipped while the
+ *   previous renewal is still in flight (never two at once), it stops on release.
+ *   A renewal that finds the lock gone, or fails, aborts the holder's AbortSignal
+ *   and is counted in lostLocks: the holder must not write.
+ * - Waiting: release PUBLISHes on the lock's channel and the waiter at the head of
+ *   this process's line wakes on it (ReleaseSubscriber) instead of polling; each
+ *   wait is bounded by the other lock's PTTL, the wait budget, and 1 s.
+ *
+ * What can go wrong: a holder paused longer than the TTL misses its renewals and
+ * loses the lock while paused; it learns that only on resume (its signal aborts),
+ * so a write already in flight can still land. Fencing closes that gap.
+ */
+export class ReentrantStrategy implements LockStrategy {
+  readonly kind = 'lock';
+  readonly name = 'reentrant';
+  readonly unsafe = false;
+  readonly reentrant = true;
+  private readonly logger = new Logger('ReentrantLock');
+  private readonly process = randomBytes(8).toString('hex');
+  private readonly context = new AsyncLocalStorage<Holding>();
+  private readonly line = new LocalQueue<never>();
+  private readonly subscriber: ReleaseSubscriber;
+  private contexts = 0;
+  private lost = 0;
+  /** Successful watchdog renewals (for tests and curiosity). */
+  renewals = 0;
+
+  constructor(
+    private readonly redis: Pick<Redis, 'reentrantAcquire' | 'reentrantRelease' | 'reentrantRenew' | 'duplicate'>,
+    private readonly options: ReentrantOptions,
+  ) {
+    this.subscriber = new ReleaseSubscriber(() => redis.duplicate({ enableOfflineQueue: true }));
+  }
+
+  get lostLocks(): number {
+    return this.lost;
+  }
+
+  /** Release messages that woke a waiter before its bounded wait ran out. */
+  get wakeups(): number {
+    return this.subscriber.wakeups;
+  }
+
+  async withLock<T>(key: string, section: (signal: AbortSignal) => Promise<T>, options?: WithLockOptions): Promise<T> {
+    const holding = this.context.getStore();
+    const heldSignal = holding?.held.get(key);
+    if (holding && heldSignal) return this.reenter(holding.owner, key, heldSignal, section);
+    // Outermost acquisition in this async context: a new owner.
+    const mine: Holding = holding ?? { owner: `${this.process}:${++this.contexts}`, held: new Map() };
+    const deadline = Date.now() + this.options.waitMs;
+    await this.line.enter(key, this.options.waitMs, options?.signal);
+    try {
+      await this.acquire(key, mine.owner, deadline, options?.signal);
+      const lost = new AbortController();
+      const watchdog = this.startWatchdog(key, mine.owner, lost);
+      mine.held.set(key, lost.signal);
+      try {
+        return await this.context.run(mine, () => section(lost.signal));
+      } finally {
+        mine.held.delete(key);
+        watchdog.stop();
+        await this.release(key, mine.owner);
+      }
+    } finally {
+      this.line.leave(key);
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.subscriber.close();
+  }
+
+  /** Same owner, lock already held: count it up, run, count it down. */
+  private async reenter<T>(owner: string, key: string, signal: AbortSignal, section: (signal: AbortSignal) => Promise<T>) {
+    signal.throwIfAborted();
+    if ((await this.redis.reentrantAcquire(key, owner, this.options.ttlMs)) !== null) {
+      throw new LockExpiredError(this.options.ttlMs); // our outer hold is gone
+    }
+    try {
+      return await section(signal);
+    } finally {
+      await this.release(key, owner);
+    }
+  }
+
+  private async acquire(key: string, owner: string, deadline: number, signal?: AbortSignal): Promise<void> {
+    const channel = `${key}:released`;
+    // Subscribe before trying, so a release between our try and our wait is not missed.
+    await this.subscriber.join(channel);
+    try {
+      for (;;) {
+        signal?.throwIfAborted();
+        const seen = this.subscriber.generation(channel);
+        const otherTtl = await this.redis.reentrantAcquire(key, owner, this.options.ttlMs);
+        if (otherTtl === null) return;
+        const left = deadline - Date.now();
+        if (left <= 0) throw new LockTimeoutError(this.options.waitMs);
+        await this.subscriber.wait(channel, seen, Math.min(left, otherTtl > 0 ? otherTtl : MAX_WAIT_MS, MAX_WAIT_MS));
+      }
+    } finally {
+      this.subscriber.leave(channel);
+    }
+  }
+
+  private async release(key: string, owner: string): Promise<void> {
+    try {
+      const result = await this.redis.reentrantRelease(key, owner, this.options.ttlMs, `${key}:released`);
+      if (result === null) this.logger.warn(`lock ${key} was no longer ours at release`);
+    } catch (err) {
+      this.logger.warn(`release of ${key} failed, the TTL will free it: ${(err as Error).message}`);
+    }
+  }
+
+  private startWatchdog(key: string, owner: string, lost: AbortController) {
+    let renewing = false;
+    const loseIt = (why: string) => {
+      if (lost.signal.aborted) return;
+      this.lost++;
+      this.logger.warn(`lock ${key} lost: ${why}`);
+      lost.abort(new LockExpiredError(this.options.ttlMs));
+      clearInterval(timer);
+    };
+    const timer = setInterval(() => {
+      if (renewing) return; // never two renewals at once
+      renewing = true;
+      this.redis
+        .reentrantRenew(key, owner, this.options.ttlMs)
+        .then(
+          (renewed) => (renewed === 1 ? this.renewals++ : loseIt('it was gone when the watchdog renewed it')),
+          (err: Error) => loseIt(`renewal failed: ${err.message}`),
+        )
+        .finally(() => (renewing = false));
+    }, Math.max(1, Math.floor(this.options.ttlMs / 3)));
+    timer.unref();
+    return { stop: () => clearInterval(timer) };
+  }
+}
