@@ -124,6 +124,20 @@ async function main(): Promise<number> {
     redisUrl = redis.url;
     log(`private Redis at ${redis.url} (AOF everysec, removed afterwards)`);
   }
+  // Redlock's lock nodes: three more private servers, whatever --redis says.
+  let redlockUrls = '';
+  if (options.strategies.includes('redlock')) {
+    const nodes = await Promise.all(
+      [1, 2, 3].map(async () => {
+        const dir = mkdtempSync(join(tmpdir(), 'seckill-bench-redlock-'));
+        const node = await startRedis({ dir, appendonly: false });
+        track({ stop: () => node.stop().then(() => rmSync(dir, { recursive: true, force: true })) });
+        return node.url;
+      }),
+    );
+    redlockUrls = nodes.join(',');
+    log(`Redlock lock nodes at ${redlockUrls}`);
+  }
   const client = new Redis(redisUrl);
   track({ stop: () => client.quit().catch(() => client.disconnect()) });
   const redisVersion = /redis_version:(\S+)/.exec(await client.info('server'))?.[1] ?? 'unknown';
@@ -131,7 +145,7 @@ async function main(): Promise<number> {
   const runId = Date.now().toString(36);
   const rows: Row[] = [];
   for (const strategy of options.strategies) {
-    rows.push(await runStrategy(strategy, redisUrl, client, runId, options, log));
+    rows.push(await runStrategy(strategy, redisUrl, redlockUrls, client, runId, options, log));
   }
 
   const report = {
@@ -152,6 +166,7 @@ async function main(): Promise<number> {
 async function runStrategy(
   strategy: LockStrategyName,
   redisUrl: string,
+  redlockUrls: string,
   client: Redis,
   runId: string,
   options: BenchOptions,
@@ -165,6 +180,7 @@ async function runStrategy(
     port: await freePort(),
     env: {
       REDIS_URL: redisUrl,
+      ...(strategy === 'redlock' ? { REDLOCK_URLS: redlockUrls } : {}),
       ADMIN_TOKEN: token,
       LOCK_STRATEGY: strategy,
       ALLOW_UNSAFE: unsafe ? '1' : '0',

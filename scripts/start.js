@@ -53,6 +53,16 @@ async function main() {
   } else {
     log(`using REDIS_URL from the environment`);
   }
+  const lockNodes = [];
+  if (env.LOCK_STRATEGY === 'redlock' && !env.REDLOCK_URLS) {
+    // Redlock needs independent nodes for the lock alone; they hold no sale data.
+    const bin = ensureRedisServer(log);
+    for (let i = 1; i <= 3; i++) {
+      lockNodes.push(await startRedis({ bin, dir: path.join(ROOT, '.data', `redlock-${i}`), appendonly: false, detached: true }));
+    }
+    env.REDLOCK_URLS = lockNodes.map((n) => n.url).join(',');
+    log(`embedded Redlock nodes at ${env.REDLOCK_URLS}`);
+  }
   if (!env.ADMIN_TOKEN) {
     env.ADMIN_TOKEN = randomBytes(24).toString('base64url');
     log(`admin token (generated; set ADMIN_TOKEN to choose one): ${env.ADMIN_TOKEN}`);
@@ -70,6 +80,7 @@ async function main() {
     });
   }
   const code = await new Promise((resolve) => app.once('exit', (c, s) => resolve(c ?? (s ? 128 + 15 : 1))));
+  await Promise.all(lockNodes.map((n) => n.stop()));
   if (redis) {
     await redis.stop();
     fs.rmSync(PID_FILE, { force: true });

@@ -23,12 +23,12 @@ interface SaleOutcome {
  * have), sharing one Redis: 500 distinct buyers at once for a stock of 100. The
  * verdict is read from Redis, not from the apps' answers.
  */
-async function runSale(redisUrl: string, strategy: LockStrategyName): Promise<SaleOutcome> {
+async function runSale(redisUrl: string, strategy: LockStrategyName, redlockUrls: string): Promise<SaleOutcome> {
   const prefix = uniquePrefix(`race-${strategy}`);
   // The wait budget is raised from 5 s because this test proves exclusion and
   // accounting, not latency: the apps and 500 clients share one test process, and a
   // busy CI machine must not turn into LOCK_TIMEOUT answers here.
-  const env = { REDIS_URL: redisUrl, KEY_PREFIX: prefix, LOCK_STRATEGY: strategy, ALLOW_UNSAFE: '1', LOCK_WAIT_MS: '20000' };
+  const env = { REDIS_URL: redisUrl, KEY_PREFIX: prefix, LOCK_STRATEGY: strategy, ALLOW_UNSAFE: '1', LOCK_WAIT_MS: '20000', REDLOCK_URLS: redlockUrls };
   const apps: TestApp[] = [await startTestApp(env), await startTestApp(env)];
   const client = new Redis(redisUrl);
   try {
@@ -79,23 +79,27 @@ async function runSale(redisUrl: string, strategy: LockStrategyName): Promise<Sa
 describe('500 concurrent buyers, stock 100, two app instances', () => {
   jest.setTimeout(60_000);
   let redis: TestRedis;
+  /** Three independent lock nodes for `redlock` (the stock stays on `redis`). */
+  let lockNodes: TestRedis[] = [];
+  const redlockUrls = () => lockNodes.map((n) => n.url).join(',');
 
   beforeAll(async () => {
     redis = await startTestRedis();
+    lockNodes = await Promise.all([0, 1, 2].map(() => startTestRedis()));
   });
 
   afterAll(async () => {
-    await redis?.stop();
+    await Promise.all([redis, ...lockNodes].map((r) => r?.stop()));
   });
 
-  const SAFE = ['lock', 'reentrant', 'atomic', 'optimistic'] as const;
+  const SAFE = ['lock', 'reentrant', 'redlock', 'atomic', 'optimistic'] as const;
   it('runs every safe strategy there is (a new one must be added here)', () => {
     const safe = LOCK_STRATEGY_NAMES.filter((name) => !UNSAFE_STRATEGIES.includes(name));
     expect([...SAFE].sort()).toEqual([...safe].sort());
   });
 
   it.each(SAFE)('%s: sells exactly the stock, every 201 is a recorded order, no 5xx', async (strategy) => {
-    const sale = await runSale(redis.url, strategy);
+    const sale = await runSale(redis.url, strategy, redlockUrls());
     expect(sale.orders).toBe(STOCK);
     expect(sale.stockLeft).toBe(0);
     expect(sale.sold).toBe(STOCK);
@@ -106,7 +110,7 @@ describe('500 concurrent buyers, stock 100, two app instances', () => {
   });
 
   it('none: the same sale without a lock oversells (proves the check can see it)', async () => {
-    const sale = await runSale(redis.url, 'none');
+    const sale = await runSale(redis.url, 'none', redlockUrls());
     expect(sale.sold).toBeGreaterThan(STOCK);
     expect(sale.stockLeft).toBeLessThan(0);
     expect(sale.orders).toBeGreaterThan(STOCK);

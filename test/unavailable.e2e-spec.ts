@@ -1,7 +1,7 @@
 import { Redis } from 'ioredis';
 import { KeyLayout } from '../src/redis/key-layout';
 import { request, startSale } from './helpers/app';
-import { closeClient } from './helpers/redis';
+import { closeClient, startTestRedis } from './helpers/redis';
 import { startTestStack, TestStack } from './helpers/stack';
 
 describe('503 answers: lock not obtained, Redis gone', () => {
@@ -48,5 +48,35 @@ describe('503 answers: lock not obtained, Redis gone', () => {
     const health = await request(t.url, 'GET', '/health');
     expect(health.status).toBe(503);
     expect(health.body).toMatchObject({ status: 'unavailable', redis: 'down' });
+  });
+});
+
+describe('redlock: a majority of lock nodes down', () => {
+  it('answers 503 REDIS_UNAVAILABLE, sells nothing, and /health says 503; one node down still sells', async () => {
+    const nodes = await Promise.all([0, 1, 2].map(() => startTestRedis()));
+    const stack = await startTestStack('redlock-down', { LOCK_STRATEGY: 'redlock', REDLOCK_URLS: nodes.map((n) => n.url).join(',') });
+    try {
+      await startSale(stack.url, 'quorum', 5);
+      await nodes[2].stop();
+      const one = await request(stack.url, 'POST', '/api/orders', { json: { productId: 'quorum', userId: 'kim' } });
+      expect(one.status).toBe(201);
+
+      await nodes[1].stop();
+      const res = await request(stack.url, 'POST', '/api/orders', { json: { productId: 'quorum', userId: 'lee' } });
+      expect(res.status).toBe(503);
+      expect(res.body).toMatchObject({ code: 'REDIS_UNAVAILABLE' });
+      expect(res.body.message).toContain('2 of 3 Redlock nodes are unreachable');
+      expect(res.headers.get('retry-after')).toBe('1');
+      const k = stack.keys.product('quorum');
+      expect(await stack.client.get(k.stock)).toBe('4');
+      expect(await stack.client.xlen(k.orders)).toBe(1);
+
+      const health = await request(stack.url, 'GET', '/health');
+      expect(health.status).toBe(503);
+      expect(health.body).toMatchObject({ redis: 'up', lockNodes: { up: 1, total: 3, quorum: 2 } });
+    } finally {
+      await stack.close();
+      await Promise.all(nodes.map((n) => n.stop()));
+    }
   });
 });

@@ -9,6 +9,7 @@ describe('loadConfig', () => {
       port: 3000,
       host: '0.0.0.0',
       redisUrl: REQUIRED.REDIS_URL,
+      redlockUrls: [],
       lockStrategy: 'lock',
       lockTtlMs: 10_000,
       lockWaitMs: 5_000,
@@ -64,6 +65,10 @@ describe('loadConfig', () => {
     [{ KEY_PREFIX: 'a{b}' }, 'KEY_PREFIX must be 1-64 characters'],
     [{ LOG_LEVEL: 'info' }, 'LOG_LEVEL must be one of error, warn, log, debug, verbose'],
     [{ HOST: 'a b' }, 'HOST must be an address'],
+    [{ LOCK_STRATEGY: 'redlock' }, 'REDLOCK_URLS is required with LOCK_STRATEGY=redlock'],
+    [{ LOCK_STRATEGY: 'redlock', REDLOCK_URLS: 'redis://a:1,http://b' }, 'REDLOCK_URLS must start with redis://'],
+    [{ LOCK_STRATEGY: 'redlock', REDLOCK_URLS: 'redis://a:1,,redis://b:1' }, 'REDLOCK_URLS has an empty entry'],
+    [{ LOCK_STRATEGY: 'redlock', REDLOCK_URLS: 'redis://a:1,redis://a:1' }, 'REDLOCK_URLS lists the same node twice'],
   ])('refuses %j with one line naming the variable', (overrides, message) => {
     const env = { ...REQUIRED, ...overrides };
     expect(() => loadConfig(env)).toThrow(ConfigError);
@@ -74,6 +79,11 @@ describe('loadConfig', () => {
       expect((err as ConfigError).message).not.toContain('\n');
       expect((err as ConfigError).variable).toBe(message.split(' ')[0]);
     }
+  });
+
+  it('reads REDLOCK_URLS as a list', () => {
+    const config = loadConfig({ ...REQUIRED, LOCK_STRATEGY: 'redlock', REDLOCK_URLS: 'redis://a:1, redis://b:2,redis://c:3' });
+    expect(config.redlockUrls).toEqual(['redis://a:1', 'redis://b:2', 'redis://c:3']);
   });
 
   it('treats blank values as unset', () => {

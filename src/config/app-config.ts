@@ -6,7 +6,7 @@
  * before the first buyer arrives.
  */
 
-const SAFE_STRATEGIES = ['lock', 'reentrant', 'atomic', 'optimistic'] as const;
+const SAFE_STRATEGIES = ['lock', 'reentrant', 'redlock', 'atomic', 'optimistic'] as const;
 /** The negative control and the classic mistakes: they can oversell or lock forever. */
 const UNSAFE = ['none', 'setnx-no-ttl', 'setnx-then-expire', 'unchecked-del', 'get-then-del', 'expiry-timestamp'] as const;
 
@@ -23,6 +23,8 @@ export interface AppConfig {
   readonly port: number;
   readonly host: string;
   readonly redisUrl: string;
+  /** Independent Redis nodes for LOCK_STRATEGY=redlock; empty otherwise. */
+  readonly redlockUrls: readonly string[];
   readonly lockStrategy: LockStrategyName;
   readonly lockTtlMs: number;
   readonly lockWaitMs: number;
@@ -48,6 +50,7 @@ export const CONFIG_ENV_NAMES = [
   'PORT',
   'HOST',
   'REDIS_URL',
+  'REDLOCK_URLS',
   'LOCK_STRATEGY',
   'LOCK_TTL_MS',
   'LOCK_WAIT_MS',
@@ -73,7 +76,8 @@ export function loadConfig(env: Env): AppConfig {
   const config: AppConfig = {
     port: int(env, 'PORT', CONFIG_DEFAULTS.port, 0, 65_535),
     host: host(env),
-    redisUrl: redisUrl(env),
+    redisUrl: redisUrl(env, 'REDIS_URL'),
+    redlockUrls: redlockUrls(env),
     lockStrategy: oneOf(env, 'LOCK_STRATEGY', LOCK_STRATEGY_NAMES, CONFIG_DEFAULTS.lockStrategy),
     // The TTL bounds the damage of a crashed holder; below 100 ms a slow Redis
     // round trip alone could outlive the lock.
@@ -84,6 +88,12 @@ export function loadConfig(env: Env): AppConfig {
     allowUnsafe: bool(env, 'ALLOW_UNSAFE', CONFIG_DEFAULTS.allowUnsafe),
     logLevel: oneOf(env, 'LOG_LEVEL', LOG_LEVELS, CONFIG_DEFAULTS.logLevel),
   };
+  if (config.lockStrategy === 'redlock' && config.redlockUrls.length === 0) {
+    throw new ConfigError(
+      'REDLOCK_URLS',
+      'is required with LOCK_STRATEGY=redlock: comma-separated URLs of independent Redis nodes (3 or 5); `npm start` starts 3 for you',
+    );
+  }
   if (UNSAFE_STRATEGIES.includes(config.lockStrategy) && !config.allowUnsafe) {
     throw new ConfigError(
       'LOCK_STRATEGY',
@@ -133,11 +143,14 @@ function host(env: Env): string {
   return value;
 }
 
-function redisUrl(env: Env): string {
-  const value = raw(env, 'REDIS_URL');
+function redisUrl(env: Env, name: string): string {
+  return checkRedisUrl(name, raw(env, name));
+}
+
+function checkRedisUrl(name: string, value: string | undefined): string {
   if (value === undefined) {
     throw new ConfigError(
-      'REDIS_URL',
+      name,
       'is required (for example redis://127.0.0.1:6380/0); `npm start` starts a private Redis and sets it for you',
     );
   }
@@ -145,12 +158,22 @@ function redisUrl(env: Env): string {
   try {
     url = new URL(value);
   } catch {
-    throw new ConfigError('REDIS_URL', `is not a URL: "${value}"`);
+    throw new ConfigError(name, `is not a URL: "${value}"`);
   }
   if (url.protocol !== 'redis:' && url.protocol !== 'rediss:') {
-    throw new ConfigError('REDIS_URL', `must start with redis:// or rediss://, got "${url.protocol}//"`);
+    throw new ConfigError(name, `must start with redis:// or rediss://, got "${url.protocol}//"`);
   }
   return value;
+}
+
+function redlockUrls(env: Env): string[] {
+  const value = raw(env, 'REDLOCK_URLS');
+  if (value === undefined) return [];
+  const urls = value.split(',').map((u) => u.trim());
+  if (urls.includes('')) throw new ConfigError('REDLOCK_URLS', `has an empty entry: "${value}"`);
+  for (const url of urls) checkRedisUrl('REDLOCK_URLS', url);
+  if (new Set(urls).size !== urls.length) throw new ConfigError('REDLOCK_URLS', 'lists the same node twice');
+  return urls;
 }
 
 function adminToken(env: Env): string {

@@ -91,3 +91,11 @@ export class ContentionError extends DomainError {
     super(`the product kept changing under ${attempts} optimistic attempts (budget ${waitMs} ms); nothing was changed, retry later`);
   }
 }
+
+/** Redlock cannot reach a majority of its lock nodes, so no lock can be granted; nothing was changed. */
+export class LockQuorumError extends DomainError {
+  readonly code = 'REDIS_UNAVAILABLE';
+  constructor(down: number, nodes: number, quorum: number) {
+    super(`${down} of ${nodes} Redlock nodes are unreachable and a lock needs ${quorum}; nothing was changed, retry later`);
+  }
+}

@@ -11,17 +11,25 @@ export class HealthController {
     @Inject(LOCK_STRATEGY) private readonly lock: PurchaseStrategy,
   ) {}
 
-  /** 200 when Redis answers PING, 503 otherwise; says which strategy is running. */
+  /**
+   * 200 when Redis answers PING (and, for Redlock, a majority of its lock nodes do),
+   * 503 otherwise; says which strategy is running.
+   */
   @Get()
   async check(@Res({ passthrough: true }) reply: FastifyReply) {
-    const redis = await this.redis.ping().then(
-      () => 'up' as const,
-      () => 'down' as const,
-    );
-    if (redis === 'down') reply.status(HttpStatus.SERVICE_UNAVAILABLE).header('Retry-After', '1');
+    const [redis, lockNodes] = await Promise.all([
+      this.redis.ping().then(
+        () => 'up' as const,
+        () => 'down' as const,
+      ),
+      this.lock.kind === 'lock' ? this.lock.lockNodes?.() : undefined,
+    ]);
+    const ok = redis === 'up' && (!lockNodes || lockNodes.up >= lockNodes.quorum);
+    if (!ok) reply.status(HttpStatus.SERVICE_UNAVAILABLE).header('Retry-After', '1');
     return {
-      status: redis === 'up' ? 'ok' : 'unavailable',
+      status: ok ? 'ok' : 'unavailable',
       redis,
+      ...(lockNodes ? { lockNodes } : {}),
       strategy: this.lock.name,
       unsafe: this.lock.unsafe,
       lostLocks: this.lock.lostLocks,

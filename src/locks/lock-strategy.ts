@@ -32,6 +32,14 @@ export interface LockStrategy {
   ): Promise<T>;
   /** Closes connections of its own, if any. */
   close?(): Promise<void>;
+  /** For locks on nodes of their own (Redlock): how many answer PING, and how many a lock needs. */
+  lockNodes?(): Promise<LockNodes>;
+}
+
+export interface LockNodes {
+  readonly up: number;
+  readonly total: number;
+  readonly quorum: number;
 }
 
 export interface WithLockOptions {

@@ -2,6 +2,7 @@ import { Global, Inject, Logger, Module, OnApplicationShutdown } from '@nestjs/c
 import type { Redis } from 'ioredis';
 import { AppConfig, LockStrategyName } from '../config/app-config';
 import { APP_CONFIG } from '../config/config.constants';
+import { createRedisClient } from '../redis/create-client';
 import { REDIS_CLIENT } from '../redis/redis.constants';
 import { LOCK_STRATEGY, PurchaseStrategy } from './lock-strategy';
 import { AtomicStrategy } from './strategies/atomic.strategy';
@@ -10,6 +11,7 @@ import { GetThenDelStrategy } from './strategies/get-then-del.strategy';
 import { SetNxLockStrategy } from './strategies/lock.strategy';
 import { NoLockStrategy } from './strategies/none.strategy';
 import { OptimisticStrategy } from './strategies/optimistic.strategy';
+import { RedlockStrategy } from './strategies/redlock.strategy';
 import { ReentrantStrategy } from './strategies/reentrant.strategy';
 import { SetnxNoTtlStrategy } from './strategies/setnx-no-ttl.strategy';
 import { SetnxThenExpireStrategy } from './strategies/setnx-then-expire.strategy';
@@ -19,6 +21,11 @@ import { UncheckedDelStrategy } from './strategies/unchecked-del.strategy';
 const STRATEGIES: Record<LockStrategyName, (redis: Redis, config: AppConfig) => PurchaseStrategy> = {
   lock: (redis, config) => new SetNxLockStrategy(redis, timing(config)),
   reentrant: (redis, config) => new ReentrantStrategy(redis, timing(config)),
+  redlock: (_redis, config) =>
+    new RedlockStrategy(
+      config.redlockUrls.map((url, i) => createRedisClient(url, `Redlock node ${i + 1}`)),
+      timing(config),
+    ),
   atomic: (redis) => new AtomicStrategy(redis),
   optimistic: (redis, config) => new OptimisticStrategy(redis, config.lockWaitMs),
   none: () => new NoLockStrategy(),
