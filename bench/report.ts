@@ -76,12 +76,13 @@ export function formatReport(rows: Row[]): { text: string; failed: boolean } {
       lines.push(`verdict: ${r.strategy} FAILED: ${r.problems.join('; ')}`);
     } else if (r.oversold > 0) {
       lines.push(`verdict: ${r.strategy} oversold by ${n(r.oversold)} (${n(r.sold)} units sold of ${n(r.stock)}) — expected: it is unsafe`);
+    } else if (!allHold) {
+      const classic = FAILURE_SHOWN_BY[r.strategy] ? `; its classic failure is shown by ${FAILURE_SHOWN_BY[r.strategy]}` : '';
+      lines.push(`verdict: ${r.strategy} (unsafe) broke ${r.problems.join('; ')}${classic}`);
     } else if (FAILURE_SHOWN_BY[r.strategy]) {
       lines.push(`verdict: ${r.strategy} held up under plain load; its failure needs a fault, shown by ${FAILURE_SHOWN_BY[r.strategy]}`);
-    } else if (allHold) {
-      lines.push(`verdict: ${r.strategy} did NOT oversell and kept every invariant: the bench cannot see the failure it exists to show`);
     } else {
-      lines.push(`verdict: ${r.strategy} broke ${r.problems.join('; ')} — expected: it is unsafe`);
+      lines.push(`verdict: ${r.strategy} did NOT oversell and kept every invariant: the bench cannot see the failure it exists to show`);
     }
     // The negative control must oversell, or the bench is blind.
     if (r.strategy === 'none' && r.oversold === 0) failed = true;

@@ -60,8 +60,9 @@ export interface LockFreeStrategy {
   /**
    * Checks the sale's rules and, if they allow it, records the order `orderId`
    * atomically. Returns the stock left; throws the domain error that applies.
+   * `signal` aborts a purchase still waiting to try (the product sold out meanwhile).
    */
-  purchase(k: ProductKeys, order: OrderRequest, orderId: string): Promise<number>;
+  purchase(k: ProductKeys, order: OrderRequest, orderId: string, signal?: AbortSignal): Promise<number>;
   /** Closes connections of its own, if any. */
   close?(): Promise<void>;
 }

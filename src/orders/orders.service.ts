@@ -36,7 +36,7 @@ export class OrdersService {
     const strategy = this.strategy;
     if (strategy.kind === 'lock-free') {
       const orderId = randomUUID();
-      const left = await strategy.purchase(k, order, orderId).catch((err: unknown) => {
+      const left = await strategy.purchase(k, order, orderId, this.soldOutSignal(order.productId)).catch((err: unknown) => {
         if (err instanceof SoldOutError) this.markSoldOut(order.productId);
         throw err;
       });
