@@ -19,6 +19,8 @@ export interface Row extends Verdict {
   readonly codes: Record<string, number>;
   readonly errors: number;
   readonly timeouts: number;
+  /** Measured sales run: more than 1 only for a `none` control that did not oversell at first. */
+  readonly attempts: number;
   readonly pass: boolean;
 }
 
@@ -75,7 +77,8 @@ export function formatReport(rows: Row[]): { text: string; failed: boolean } {
       failed = true;
       lines.push(`verdict: ${r.strategy} FAILED: ${r.problems.join('; ')}`);
     } else if (r.oversold > 0) {
-      lines.push(`verdict: ${r.strategy} oversold by ${n(r.oversold)} (${n(r.sold)} units sold of ${n(r.stock)}) — expected: it is unsafe`);
+      const retried = r.attempts > 1 ? ` in sale ${r.attempts} (the earlier ones did not oversell)` : '';
+      lines.push(`verdict: ${r.strategy} oversold by ${n(r.oversold)}${retried} (${n(r.sold)} units sold of ${n(r.stock)}) — expected: it is unsafe`);
     } else if (!allHold) {
       const classic = FAILURE_SHOWN_BY[r.strategy] ? `; its classic failure is shown by ${FAILURE_SHOWN_BY[r.strategy]}` : '';
       lines.push(`verdict: ${r.strategy} (unsafe) broke ${r.problems.join('; ')}${classic}`);

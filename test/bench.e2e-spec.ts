@@ -116,6 +116,21 @@ describe('bench (scripts/bench.js)', () => {
     for (const port of started) expect(await listening(port)).toBe(false);
   });
 
+  it('exits 1 when the none control cannot oversell, after trying three sales', () => {
+    // Stock above demand: there is nothing to oversell, so the control must come out blind.
+    const out = join(dir, 'blind.json');
+    const run = spawnSync(
+      process.execPath,
+      [BENCH, '--strategy', 'none', '--buyers', '300', '--stock', '1000', '--connections', '50', '--warmup', '0', '--out', out],
+      { cwd: ROOT, encoding: 'utf8', timeout: 60_000 },
+    );
+    expect(run.status).toBe(1);
+    expect(run.stdout).toContain('verdict: none did NOT oversell');
+    expect(run.stderr.match(/did not oversell; running it again/g)).toHaveLength(2);
+    const [row] = JSON.parse(readFileSync(out, 'utf8')).rows;
+    expect(row).toMatchObject({ strategy: 'none', attempts: 3, oversold: 0, pass: false });
+  });
+
   it('refuses bad options with exit 2 and the usage', () => {
     const run = spawnSync(process.execPath, [BENCH, '--strategy', 'lock,bogus'], { cwd: ROOT, encoding: 'utf8' });
     expect(run.status).toBe(2);
