@@ -202,6 +202,15 @@ describe('HTTP API', () => {
       expect(await snapshot('p')).toEqual(before);
     });
 
+    it('says what is wrong with a field: its type before its range', async () => {
+      const res = await request(t.url, 'POST', '/api/orders', { json: { productId: 'p', userId: 'u', quantity: '2' } });
+      expect(res.body.message).toBe('quantity must be an integer number');
+      const put = await request(t.url, 'PUT', '/api/products/p', { json: { stock: '5' }, admin: true });
+      expect(put.body.message).toBe('stock must be an integer number');
+      const range = await request(t.url, 'POST', '/api/orders', { json: { productId: 'p', userId: 'u', quantity: 101 } });
+      expect(range.body.message).toBe('quantity must not be greater than 100');
+    });
+
     it('names each failing field in the 400 body', async () => {
       const res = await request(t.url, 'POST', '/api/orders', { json: { productId: '', quantity: 0 } });
       const fields = (res.body.errors as { field: string }[]).map((e) => e.field).sort();

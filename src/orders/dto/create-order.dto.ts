@@ -12,8 +12,9 @@ export class CreateOrderDto {
 
   /** Omitted means 1; null is refused, not defaulted. */
   @ValidateIf((_dto, value) => value !== undefined)
-  @IsInt()
-  @Min(1)
+  // Decorators run bottom-up and only the first failure is reported: type first.
   @Max(MAX_PER_USER_LIMIT)
+  @Min(1)
+  @IsInt()
   readonly quantity: number = 1;
 }

@@ -5,15 +5,16 @@ export const MAX_PER_USER_LIMIT = 100;
 
 /** Body of PUT /api/products/:id. */
 export class StartSaleDto {
-  @IsInt()
-  @Min(0)
   @Max(MAX_STOCK)
+  @Min(0)
+  @IsInt()
   readonly stock!: number;
 
   /** Units one user may buy in this sale. Omitted means 1; null is refused, not defaulted. */
   @ValidateIf((_dto, value) => value !== undefined)
-  @IsInt()
-  @Min(1)
+  // Decorators run bottom-up and only the first failure is reported: type first.
   @Max(MAX_PER_USER_LIMIT)
+  @Min(1)
+  @IsInt()
   readonly perUserLimit: number = 1;
 }
