@@ -17,7 +17,7 @@ import { freePort, startRedis } from '../scripts/redis-server';
 import { LOCK_STRATEGY_NAMES, LockStrategyName, UNSAFE_STRATEGIES } from '../src/config/app-config';
 import { KeyLayout } from '../src/redis/key-layout';
 import { runLoad } from './load';
-import { ROOT, startApp, stopAll, track } from './processes';
+import { BASELINE_MAIN, ROOT, startApp, stopAll, track } from './processes';
 import { formatReport, Row } from './report';
 import { judge, readSale } from './verdict';
 
@@ -32,7 +32,12 @@ export interface BenchOptions {
   readonly warmup: number;
   readonly redis?: string;
   readonly out: string;
+  /** Also run the minimal node:http baseline first, and give every row its ratios to it. */
+  readonly baseline: boolean;
 }
+
+/** What a row runs: a strategy of the app, or the baseline server. */
+type Target = LockStrategyName | 'baseline';
 
 const USAGE = `usage: npm run bench -- [options]
 
@@ -45,6 +50,8 @@ const USAGE = `usage: npm run bench -- [options]
   --strategy LIST   comma-separated: ${LOCK_STRATEGY_NAMES.join(', ')}, or all  (lock)
   --workers W       app processes sharing the port (node:cluster)     (1)
   --warmup N        warm-up requests on a separate product            (2000)
+  --baseline        first run bench/baselines/atomic-http.ts (node:http + one Lua
+                    script, no framework, no lock) and show every row as a ratio to it
   --redis URL       use this Redis instead of starting a private one
   --out FILE        JSON results                    (bench/results/<timestamp>.json)
 `;
@@ -61,6 +68,7 @@ export function parseOptions(argv: string[]): BenchOptions {
     warmup: { type: 'string', default: '2000' },
     redis: { type: 'string' },
     out: { type: 'string' },
+    baseline: { type: 'boolean', default: false },
     help: { type: 'boolean', short: 'h' },
   } as const;
   let parsed;
@@ -106,6 +114,7 @@ export function parseOptions(argv: string[]): BenchOptions {
     workers: int('workers', values.workers!, 1, 64),
     warmup: int('warmup', values.warmup!, 0, 1_000_000),
     redis: values.redis,
+    baseline: values.baseline ?? false,
     out: resolve(values.out ?? join(ROOT, 'bench', 'results', `${stamp}.json`)),
   };
 }
@@ -147,27 +156,39 @@ async function main(): Promise<number> {
 
   const runId = Date.now().toString(36);
   const rows: Row[] = [];
-  for (const strategy of options.strategies) {
-    rows.push(await runStrategy(strategy, redisUrl, redlockUrls, client, runId, options, log));
+  const targets: Target[] = [...(options.baseline ? (['baseline'] as const) : []), ...options.strategies];
+  for (const target of targets) {
+    rows.push(await runStrategy(target, redisUrl, redlockUrls, client, runId, options, log));
   }
+  const baseline = rows.find((r) => r.strategy === 'baseline');
+  const compared = baseline ? rows.map((r) => withRatios(r, baseline)) : rows;
 
   const report = {
     command: `npm run bench -- ${process.argv.slice(2).join(' ')}`.trim(),
     date: new Date().toISOString(),
     machine: { cpus: cpus().length, cpuModel: cpus()[0]?.model ?? 'unknown', node: process.version, redis: redisVersion },
     options: { ...options, out: relative(ROOT, options.out) },
-    rows,
+    rows: compared,
   };
   mkdirSync(dirname(options.out), { recursive: true });
   writeFileSync(options.out, `${JSON.stringify(report, null, 2)}\n`);
-  const { text, failed } = formatReport(rows);
+  const { text, failed } = formatReport(compared);
   process.stdout.write(`${text}\n`);
   log(`results: ${relative(process.cwd(), options.out)}`);
   return failed ? 1 : 0;
 }
 
+/** Throughput and p99 as multiples of the baseline's, measured in the same run. */
+function withRatios(row: Row, baseline: Row): Row {
+  const ratio = (a: number, b: number) => Math.round((a / Math.max(b, 1)) * 100) / 100;
+  return {
+    ...row,
+    vsBaseline: { throughput: ratio(row.throughput, baseline.throughput), p99: ratio(row.latency.p99, baseline.latency.p99) },
+  };
+}
+
 async function runStrategy(
-  strategy: LockStrategyName,
+  strategy: Target,
   redisUrl: string,
   redlockUrls: string,
   client: Redis,
@@ -175,12 +196,13 @@ async function runStrategy(
   options: BenchOptions,
   log: (line: string) => void,
 ): Promise<Row> {
-  const unsafe = UNSAFE_STRATEGIES.includes(strategy);
+  const unsafe = strategy !== 'baseline' && UNSAFE_STRATEGIES.includes(strategy);
   const prefix = `bench:${runId}:${strategy}:`;
   const token = randomBytes(18).toString('base64url');
   const app = await startApp({
     workers: options.workers,
     port: await freePort(),
+    main: strategy === 'baseline' ? BASELINE_MAIN : undefined,
     env: {
       REDIS_URL: redisUrl,
       ...(strategy === 'redlock' ? { REDLOCK_URLS: redlockUrls } : {}),

@@ -5,6 +5,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 export const ROOT = join(__dirname, '..', '..', '..');
 const APP_MAIN = join(ROOT, 'dist', 'main.js');
 const APP_CLUSTER = join(__dirname, 'app-cluster.js');
+/** The minimal node:http server every row is compared with (`--baseline`). */
+export const BASELINE_MAIN = join(__dirname, 'baselines', 'atomic-http.js');
 
 /** Everything the bench started, so Ctrl-C or a failure stops all of it. */
 const running = new Set<{ stop(): Promise<unknown> }>();
@@ -37,8 +39,11 @@ export async function startApp(options: {
   workers: number;
   port: number;
   env: Record<string, string>;
+  /** Entry point to run instead of the app (the baseline server). */
+  main?: string;
 }): Promise<RunningApp> {
-  const args = options.workers > 1 ? [APP_CLUSTER, String(options.workers), APP_MAIN] : [APP_MAIN];
+  const main = options.main ?? APP_MAIN;
+  const args = options.workers > 1 ? [APP_CLUSTER, String(options.workers), main] : [main];
   const child = spawn(process.execPath, args, {
     cwd: ROOT,
     env: { ...process.env, ...options.env, PORT: String(options.port), HOST: '127.0.0.1' },

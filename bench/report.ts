@@ -19,6 +19,8 @@ export interface Row extends Verdict {
   readonly codes: Record<string, number>;
   readonly errors: number;
   readonly timeouts: number;
+  /** With --baseline: this row's throughput and p99 divided by the baseline's, same run. */
+  readonly vsBaseline?: { throughput: number; p99: number };
   /** Measured sales run: more than 1 only for a `none` control that did not oversell at first. */
   readonly attempts: number;
   readonly pass: boolean;
@@ -50,8 +52,10 @@ function result(row: Row): string {
 
 /** Markdown table plus one verdict line per strategy; `failed` decides the exit code. */
 export function formatReport(rows: Row[]): { text: string; failed: boolean } {
+  const ratios = rows.some((r) => r.vsBaseline);
   const header =
-    '| strategy | result | req/s | p50 ms | p99 ms | max ms | 201 | 409 | 5xx | sold | left | oversold | sell-out ms | sales/s |';
+    '| strategy | result | req/s | p50 ms | p99 ms | max ms | 201 | 409 | 5xx | sold | left | oversold | sell-out ms | sales/s |' +
+    (ratios ? ' req/s vs baseline | p99 vs baseline |' : '');
   const lines = [header, `|${header.slice(1).replace(/[^|]+/g, '---')}`];
   for (const r of rows) {
     const count = (prefix: string) =>
@@ -61,7 +65,8 @@ export function formatReport(rows: Row[]): { text: string; failed: boolean } {
     lines.push(
       `| ${r.strategy}${r.workers > 1 ? ` ×${r.workers}` : ''} | ${result(r)} | ${n(r.throughput)} | ${r.latency.p50} | ${r.latency.p99} | ` +
         `${r.latency.max} | ${n(r.status['201'] ?? 0)} | ${n(r.status['409'] ?? 0)} | ${n(count('5'))} | ${n(r.sold)} | ` +
-        `${n(r.stockLeft)} | ${n(r.oversold)} | ${n(r.sellOutMs)} | ${n(r.salesPerSec)} |`,
+        `${n(r.stockLeft)} | ${n(r.oversold)} | ${n(r.sellOutMs)} | ${n(r.salesPerSec)} |` +
+        (ratios ? ` ${r.vsBaseline?.throughput.toFixed(2) ?? '-'}x | ${r.vsBaseline?.p99.toFixed(2) ?? '-'}x |` : ''),
     );
   }
   lines.push('');

@@ -116,6 +116,22 @@ describe('bench (scripts/bench.js)', () => {
     for (const port of started) expect(await listening(port)).toBe(false);
   });
 
+  it('--baseline runs the minimal node:http server first and gives every row its ratios to it', () => {
+    const out = join(dir, 'baseline.json');
+    const run = spawnSync(
+      process.execPath,
+      [BENCH, '--baseline', '--strategy', 'lock', '--buyers', '1000', '--stock', '20', '--connections', '100', '--warmup', '0', '--out', out],
+      { cwd: ROOT, encoding: 'utf8', timeout: 60_000 },
+    );
+    expect(run.status).toBe(0);
+    const [baseline, lock] = JSON.parse(readFileSync(out, 'utf8')).rows;
+    expect(baseline).toMatchObject({ strategy: 'baseline', pass: true, sold: 20, stockLeft: 0, vsBaseline: { throughput: 1, p99: 1 } });
+    expect(baseline.status).toEqual({ '201': 20, '409': 980 });
+    expect(lock).toMatchObject({ strategy: 'lock', pass: true, sold: 20 });
+    expect(lock.vsBaseline.throughput).toBeCloseTo(lock.throughput / baseline.throughput, 2);
+    expect(run.stdout).toContain('req/s vs baseline');
+  });
+
   it('exits 1 when the none control cannot oversell, after trying three sales', () => {
     // Stock above demand: there is nothing to oversell, so the control must come out blind.
     const out = join(dir, 'blind.json');

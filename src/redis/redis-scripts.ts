@@ -48,9 +48,10 @@ declare module 'ioredis' {
   }
 }
 
-export function defineScripts(client: Redis): void {
+/** `dir`: where the .lua files are; beside this module unless a caller built elsewhere (the bench) says. */
+export function defineScripts(client: Redis, dir = join(__dirname, 'scripts')): void {
   for (const [name, { file, numberOfKeys }] of Object.entries(SCRIPTS)) {
-    const lua = readFileSync(join(__dirname, 'scripts', file), 'utf8');
+    const lua = readFileSync(join(dir, file), 'utf8');
     client.defineCommand(name, { numberOfKeys, lua });
   }
 }
