@@ -20,7 +20,7 @@ export class ReleaseSubscriber {
 
   constructor(private readonly create: () => Redis) {}
 
-  /** Subscribes (resolving once Redis confirms) and returns the channel's generation. */
+  /** Subscribes to `channel` (resolving once Redis confirms) while anyone waits on it. */
   async join(channel: string): Promise<void> {
     let state = this.channels.get(channel);
     if (!state) {

@@ -2,7 +2,9 @@ import { Logger } from '@nestjs/common';
 import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
-import { LockExpiredError, LockTimeoutError } from '../../errors/domain-errors';
+import { LockTimeoutError } from '../../errors/domain-errors';
+import { backoffMs } from '../backoff';
+import { holdInLine, Lease } from '../hold-in-line';
 import { LocalQueue } from '../local-queue';
 import { LockStrategy, WithLockOptions } from '../lock-strategy';
 
@@ -14,21 +16,10 @@ export interface LockOptions {
 }
 
 /** A held lock: the key, our token, and until when we may trust the hold. */
-export interface LockLease {
+export interface LockLease extends Lease {
   readonly key: string;
   readonly token: string;
-  /** Date.now() just before the SET that took the lock. */
-  readonly acquiredAt: number;
-  /** Date.now() after which the lock may have expired in Redis. */
-  readonly validUntil: number;
 }
-
-/** How long after acquiring a holder may still hand the lock to a local waiter. */
-const HANDOFF_WINDOW_MS = 250;
-
-/** First retry waits up to this; each failed try doubles it up to the cap. */
-const BACKOFF_BASE_MS = 2;
-const BACKOFF_CAP_MS = 32;
 
 /**
  * `lock` — the correct single-instance Redis lock (redis.io "Distributed Locks";
@@ -43,7 +34,7 @@ const BACKOFF_CAP_MS = 32;
  *   head contends; it retries SET NX with full-jitter exponential backoff until
  *   `waitMs` (one budget for both waits), so other processes' holders are not
  *   drowned in retries. A finished holder may hand its still-young lease to the
- *   next local waiter instead of releasing and re-acquiring (see handOffOrRelease).
+ *   next local waiter instead of releasing and re-acquiring (see holdInLine).
  * - Validity: the hold is trusted for TTL minus a clock-drift allowance (Redlock's
  *   formula); after that the section's AbortSignal fires and the write is skipped.
  *
@@ -96,8 +87,7 @@ export class SetNxLockStrategy implements LockStrategy {
       if (lease) return lease;
       const left = deadline - Date.now();
       if (left <= 0) throw new LockTimeoutError(this.options.waitMs);
-      const ceiling = Math.min(BACKOFF_CAP_MS, BACKOFF_BASE_MS * 2 ** attempt);
-      await sleep(Math.min(left, Math.random() * ceiling), undefined, { signal }).catch(() => undefined);
+      await sleep(backoffMs(attempt, left), undefined, { signal }).catch(() => undefined);
     }
   }
 
@@ -112,48 +102,25 @@ export class SetNxLockStrategy implements LockStrategy {
     return false;
   }
 
-  async withLock<T>(
-    key: string,
-    criticalSection: (signal: AbortSignal) => Promise<T>,
-    options?: WithLockOptions,
-  ): Promise<T> {
-    // One budget for both waits: in this process's line, then for the Redis lock.
-    const deadline = Date.now() + this.options.waitMs;
-    const handed = await this.line.enter(key, this.options.waitMs, options?.signal);
-    let lease: LockLease;
-    try {
-      lease = handed ?? (await this.acquireBy(key, deadline, options?.signal));
-    } catch (err) {
-      this.line.leave(key);
-      throw err;
-    }
-    const expiry = new AbortController();
-    const timer = setTimeout(() => expiry.abort(new LockExpiredError(this.options.ttlMs)), lease.validUntil - Date.now());
-    timer.unref();
-    try {
-      return await criticalSection(expiry.signal);
-    } finally {
-      clearTimeout(timer);
-      await this.handOffOrRelease(lease);
-    }
-  }
-
-  /**
-   * Hand-off: while the lease is young, a finished holder passes it straight to the
-   * next buyer waiting in this process, saving a release and an acquire (two round
-   * trips) per sale. The lock never changes owner token and never leaves Redis in
-   * between, so exclusion is unchanged; the window keeps every hand-off far inside
-   * the TTL and bounds how long other processes wait for their turn.
-   */
-  private async handOffOrRelease(lease: LockLease): Promise<void> {
-    const young = Date.now() < lease.acquiredAt + Math.min(this.options.ttlMs / 4, HANDOFF_WINDOW_MS);
-    if (young && this.line.leave(lease.key, lease)) return;
-    // A failed release must not turn a completed purchase into an error: the
-    // order is written either way, and the TTL frees the lock.
-    await this.release(lease).catch((err: Error) =>
-      this.logger.warn(`release of ${lease.key} failed, the TTL will free it: ${err.message}`),
+  withLock<T>(key: string, criticalSection: (signal: AbortSignal) => Promise<T>, options?: WithLockOptions): Promise<T> {
+    return holdInLine(
+      {
+        line: this.line,
+        key,
+        ttlMs: this.options.ttlMs,
+        waitMs: this.options.waitMs,
+        signal: options?.signal,
+        acquire: (deadline) => this.acquireBy(key, deadline, options?.signal),
+        // A failed release must not turn a completed purchase into an error: the
+        // order is written either way, and the TTL frees the lock.
+        release: (lease) =>
+          this.release(lease).then(
+            () => undefined,
+            (err: Error) => this.logger.warn(`release of ${key} failed, the TTL will free it: ${err.message}`),
+          ),
+      },
+      criticalSection,
     );
-    this.line.leave(lease.key);
   }
 }
 

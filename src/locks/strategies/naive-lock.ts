@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import { LockTimeoutError } from '../../errors/domain-errors';
+import { backoffMs } from '../backoff';
 import type { LockFaults } from '../lock-faults';
 import { LockStrategy, WithLockOptions } from '../lock-strategy';
 
@@ -50,7 +51,7 @@ export abstract class NaiveLock implements LockStrategy {
       }
       const left = deadline - Date.now();
       if (left <= 0) throw new LockTimeoutError(this.options.waitMs);
-      await sleep(Math.min(left, Math.random() * Math.min(32, 2 * 2 ** attempt)));
+      await sleep(backoffMs(attempt, left));
     }
   }
 

@@ -4,6 +4,7 @@ import { ContentionError } from '../../errors/domain-errors';
 import { checkPurchase, OrderRequest, queueOrder, readSaleState } from '../../orders/sale-rules';
 import { ConnectionPool } from '../../redis/connection-pool';
 import type { ProductKeys } from '../../redis/key-layout';
+import { backoffMs } from '../backoff';
 import { LocalQueue } from '../local-queue';
 import { LockFreeStrategy } from '../lock-strategy';
 
@@ -66,7 +67,7 @@ export class OptimisticStrategy implements LockFreeStrategy {
         if (left !== null) return left;
         this.conflicts++;
         if (attempt >= MAX_ATTEMPTS || Date.now() >= deadline) throw new ContentionError(attempt, this.waitMs);
-        await sleep(Math.random() * Math.min(BACKOFF_CAP_MS, 2 ** attempt));
+        await sleep(backoffMs(attempt - 1, deadline - Date.now(), BACKOFF_CAP_MS));
       }
     } finally {
       this.line.leave(k.stock);

@@ -2,9 +2,11 @@ import { Logger } from '@nestjs/common';
 import type { Redis } from 'ioredis';
 import Redlock, { ExecutionError, Lock } from 'redlock';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { LockExpiredError, LockQuorumError, LockTimeoutError } from '../../errors/domain-errors';
+import { LockQuorumError, LockTimeoutError } from '../../errors/domain-errors';
 import { closeRedisClient } from '../../redis/create-client';
 import { isRedisUnavailable } from '../../redis/redis-errors';
+import { backoffMs } from '../backoff';
+import { holdInLine, Lease } from '../hold-in-line';
 import { LocalQueue } from '../local-queue';
 import { LockNodes, LockStrategy, WithLockOptions } from '../lock-strategy';
 
@@ -13,16 +15,10 @@ export interface RedlockOptions {
   readonly waitMs: number;
 }
 
-/** A granted lock and when we asked for it. */
-interface Held {
-  readonly acquiredAt: number;
+/** A granted lock, with when we asked for it and until when it is valid. */
+interface Held extends Lease {
   readonly lock: Lock;
 }
-
-/** How long after acquiring a holder may still hand the lock to a local waiter. */
-const HANDOFF_WINDOW_MS = 250;
-const BACKOFF_BASE_MS = 2;
-const BACKOFF_CAP_MS = 32;
 
 /**
  * `redlock` — Redlock over N independent Redis nodes (redis.io "Distributed Locks";
@@ -71,31 +67,23 @@ export class RedlockStrategy implements LockStrategy {
     return this.lost;
   }
 
-  async withLock<T>(key: string, section: (signal: AbortSignal) => Promise<T>, options?: WithLockOptions): Promise<T> {
-    const deadline = Date.now() + this.options.waitMs;
-    const handed = await this.line.enter(key, this.options.waitMs, options?.signal);
-    let held: Held;
-    try {
-      held = handed ?? { acquiredAt: Date.now(), lock: await this.acquire(key, deadline, options?.signal) };
-    } catch (err) {
-      this.line.leave(key);
-      throw err;
-    }
-    const expiry = new AbortController();
-    const timer = setTimeout(() => expiry.abort(new LockExpiredError(this.options.ttlMs)), held.lock.expiration - Date.now());
-    timer.unref();
-    try {
-      return await section(expiry.signal);
-    } finally {
-      clearTimeout(timer);
-      // As `lock` does: a young lock goes straight to the next buyer waiting in this
-      // process, saving a release and an acquire on every node.
-      const young = Date.now() < held.acquiredAt + Math.min(this.options.ttlMs / 4, HANDOFF_WINDOW_MS);
-      if (!(young && this.line.leave(key, held))) {
-        await this.release(held.lock);
-        this.line.leave(key);
-      }
-    }
+  withLock<T>(key: string, section: (signal: AbortSignal) => Promise<T>, options?: WithLockOptions): Promise<T> {
+    return holdInLine<Held, T>(
+      {
+        line: this.line,
+        key,
+        ttlMs: this.options.ttlMs,
+        waitMs: this.options.waitMs,
+        signal: options?.signal,
+        acquire: async (deadline) => {
+          const acquiredAt = Date.now();
+          const lock = await this.acquire(key, deadline, options?.signal);
+          return { acquiredAt, validUntil: lock.expiration, lock };
+        },
+        release: (held) => this.release(held.lock),
+      },
+      section,
+    );
   }
 
   async close(): Promise<void> {
@@ -119,7 +107,7 @@ export class RedlockStrategy implements LockStrategy {
       }
       const left = deadline - Date.now();
       if (left <= 0) throw new LockTimeoutError(this.options.waitMs);
-      await sleep(Math.min(left, Math.random() * Math.min(BACKOFF_CAP_MS, BACKOFF_BASE_MS * 2 ** attempt)));
+      await sleep(backoffMs(attempt, left));
     }
   }
 
