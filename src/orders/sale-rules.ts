@@ -5,7 +5,6 @@ import {
   SoldOutError,
   UnknownProductError,
 } from '../errors/domain-errors';
-import { execAll } from '../redis/exec-all';
 import type { ProductKeys } from '../redis/key-layout';
 
 /** What a purchase asks for; CreateOrderDto is the validated HTTP form of it. */
@@ -18,9 +17,13 @@ export interface OrderRequest {
 /** The product's limit, its stock, and what this buyer already has, as Redis returned them. */
 export type SaleState = [perUserLimit: string | null, stock: string | null, bought: string | null];
 
-/** The three reads every check needs, in one pipeline (one round trip). */
-export async function readSaleState(redis: Pick<Redis, 'pipeline'>, k: ProductKeys, userId: string): Promise<SaleState> {
-  return (await execAll(redis.pipeline().hget(k.meta, 'perUserLimit').get(k.stock).hget(k.buyers, userId))) as SaleState;
+/**
+ * The three reads every check needs, sent together (one round trip). On an
+ * auto-pipelining client they also share a socket write with every other buyer's
+ * reads of the same tick.
+ */
+export function readSaleState(redis: Pick<Redis, 'hget' | 'get'>, k: ProductKeys, userId: string): Promise<SaleState> {
+  return Promise.all([redis.hget(k.meta, 'perUserLimit'), redis.get(k.stock), redis.hget(k.buyers, userId)]);
 }
 
 /**

@@ -24,6 +24,9 @@ export function createRedisClient(url: string, name: string): Redis {
     connectionName: 'seckill',
     // On shutdown a socket that will not close cleanly is destroyed after this.
     disconnectTimeout: 500,
+    // Commands issued in the same event-loop tick leave in one socket write: under a
+    // burst, thousands of buyers' reads cost a handful of syscalls, not one each.
+    enableAutoPipelining: true,
   });
   // ioredis emits one error per failed reconnect; say it once per outage.
   let outageReported = false;

@@ -52,7 +52,11 @@ export class OptimisticStrategy implements LockFreeStrategy {
   ) {
     // The offline queue lets a fresh connection take commands while it connects;
     // the shared client's command timeout still bounds every call.
-    this.pool = new ConnectionPool(() => redis.duplicate({ enableOfflineQueue: true }), POOL_SIZE);
+    this.pool = new ConnectionPool(() => redis.duplicate({
+        enableOfflineQueue: true,
+        // WATCH ... EXEC is one conversation per connection, sent exactly as written.
+        enableAutoPipelining: false,
+      }), POOL_SIZE);
   }
 
   async purchase(k: ProductKeys, order: OrderRequest, orderId: string, signal?: AbortSignal): Promise<number> {

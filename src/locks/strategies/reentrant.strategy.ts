@@ -62,7 +62,7 @@ export class ReentrantStrategy implements LockStrategy {
     private readonly redis: Pick<Redis, 'reentrantAcquire' | 'reentrantRelease' | 'reentrantRenew' | 'duplicate'>,
     private readonly options: ReentrantOptions,
   ) {
-    this.subscriber = new ReleaseSubscriber(() => redis.duplicate({ enableOfflineQueue: true }));
+    this.subscriber = new ReleaseSubscriber(() => redis.duplicate({ enableOfflineQueue: true, enableAutoPipelining: false }));
   }
 
   get lostLocks(): number {
