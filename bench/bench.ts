@@ -49,7 +49,7 @@ const USAGE = `usage: npm run bench -- [options]
   --quantity Q      units per purchase (also the per-user limit)      (1)
   --strategy LIST   comma-separated: ${LOCK_STRATEGY_NAMES.join(', ')}, or all  (lock)
   --workers W       app processes sharing the port (node:cluster)     (1)
-  --warmup N        warm-up requests on a separate product            (2000)
+  --warmup N        warm-up requests on a separate product            (10000)
   --baseline        first run bench/baselines/atomic-http.ts (node:http + one Lua
                     script, no framework, no lock) and show every row as a ratio to it
   --redis URL       use this Redis instead of starting a private one
@@ -65,7 +65,7 @@ export function parseOptions(argv: string[]): BenchOptions {
     quantity: { type: 'string', default: '1' },
     strategy: { type: 'string', default: 'lock' },
     workers: { type: 'string', default: '1' },
-    warmup: { type: 'string', default: '2000' },
+    warmup: { type: 'string', default: '10000' },
     redis: { type: 'string' },
     out: { type: 'string' },
     baseline: { type: 'boolean', default: false },
@@ -217,18 +217,22 @@ async function runStrategy(
   const keys = new KeyLayout(prefix);
   const products = ['warmup'];
   try {
+    const total = options.buyers + Math.round(options.buyers * options.duplicates);
     if (options.warmup > 0) {
-      await startSale(app.url, token, 'warmup', 10_000_000, options.quantity);
+      // The same shape as the measured sale, smaller: the same connections, and stock
+      // in the same proportion, so both the buying and the sold-out paths are compiled
+      // hot (and every connection is open) before the clock starts.
+      const warmStock = Math.max(1, Math.round((options.warmup * options.stock) / total));
+      await startSale(app.url, token, 'warmup', warmStock, options.quantity);
       await runLoad({
         url: app.url,
         productId: 'warmup',
         buyers: options.warmup,
         duplicates: 0,
-        connections: Math.min(options.connections, 100),
+        connections: options.connections,
         quantity: options.quantity,
       });
     }
-    const total = options.buyers + Math.round(options.buyers * options.duplicates);
     // The negative control's race window is one Redis round trip, so how far it
     // oversells varies from run to run (3 to 144 units at the default size). A sale
     // that happens to show nothing is run again on a fresh product, and the row says
