@@ -16,7 +16,8 @@ export interface HoldSteps<L extends Lease> {
   readonly line: LocalQueue<L>;
   readonly key: string;
   readonly ttlMs: number;
-  readonly waitMs: number;
+  /** Date.now() by which the lock must be held, for both waits (LockTimeoutError after). */
+  readonly deadline: number;
   /** Aborting it stops the wait (the product sold out meanwhile). */
   readonly signal?: AbortSignal;
   /** Takes the lock in Redis by `deadline` (a Date.now() value), or throws. */
@@ -28,7 +29,7 @@ export interface HoldSteps<L extends Lease> {
 /**
  * The shape `lock` and `redlock` share:
  * - wait in this process's line for the product (LocalQueue), then for the Redis
- *   lock, on one budget of `waitMs`;
+ *   lock, by one deadline;
  * - run the section with a signal that aborts once the lease's validity is over;
  * - hand-off: while the lease is young, pass it straight to the next buyer waiting
  *   in this process, saving a release and an acquire per sale. The lock never
@@ -41,8 +42,8 @@ export async function holdInLine<L extends Lease, T>(
   section: (signal: AbortSignal) => Promise<T>,
 ): Promise<T> {
   const { line, key } = steps;
-  const deadline = Date.now() + steps.waitMs;
-  const handed = await line.enter(key, steps.waitMs, steps.signal);
+  const { deadline } = steps;
+  const handed = await line.enter(key, deadline - Date.now(), steps.signal);
   let lease: L;
   try {
     lease = handed ?? (await steps.acquire(deadline));

@@ -15,6 +15,12 @@ export interface LockStrategy {
   readonly unsafe: boolean;
   /** The same owner (async context) may take it again while holding it. */
   readonly reentrant: boolean;
+  /**
+   * One hold may serve a batch of this process's buyers (lock coalescing, see
+   * orders/order-batches.ts). False keeps one hold per buyer: the classic mistakes
+   * stay as naive as they are, and `reentrant` shows its nesting per buyer.
+   */
+  readonly coalesces: boolean;
   /** Holds that were found lost (expired, renewal failed, released by someone else); logged as they happen. */
   readonly lostLocks: number;
   /**
@@ -45,6 +51,8 @@ export interface LockNodes {
 export interface WithLockOptions {
   /** Abort to give up waiting for the lock (for example: the product sold out meanwhile). */
   readonly signal?: AbortSignal;
+  /** Date.now() by which the lock must be held (LockTimeoutError after); default: now + the wait budget. */
+  readonly deadline?: number;
 }
 
 /**

@@ -3,11 +3,14 @@ import type { Redis } from 'ioredis';
 import { randomUUID } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
 import { SoldOutError } from '../errors/domain-errors';
+import { AppConfig } from '../config/app-config';
+import { APP_CONFIG } from '../config/config.constants';
 import { LOCK_STRATEGY, LockStrategy, PurchaseStrategy } from '../locks/lock-strategy';
 import { execAll } from '../redis/exec-all';
 import { KeyLayout, ProductKeys } from '../redis/key-layout';
 import { REDIS_CLIENT } from '../redis/redis.constants';
 import { Order } from './order';
+import { OrderBatches } from './order-batches';
 import { checkPurchase, OrderRequest, queueOrder, readSaleState } from './sale-rules';
 
 @Injectable()
@@ -20,14 +23,22 @@ export class OrdersService {
    * for them too.
    */
   private readonly soldOut = new Map<string, AbortController>();
+  /** Set when the lock serves batches of buyers per hold (lock coalescing). */
+  private readonly batches?: OrderBatches;
 
   constructor(
     @Inject(REDIS_CLIENT) private readonly redis: Redis,
     @Inject(LOCK_STRATEGY) private readonly strategy: PurchaseStrategy,
     private readonly keys: KeyLayout,
-  ) {}
+    @Inject(APP_CONFIG) config: AppConfig,
+  ) {
+    if (strategy.kind === 'lock' && strategy.coalesces) {
+      this.batches = new OrderBatches(redis, strategy, keys, config.lockWaitMs);
+    }
+  }
 
   async purchase(order: OrderRequest): Promise<Order> {
+    if (this.batches) return this.batches.purchase(order);
     const k = this.keys.product(order.productId);
     // Unlocked pre-check, for refusals only: stock never rises during a sale, so a
     // sold-out read here is final and the sold-out tail never queues for the lock.

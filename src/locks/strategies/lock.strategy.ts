@@ -47,6 +47,7 @@ export class SetNxLockStrategy implements LockStrategy {
   readonly name = 'lock';
   readonly unsafe = false;
   readonly reentrant = false;
+  readonly coalesces = true;
   private readonly logger = new Logger('SetNxLock');
   /** Releases that found the lock no longer ours: each one is a hold that outlived its TTL. */
   private lost = 0;
@@ -108,7 +109,7 @@ export class SetNxLockStrategy implements LockStrategy {
         line: this.line,
         key,
         ttlMs: this.options.ttlMs,
-        waitMs: this.options.waitMs,
+        deadline: options?.deadline ?? Date.now() + this.options.waitMs,
         signal: options?.signal,
         acquire: (deadline) => this.acquireBy(key, deadline, options?.signal),
         // A failed release must not turn a completed purchase into an error: the

@@ -25,6 +25,7 @@ export abstract class NaiveLock implements LockStrategy {
   abstract readonly name: string;
   readonly unsafe = true;
   readonly reentrant = false;
+  readonly coalesces = false;
   readonly lostLocks = 0;
   private readonly never = new AbortController().signal;
 
@@ -38,7 +39,7 @@ export abstract class NaiveLock implements LockStrategy {
   abstract release(key: string, token: string): Promise<void>;
 
   async withLock<T>(key: string, section: (signal: AbortSignal) => Promise<T>, options?: WithLockOptions): Promise<T> {
-    const deadline = Date.now() + this.options.waitMs;
+    const deadline = options?.deadline ?? Date.now() + this.options.waitMs;
     for (let attempt = 0; ; attempt++) {
       options?.signal?.throwIfAborted();
       const token = await this.tryAcquire(key);

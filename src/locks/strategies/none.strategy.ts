@@ -13,6 +13,7 @@ export class NoLockStrategy implements LockStrategy {
   readonly name = 'none';
   readonly unsafe = true;
   readonly reentrant = false;
+  readonly coalesces = false;
   readonly lostLocks = 0;
   private readonly never = new AbortController().signal;
 

@@ -47,6 +47,7 @@ export class RedlockStrategy implements LockStrategy {
   readonly name = 'redlock';
   readonly unsafe = false;
   readonly reentrant = false;
+  readonly coalesces = true;
   private readonly logger = new Logger('Redlock');
   private readonly redlock: Redlock;
   private readonly line = new LocalQueue<Held>();
@@ -73,7 +74,7 @@ export class RedlockStrategy implements LockStrategy {
         line: this.line,
         key,
         ttlMs: this.options.ttlMs,
-        waitMs: this.options.waitMs,
+        deadline: options?.deadline ?? Date.now() + this.options.waitMs,
         signal: options?.signal,
         acquire: async (deadline) => {
           const acquiredAt = Date.now();

@@ -48,6 +48,7 @@ export class ReentrantStrategy implements LockStrategy {
   readonly name = 'reentrant';
   readonly unsafe = false;
   readonly reentrant = true;
+  readonly coalesces = false;
   private readonly logger = new Logger('ReentrantLock');
   private readonly process = randomBytes(8).toString('hex');
   private readonly context = new AsyncLocalStorage<Holding>();
@@ -80,8 +81,8 @@ export class ReentrantStrategy implements LockStrategy {
     if (holding && heldSignal) return this.reenter(holding.owner, key, heldSignal, section);
     // Outermost acquisition in this async context: a new owner.
     const mine: Holding = holding ?? { owner: `${this.process}:${++this.contexts}`, held: new Map() };
-    const deadline = Date.now() + this.options.waitMs;
-    await this.line.enter(key, this.options.waitMs, options?.signal);
+    const deadline = options?.deadline ?? Date.now() + this.options.waitMs;
+    await this.line.enter(key, deadline - Date.now(), options?.signal);
     try {
       await this.acquire(key, mine.owner, deadline, options?.signal);
       const lost = new AbortController();

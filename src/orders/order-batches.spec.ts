@@ -1,0 +1,95 @@
+import { uniquePrefix, useTestRedis } from '../../test/helpers/redis';
+import { SetNxLockStrategy } from '../locks/strategies/lock.strategy';
+import { KeyLayout } from '../redis/key-layout';
+import { OrderBatches } from './order-batches';
+
+describe('OrderBatches (lock coalescing) against a real Redis', () => {
+  const { client } = useTestRedis();
+
+  async function sale(stock: number, perUserLimit: number, options = { ttlMs: 5_000, waitMs: 2_000 }) {
+    const redis = client();
+    const keys = new KeyLayout(uniquePrefix('batch'));
+    const k = keys.product('phone');
+    await redis.resetSale(k.meta, k.stock, k.buyers, k.orders, stock, perUserLimit);
+    const lock = new SetNxLockStrategy(redis, options);
+    const holds = jest.spyOn(lock, 'withLock');
+    return { redis, k, lock, holds, batches: new OrderBatches(redis, lock, keys, options.waitMs) };
+  }
+
+  const buy = (b: OrderBatches, userId: string, quantity = 1) =>
+    b.purchase({ productId: 'phone', userId, quantity }).then(
+      (order) => ({ ok: order }),
+      (err: { code?: string }) => ({ refused: err.code }),
+    );
+
+  it('serves a crowd in a few holds, sells exactly the stock, and keeps every order', async () => {
+    const { redis, k, holds, batches } = await sale(50, 1);
+    const answers = await Promise.all(Array.from({ length: 400 }, (_, i) => buy(batches, `u${i}`)));
+    const sold = answers.flatMap((a) => ('ok' in a ? [a.ok] : []));
+    expect(sold).toHaveLength(50);
+    expect(answers.filter((a) => 'refused' in a && a.refused === 'SOLD_OUT')).toHaveLength(350);
+    // Coalesced: far fewer holds than buyers (one per buyer would be 400).
+    expect(holds.mock.calls.length).toBeGreaterThanOrEqual(1);
+    expect(holds.mock.calls.length).toBeLessThan(20);
+    expect(await redis.get(k.stock)).toBe('0');
+    expect(await redis.exists(k.lock)).toBe(0);
+    const logged = (await redis.xrange(k.orders, '-', '+')).map(([, fields]) => fields[1]);
+    expect(new Set(logged)).toEqual(new Set(sold.map((o) => o.orderId)));
+    // Each acknowledged order says what was left after it: 49 down to 0, once each.
+    expect(sold.map((o) => o.remaining).sort((a, b) => a - b)).toEqual(Array.from({ length: 50 }, (_, i) => i));
+  });
+
+  it('applies the rules in arrival order inside one batch: the same buyer twice, the last units', async () => {
+    const { redis, k, batches } = await sale(3, 2);
+    // All issued in one tick, so they land in the same batch.
+    const answers = await Promise.all([
+      buy(batches, 'ann', 2),
+      buy(batches, 'ann', 1), // would make 3 > limit 2
+      buy(batches, 'bob', 2), // only 1 left after ann
+      buy(batches, 'cid', 1),
+      buy(batches, 'dan', 1),
+    ]);
+    expect(answers.map((a) => ('ok' in a ? a.ok.remaining : a.refused))).toEqual([
+      1,
+      'LIMIT_REACHED',
+      'INSUFFICIENT_STOCK',
+      0,
+      'SOLD_OUT',
+    ]);
+    expect(await redis.hgetall(k.buyers)).toEqual({ ann: '2', cid: '1' });
+    expect(await redis.xlen(k.orders)).toBe(2);
+  });
+
+  it('answers final refusals without the lock, and the rest LOCK_TIMEOUT when the lock stays taken', async () => {
+    const { redis, k, holds, batches } = await sale(5, 1, { ttlMs: 5_000, waitMs: 300 });
+    await redis.hset(k.buyers, 'had-one', 1);
+    await redis.set(k.lock, 'another-process', 'PX', 10_000);
+    const answers = await Promise.all([buy(batches, 'had-one'), buy(batches, 'new-1'), buy(batches, 'new-2')]);
+    expect(answers).toEqual([{ refused: 'LIMIT_REACHED' }, { refused: 'LOCK_TIMEOUT' }, { refused: 'LOCK_TIMEOUT' }]);
+    expect(holds).toHaveBeenCalledTimes(1);
+    expect(await redis.get(k.stock)).toBe('5');
+    expect(await redis.get(k.lock)).toBe('another-process');
+
+    // Sold out meanwhile (by whoever held the lock): the refusal needs no lock at all.
+    await redis.set(k.stock, 0);
+    expect(await buy(batches, 'new-3')).toEqual({ refused: 'SOLD_OUT' });
+    expect(holds).toHaveBeenCalledTimes(1);
+  });
+
+  it('writes nothing when the hold expired before the write, and answers every buyer of the batch', async () => {
+    const { redis, k, lock, batches } = await sale(10, 1, { ttlMs: 60, waitMs: 2_000 });
+    // A real pause of Redis right after the lock is taken (as a slow Redis or a GC
+    // pause would): the batch's locked read waits it out, past the 60 ms lease.
+    const pauser = client();
+    const acquire = lock.tryAcquire.bind(lock);
+    jest.spyOn(lock, 'tryAcquire').mockImplementation(async (key) => {
+      const lease = await acquire(key);
+      await pauser.call('CLIENT', 'PAUSE', '150', 'ALL');
+      return lease;
+    });
+    const answers = await Promise.all([buy(batches, 'a'), buy(batches, 'b')]);
+    expect(answers).toEqual([{ refused: 'LOCK_TIMEOUT' }, { refused: 'LOCK_TIMEOUT' }]);
+    expect(await redis.get(k.stock)).toBe('10');
+    expect(await redis.xlen(k.orders)).toBe(0);
+  });
+});

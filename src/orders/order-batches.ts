@@ -1,0 +1,173 @@
+import type { Redis } from 'ioredis';
+import { randomUUID } from 'node:crypto';
+import { LockTimeoutError } from '../errors/domain-errors';
+import type { LockStrategy } from '../locks/lock-strategy';
+import { execAll } from '../redis/exec-all';
+import type { KeyLayout, ProductKeys } from '../redis/key-layout';
+import type { Order } from './order';
+import { checkPurchase, OrderRequest, queueOrder } from './sale-rules';
+
+/** Most buyers served by one hold: bounds the MULTI and keeps the hold far inside the TTL. */
+export const MAX_BATCH = 256;
+
+/** A buyer waiting for its product's next batch; settled exactly once. */
+interface Buyer {
+  readonly order: OrderRequest;
+  /** Date.now() by which this buyer must hold the lock, or hear LOCK_TIMEOUT. */
+  readonly deadline: number;
+  settled: boolean;
+  resolve(order: Order): void;
+  reject(err: unknown): void;
+}
+
+/** The product's limit, its stock, and each batch buyer's units bought, as Redis returned them. */
+type BatchState = [perUserLimit: string | null, stock: string | null, bought: (string | null)[]];
+
+/**
+ * Lock coalescing (group commit) for `lock` and `redlock`: the buyers of one product
+ * that arrive in this process while a hold is running wait here, and the next hold
+ * serves all of them (up to MAX_BATCH) at once:
+ *
+ * 1. one unlocked read for the whole batch, which answers every final refusal
+ *    (unknown product, LIMIT_REACHED, SOLD_OUT, INSUFFICIENT_STOCK: stock never rises
+ *    and purchases never shrink during a sale), so the sold-out tail never takes
+ *    the lock;
+ * 2. for the rest, take the product lock once (owner token, TTL, compare-and-delete
+ *    release, exactly as for one buyer), read again, apply the sale rules to the
+ *    buyers in arrival order against the running stock and per-user counts, and
+ *    write every accepted order in one MULTI/EXEC; then release.
+ *
+ * Exclusion is unchanged: nothing is written outside a hold, and all of a hold's
+ * writes are checked against what Redis said inside it. A buyer refused because an
+ * earlier buyer of the same batch took the last units hears it only after those
+ * units are written, so a failed write never leaves a false SOLD_OUT behind.
+ */
+export class OrderBatches {
+  /** Per product: the buyers waiting for the next batch. An entry exists while a drain runs. */
+  private readonly queues = new Map<string, Buyer[]>();
+
+  constructor(
+    private readonly redis: Redis,
+    private readonly lock: LockStrategy,
+    private readonly keys: KeyLayout,
+    private readonly waitMs: number,
+  ) {}
+
+  purchase(order: OrderRequest): Promise<Order> {
+    return new Promise<Order>((resolve, reject) => {
+      const buyer: Buyer = {
+        order,
+        deadline: Date.now() + this.waitMs,
+        settled: false,
+        resolve: (o) => settle(buyer, () => resolve(o)),
+        reject: (err) => settle(buyer, () => reject(err)),
+      };
+      const queue = this.queues.get(order.productId);
+      if (queue) {
+        queue.push(buyer);
+        return;
+      }
+      this.queues.set(order.productId, [buyer]);
+      void this.drain(order.productId);
+    });
+  }
+
+  /** Serves the product's queue batch after batch until it is empty. Never throws. */
+  private async drain(productId: string): Promise<void> {
+    const queue = this.queues.get(productId)!;
+    const k = this.keys.product(productId);
+    while (queue.length > 0) {
+      const batch = queue.splice(0, MAX_BATCH);
+      try {
+        await this.serve(k, batch);
+      } catch (err) {
+        for (const buyer of batch) buyer.reject(err);
+      }
+    }
+    this.queues.delete(productId);
+  }
+
+  private async serve(k: ProductKeys, batch: Buyer[]): Promise<void> {
+    const now = Date.now();
+    // A buyer who waited out its budget behind earlier batches gets its 503 now.
+    for (const buyer of batch) if (now >= buyer.deadline) buyer.reject(new LockTimeoutError(this.waitMs));
+    // Unlocked: each buyer alone against what Redis says now. Only refusals are
+    // trusted (they are final); a "yes" is decided again under the lock.
+    const waiting = unsettled(batch);
+    if (waiting.length === 0) return;
+    const seen = await this.read(k, waiting);
+    waiting.forEach((buyer, i) => {
+      try {
+        checkPurchase(buyer.order, [seen[0], seen[1], seen[2][i]]);
+      } catch (err) {
+        buyer.reject(err);
+      }
+    });
+    const candidates = unsettled(waiting);
+    if (candidates.length === 0) return;
+    const answers = await this.lock.withLock(k.lock, (signal) => this.buyAll(k, candidates, signal), {
+      // FIFO: the first candidate has the earliest deadline.
+      deadline: candidates[0].deadline,
+    });
+    // Answered once the lock is released, as a single buyer would be: by the time a
+    // buyer (or a draining shutdown) sees its answer, its hold is over.
+    for (const answer of answers) answer();
+  }
+
+  /**
+   * The critical section for a batch: read, decide in arrival order, write all in
+   * one MULTI. Returns the answers to give, not given yet.
+   */
+  private async buyAll(k: ProductKeys, buyers: Buyer[], signal: AbortSignal): Promise<(() => void)[]> {
+    const [limit, stock, bought] = await this.read(k, buyers);
+    let left = Number(stock);
+    const owned = new Map<string, number>();
+    const accepted: { buyer: Buyer; orderId: string }[] = [];
+    const refused: { buyer: Buyer; err: unknown }[] = [];
+    buyers.forEach((buyer, i) => {
+      const { userId, quantity } = buyer.order;
+      const has = owned.get(userId) ?? Number(bought[i] ?? 0);
+      try {
+        checkPurchase(buyer.order, [limit, stock === null ? null : String(left), String(has)]);
+        left -= quantity;
+        owned.set(userId, has + quantity);
+        accepted.push({ buyer, orderId: randomUUID() });
+      } catch (err) {
+        refused.push({ buyer, err });
+      }
+    });
+    const answers = refused.map(({ buyer, err }) => () => buyer.reject(err));
+    if (accepted.length === 0) return answers;
+    // The hold may have outlived its TTL while we read: then writing could oversell.
+    signal.throwIfAborted();
+    const multi = this.redis.multi();
+    for (const { buyer, orderId } of accepted) queueOrder(multi, k, buyer.order, orderId);
+    const replies = await execAll(multi);
+    accepted.forEach(({ buyer, orderId }, i) => {
+      const { productId, userId, quantity } = buyer.order;
+      // queueOrder puts three commands per order; the first, DECRBY, says what was left.
+      const order = { orderId, productId, userId, quantity, remaining: Number(replies[i * 3]) };
+      answers.push(() => buyer.resolve(order));
+    });
+    return answers;
+  }
+
+  /** One round trip: the limit, the stock, and every buyer's units bought (in batch order). */
+  private async read(k: ProductKeys, buyers: Buyer[]): Promise<BatchState> {
+    const users = buyers.map((b) => b.order.userId);
+    const [limit, stock, bought] = await execAll(
+      this.redis.pipeline().hget(k.meta, 'perUserLimit').get(k.stock).hmget(k.buyers, ...users),
+    );
+    return [limit as string | null, stock as string | null, bought as (string | null)[]];
+  }
+}
+
+function settle(buyer: Buyer, answer: () => void): void {
+  if (buyer.settled) return;
+  buyer.settled = true;
+  answer();
+}
+
+function unsettled(buyers: Buyer[]): Buyer[] {
+  return buyers.filter((b) => !b.settled);
+}
