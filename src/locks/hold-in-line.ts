@@ -1,19 +1,14 @@
 import { LockExpiredError } from '../errors/domain-errors';
 import { LocalQueue } from './local-queue';
 
-/** A held lock, as far as waiting, expiry and hand-off need to know it. */
+/** A held lock, as far as waiting and expiry need to know it. */
 export interface Lease {
-  /** Date.now() just before the request that took the lock. */
-  readonly acquiredAt: number;
   /** Date.now() after which the lock may have expired in Redis. */
   readonly validUntil: number;
 }
 
-/** How long after acquiring a holder may still hand the lock to a local waiter. */
-const HANDOFF_WINDOW_MS = 250;
-
 export interface HoldSteps<L extends Lease> {
-  readonly line: LocalQueue<L>;
+  readonly line: LocalQueue;
   readonly key: string;
   readonly ttlMs: number;
   /** Date.now() by which the lock must be held, for both waits (LockTimeoutError after). */
@@ -31,37 +26,26 @@ export interface HoldSteps<L extends Lease> {
  * - wait in this process's line for the product (LocalQueue), then for the Redis
  *   lock, by one deadline;
  * - run the section with a signal that aborts once the lease's validity is over;
- * - hand-off: while the lease is young, pass it straight to the next buyer waiting
- *   in this process, saving a release and an acquire per sale. The lock never
- *   changes owner and never leaves Redis in between, so exclusion is unchanged; the
- *   window keeps every hand-off far inside the TTL and bounds how long other
- *   processes wait for their turn. Otherwise release, then let the next one in.
+ * - release, then let the next one in line go.
  */
 export async function holdInLine<L extends Lease, T>(
   steps: HoldSteps<L>,
   section: (signal: AbortSignal) => Promise<T>,
 ): Promise<T> {
-  const { line, key } = steps;
-  const { deadline } = steps;
-  const handed = await line.enter(key, deadline - Date.now(), steps.signal);
-  let lease: L;
+  const { line, key, deadline } = steps;
+  await line.enter(key, deadline - Date.now(), steps.signal);
   try {
-    lease = handed ?? (await steps.acquire(deadline));
-  } catch (err) {
-    line.leave(key);
-    throw err;
-  }
-  const expiry = new AbortController();
-  const timer = setTimeout(() => expiry.abort(new LockExpiredError(steps.ttlMs)), lease.validUntil - Date.now());
-  timer.unref();
-  try {
-    return await section(expiry.signal);
-  } finally {
-    clearTimeout(timer);
-    const young = Date.now() < lease.acquiredAt + Math.min(steps.ttlMs / 4, HANDOFF_WINDOW_MS);
-    if (!(young && line.leave(key, lease))) {
+    const lease = await steps.acquire(deadline);
+    const expiry = new AbortController();
+    const timer = setTimeout(() => expiry.abort(new LockExpiredError(steps.ttlMs)), lease.validUntil - Date.now());
+    timer.unref();
+    try {
+      return await section(expiry.signal);
+    } finally {
+      clearTimeout(timer);
       await steps.release(lease);
-      line.leave(key);
     }
+  } finally {
+    line.leave(key);
   }
 }

@@ -4,7 +4,7 @@ import { LocalQueue } from './local-queue';
 
 describe('LocalQueue', () => {
   it('lets callers of one key in one at a time, in arrival order', async () => {
-    const line = new LocalQueue<string>();
+    const line = new LocalQueue();
     const order: number[] = [];
     let inside = 0;
     let maxInside = 0;
@@ -24,29 +24,15 @@ describe('LocalQueue', () => {
   });
 
   it('keeps keys independent', async () => {
-    const line = new LocalQueue<string>();
+    const line = new LocalQueue();
     await line.enter('a', 1_000);
     await expect(line.enter('b', 10)).resolves.toBeUndefined();
     line.leave('a');
     line.leave('b');
   });
 
-  it('hands a baton to the next in line, and gives it back when nobody waits', async () => {
-    const line = new LocalQueue<string>();
-    await line.enter('k', 1_000);
-    expect(line.leave('k', 'lease-1')).toBe(false); // nobody waiting: still ours to release
-    line.leave('k');
-
-    await line.enter('k', 1_000);
-    const next = line.enter('k', 1_000);
-    expect(line.waiting('k')).toBe(1);
-    expect(line.leave('k', 'lease-2')).toBe(true);
-    await expect(next).resolves.toBe('lease-2');
-    line.leave('k');
-  });
-
   it('gives up with LockTimeoutError after waitMs, and the line moves on', async () => {
-    const line = new LocalQueue<string>();
+    const line = new LocalQueue();
     await line.enter('k', 1_000);
     await expect(line.enter('k', 50)).rejects.toBeInstanceOf(LockTimeoutError);
     expect(line.waiting('k')).toBe(0);
@@ -56,7 +42,7 @@ describe('LocalQueue', () => {
   });
 
   it('leaves the line with the abort reason when the signal fires', async () => {
-    const line = new LocalQueue<string>();
+    const line = new LocalQueue();
     await line.enter('k', 5_000);
     const stop = new AbortController();
     const waiting = line.enter('k', 5_000, stop.signal);
@@ -67,7 +53,7 @@ describe('LocalQueue', () => {
   });
 
   it('never lets a later caller past one still inside, even when a caller between them leaves early', async () => {
-    const line = new LocalQueue<string>();
+    const line = new LocalQueue();
     await line.enter('k', 5_000);
     const quitter = line.enter('k', 20); // times out while the first is inside
     let thirdIn = false;

@@ -1,13 +1,13 @@
 import { LockTimeoutError } from '../errors/domain-errors';
 
-interface Waiter<T> {
-  resolve(baton: T | undefined): void;
+interface Waiter {
+  resolve(): void;
   reject(err: unknown): void;
 }
 
-interface Line<T> {
+interface Line {
   busy: boolean;
-  readonly waiters: Waiter<T>[];
+  readonly waiters: Waiter[];
 }
 
 /**
@@ -17,20 +17,18 @@ interface Line<T> {
  * flood Redis and the client's one connection, and the holder's own commands queue
  * behind the retries: the sale crawls and waiters time out while stock remains.
  *
- * The one leaving may hand a baton (the still-valid lock lease) straight to the
- * next in line. The queue is only a traffic shaper: mutual exclusion comes from the
- * Redis lock, across processes and within this one.
+ * The queue is only a traffic shaper: mutual exclusion comes from the Redis lock,
+ * across processes and within this one.
  */
-export class LocalQueue<T> {
-  private readonly lines = new Map<string, Line<T>>();
+export class LocalQueue {
+  private readonly lines = new Map<string, Line>();
 
   /**
-   * Resolves when it is this caller's turn, with the baton its predecessor handed
-   * over (undefined if none). Rejects with LockTimeoutError after `waitMs`, or with
-   * the signal's reason when `signal` aborts; either way the caller is out of line.
-   * Every resolved `enter` must be followed by exactly one `leave`.
+   * Resolves when it is this caller's turn. Rejects with LockTimeoutError after
+   * `waitMs`, or with the signal's reason when `signal` aborts; either way the caller
+   * is out of line. Every resolved `enter` must be followed by exactly one `leave`.
    */
-  enter(key: string, waitMs: number, signal?: AbortSignal): Promise<T | undefined> {
+  enter(key: string, waitMs: number, signal?: AbortSignal): Promise<void> {
     signal?.throwIfAborted();
     let line = this.lines.get(key);
     if (!line) {
@@ -39,10 +37,10 @@ export class LocalQueue<T> {
     }
     if (!line.busy) {
       line.busy = true;
-      return Promise.resolve(undefined);
+      return Promise.resolve();
     }
     const waiters = line.waiters;
-    return new Promise<T | undefined>((resolve, reject) => {
+    return new Promise<void>((resolve, reject) => {
       const done = () => {
         clearTimeout(timer);
         signal?.removeEventListener('abort', onAbort);
@@ -53,10 +51,10 @@ export class LocalQueue<T> {
         done();
         reject(err);
       };
-      const waiter: Waiter<T> = {
-        resolve: (baton) => {
+      const waiter: Waiter = {
+        resolve: () => {
           done();
-          resolve(baton);
+          resolve();
         },
         reject: quit,
       };
@@ -72,21 +70,12 @@ export class LocalQueue<T> {
     return this.lines.get(key)?.waiters.length ?? 0;
   }
 
-  /**
-   * Ends the current caller's turn. With a baton, hands it to the next in line and
-   * returns true; returns false if nobody is waiting, and the baton is then still
-   * the caller's to dispose of (release the lock) before leaving without it.
-   */
-  leave(key: string, baton?: T): boolean {
+  /** Ends the current caller's turn: the next in line goes. */
+  leave(key: string): void {
     const line = this.lines.get(key);
-    if (!line) return false;
+    if (!line) return;
     const next = line.waiters.shift();
-    if (next) {
-      next.resolve(baton);
-      return true;
-    }
-    if (baton !== undefined) return false;
-    this.lines.delete(key);
-    return false;
+    if (next) next.resolve();
+    else this.lines.delete(key);
   }
 }

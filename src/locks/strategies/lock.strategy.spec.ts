@@ -89,28 +89,6 @@ describe('SetNxLockStrategy (lock) against a real Redis', () => {
     expect(await counter.exists(key)).toBe(0);
   });
 
-  it('hands a young lock to the next local waiter without releasing it, then releases', async () => {
-    const c = client();
-    const lock = new SetNxLockStrategy(c, { ttlMs: 400, waitMs: 5_000 }); // hand-off window: 100 ms
-    const tokens: (string | null)[] = [];
-    await Promise.all(
-      [0, 1, 2].map(() =>
-        lock.withLock(key, async () => {
-          tokens.push(await c.get(key));
-          await sleep(60);
-        }),
-      ),
-    );
-    // The first holder finished 60 ms in: it handed over, same token, no gap.
-    expect(tokens[1]).toBe(tokens[0]);
-    // The second finished 120 ms after the acquire: past the window, it released,
-    // and the third took the lock afresh.
-    expect(tokens[2]).not.toBe(tokens[1]);
-    expect(tokens.every((t) => t !== null)).toBe(true);
-    expect(await c.exists(key)).toBe(0);
-    expect(lock.lostLocks).toBe(0);
-  });
-
   it('withLock releases when the critical section throws', async () => {
     const c = client();
     const lock = new SetNxLockStrategy(c, { ttlMs: 5_000, waitMs: 0 });

@@ -30,11 +30,11 @@ export interface LockLease extends Lease {
  *   holding the token can claim to own it.
  * - Release: release-lock.lua compares the token and deletes in one step; never a
  *   plain DEL, which would delete another owner's lock after ours expired.
- * - Wait: in this process, buyers of one product queue in a LocalQueue and only the
- *   head contends; it retries SET NX with full-jitter exponential backoff until
- *   `waitMs` (one budget for both waits), so other processes' holders are not
- *   drowned in retries. A finished holder may hand its still-young lease to the
- *   next local waiter instead of releasing and re-acquiring (see holdInLine).
+ * - Wait: in this process, callers for one key queue in a LocalQueue and only the
+ *   head contends; it retries SET NX with full-jitter exponential backoff until the
+ *   deadline (one budget for both waits), so other processes' holders are not
+ *   drowned in retries. Purchases add lock coalescing on top (`coalesces`): the
+ *   orders service serves a batch of buyers per hold (orders/order-batches.ts).
  * - Validity: the hold is trusted for TTL minus a clock-drift allowance (Redlock's
  *   formula); after that the section's AbortSignal fires and the write is skipped.
  *
@@ -52,7 +52,7 @@ export class SetNxLockStrategy implements LockStrategy {
   /** Releases that found the lock no longer ours: each one is a hold that outlived its TTL. */
   private lost = 0;
   /** Buyers of one product in this process queue here; only the head sends SET NX. */
-  private readonly line = new LocalQueue<LockLease>();
+  private readonly line = new LocalQueue();
 
   constructor(
     private readonly redis: Pick<Redis, 'set' | 'releaseLock'>,
@@ -70,7 +70,7 @@ export class SetNxLockStrategy implements LockStrategy {
     const reply = await this.redis.set(key, token, 'PX', this.options.ttlMs, 'NX');
     if (reply !== 'OK') return null;
     // Measured from before the SET: the lock may have been set at any point of the round trip.
-    return { key, token, acquiredAt: start, validUntil: start + this.options.ttlMs - driftMs(this.options.ttlMs) };
+    return { key, token, validUntil: start + this.options.ttlMs - driftMs(this.options.ttlMs) };
   }
 
   /**

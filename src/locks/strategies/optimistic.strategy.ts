@@ -42,7 +42,7 @@ export class OptimisticStrategy implements LockFreeStrategy {
   readonly reentrant = false;
   readonly lostLocks = 0;
   private readonly pool: ConnectionPool;
-  private readonly line = new LocalQueue<never>();
+  private readonly line = new LocalQueue();
   /** EXECs refused because a watched key changed. */
   conflicts = 0;
 

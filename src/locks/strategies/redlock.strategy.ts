@@ -29,8 +29,8 @@ interface Held extends Lease {
  *   TTL minus the time acquiring took minus clock drift (1% + 2 ms). Otherwise the
  *   package releases what it got and we retry with backoff until LOCK_WAIT_MS.
  * - Release: compare-and-delete on every node (the package's Lua script). As with
- *   `lock`, buyers of a product queue in-process, and a young lock is handed to the
- *   next local waiter instead of being released and taken again.
+ *   `lock`, buyers of a product queue in-process, and the orders service serves a
+ *   batch of them per hold (lock coalescing, orders/order-batches.ts).
  * - The stock and orders stay on REDIS_URL; only the lock lives on the N nodes, so
  *   one lock node down changes nothing, and a majority down stops all sales with
  *   503 REDIS_UNAVAILABLE (no quorum), never an oversell.
@@ -50,7 +50,7 @@ export class RedlockStrategy implements LockStrategy {
   readonly coalesces = true;
   private readonly logger = new Logger('Redlock');
   private readonly redlock: Redlock;
-  private readonly line = new LocalQueue<Held>();
+  private readonly line = new LocalQueue();
   private readonly quorum: number;
   private lost = 0;
 
@@ -77,9 +77,8 @@ export class RedlockStrategy implements LockStrategy {
         deadline: options?.deadline ?? Date.now() + this.options.waitMs,
         signal: options?.signal,
         acquire: async (deadline) => {
-          const acquiredAt = Date.now();
           const lock = await this.acquire(key, deadline, options?.signal);
-          return { acquiredAt, validUntil: lock.expiration, lock };
+          return { validUntil: lock.expiration, lock };
         },
         release: (held) => this.release(held.lock),
       },

@@ -52,7 +52,7 @@ export class ReentrantStrategy implements LockStrategy {
   private readonly logger = new Logger('ReentrantLock');
   private readonly process = randomBytes(8).toString('hex');
   private readonly context = new AsyncLocalStorage<Holding>();
-  private readonly line = new LocalQueue<never>();
+  private readonly line = new LocalQueue();
   private readonly subscriber: ReleaseSubscriber;
   private contexts = 0;
   private lost = 0;
