@@ -28,7 +28,8 @@ export interface BenchOptions {
   readonly stock: number;
   readonly quantity: number;
   readonly strategies: LockStrategyName[];
-  readonly workers: number;
+  /** App process counts to run each strategy with (node:cluster); the baseline is always one. */
+  readonly workers: number[];
   readonly warmup: number;
   readonly redis?: string;
   readonly out: string;
@@ -48,7 +49,8 @@ const USAGE = `usage: npm run bench -- [options]
   --stock S         units on sale                                     (1000)
   --quantity Q      units per purchase (also the per-user limit)      (1)
   --strategy LIST   comma-separated: ${LOCK_STRATEGY_NAMES.join(', ')}, or all  (lock)
-  --workers W       app processes sharing the port (node:cluster)     (1)
+  --workers LIST    app processes sharing the port (node:cluster); a
+                    list (1,2) runs every strategy with each count    (1)
   --warmup N        warm-up requests on a separate product            (10000)
   --baseline        first run bench/baselines/atomic-http.ts (node:http + one Lua
                     script, no framework, no lock) and show every row as a ratio to it
@@ -111,7 +113,7 @@ export function parseOptions(argv: string[]): BenchOptions {
     stock: int('stock', values.stock!, 0, 10_000_000),
     quantity: int('quantity', values.quantity!, 1, 100),
     strategies: names as LockStrategyName[],
-    workers: int('workers', values.workers!, 1, 64),
+    workers: [...new Set(values.workers!.split(',').map((w) => int('workers', w.trim(), 1, 64)))],
     warmup: int('warmup', values.warmup!, 0, 1_000_000),
     redis: values.redis,
     baseline: values.baseline ?? false,
@@ -156,9 +158,12 @@ async function main(): Promise<number> {
 
   const runId = Date.now().toString(36);
   const rows: Row[] = [];
-  const targets: Target[] = [...(options.baseline ? (['baseline'] as const) : []), ...options.strategies];
-  for (const target of targets) {
-    rows.push(await runStrategy(target, redisUrl, redlockUrls, client, runId, options, log));
+  const runs: [Target, number][] = [
+    ...(options.baseline ? [['baseline', 1] as [Target, number]] : []),
+    ...options.strategies.flatMap((s) => options.workers.map((w): [Target, number] => [s, w])),
+  ];
+  for (const [target, workers] of runs) {
+    rows.push(await runStrategy(target, workers, redisUrl, redlockUrls, client, runId, options, log));
   }
   const baseline = rows.find((r) => r.strategy === 'baseline');
   const compared = baseline ? rows.map((r) => withRatios(r, baseline)) : rows;
@@ -189,6 +194,7 @@ function withRatios(row: Row, baseline: Row): Row {
 
 async function runStrategy(
   strategy: Target,
+  workers: number,
   redisUrl: string,
   redlockUrls: string,
   client: Redis,
@@ -197,10 +203,11 @@ async function runStrategy(
   log: (line: string) => void,
 ): Promise<Row> {
   const unsafe = strategy !== 'baseline' && UNSAFE_STRATEGIES.includes(strategy);
-  const prefix = `bench:${runId}:${strategy}:`;
+  const prefix = `bench:${runId}:${strategy}:x${workers}:`;
+  const label = workers > 1 ? `${strategy} ×${workers}` : strategy;
   const token = randomBytes(18).toString('base64url');
   const app = await startApp({
-    workers: options.workers,
+    workers,
     port: await freePort(),
     main: strategy === 'baseline' ? BASELINE_MAIN : undefined,
     env: {
@@ -213,7 +220,7 @@ async function runStrategy(
       LOG_LEVEL: 'warn',
     },
   });
-  log(`${strategy}: app up (${options.workers} worker${options.workers > 1 ? 's' : ''}) at ${app.url}${unsafe ? ' — UNSAFE on purpose' : ''}`);
+  log(`${label}: app up (${workers} worker${workers > 1 ? 's' : ''}) at ${app.url}${unsafe ? ' — UNSAFE on purpose' : ''}`);
   const keys = new KeyLayout(prefix);
   const products = ['warmup'];
   try {
@@ -248,7 +255,7 @@ async function runStrategy(
       await startSale(app.url, token, productId, options.stock, options.quantity);
       const progress = { done: 0 };
       const stockKey = keys.product(productId).stock;
-      const reporter = startProgress(strategy, total, progress, () => client.get(stockKey), options.stock);
+      const reporter = startProgress(label, total, progress, () => client.get(stockKey), options.stock);
       load = await runLoad(
         {
           url: app.url,
@@ -261,7 +268,7 @@ async function runStrategy(
         progress,
       ).finally(() => reporter.stop());
       verdict = judge(await readSale(client, keys.product(productId)), load, options.quantity);
-      if (verdict.oversold === 0 && attempt < attempts) log(`${strategy}: sale ${attempt} did not oversell; running it again`);
+      if (verdict.oversold === 0 && attempt < attempts) log(`${label}: sale ${attempt} did not oversell; running it again`);
     } while (verdict.oversold === 0 && attempt < attempts);
     const exitCode = await app.stop();
     if (exitCode !== 0) verdict.problems.push(`the app exited ${exitCode} on SIGTERM instead of 0`);
@@ -274,7 +281,7 @@ async function runStrategy(
       connections: options.connections,
       stock: options.stock,
       quantity: options.quantity,
-      workers: options.workers,
+      workers,
       durationMs: load.durationMs,
       throughput: Math.round((load.sent / load.durationMs) * 1000),
       latency: load.latency,

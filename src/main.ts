@@ -1,7 +1,9 @@
 import 'reflect-metadata';
 import { Logger } from '@nestjs/common';
+import type { Redis } from 'ioredis';
 import { ConfigError, loadConfig } from './config/app-config';
 import { createApp } from './create-app';
+import { REDIS_CLIENT } from './redis/redis.constants';
 
 /**
  * Accept queue length. A flash sale opens with thousands of connections at once;
@@ -9,6 +11,15 @@ import { createApp } from './create-app';
  * TCP's 1 s, 3 s, 7 s... retransmits. The kernel caps it at net.core.somaxconn.
  */
 const LISTEN_BACKLOG = 4096;
+
+/**
+ * How long to wait for the Redis connection before accepting buyers anyway. A buyer
+ * served while the client is still connecting gets 503 REDIS_UNAVAILABLE: correct,
+ * but needless when the connection is milliseconds away (a second worker of a
+ * cluster starting while the first already serves). Past this, Redis is really
+ * down: listen, and let /health and the 503s say so.
+ */
+const REDIS_READY_WAIT_MS = 10_000;
 
 async function main(): Promise<void> {
   let config;
@@ -43,8 +54,25 @@ async function main(): Promise<void> {
     });
   }
 
+  if (!(await redisReady(app.get<Redis>(REDIS_CLIENT), REDIS_READY_WAIT_MS))) {
+    logger.warn(`Redis is not reachable after ${REDIS_READY_WAIT_MS} ms; listening anyway (purchases get 503 until it is)`);
+  }
   await app.listen({ port: config.port, host: config.host, backlog: LISTEN_BACKLOG });
   logger.log(`seckill listening on ${await app.getUrl()}`);
+}
+
+function redisReady(client: Redis, waitMs: number): Promise<boolean> {
+  if (client.status === 'ready') return Promise.resolve(true);
+  return new Promise((resolve) => {
+    const done = (ok: boolean) => {
+      clearTimeout(timer);
+      client.off('ready', onReady);
+      resolve(ok);
+    };
+    const onReady = () => done(true);
+    const timer = setTimeout(() => done(false), waitMs);
+    client.on('ready', onReady);
+  });
 }
 
 main().catch((err: Error) => {

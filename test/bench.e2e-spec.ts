@@ -116,15 +116,18 @@ describe('bench (scripts/bench.js)', () => {
     for (const port of started) expect(await listening(port)).toBe(false);
   });
 
-  it('--baseline runs the minimal node:http server first and gives every row its ratios to it', () => {
+  it('--baseline runs the minimal node:http server first and gives every row its ratios to it; --workers 1,2 runs both', () => {
     const out = join(dir, 'baseline.json');
     const run = spawnSync(
       process.execPath,
-      [BENCH, '--baseline', '--strategy', 'lock', '--buyers', '1000', '--stock', '20', '--connections', '100', '--warmup', '0', '--out', out],
+      [BENCH, '--baseline', '--strategy', 'lock', '--workers', '1,2', '--buyers', '1000', '--stock', '20', '--connections', '100', '--warmup', '0', '--out', out],
       { cwd: ROOT, encoding: 'utf8', timeout: 60_000 },
     );
-    expect(run.status).toBe(0);
-    const [baseline, lock] = JSON.parse(readFileSync(out, 'utf8')).rows;
+    // On failure, show what the bench said.
+    expect({ status: run.status, output: run.status === 0 ? '' : `${run.stdout}${run.stderr}` }).toEqual({ status: 0, output: '' });
+    const [baseline, lock, lock2] = JSON.parse(readFileSync(out, 'utf8')).rows;
+    expect(lock2).toMatchObject({ strategy: 'lock', workers: 2, pass: true, sold: 20, stockLeft: 0 });
+    expect(run.stdout).toContain('| lock ×2 | PASS |');
     expect(baseline).toMatchObject({ strategy: 'baseline', pass: true, sold: 20, stockLeft: 0, vsBaseline: { throughput: 1, p99: 1 } });
     expect(baseline.status).toEqual({ '201': 20, '409': 980 });
     expect(lock).toMatchObject({ strategy: 'lock', pass: true, sold: 20 });
