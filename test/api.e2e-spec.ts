@@ -189,6 +189,9 @@ describe('HTTP API', () => {
       ['quantity null', { productId: 'p', userId: 'u', quantity: null }],
       ['quantity 1e21', { productId: 'p', userId: 'u', quantity: 1e21 }],
       ['an unknown field', { productId: 'p', userId: 'u', price: 0 }],
+      // ValidationPipe deletes these two before validating; they must be refused, not ignored.
+      ['a constructor key', { productId: 'p', userId: 'u', constructor: 0 }],
+      ['a prototype key', { productId: 'p', userId: 'u', prototype: {} }],
       ['an array body', [{ productId: 'p', userId: 'u' }]],
       ['a string body', 'p'],
       ['a null body', null],
