@@ -92,7 +92,7 @@ describe('500 concurrent buyers, stock 100, two app instances', () => {
     await Promise.all([redis, ...lockNodes].map((r) => r?.stop()));
   });
 
-  const SAFE = ['lock', 'reentrant', 'redlock', 'atomic', 'optimistic'] as const;
+  const SAFE = ['lock', 'fenced', 'reentrant', 'redlock', 'atomic', 'optimistic'] as const;
   it('runs every safe strategy there is (a new one must be added here)', () => {
     const safe = LOCK_STRATEGY_NAMES.filter((name) => !UNSAFE_STRATEGIES.includes(name));
     expect([...SAFE].sort()).toEqual([...safe].sort());

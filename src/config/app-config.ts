@@ -6,7 +6,7 @@
  * before the first buyer arrives.
  */
 
-const SAFE_STRATEGIES = ['lock', 'reentrant', 'redlock', 'atomic', 'optimistic'] as const;
+const SAFE_STRATEGIES = ['lock', 'fenced', 'reentrant', 'redlock', 'atomic', 'optimistic'] as const;
 /** The negative control and the classic mistakes: they can oversell or lock forever. */
 const UNSAFE = ['none', 'setnx-no-ttl', 'setnx-then-expire', 'unchecked-del', 'get-then-del', 'expiry-timestamp'] as const;
 

@@ -93,6 +93,17 @@ export class ContentionError extends DomainError {
 }
 
 /** Redlock cannot reach a majority of its lock nodes, so no lock can be granted; nothing was changed. */
+/**
+ * A fenced hold's write refused by Redis: a later lock was issued while this holder
+ * was still working (it paused past its TTL). Nothing was written.
+ */
+export class StaleLockError extends DomainError {
+  readonly code = 'STALE_LOCK';
+  constructor(token: number, newest: number) {
+    super(`the product lock was taken by a later holder (fencing token ${newest} > ours, ${token}) before the order was written; nothing was changed, retry later`);
+  }
+}
+
 export class LockQuorumError extends DomainError {
   readonly code = 'REDIS_UNAVAILABLE';
   constructor(down: number, nodes: number, quorum: number) {

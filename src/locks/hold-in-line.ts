@@ -30,7 +30,7 @@ export interface HoldSteps<L extends Lease> {
  */
 export async function holdInLine<L extends Lease, T>(
   steps: HoldSteps<L>,
-  section: (signal: AbortSignal) => Promise<T>,
+  section: (signal: AbortSignal, lease: L) => Promise<T>,
 ): Promise<T> {
   const { line, key, deadline } = steps;
   await line.enter(key, deadline - Date.now(), steps.signal);
@@ -40,7 +40,7 @@ export async function holdInLine<L extends Lease, T>(
     const timer = setTimeout(() => expiry.abort(new LockExpiredError(steps.ttlMs)), lease.validUntil - Date.now());
     timer.unref();
     try {
-      return await section(expiry.signal);
+      return await section(expiry.signal, lease);
     } finally {
       clearTimeout(timer);
       await steps.release(lease);

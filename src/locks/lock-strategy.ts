@@ -30,10 +30,12 @@ export interface LockStrategy {
    * (its TTL is running out); the section checks it right before it writes.
    * `options.signal` lets the caller stop waiting: an abort while the lock is not
    * yet held rejects with the signal's reason and leaves the lock alone.
+   * A fenced lock also hands the section its fencing token, which the section's
+   * write must present to Redis (fenced-write.lua).
    */
   withLock<T>(
     lockKey: string,
-    criticalSection: (signal: AbortSignal) => Promise<T>,
+    criticalSection: (signal: AbortSignal, fence?: number) => Promise<T>,
     options?: WithLockOptions,
   ): Promise<T>;
   /** Closes connections of its own, if any. */

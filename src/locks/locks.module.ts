@@ -7,6 +7,7 @@ import { REDIS_CLIENT } from '../redis/redis.constants';
 import { LOCK_STRATEGY, PurchaseStrategy } from './lock-strategy';
 import { AtomicStrategy } from './strategies/atomic.strategy';
 import { ExpiryTimestampStrategy } from './strategies/expiry-timestamp.strategy';
+import { FencedLockStrategy } from './strategies/fenced.strategy';
 import { GetThenDelStrategy } from './strategies/get-then-del.strategy';
 import { SetNxLockStrategy } from './strategies/lock.strategy';
 import { NoLockStrategy } from './strategies/none.strategy';
@@ -20,6 +21,7 @@ import { UncheckedDelStrategy } from './strategies/unchecked-del.strategy';
 /** LOCK_STRATEGY value -> strategy. The config's list of names is checked against it at compile time. */
 const STRATEGIES: Record<LockStrategyName, (redis: Redis, config: AppConfig) => PurchaseStrategy> = {
   lock: (redis, config) => new SetNxLockStrategy(redis, timing(config)),
+  fenced: (redis, config) => new FencedLockStrategy(redis, timing(config)),
   reentrant: (redis, config) => new ReentrantStrategy(redis, timing(config)),
   redlock: (_redis, config) =>
     new RedlockStrategy(

@@ -5,7 +5,7 @@ import type { LockStrategy } from '../locks/lock-strategy';
 import { execAll } from '../redis/exec-all';
 import type { KeyLayout, ProductKeys } from '../redis/key-layout';
 import type { Order } from './order';
-import { checkPurchase, OrderRequest, queueOrder } from './sale-rules';
+import { checkPurchase, OrderRequest, writeOrders } from './sale-rules';
 
 /** Most buyers served by one hold: bounds the MULTI and keeps the hold far inside the TTL. */
 export const MAX_BATCH = 256;
@@ -105,7 +105,7 @@ export class OrderBatches {
     });
     const candidates = unsettled(waiting);
     if (candidates.length === 0) return;
-    const answers = await this.lock.withLock(k.lock, (signal) => this.buyAll(k, candidates, signal), {
+    const answers = await this.lock.withLock(k.lock, (signal, fence) => this.buyAll(k, candidates, signal, fence), {
       // FIFO: the first candidate has the earliest deadline.
       deadline: candidates[0].deadline,
     });
@@ -116,9 +116,10 @@ export class OrderBatches {
 
   /**
    * The critical section for a batch: read, decide in arrival order, write all in
-   * one MULTI. Returns the answers to give, not given yet.
+   * one round trip (a MULTI, or the fenced write under a fenced lock). Returns the
+   * answers to give, not given yet.
    */
-  private async buyAll(k: ProductKeys, buyers: Buyer[], signal: AbortSignal): Promise<(() => void)[]> {
+  private async buyAll(k: ProductKeys, buyers: Buyer[], signal: AbortSignal, fence?: number): Promise<(() => void)[]> {
     const [limit, stock, bought] = await this.read(k, buyers);
     let left = Number(stock);
     const owned = new Map<string, number>();
@@ -140,13 +141,9 @@ export class OrderBatches {
     if (accepted.length === 0) return answers;
     // The hold may have outlived its TTL while we read: then writing could oversell.
     signal.throwIfAborted();
-    const multi = this.redis.multi();
-    for (const { buyer, orderId } of accepted) queueOrder(multi, k, buyer.order, orderId);
-    const replies = await execAll(multi);
+    const remaining = await writeOrders(this.redis, k, accepted.map(({ buyer, orderId }) => ({ order: buyer.order, orderId })), fence);
     accepted.forEach(({ buyer, orderId }, i) => {
-      const { productId, userId, quantity } = buyer.order;
-      // queueOrder puts three commands per order; the first, DECRBY, says what was left.
-      const order = { orderId, productId, userId, quantity, remaining: Number(replies[i * 3]) };
+      const order = { orderId, ...buyer.order, remaining: remaining[i] };
       answers.push(() => buyer.resolve(order));
     });
     return answers;

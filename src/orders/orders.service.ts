@@ -6,12 +6,11 @@ import { SoldOutError } from '../errors/domain-errors';
 import { AppConfig } from '../config/app-config';
 import { APP_CONFIG } from '../config/config.constants';
 import { LOCK_STRATEGY, LockStrategy, PurchaseStrategy } from '../locks/lock-strategy';
-import { execAll } from '../redis/exec-all';
 import { KeyLayout, ProductKeys } from '../redis/key-layout';
 import { REDIS_CLIENT } from '../redis/redis.constants';
 import { Order } from './order';
 import { OrderBatches } from './order-batches';
-import { checkPurchase, OrderRequest, queueOrder, readSaleState } from './sale-rules';
+import { checkPurchase, OrderRequest, readSaleState, writeOrders } from './sale-rules';
 
 @Injectable()
 export class OrdersService {
@@ -53,30 +52,30 @@ export class OrdersService {
       });
       return this.acknowledge(order, orderId, left);
     }
-    return strategy.withLock(k.lock, (signal) => this.buy(strategy, k, order, signal), {
+    return strategy.withLock(k.lock, (signal, fence) => this.buy(strategy, k, order, signal, fence), {
       signal: this.soldOutSignal(order.productId),
     });
   }
 
   /** The critical section: read, check, write. Correct only while the lock excludes other buyers. */
-  private async buy(lock: LockStrategy, k: ProductKeys, order: OrderRequest, signal: AbortSignal): Promise<Order> {
+  private async buy(lock: LockStrategy, k: ProductKeys, order: OrderRequest, signal: AbortSignal, fence?: number): Promise<Order> {
     await this.check(k, order);
     // Recording the order takes the product lock of its own, so it is safe to call
     // alone; here, under the outer hold, a reentrant lock is re-entered (its hold
     // count goes to 2 and back). A non-reentrant lock would wait for itself forever,
     // so it is not taken twice.
-    const record = () => this.record(k, order, signal);
+    const record = () => this.record(k, order, signal, fence);
     const left = lock.reentrant ? await lock.withLock(k.lock, record) : await record();
     return this.acknowledge(order, left.orderId, left.remaining);
   }
 
-  private async record(k: ProductKeys, order: OrderRequest, signal: AbortSignal) {
+  private async record(k: ProductKeys, order: OrderRequest, signal: AbortSignal, fence?: number) {
     // The hold may have outlived its TTL while we read (a slow Redis, a GC pause):
     // then another buyer may hold the lock, and writing now could oversell.
     signal.throwIfAborted();
     const orderId = randomUUID();
-    const [left] = await execAll(queueOrder(this.redis.multi(), k, order, orderId));
-    return { orderId, remaining: Number(left) };
+    const [left] = await writeOrders(this.redis, k, [{ order, orderId }], fence);
+    return { orderId, remaining: left };
   }
 
   private acknowledge(order: OrderRequest, orderId: string, remaining: number): Order {

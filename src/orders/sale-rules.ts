@@ -3,8 +3,10 @@ import {
   InsufficientStockError,
   LimitReachedError,
   SoldOutError,
+  StaleLockError,
   UnknownProductError,
 } from '../errors/domain-errors';
+import { execAll } from '../redis/exec-all';
 import type { ProductKeys } from '../redis/key-layout';
 
 /** What a purchase asks for; CreateOrderDto is the validated HTTP form of it. */
@@ -50,4 +52,38 @@ export function queueOrder(multi: ChainableCommander, k: ProductKeys, order: Ord
     .decrby(k.stock, order.quantity)
     .hincrby(k.buyers, order.userId, order.quantity)
     .xadd(k.orders, '*', 'orderId', orderId, 'userId', order.userId, 'quantity', String(order.quantity));
+}
+
+/** An order the rules accepted, with the id it will be acknowledged under. */
+export interface AcceptedOrder {
+  readonly order: OrderRequest;
+  readonly orderId: string;
+}
+
+/**
+ * Writes accepted orders in one round trip and returns the stock left after each.
+ * Under a plain hold: one MULTI of queueOrder's commands. Under a fenced hold
+ * (`fence` given): fenced-write.lua, which applies them only if no later lock was
+ * issued, else throws StaleLockError with nothing written.
+ */
+export async function writeOrders(
+  redis: Pick<Redis, 'multi' | 'fencedWrite'>,
+  k: ProductKeys,
+  accepted: readonly AcceptedOrder[],
+  fence?: number,
+): Promise<number[]> {
+  if (fence === undefined) {
+    const multi = redis.multi();
+    for (const { order, orderId } of accepted) queueOrder(multi, k, order, orderId);
+    const replies = await execAll(multi);
+    // queueOrder puts three commands per order; the first, DECRBY, says what was left.
+    return accepted.map((_, i) => Number(replies[i * 3]));
+  }
+  const args = accepted.flatMap(({ order, orderId }) => [order.userId, order.quantity, orderId]);
+  const [status, ...rest] = await redis.fencedWrite(k.fence, k.stock, k.buyers, k.orders, fence, ...args);
+  if (status === 'STALE_LOCK') throw new StaleLockError(fence, rest[0]);
+  // The holder checked the stock under this very hold: a shortfall means someone
+  // wrote outside the lock.
+  if (status !== 'OK') throw new Error(`fenced write refused: ${status} ${rest.join(' ')}; nothing was written`);
+  return rest.map(Number);
 }

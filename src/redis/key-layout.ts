@@ -14,6 +14,12 @@ export interface ProductKeys {
   readonly orders: string;
 }
 
+/** The fencing counter that goes with a product's lock key (`...:lock` -> `...:fence`). */
+export function fenceKeyFor(lockKey: string): string {
+  if (!lockKey.endsWith(':lock')) throw new Error(`not a product lock key: ${lockKey}`);
+  return `${lockKey.slice(0, -':lock'.length)}:fence`;
+}
+
 /**
  * Key layout: `<prefix>{p:<productId>}:<part>`. The hash tag `{p:<id>}` puts every
  * key of a product in one Redis Cluster slot, so multi-key scripts and MULTI/EXEC

@@ -14,6 +14,8 @@ const SCRIPTS = {
   reentrantAcquire: { file: 'reentrant-acquire.lua', numberOfKeys: 1 },
   reentrantRelease: { file: 'reentrant-release.lua', numberOfKeys: 1 },
   reentrantRenew: { file: 'reentrant-renew.lua', numberOfKeys: 1 },
+  fencedAcquire: { file: 'fenced-acquire.lua', numberOfKeys: 2 },
+  fencedWrite: { file: 'fenced-write.lua', numberOfKeys: 4 },
 } as const;
 
 declare module 'ioredis' {
@@ -45,6 +47,17 @@ declare module 'ioredis' {
     reentrantRelease(lockKey: string, owner: string, ttlMs: number, channel: string): Result<0 | 1 | null, Context>;
     /** reentrant-renew.lua: 1 if renewed, 0 if the lock is no longer ours. */
     reentrantRenew(lockKey: string, owner: string, ttlMs: number): Result<0 | 1, Context>;
+    /** fenced-acquire.lua: the new fencing token if the lock is now ours, null if it is held. */
+    fencedAcquire(lockKey: string, fenceKey: string, token: string, ttlMs: number): Result<number | null, Context>;
+    /** fenced-write.lua: (fence, stock, buyers, orders, token, ...userId/quantity/orderId); see its header. */
+    fencedWrite(
+      fenceKey: string,
+      stockKey: string,
+      buyersKey: string,
+      ordersKey: string,
+      token: number,
+      ...orders: (string | number)[]
+    ): Result<[string, ...number[]], Context>;
   }
 }
 

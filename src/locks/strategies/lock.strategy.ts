@@ -19,6 +19,8 @@ export interface LockOptions {
 export interface LockLease extends Lease {
   readonly key: string;
   readonly token: string;
+  /** The fencing token of this acquisition, when the lock is fenced. */
+  readonly fence?: number;
 }
 
 /**
@@ -44,19 +46,19 @@ export interface LockLease extends Lease {
  */
 export class SetNxLockStrategy implements LockStrategy {
   readonly kind = 'lock';
-  readonly name = 'lock';
+  readonly name: string = 'lock';
   readonly unsafe = false;
   readonly reentrant = false;
   readonly coalesces = true;
-  private readonly logger = new Logger('SetNxLock');
+  protected readonly logger = new Logger('SetNxLock');
   /** Releases that found the lock no longer ours: each one is a hold that outlived its TTL. */
-  private lost = 0;
+  protected lost = 0;
   /** Buyers of one product in this process queue here; only the head sends SET NX. */
   private readonly line = new LocalQueue();
 
   constructor(
     private readonly redis: Pick<Redis, 'set' | 'releaseLock'>,
-    private readonly options: LockOptions,
+    protected readonly options: LockOptions,
   ) {}
 
   get lostLocks(): number {
@@ -67,10 +69,16 @@ export class SetNxLockStrategy implements LockStrategy {
   async tryAcquire(key: string): Promise<LockLease | null> {
     const token = randomBytes(16).toString('hex');
     const start = Date.now();
-    const reply = await this.redis.set(key, token, 'PX', this.options.ttlMs, 'NX');
-    if (reply !== 'OK') return null;
+    const taken = await this.take(key, token);
+    if (taken === null) return null;
     // Measured from before the SET: the lock may have been set at any point of the round trip.
-    return { key, token, validUntil: start + this.options.ttlMs - driftMs(this.options.ttlMs) };
+    const validUntil = start + this.options.ttlMs - driftMs(this.options.ttlMs);
+    return taken === true ? { key, token, validUntil } : { key, token, validUntil, fence: taken };
+  }
+
+  /** SET NX PX: true if the lock is now ours, null if someone holds it (a fenced lock returns its token instead of true). */
+  protected async take(key: string, token: string): Promise<true | number | null> {
+    return (await this.redis.set(key, token, 'PX', this.options.ttlMs, 'NX')) === 'OK' ? true : null;
   }
 
   /**
@@ -103,7 +111,11 @@ export class SetNxLockStrategy implements LockStrategy {
     return false;
   }
 
-  withLock<T>(key: string, criticalSection: (signal: AbortSignal) => Promise<T>, options?: WithLockOptions): Promise<T> {
+  withLock<T>(
+    key: string,
+    criticalSection: (signal: AbortSignal, fence?: number) => Promise<T>,
+    options?: WithLockOptions,
+  ): Promise<T> {
     return holdInLine(
       {
         line: this.line,
@@ -120,7 +132,7 @@ export class SetNxLockStrategy implements LockStrategy {
             (err: Error) => this.logger.warn(`release of ${key} failed, the TTL will free it: ${err.message}`),
           ),
       },
-      criticalSection,
+      (signal, lease) => criticalSection(signal, lease.fence),
     );
   }
 }

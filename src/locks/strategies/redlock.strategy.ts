@@ -82,7 +82,8 @@ export class RedlockStrategy implements LockStrategy {
         },
         release: (held) => this.release(held.lock),
       },
-      section,
+      // Not fenced: the section gets the validity signal only.
+      (signal) => section(signal),
     );
   }
 

@@ -1,0 +1,44 @@
+--[[
+  The write of a fenced hold (strategy `fenced`): a batch of orders, applied only if
+  no lock on the product was issued after ours.
+
+  A holder that paused past its TTL (GC, SIGSTOP) may wake up and write after
+  another client took the lock, read the same stock and wrote too: an oversell that
+  no client-side check can prevent, because the pause can fall between the check
+  and the write. Here the check happens inside Redis, atomically with the write:
+  if the fencing counter has moved past our token, someone acquired the lock after
+  us, whatever they have written so far, and our read may be stale. We refuse and
+  change nothing. (Refusing only tokens older than the last *applied* one, the
+  textbook rule for a plain overwrite, is not enough for read-check-write: the later
+  holder may still be between its read and its write.)
+
+  KEYS[1]  fencing counter   KEYS[2]  stock
+  KEYS[3]  buyers hash       KEYS[4]  orders stream
+  ARGV[1]  our fencing token
+  ARGV[2..] per order, three values: userId, quantity (integer >= 1), orderId
+  Returns  {'OK', stock left after order 1, after order 2, ...}: all written, each
+           stream entry carrying `fence` = our token
+           {'STALE_LOCK', newest token}: a later holder exists; nothing written
+           {'SHORT', stock}: fewer units than the batch needs, which the holder's
+           own check rules out; nothing written
+]]
+local token = tonumber(ARGV[1])
+local newest = tonumber(redis.call('GET', KEYS[1]) or '0')
+if newest > token then
+  return {'STALE_LOCK', newest}
+end
+local total = 0
+for i = 2, #ARGV, 3 do
+  total = total + tonumber(ARGV[i + 1])
+end
+local stock = tonumber(redis.call('GET', KEYS[2]) or '0')
+if stock < total then
+  return {'SHORT', stock}
+end
+local replies = {'OK'}
+for i = 2, #ARGV, 3 do
+  replies[#replies + 1] = redis.call('DECRBY', KEYS[2], ARGV[i + 1])
+  redis.call('HINCRBY', KEYS[3], ARGV[i], ARGV[i + 1])
+  redis.call('XADD', KEYS[4], '*', 'orderId', ARGV[i + 2], 'userId', ARGV[i], 'quantity', ARGV[i + 1], 'fence', ARGV[1])
+end
+return replies
