@@ -76,6 +76,21 @@ describe('OrderBatches (lock coalescing) against a real Redis', () => {
     expect(holds).toHaveBeenCalledTimes(1);
   });
 
+  it('answers LOCK_TIMEOUT by each buyer’s deadline while Redis hangs, not when it comes back', async () => {
+    const { redis, k, batches } = await sale(10, 1, { ttlMs: 5_000, waitMs: 200 });
+    await client().call('CLIENT', 'PAUSE', '1500', 'ALL');
+    let redisBack = false;
+    const probe = client()
+      .ping()
+      .then(() => (redisBack = true));
+    const answers = await Promise.all([buy(batches, 'a'), buy(batches, 'b')]);
+    expect(redisBack).toBe(false); // answered while Redis was still paused: no hang
+    expect(answers).toEqual([{ refused: 'LOCK_TIMEOUT' }, { refused: 'LOCK_TIMEOUT' }]);
+    await probe;
+    expect(await redis.get(k.stock)).toBe('10');
+    expect(await redis.xlen(k.orders)).toBe(0);
+  });
+
   it('writes nothing when the hold expired before the write, and answers every buyer of the batch', async () => {
     const { redis, k, lock, batches } = await sale(10, 1, { ttlMs: 60, waitMs: 2_000 });
     // A real pause of Redis right after the lock is taken (as a slow Redis or a GC

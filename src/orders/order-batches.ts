@@ -15,6 +15,8 @@ interface Buyer {
   readonly order: OrderRequest;
   /** Date.now() by which this buyer must hold the lock, or hear LOCK_TIMEOUT. */
   readonly deadline: number;
+  /** Answers LOCK_TIMEOUT at the deadline, wherever the buyer is waiting; cleared once its hold begins. */
+  timer?: NodeJS.Timeout;
   settled: boolean;
   resolve(order: Order): void;
   reject(err: unknown): void;
@@ -62,6 +64,9 @@ export class OrderBatches {
         resolve: (o) => settle(buyer, () => resolve(o)),
         reject: (err) => settle(buyer, () => reject(err)),
       };
+      // A buyer answers by its deadline even when what it waits behind hangs (a
+      // paused Redis holds the batch ahead until the command timeout).
+      buyer.timer = setTimeout(() => buyer.reject(new LockTimeoutError(this.waitMs)), this.waitMs);
       const queue = this.queues.get(order.productId);
       if (queue) {
         queue.push(buyer);
@@ -119,7 +124,13 @@ export class OrderBatches {
    * one round trip (a MULTI, or the fenced write under a fenced lock). Returns the
    * answers to give, not given yet.
    */
-  private async buyAll(k: ProductKeys, buyers: Buyer[], signal: AbortSignal, fence?: number): Promise<(() => void)[]> {
+  private async buyAll(k: ProductKeys, batch: Buyer[], signal: AbortSignal, fence?: number): Promise<(() => void)[]> {
+    // Those who timed out while the lock was being taken are answered already. The
+    // rest stop their clocks: from here their order may be written, so only the
+    // outcome of this hold may answer them.
+    const buyers = unsettled(batch);
+    for (const buyer of buyers) clearTimeout(buyer.timer);
+    if (buyers.length === 0) return [];
     const [limit, stock, bought] = await this.read(k, buyers);
     let left = Number(stock);
     const owned = new Map<string, number>();
@@ -162,6 +173,7 @@ export class OrderBatches {
 function settle(buyer: Buyer, answer: () => void): void {
   if (buyer.settled) return;
   buyer.settled = true;
+  clearTimeout(buyer.timer);
   answer();
 }
 
