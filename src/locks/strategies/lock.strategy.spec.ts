@@ -17,7 +17,7 @@ describe('SetNxLockStrategy (lock) against a real Redis', () => {
     const lock = new SetNxLockStrategy(c, { ttlMs: 5_000, waitMs: 0 });
     const lease = await lock.tryAcquire(key);
     expect(lease).not.toBeNull();
-    expect(lease!.token).toMatch(/^[0-9a-f]{32}$/); // 128 random bits
+    expect(lease!.token).toMatch(new RegExp(`^${process.pid}:[0-9a-f]{32}$`)); // owner pid, 128 random bits
     expect(await c.get(key)).toBe(lease!.token);
     const pttl = await c.pttl(key);
     expect(pttl).toBeGreaterThan(0);

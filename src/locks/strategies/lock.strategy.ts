@@ -27,9 +27,9 @@ export interface LockLease extends Lease {
  * `lock` — the correct single-instance Redis lock (redis.io "Distributed Locks";
  * `SET key token NX PX ttl` since Redis 2.6.12).
  *
- * - Acquire: one atomic `SET NX PX` with a random 128-bit token, so the lock never
- *   exists without its TTL (a crash cannot leave it forever) and only the client
- *   holding the token can claim to own it.
+ * - Acquire: one atomic `SET NX PX` with a token (the owner's pid and 128 random
+ *   bits), so the lock never exists without its TTL (a crash cannot leave it
+ *   forever) and only the client holding the token can claim to own it.
  * - Release: release-lock.lua compares the token and deletes in one step; never a
  *   plain DEL, which would delete another owner's lock after ours expired.
  * - Wait: in this process, callers for one key queue in a LocalQueue and only the
@@ -67,7 +67,10 @@ export class SetNxLockStrategy implements LockStrategy {
 
   /** One attempt: a lease if the lock was free, null if someone holds it. */
   async tryAcquire(key: string): Promise<LockLease | null> {
-    const token = randomBytes(16).toString('hex');
+    // 128 random bits make it unguessable and unique; the pid in front says which
+    // process holds the lock (as Redisson's uuid:threadId does), for an operator
+    // reading the key and for the fault suite that stops or kills the holder.
+    const token = `${process.pid}:${randomBytes(16).toString('hex')}`;
     const start = Date.now();
     const taken = await this.take(key, token);
     if (taken === null) return null;
