@@ -17,7 +17,7 @@ import { freePort, startRedis } from '../scripts/redis-server';
 import { LOCK_STRATEGY_NAMES, LockStrategyName, UNSAFE_STRATEGIES } from '../src/config/app-config';
 import { KeyLayout } from '../src/redis/key-layout';
 import { runLoad } from './load';
-import { BASELINE_MAIN, ROOT, startApp, stopAll, track } from './processes';
+import { BASELINE_MAIN, ROOT, startApp, startSale, stopAll, track } from './processes';
 import { formatReport, Row } from './report';
 import { judge, readSale } from './verdict';
 
@@ -301,15 +301,6 @@ async function runStrategy(
       await client.del(...written);
     }
   }
-}
-
-async function startSale(url: string, token: string, productId: string, stock: number, perUserLimit: number) {
-  const res = await fetch(`${url}/api/products/${productId}`, {
-    method: 'PUT',
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
-    body: JSON.stringify({ stock, perUserLimit }),
-  });
-  if (res.status !== 200) throw new Error(`sale setup for ${productId} failed: ${res.status} ${await res.text()}`);
 }
 
 /** A live line on a TTY; a plain line every 5 s otherwise (CI logs). */

@@ -9,6 +9,10 @@ export interface LoadOptions {
   readonly duplicates: number;
   readonly connections: number;
   readonly quantity: number;
+  /** Put before every userId, so loads on several apps have distinct buyers. */
+  readonly userPrefix?: string;
+  /** Aborting it ends the load early (its app was killed); what was answered is kept. */
+  readonly signal?: AbortSignal;
 }
 
 export interface LoadResult {
@@ -35,10 +39,10 @@ interface BuyerContext {
 }
 
 /** The userIds to send, in sending order: every buyer once, plus duplicates, shuffled. */
-export function buyerSequence(buyers: number, duplicates: number, random = Math.random): string[] {
-  const ids = Array.from({ length: buyers }, (_, i) => `b${i}`);
+export function buyerSequence(buyers: number, duplicates: number, random = Math.random, prefix = 'b'): string[] {
+  const ids = Array.from({ length: buyers }, (_, i) => `${prefix}${i}`);
   const extra = Math.round(buyers * duplicates);
-  for (let i = 0; i < extra; i++) ids.push(`b${Math.floor(random() * buyers)}`);
+  for (let i = 0; i < extra; i++) ids.push(`${prefix}${Math.floor(random() * buyers)}`);
   for (let i = ids.length - 1; i > 0; i--) {
     const j = Math.floor(random() * (i + 1));
     [ids[i], ids[j]] = [ids[j], ids[i]];
@@ -52,7 +56,7 @@ export function buyerSequence(buyers: number, duplicates: number, random = Math.
  * `progress.done` is updated as answers arrive, for a live progress line.
  */
 export async function runLoad(options: LoadOptions, progress: { done: number } = { done: 0 }): Promise<LoadResult> {
-  const ids = buyerSequence(options.buyers, options.duplicates);
+  const ids = buyerSequence(options.buyers, options.duplicates, Math.random, options.userPrefix);
   const status: Record<string, number> = {};
   const codes: Record<string, number> = {};
   const orderIds: string[] = [];
@@ -61,7 +65,7 @@ export async function runLoad(options: LoadOptions, progress: { done: number } =
   let lastAnswerAt = Date.now();
 
   const startedAt = Date.now();
-  const result = await autocannon({
+  const result = await cannon(options.signal, {
     url: options.url,
     connections: Math.min(options.connections, ids.length),
     amount: ids.length,
@@ -115,4 +119,12 @@ function parse(body: string): { code?: unknown; orderId?: unknown } {
   } catch {
     return {};
   }
+}
+
+/** autocannon as a promise that `signal` can end early (its callback form returns a tracker with stop()). */
+function cannon(signal: AbortSignal | undefined, opts: autocannon.Options): Promise<autocannon.Result> {
+  return new Promise((resolve, reject) => {
+    const tracker = autocannon(opts, (err, result) => (err ? reject(err) : resolve(result)));
+    signal?.addEventListener('abort', () => tracker.stop(), { once: true });
+  });
 }

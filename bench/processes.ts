@@ -85,3 +85,13 @@ async function waitForHealth(app: RunningApp, child: ChildProcess, timeoutMs = 3
   }
   throw new Error(`the app did not answer /health with 200 within ${timeoutMs} ms:\n${app.tail()}`);
 }
+
+/** Starts (or restarts) a sale through the app's admin API. */
+export async function startSale(url: string, token: string, productId: string, stock: number, perUserLimit: number) {
+  const res = await fetch(`${url}/api/products/${productId}`, {
+    method: 'PUT',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+    body: JSON.stringify({ stock, perUserLimit }),
+  });
+  if (res.status !== 200) throw new Error(`sale setup for ${productId} failed: ${res.status} ${await res.text()}`);
+}

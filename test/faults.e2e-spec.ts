@@ -1,0 +1,38 @@
+import { spawnSync } from 'node:child_process';
+import { join } from 'node:path';
+
+const ROOT = join(__dirname, '..');
+
+/**
+ * The CI-sized fault suite (`npm run faults -- --quick`): real app and redis-server
+ * processes, SIGKILL / SIGSTOP / SIGTERM / CLIENT PAUSE under load, verdicts read
+ * from Redis. Every scenario must print a PASS line.
+ */
+describe('fault suite (scripts/faults.js --quick)', () => {
+  it('keeps every promise through a killed holder, a paused holder, a Redis restart and pause, and Redlock node loss', () => {
+    const run = spawnSync(process.execPath, [join(ROOT, 'scripts', 'faults.js'), '--quick'], {
+      cwd: ROOT,
+      encoding: 'utf8',
+      timeout: 240_000,
+    });
+    const lines = run.stdout.split('\n').filter((l) => /^(PASS|FAIL) /.test(l));
+    // On failure, the lines say which promise broke and how.
+    expect({ status: run.status, failed: lines.filter((l) => l.startsWith('FAIL')), stderr: run.status === 0 ? '' : run.stderr.slice(-3000) }).toEqual({
+      status: 0,
+      failed: [],
+      stderr: '',
+    });
+    expect(lines.map((l) => l.slice(5, l.indexOf(':')))).toEqual([
+      'holder killed (lock, 2 apps)',
+      'holder paused (lock, 2 apps)',
+      'holder paused (fenced, 2 apps)',
+      'redis restarted (lock)',
+      'redis paused (lock)',
+      'redlock',
+      'redlock',
+      'redlock',
+    ]);
+    for (const line of lines) expect(line).toMatch(/invariants hold/);
+    expect(run.stdout).toMatch(/two holders, pid \d+ took it \d[\d,]* ms into the pause/);
+  }, 300_000);
+});
