@@ -133,6 +133,27 @@ describe('HTTP API', () => {
       expect(await client.exists(k.lock)).toBe(0);
     });
 
+    it('never shows one buyer another buyer’s order: no orderId or userId of theirs in any answer', async () => {
+      await startSale(t.url, 'private', 1);
+      const alice = await buy('private', 'alice');
+      expect(alice.status).toBe(201);
+      const secret = [alice.body.orderId as string, 'alice'];
+      const answers = [
+        await buy('private', 'bob'), // SOLD_OUT
+        await buy('private', 'bob', 0), // VALIDATION_FAILED
+        await request(t.url, 'GET', '/api/products/private'),
+        await request(t.url, 'GET', '/health'),
+      ];
+      for (const res of answers) {
+        const text = JSON.stringify(res.body);
+        for (const s of secret) expect(text).not.toContain(s);
+      }
+      // alice's own repeat names only alice's count, never her orderId.
+      const repeat = await buy('private', 'alice');
+      expect(repeat.body.code).toBe('LIMIT_REACHED');
+      expect(JSON.stringify(repeat.body)).not.toContain(alice.body.orderId);
+    });
+
     it('records the order in the stream with the id the buyer was given', async () => {
       await startSale(t.url, 'logged', 3);
       const res = await buy('logged', 'carol');
