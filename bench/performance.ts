@@ -11,9 +11,8 @@
  * invariant are not worth printing. A missed speed target is reported, not fatal.
  */
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join, relative } from 'node:path';
 import { parseArgs } from 'node:util';
 import { ROOT } from './processes';
 import { formatReport, Row } from './report';
@@ -155,33 +154,32 @@ function main(): number {
     options: { quick: { type: 'boolean', default: false }, readme: { type: 'string' } },
   });
   const readmePath = values.readme ?? join(ROOT, 'README.md');
-  const dir = mkdtempSync(join(tmpdir(), 'seckill-perf-'));
-  try {
-    const runs = [];
-    for (const scenario of SCENARIOS) {
-      const out = join(dir, `${scenario.name}.json`);
-      const args = benchArgs(scenario, values.quick!);
-      process.stderr.write(`[perf] ${scenario.name}: npm run bench -- ${args.join(' ')}\n`);
-      const run = spawnSync(process.execPath, [join(ROOT, 'scripts', 'bench.js'), ...args, '--out', out], {
-        stdio: 'inherit',
-      });
-      if (run.status !== 0) {
-        process.stderr.write(`[perf] ${scenario.name} failed (exit ${run.status}); ${readmePath} left as it was\n`);
-        return 1;
-      }
-      const report = JSON.parse(readFileSync(out, 'utf8')) as Report;
-      // The command as a reader would type it, without our temporary --out.
-      report.command = `npm run bench -- ${args.join(' ')}`;
-      runs.push({ scenario, report });
+  // Each run's full JSON stays beside the bench's own results (gitignored).
+  const stamp = new Date().toISOString().replace(/[:.]/g, '-');
+  const dir = join(ROOT, 'bench', 'results');
+  mkdirSync(dir, { recursive: true });
+  const runs = [];
+  for (const scenario of SCENARIOS) {
+    const out = join(dir, `perf-${stamp}-${scenario.name.toLowerCase()}.json`);
+    const args = benchArgs(scenario, values.quick!);
+    process.stderr.write(`[perf] ${scenario.name}: npm run bench -- ${args.join(' ')}\n`);
+    const run = spawnSync(process.execPath, [join(ROOT, 'scripts', 'bench.js'), ...args, '--out', out], {
+      stdio: 'inherit',
+    });
+    if (run.status !== 0) {
+      process.stderr.write(`[perf] ${scenario.name} failed (exit ${run.status}); ${readmePath} left as it was\n`);
+      return 1;
     }
-    const targets = judgeTargets(runs[0].report, runs[1].report);
-    writeFileSync(readmePath, replaceSection(readFileSync(readmePath, 'utf8'), renderSection(runs, targets)));
-    for (const t of targets) process.stdout.write(`[perf] ${t.met ? 'met    ' : 'NOT MET'} ${t.goal}: ${t.measured}\n`);
-    process.stderr.write(`[perf] wrote the Performance section of ${readmePath}\n`);
-    return 0;
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
+    const report = JSON.parse(readFileSync(out, 'utf8')) as Report;
+    // The command as a reader would type it, without --out.
+    report.command = `npm run bench -- ${args.join(' ')}`;
+    runs.push({ scenario, report });
   }
+  const targets = judgeTargets(runs[0].report, runs[1].report);
+  writeFileSync(readmePath, replaceSection(readFileSync(readmePath, 'utf8'), renderSection(runs, targets)));
+  for (const t of targets) process.stdout.write(`[perf] ${t.met ? 'met    ' : 'NOT MET'} ${t.goal}: ${t.measured}\n`);
+  process.stderr.write(`[perf] wrote the Performance section of ${readmePath}; runs in ${relative(process.cwd(), dir)}/perf-${stamp}-*.json\n`);
+  return 0;
 }
 
 /** Entry point (scripts/performance.js). */
