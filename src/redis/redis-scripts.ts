@@ -21,7 +21,7 @@ const SCRIPTS = {
 declare module 'ioredis' {
   interface RedisCommander<Context> {
     /** release-lock.lua: 1 if our lock was deleted, 0 if it was not ours. */
-    releaseLock(lockKey: string, token: string): Result<number, Context>;
+    releaseLock(lockKey: string, token: string, channel?: string): Result<number, Context>;
     /** reset-sale.lua: (meta, stock, buyers, orders, initialStock, perUserLimit) -> 1. */
     resetSale(
       metaKey: string,

@@ -26,7 +26,7 @@ export class FencedLockStrategy extends SetNxLockStrategy {
   override readonly name: string = 'fenced';
 
   constructor(
-    private readonly fencing: Pick<Redis, 'set' | 'releaseLock' | 'fencedAcquire'>,
+    private readonly fencing: Pick<Redis, 'set' | 'releaseLock' | 'fencedAcquire' | 'duplicate'>,
     options: LockOptions,
   ) {
     super(fencing, options);

@@ -89,6 +89,20 @@ describe('SetNxLockStrategy (lock) against a real Redis', () => {
     expect(await counter.exists(key)).toBe(0);
   });
 
+  it('wakes a contender in another process by the release message, not by polling', async () => {
+    const holder = new SetNxLockStrategy(client(), { ttlMs: 10_000, waitMs: 0 });
+    const waiter = new SetNxLockStrategy(client(), { ttlMs: 10_000, waitMs: 5_000 });
+    const held = await holder.acquire(key);
+    const taken = waiter.acquire(key);
+    await sleep(300); // the waiter's fallback timeouts are up to 250 ms; it is now waiting
+    await holder.release(held);
+    const lease = await taken;
+    expect(await client().get(key)).toBe(lease.token);
+    expect(waiter.wakeups).toBeGreaterThanOrEqual(1);
+    await waiter.release(lease);
+    await Promise.all([holder.close(), waiter.close()]);
+  });
+
   it('withLock releases when the critical section throws', async () => {
     const c = client();
     const lock = new SetNxLockStrategy(c, { ttlMs: 5_000, waitMs: 0 });

@@ -1,11 +1,11 @@
 import { Logger } from '@nestjs/common';
 import { randomBytes } from 'node:crypto';
-import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import { LockTimeoutError } from '../../errors/domain-errors';
 import { backoffMs } from '../backoff';
 import { holdInLine, Lease } from '../hold-in-line';
 import { LocalQueue } from '../local-queue';
+import { ReleaseSubscriber } from '../release-subscriber';
 import { LockStrategy, WithLockOptions } from '../lock-strategy';
 
 export interface LockOptions {
@@ -55,11 +55,24 @@ export class SetNxLockStrategy implements LockStrategy {
   protected lost = 0;
   /** Buyers of one product in this process queue here; only the head sends SET NX. */
   private readonly line = new LocalQueue();
+  /** One subscriber connection per process, for the release messages of locks we wait for. */
+  private readonly subscriber: ReleaseSubscriber;
 
   constructor(
-    private readonly redis: Pick<Redis, 'set' | 'releaseLock'>,
+    private readonly redis: Pick<Redis, 'set' | 'releaseLock' | 'duplicate'>,
     protected readonly options: LockOptions,
-  ) {}
+  ) {
+    this.subscriber = new ReleaseSubscriber(() => redis.duplicate({ enableOfflineQueue: true, enableAutoPipelining: false }));
+  }
+
+  /** Release messages that woke a waiting contender before its fallback timeout. */
+  get wakeups(): number {
+    return this.subscriber.wakeups;
+  }
+
+  async close(): Promise<void> {
+    await this.subscriber.close();
+  }
 
   get lostLocks(): number {
     return this.lost;
@@ -93,19 +106,34 @@ export class SetNxLockStrategy implements LockStrategy {
   }
 
   private async acquireBy(key: string, deadline: number, signal?: AbortSignal): Promise<LockLease> {
-    for (let attempt = 0; ; attempt++) {
-      signal?.throwIfAborted();
-      const lease = await this.tryAcquire(key);
-      if (lease) return lease;
-      const left = deadline - Date.now();
-      if (left <= 0) throw new LockTimeoutError(this.options.waitMs);
-      await sleep(backoffMs(attempt, left), undefined, { signal }).catch(() => undefined);
+    signal?.throwIfAborted();
+    const first = await this.tryAcquire(key);
+    if (first) return first;
+    // Taken: listen for its release (release-lock.lua publishes it), so we try again
+    // the moment it is freed, not after a poll interval. Subscribed before the next
+    // try, and the generation read before each try, so no release goes unnoticed.
+    const channel = releasedChannel(key);
+    await this.subscriber.join(channel);
+    try {
+      for (let attempt = 0; ; attempt++) {
+        signal?.throwIfAborted();
+        const seen = this.subscriber.generation(channel);
+        const lease = await this.tryAcquire(key);
+        if (lease) return lease;
+        const left = deadline - Date.now();
+        if (left <= 0) throw new LockTimeoutError(this.options.waitMs);
+        // The timeout is only the fallback for a lock that expires instead of being
+        // released (its holder died): then nobody publishes.
+        await this.subscriber.wait(channel, seen, backoffMs(attempt, left, EXPIRY_POLL_CAP_MS));
+      }
+    } finally {
+      this.subscriber.leave(channel);
     }
   }
 
   /** Compare-and-delete. False (logged, counted) when the lock was no longer ours. */
   async release(lease: LockLease): Promise<boolean> {
-    const deleted = await this.redis.releaseLock(lease.key, lease.token);
+    const deleted = await this.redis.releaseLock(lease.key, lease.token, releasedChannel(lease.key));
     if (deleted === 1) return true;
     this.lost++;
     this.logger.warn(
@@ -138,6 +166,14 @@ export class SetNxLockStrategy implements LockStrategy {
       (signal, lease) => criticalSection(signal, lease.fence),
     );
   }
+}
+
+/** Longest wait between tries when no release message comes (the holder died: its lock expires). */
+const EXPIRY_POLL_CAP_MS = 250;
+
+/** Where release-lock.lua announces that `lockKey` is free. */
+function releasedChannel(lockKey: string): string {
+  return `${lockKey}:released`;
 }
 
 /** Redlock's clock-drift allowance: 1% of the TTL plus 2 ms. */
