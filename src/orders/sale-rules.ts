@@ -80,7 +80,7 @@ export async function writeOrders(
     return accepted.map((_, i) => Number(replies[i * 3]));
   }
   const args = accepted.flatMap(({ order, orderId }) => [order.userId, order.quantity, orderId]);
-  const [status, ...rest] = await redis.fencedWrite(k.fence, k.stock, k.buyers, k.orders, fence, ...args);
+  const [status, ...rest] = await redis.fencedWrite(k.fence, k.stock, k.buyers, k.orders, k.meta, fence, ...args);
   if (status === 'STALE_LOCK') throw new StaleLockError(fence, rest[0]);
   // The holder checked the stock under this very hold: a shortfall means someone
   // wrote outside the lock.

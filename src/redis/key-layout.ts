@@ -2,7 +2,7 @@
 export interface ProductKeys {
   /** String: units left. */
   readonly stock: string;
-  /** Hash: initialStock, perUserLimit. Its presence is what makes a product known. */
+  /** Hash: initialStock, perUserLimit (and `fence`, the last fencing token applied). Its presence is what makes a product known. */
   readonly meta: string;
   /** String: the lock's owner token, with a TTL. */
   readonly lock: string;

@@ -15,7 +15,7 @@ const SCRIPTS = {
   reentrantRelease: { file: 'reentrant-release.lua', numberOfKeys: 1 },
   reentrantRenew: { file: 'reentrant-renew.lua', numberOfKeys: 1 },
   fencedAcquire: { file: 'fenced-acquire.lua', numberOfKeys: 2 },
-  fencedWrite: { file: 'fenced-write.lua', numberOfKeys: 4 },
+  fencedWrite: { file: 'fenced-write.lua', numberOfKeys: 5 },
 } as const;
 
 declare module 'ioredis' {
@@ -49,12 +49,13 @@ declare module 'ioredis' {
     reentrantRenew(lockKey: string, owner: string, ttlMs: number): Result<0 | 1, Context>;
     /** fenced-acquire.lua: the new fencing token if the lock is now ours, null if it is held. */
     fencedAcquire(lockKey: string, fenceKey: string, token: string, ttlMs: number): Result<number | null, Context>;
-    /** fenced-write.lua: (fence, stock, buyers, orders, token, ...userId/quantity/orderId); see its header. */
+    /** fenced-write.lua: (fence, stock, buyers, orders, meta, token, ...userId/quantity/orderId); see its header. */
     fencedWrite(
       fenceKey: string,
       stockKey: string,
       buyersKey: string,
       ordersKey: string,
+      metaKey: string,
       token: number,
       ...orders: (string | number)[]
     ): Result<[string, ...number[]], Context>;

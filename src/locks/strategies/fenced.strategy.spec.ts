@@ -42,6 +42,7 @@ describe('FencedLockStrategy (fenced) against a real Redis', () => {
     expect(left).toEqual([1]);
     const [[, fields]] = await redis.xrange(k.orders, '-', '+');
     expect(fields).toEqual(['orderId', 'o1', 'userId', 'ann', 'quantity', '1', 'fence', '1']);
+    expect(await redis.hget(k.meta, 'fence')).toBe('1'); // the last token applied
   });
 
   /**

@@ -14,10 +14,11 @@
 
   KEYS[1]  fencing counter   KEYS[2]  stock
   KEYS[3]  buyers hash       KEYS[4]  orders stream
+  KEYS[5]  meta hash: `fence` records the last token applied to the product
   ARGV[1]  our fencing token
   ARGV[2..] per order, three values: userId, quantity (integer >= 1), orderId
   Returns  {'OK', stock left after order 1, after order 2, ...}: all written, each
-           stream entry carrying `fence` = our token
+           stream entry carrying `fence` = our token, and meta's `fence` set to it
            {'STALE_LOCK', newest token}: a later holder exists; nothing written
            {'SHORT', stock}: fewer units than the batch needs, which the holder's
            own check rules out; nothing written
@@ -35,6 +36,7 @@ local stock = tonumber(redis.call('GET', KEYS[2]) or '0')
 if stock < total then
   return {'SHORT', stock}
 end
+redis.call('HSET', KEYS[5], 'fence', ARGV[1])
 local replies = {'OK'}
 for i = 2, #ARGV, 3 do
   replies[#replies + 1] = redis.call('DECRBY', KEYS[2], ARGV[i + 1])
