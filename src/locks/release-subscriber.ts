@@ -7,6 +7,14 @@ interface Channel {
   readonly wake: Set<() => void>;
 }
 
+/** Where a lock's release script announces that `lockKey` is free. */
+export function releasedChannel(lockKey: string): string {
+  return `${lockKey}:released`;
+}
+
+/** One try: the thing wanted, or how long to wait at most before the next try. */
+export type Attempt<T> = { readonly got: T } | { readonly waitMs: number };
+
 /**
  * Waiting by pub/sub instead of polling (Redisson's LockPubSub): the release script
  * PUBLISHes on the lock's channel, and whoever waits wakes at once. One subscriber
@@ -35,6 +43,26 @@ export class ReleaseSubscriber {
     if (!state || --state.members > 0) return;
     this.channels.delete(channel);
     void this.connection?.unsubscribe(channel).catch(() => undefined);
+  }
+
+  /**
+   * Calls `attempt` until it gets what it wants, subscribed to `channel` meanwhile:
+   * after each miss, waits for the next release message or the attempt's `waitMs`,
+   * whichever comes first. The message count is read before each try, so a release
+   * during the try is not missed. `attempt` throws to give up.
+   */
+  async retry<T>(channel: string, attempt: () => Promise<Attempt<T>>): Promise<T> {
+    await this.join(channel);
+    try {
+      for (;;) {
+        const seen = this.generation(channel);
+        const outcome = await attempt();
+        if ('got' in outcome) return outcome.got;
+        await this.wait(channel, seen, outcome.waitMs);
+      }
+    } finally {
+      this.leave(channel);
+    }
   }
 
   /** The channel's message count now; pass it to `wait` to not miss one that arrives in between. */

@@ -5,7 +5,7 @@ import { LockTimeoutError } from '../../errors/domain-errors';
 import { backoffMs } from '../backoff';
 import { holdInLine, Lease } from '../hold-in-line';
 import { LocalQueue } from '../local-queue';
-import { ReleaseSubscriber } from '../release-subscriber';
+import { Attempt, releasedChannel, ReleaseSubscriber } from '../release-subscriber';
 import { LockStrategy, WithLockOptions } from '../lock-strategy';
 
 export interface LockOptions {
@@ -110,25 +110,18 @@ export class SetNxLockStrategy implements LockStrategy {
     const first = await this.tryAcquire(key);
     if (first) return first;
     // Taken: listen for its release (release-lock.lua publishes it), so we try again
-    // the moment it is freed, not after a poll interval. Subscribed before the next
-    // try, and the generation read before each try, so no release goes unnoticed.
-    const channel = releasedChannel(key);
-    await this.subscriber.join(channel);
-    try {
-      for (let attempt = 0; ; attempt++) {
-        signal?.throwIfAborted();
-        const seen = this.subscriber.generation(channel);
-        const lease = await this.tryAcquire(key);
-        if (lease) return lease;
-        const left = deadline - Date.now();
-        if (left <= 0) throw new LockTimeoutError(this.options.waitMs);
-        // The timeout is only the fallback for a lock that expires instead of being
-        // released (its holder died): then nobody publishes.
-        await this.subscriber.wait(channel, seen, backoffMs(attempt, left, EXPIRY_POLL_CAP_MS));
-      }
-    } finally {
-      this.subscriber.leave(channel);
-    }
+    // the moment it is freed, not after a poll interval.
+    let attempt = 0;
+    return this.subscriber.retry(releasedChannel(key), async (): Promise<Attempt<LockLease>> => {
+      signal?.throwIfAborted();
+      const lease = await this.tryAcquire(key);
+      if (lease) return { got: lease };
+      const left = deadline - Date.now();
+      if (left <= 0) throw new LockTimeoutError(this.options.waitMs);
+      // Only the fallback for a lock that expires instead of being released (its
+      // holder died): then nobody publishes.
+      return { waitMs: backoffMs(attempt++, left, EXPIRY_POLL_CAP_MS) };
+    });
   }
 
   /** Compare-and-delete. False (logged, counted) when the lock was no longer ours. */
@@ -170,11 +163,6 @@ export class SetNxLockStrategy implements LockStrategy {
 
 /** Longest wait between tries when no release message comes (the holder died: its lock expires). */
 const EXPIRY_POLL_CAP_MS = 250;
-
-/** Where release-lock.lua announces that `lockKey` is free. */
-function releasedChannel(lockKey: string): string {
-  return `${lockKey}:released`;
-}
 
 /** Redlock's clock-drift allowance: 1% of the TTL plus 2 ms. */
 function driftMs(ttlMs: number): number {

@@ -5,7 +5,7 @@ import { randomBytes } from 'node:crypto';
 import { LockExpiredError, LockTimeoutError } from '../../errors/domain-errors';
 import { LocalQueue } from '../local-queue';
 import { LockStrategy, WithLockOptions } from '../lock-strategy';
-import { ReleaseSubscriber } from '../release-subscriber';
+import { Attempt, releasedChannel, ReleaseSubscriber } from '../release-subscriber';
 
 export interface ReentrantOptions {
   readonly ttlMs: number;
@@ -117,28 +117,21 @@ export class ReentrantStrategy implements LockStrategy {
     }
   }
 
-  private async acquire(key: string, owner: string, deadline: number, signal?: AbortSignal): Promise<void> {
-    const channel = `${key}:released`;
-    // Subscribe before trying, so a release between our try and our wait is not missed.
-    await this.subscriber.join(channel);
-    try {
-      for (;;) {
-        signal?.throwIfAborted();
-        const seen = this.subscriber.generation(channel);
-        const otherTtl = await this.redis.reentrantAcquire(key, owner, this.options.ttlMs);
-        if (otherTtl === null) return;
-        const left = deadline - Date.now();
-        if (left <= 0) throw new LockTimeoutError(this.options.waitMs);
-        await this.subscriber.wait(channel, seen, Math.min(left, otherTtl > 0 ? otherTtl : MAX_WAIT_MS, MAX_WAIT_MS));
-      }
-    } finally {
-      this.subscriber.leave(channel);
-    }
+  private acquire(key: string, owner: string, deadline: number, signal?: AbortSignal): Promise<void> {
+    // Subscribed before the first try, so a release between a try and its wait is not missed.
+    return this.subscriber.retry(releasedChannel(key), async (): Promise<Attempt<void>> => {
+      signal?.throwIfAborted();
+      const otherTtl = await this.redis.reentrantAcquire(key, owner, this.options.ttlMs);
+      if (otherTtl === null) return { got: undefined };
+      const left = deadline - Date.now();
+      if (left <= 0) throw new LockTimeoutError(this.options.waitMs);
+      return { waitMs: Math.min(left, otherTtl > 0 ? otherTtl : MAX_WAIT_MS, MAX_WAIT_MS) };
+    });
   }
 
   private async release(key: string, owner: string): Promise<void> {
     try {
-      const result = await this.redis.reentrantRelease(key, owner, this.options.ttlMs, `${key}:released`);
+      const result = await this.redis.reentrantRelease(key, owner, this.options.ttlMs, releasedChannel(key));
       if (result === null) this.logger.warn(`lock ${key} was no longer ours at release`);
     } catch (err) {
       this.logger.warn(`release of ${key} failed, the TTL will free it: ${(err as Error).message}`);
