@@ -38,7 +38,9 @@ export interface Verdict {
   readonly sellOutMs: number | null;
   readonly salesPerSec: number | null;
   readonly invariants: Invariants;
-  /** One line per broken invariant, saying what was seen. */
+  /** For each broken invariant, what was seen (the fault suite keeps the ones its fault must not break). */
+  readonly broken: Partial<Record<keyof Invariants, string>>;
+  /** One line per broken invariant (and per other failure the caller adds), saying what was seen. */
   readonly problems: string[];
 }
 
@@ -75,7 +77,7 @@ export async function readSale(redis: Redis, keys: ProductKeys): Promise<SaleSna
 
 /** Checks the five promises of DESIGN.md against what Redis holds and what the buyers were told. */
 export function judge(sale: SaleSnapshot, load: LoadResult, quantity: number): Verdict {
-  const problems: string[] = [];
+  const broken: Partial<Record<keyof Invariants, string>> = {};
   const units = sale.orders.reduce((sum, o) => sum + o.quantity, 0);
   const created = load.status['201'] ?? 0;
   const perUser = new Map<string, number>();
@@ -83,22 +85,21 @@ export function judge(sale: SaleSnapshot, load: LoadResult, quantity: number): V
 
   const noOversell = units <= sale.initialStock && sale.stockLeft >= 0 && created * quantity <= sale.initialStock;
   if (!noOversell) {
-    problems.push(`oversell: ${units} units in orders and ${created} acknowledged for a stock of ${sale.initialStock}; stock left ${sale.stockLeft}`);
+    broken.noOversell = `oversell: ${units} units in orders and ${created} acknowledged for a stock of ${sale.initialStock}; stock left ${sale.stockLeft}`;
   }
 
   const demand = load.distinctBuyers * Math.min(quantity, sale.perUserLimit);
   const noUndersell = demand < sale.initialStock || sale.stockLeft <= 0;
-  if (!noUndersell) problems.push(`undersell: demand ${demand} >= stock ${sale.initialStock} but ${sale.stockLeft} left`);
+  if (!noUndersell) broken.noUndersell = `undersell: demand ${demand} >= stock ${sale.initialStock} but ${sale.stockLeft} left`;
 
   const streamIds = new Set(sale.orders.map((o) => o.orderId));
   const missing = load.orderIds.filter((id) => !streamIds.has(id));
   const conservation =
     sale.initialStock === sale.stockLeft + units && sale.orders.length === created && missing.length === 0;
   if (!conservation) {
-    problems.push(
+    broken.conservation =
       `conservation: initial ${sale.initialStock} vs left ${sale.stockLeft} + ordered ${units}; ` +
-        `${sale.orders.length} orders vs ${created} 201s; ${missing.length} acknowledged orderIds not in the stream`,
-    );
+      `${sale.orders.length} orders vs ${created} 201s; ${missing.length} acknowledged orderIds not in the stream`;
   }
 
   const overLimit = [...perUser.entries()].filter(([, n]) => n > sale.perUserLimit);
@@ -106,17 +107,16 @@ export function judge(sale: SaleSnapshot, load: LoadResult, quantity: number): V
   const onePerBuyer = sale.perUserLimit > quantity || perUser.size === sale.orders.length;
   const perUserLimit = overLimit.length === 0 && hashMismatch === 0 && onePerBuyer;
   if (!perUserLimit) {
-    problems.push(
+    broken.perUserLimit =
       `per-user limit: ${overLimit.length} buyers above ${sale.perUserLimit}; ${hashMismatch} buyers whose ` +
-        `count differs from their orders; ${perUser.size} distinct buyers for ${sale.orders.length} orders`,
-    );
+      `count differs from their orders; ${perUser.size} distinct buyers for ${sale.orders.length} orders`;
   }
 
   const answered = Object.values(load.status).reduce((a, b) => a + b, 0);
   const fiveXx = Object.entries(load.status).filter(([s]) => s.startsWith('5')).reduce((a, [, n]) => a + n, 0);
   const accounting = load.sent === answered && load.errors === 0 && load.timeouts === 0 && fiveXx === 0;
   if (!accounting) {
-    problems.push(`accounting: ${load.sent} sent, ${answered} answered, ${load.errors} errors, ${load.timeouts} timeouts, ${fiveXx} 5xx`);
+    broken.accounting = `accounting: ${load.sent} sent, ${answered} answered, ${load.errors} errors, ${load.timeouts} timeouts, ${fiveXx} 5xx`;
   }
 
   const sellOut = sellOutEntry(sale);
@@ -130,7 +130,8 @@ export function judge(sale: SaleSnapshot, load: LoadResult, quantity: number): V
     sellOutMs,
     salesPerSec: sellOutMs === null ? null : Math.round((sale.initialStock / Math.max(sellOutMs, 1)) * 1000),
     invariants: { noOversell, noUndersell, conservation, perUserLimit, accounting },
-    problems,
+    broken,
+    problems: Object.values(broken),
   };
 }
 
