@@ -93,9 +93,7 @@ export class OrderBatches {
   }
 
   private async serve(k: ProductKeys, batch: Buyer[]): Promise<void> {
-    const now = Date.now();
-    // A buyer who waited out its budget behind earlier batches gets its 503 now.
-    for (const buyer of batch) if (now >= buyer.deadline) buyer.reject(new LockTimeoutError(this.waitMs));
+    // Buyers whose deadline passed behind earlier batches were answered by their timers.
     // Unlocked: each buyer alone against what Redis says now. Only refusals are
     // trusted (they are final); a "yes" is decided again under the lock.
     const waiting = unsettled(batch);
