@@ -1,4 +1,5 @@
 import type { Redis } from 'ioredis';
+import { closeRedisClient } from '../redis/create-client';
 
 interface Channel {
   /** Messages seen so far: a waiter that read it before its attempt knows if it missed one. */
@@ -91,7 +92,7 @@ export class ReleaseSubscriber {
   async close(): Promise<void> {
     const c = this.connection;
     this.connection = undefined;
-    if (c) await c.quit().catch(() => c.disconnect());
+    if (c) await closeRedisClient(c);
   }
 
   private subscriber(): Redis {

@@ -1,17 +1,18 @@
-import { uniquePrefix, useTestRedis } from '../../test/helpers/redis';
+import { uniquePrefix, useClosing, useTestRedis } from '../../test/helpers/redis';
 import { SetNxLockStrategy } from '../locks/strategies/lock.strategy';
 import { KeyLayout } from '../redis/key-layout';
 import { OrderBatches } from './order-batches';
 
 describe('OrderBatches (lock coalescing) against a real Redis', () => {
   const { client } = useTestRedis();
+  const closing = useClosing();
 
   async function sale(stock: number, perUserLimit: number, options = { ttlMs: 5_000, waitMs: 2_000 }) {
     const redis = client();
     const keys = new KeyLayout(uniquePrefix('batch'));
     const k = keys.product('phone');
     await redis.resetSale(k.meta, k.stock, k.buyers, k.orders, stock, perUserLimit);
-    const lock = new SetNxLockStrategy(redis, options);
+    const lock = closing(new SetNxLockStrategy(redis, options));
     const holds = jest.spyOn(lock, 'withLock');
     return { redis, k, lock, holds, batches: new OrderBatches(redis, lock, keys, options.waitMs) };
   }

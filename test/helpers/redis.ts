@@ -48,6 +48,20 @@ export async function closeClient(client: Redis | undefined): Promise<void> {
 }
 
 /**
+ * For a spec file: `closing(x)` returns x and closes it after the file's tests.
+ * Lock strategies keep a subscriber connection of their own once they have waited
+ * for a lock; left open, it keeps Jest from exiting.
+ */
+export function useClosing(): <T extends { close(): Promise<void> }>(item: T) => T {
+  const items: { close(): Promise<void> }[] = [];
+  afterAll(() => Promise.all(items.map((item) => item.close())));
+  return (item) => {
+    items.push(item);
+    return item;
+  };
+}
+
+/**
  * For a spec file: one real Redis started before its tests, and `client()` for a
  * fresh connection (scripts registered) per simulated process; everything is
  * closed and stopped after the file.

@@ -1,6 +1,6 @@
 import { Redis } from 'ioredis';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { uniquePrefix, useTestRedis } from '../../../test/helpers/redis';
+import { uniquePrefix, useClosing, useTestRedis } from '../../../test/helpers/redis';
 import { LockTimeoutError } from '../../errors/domain-errors';
 import type { LockFaults } from '../lock-faults';
 import type { LockStrategy } from '../lock-strategy';
@@ -18,6 +18,7 @@ import { UncheckedDelStrategy } from './unchecked-del.strategy';
  */
 describe('classic mistakes fail as the literature says', () => {
   const { client } = useTestRedis();
+  const closing = useClosing();
   let key: string;
 
   beforeEach(() => {
@@ -97,7 +98,7 @@ describe('classic mistakes fail as the literature says', () => {
 
     it('the correct lock cannot be left without a TTL: SET NX PX is one command', async () => {
       const c = client();
-      await new SetNxLockStrategy(c, { ttlMs: 5_000, waitMs: 0 }).tryAcquire(key);
+      await closing(new SetNxLockStrategy(c, { ttlMs: 5_000, waitMs: 0 })).tryAcquire(key);
       expect(await c.pttl(key)).toBeGreaterThan(0);
     });
   });
@@ -113,7 +114,7 @@ describe('classic mistakes fail as the literature says', () => {
 
     it('the correct lock in the same scenario never has two valid holders', async () => {
       const overlap = await overlapAfterFirstHolderOverstays(
-        (c) => new SetNxLockStrategy(c, { ttlMs: 500, waitMs: 5_000 }),
+        (c) => closing(new SetNxLockStrategy(c, { ttlMs: 500, waitMs: 5_000 })),
         800,
       );
       expect(overlap).toBe(1);

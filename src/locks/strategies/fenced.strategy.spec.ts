@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { uniquePrefix, useTestRedis } from '../../../test/helpers/redis';
+import { uniquePrefix, useClosing, useTestRedis } from '../../../test/helpers/redis';
 import { StaleLockError } from '../../errors/domain-errors';
 import { writeOrders } from '../../orders/sale-rules';
 import { KeyLayout } from '../../redis/key-layout';
@@ -8,6 +8,7 @@ import { SetNxLockStrategy } from './lock.strategy';
 
 describe('FencedLockStrategy (fenced) against a real Redis', () => {
   const { client } = useTestRedis();
+  const closing = useClosing();
 
   async function product(stock: number) {
     const redis = client();
@@ -18,8 +19,8 @@ describe('FencedLockStrategy (fenced) against a real Redis', () => {
 
   it('gives every acquisition, by anyone, a larger token, set atomically with the lock', async () => {
     const { redis, k } = await product(1);
-    const a = new FencedLockStrategy(redis, { ttlMs: 5_000, waitMs: 0 });
-    const b = new FencedLockStrategy(client(), { ttlMs: 5_000, waitMs: 0 });
+    const a = closing(new FencedLockStrategy(redis, { ttlMs: 5_000, waitMs: 0 }));
+    const b = closing(new FencedLockStrategy(client(), { ttlMs: 5_000, waitMs: 0 }));
     const first = await a.tryAcquire(k.lock);
     expect(first).toMatchObject({ fence: 1 });
     expect(await b.tryAcquire(k.lock)).toBeNull(); // held: no token spent
@@ -34,7 +35,7 @@ describe('FencedLockStrategy (fenced) against a real Redis', () => {
 
   it('hands the section its token, and the written order carries it', async () => {
     const { redis, k } = await product(2);
-    const lock = new FencedLockStrategy(redis, { ttlMs: 5_000, waitMs: 1_000 });
+    const lock = closing(new FencedLockStrategy(redis, { ttlMs: 5_000, waitMs: 1_000 }));
     const left = await lock.withLock(k.lock, (_signal, fence) => {
       expect(fence).toBe(1);
       return writeOrders(redis, k, [{ order: { productId: 'phone', userId: 'ann', quantity: 1 }, orderId: 'o1' }], fence);
@@ -53,7 +54,7 @@ describe('FencedLockStrategy (fenced) against a real Redis', () => {
   async function pausedHolder(strategy: 'lock' | 'fenced') {
     const { redis, k } = await product(1);
     const make = (ttlMs: number) =>
-      strategy === 'fenced' ? new FencedLockStrategy(client(), { ttlMs, waitMs: 2_000 }) : new SetNxLockStrategy(client(), { ttlMs, waitMs: 2_000 });
+      strategy === 'fenced' ? closing(new FencedLockStrategy(client(), { ttlMs, waitMs: 2_000 })) : closing(new SetNxLockStrategy(client(), { ttlMs, waitMs: 2_000 }));
     const a = make(150);
     const b = make(5_000);
     const buy = (userId: string) => ({ order: { productId: 'phone', userId, quantity: 1 }, orderId: `order-${userId}` });

@@ -1,11 +1,12 @@
 import { Redis } from 'ioredis';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { uniquePrefix, useTestRedis } from '../../../test/helpers/redis';
+import { uniquePrefix, useClosing, useTestRedis } from '../../../test/helpers/redis';
 import { LockExpiredError, LockTimeoutError } from '../../errors/domain-errors';
 import { SetNxLockStrategy } from './lock.strategy';
 
 describe('SetNxLockStrategy (lock) against a real Redis', () => {
   const { client } = useTestRedis();
+  const closing = useClosing();
   let key: string;
 
   beforeEach(() => {
@@ -14,7 +15,7 @@ describe('SetNxLockStrategy (lock) against a real Redis', () => {
 
   it('sets the token and its TTL in one command, and refuses a second holder', async () => {
     const c = client();
-    const lock = new SetNxLockStrategy(c, { ttlMs: 5_000, waitMs: 0 });
+    const lock = closing(new SetNxLockStrategy(c, { ttlMs: 5_000, waitMs: 0 }));
     const lease = await lock.tryAcquire(key);
     expect(lease).not.toBeNull();
     expect(lease!.token).toMatch(new RegExp(`^${process.pid}:[0-9a-f]{32}$`)); // owner pid, 128 random bits
@@ -22,7 +23,7 @@ describe('SetNxLockStrategy (lock) against a real Redis', () => {
     const pttl = await c.pttl(key);
     expect(pttl).toBeGreaterThan(0);
     expect(pttl).toBeLessThanOrEqual(5_000);
-    expect(await new SetNxLockStrategy(client(), { ttlMs: 5_000, waitMs: 0 }).tryAcquire(key)).toBeNull();
+    expect(await closing(new SetNxLockStrategy(client(), { ttlMs: 5_000, waitMs: 0 })).tryAcquire(key)).toBeNull();
   });
 
   it('release never deletes a lock whose token is not ours', async () => {
@@ -36,8 +37,8 @@ describe('SetNxLockStrategy (lock) against a real Redis', () => {
 
   it('a hold that outlived its TTL does not delete the next holder’s lock, and is counted', async () => {
     const observer = client();
-    const slow = new SetNxLockStrategy(client(), { ttlMs: 150, waitMs: 0 });
-    const next = new SetNxLockStrategy(client(), { ttlMs: 5_000, waitMs: 0 });
+    const slow = closing(new SetNxLockStrategy(client(), { ttlMs: 150, waitMs: 0 }));
+    const next = closing(new SetNxLockStrategy(client(), { ttlMs: 5_000, waitMs: 0 }));
     const stale = await slow.tryAcquire(key);
     await sleep(250); // the TTL runs out in Redis
     const fresh = await next.tryAcquire(key);
@@ -49,11 +50,11 @@ describe('SetNxLockStrategy (lock) against a real Redis', () => {
 
   it('a holder that dies without releasing blocks others only until the TTL', async () => {
     const dying = client();
-    const lease = await new SetNxLockStrategy(dying, { ttlMs: 300, waitMs: 0 }).tryAcquire(key);
+    const lease = await closing(new SetNxLockStrategy(dying, { ttlMs: 300, waitMs: 0 })).tryAcquire(key);
     expect(lease).not.toBeNull();
     dying.disconnect(); // the process is gone; nobody will ever release
     const survivor = client();
-    const other = new SetNxLockStrategy(survivor, { ttlMs: 5_000, waitMs: 3_000 });
+    const other = closing(new SetNxLockStrategy(survivor, { ttlMs: 5_000, waitMs: 3_000 }));
     expect(await other.tryAcquire(key)).toBeNull();
     const taken = await other.acquire(key);
     expect(await survivor.get(key)).toBe(taken.token);
@@ -62,13 +63,13 @@ describe('SetNxLockStrategy (lock) against a real Redis', () => {
   it('acquire gives up with LockTimeoutError after waitMs', async () => {
     const c = client();
     await c.set(key, 'held-elsewhere', 'PX', 10_000);
-    const lock = new SetNxLockStrategy(c, { ttlMs: 1_000, waitMs: 100 });
+    const lock = closing(new SetNxLockStrategy(c, { ttlMs: 1_000, waitMs: 100 }));
     await expect(lock.acquire(key)).rejects.toBeInstanceOf(LockTimeoutError);
     expect(await c.get(key)).toBe('held-elsewhere');
   });
 
   it('withLock excludes: 40 contenders on 4 connections never overlap', async () => {
-    const locks = Array.from({ length: 4 }, () => new SetNxLockStrategy(client(), { ttlMs: 5_000, waitMs: 10_000 }));
+    const locks = Array.from({ length: 4 }, () => closing(new SetNxLockStrategy(client(), { ttlMs: 5_000, waitMs: 10_000 })));
     const counter = client();
     const inside = `${key}:inside`;
     let maxInside = 0;
@@ -90,8 +91,8 @@ describe('SetNxLockStrategy (lock) against a real Redis', () => {
   });
 
   it('wakes a contender in another process by the release message, not by polling', async () => {
-    const holder = new SetNxLockStrategy(client(), { ttlMs: 10_000, waitMs: 0 });
-    const waiter = new SetNxLockStrategy(client(), { ttlMs: 10_000, waitMs: 5_000 });
+    const holder = closing(new SetNxLockStrategy(client(), { ttlMs: 10_000, waitMs: 0 }));
+    const waiter = closing(new SetNxLockStrategy(client(), { ttlMs: 10_000, waitMs: 5_000 }));
     const held = await holder.acquire(key);
     const taken = waiter.acquire(key);
     await sleep(300); // the waiter's fallback timeouts are up to 250 ms; it is now waiting
@@ -100,19 +101,18 @@ describe('SetNxLockStrategy (lock) against a real Redis', () => {
     expect(await client().get(key)).toBe(lease.token);
     expect(waiter.wakeups).toBeGreaterThanOrEqual(1);
     await waiter.release(lease);
-    await Promise.all([holder.close(), waiter.close()]);
   });
 
   it('withLock releases when the critical section throws', async () => {
     const c = client();
-    const lock = new SetNxLockStrategy(c, { ttlMs: 5_000, waitMs: 0 });
+    const lock = closing(new SetNxLockStrategy(c, { ttlMs: 5_000, waitMs: 0 }));
     await expect(lock.withLock(key, () => Promise.reject(new Error('boom')))).rejects.toThrow('boom');
     expect(await c.exists(key)).toBe(0);
   });
 
   it('aborts the section’s signal once the hold can no longer be trusted', async () => {
     const c = client();
-    const lock = new SetNxLockStrategy(c, { ttlMs: 200, waitMs: 0 });
+    const lock = closing(new SetNxLockStrategy(c, { ttlMs: 200, waitMs: 0 }));
     const outcome = lock.withLock(key, async (signal) => {
       expect(signal.aborted).toBe(false);
       await sleep(300); // longer than the TTL: Redis has expired the lock
