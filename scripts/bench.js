@@ -5,17 +5,12 @@
  */
 const path = require('node:path');
 const { ROOT, log, ensureDependencies, ensureBuilt } = require('./setup');
-const { ensureRedisServer } = require('./redis-server');
+const { provideRedisServerOrExit } = require('./redis-server');
 
 ensureDependencies();
 ensureBuilt('app');
 ensureBuilt('bench');
 if (!process.argv.includes('--redis') && !process.argv.some((a) => a.startsWith('--redis='))) {
-  try {
-    process.env.REDIS_SERVER = ensureRedisServer(log);
-  } catch (err) {
-    log(err.message);
-    process.exit(1);
-  }
+  provideRedisServerOrExit(log);
 }
 require(path.join(ROOT, 'bench', 'dist', 'bench', 'bench.js')).cli();

@@ -159,4 +159,18 @@ function launch(bin, port, options) {
   });
 }
 
-module.exports = { findRedisServer, ensureRedisServer, freePort, startRedis };
+/**
+ * For the launchers: find or install redis-server and hand its path to the child
+ * processes (REDIS_SERVER), or say why not and exit 1.
+ * @param {(line: string) => void} log
+ */
+function provideRedisServerOrExit(log) {
+  try {
+    process.env.REDIS_SERVER = ensureRedisServer(log);
+  } catch (err) {
+    log(err.message);
+    process.exit(1);
+  }
+}
+
+module.exports = { findRedisServer, ensureRedisServer, provideRedisServerOrExit, freePort, startRedis };

@@ -7,15 +7,10 @@
 const { spawnSync } = require('node:child_process');
 const path = require('node:path');
 const { ROOT, log, ensureDependencies, ensureBuilt } = require('./setup');
-const { ensureRedisServer } = require('./redis-server');
+const { provideRedisServerOrExit } = require('./redis-server');
 
 ensureDependencies();
-try {
-  process.env.REDIS_SERVER = ensureRedisServer(log);
-} catch (err) {
-  log(err.message);
-  process.exit(1);
-}
+provideRedisServerOrExit(log);
 // The process and bench tests run the built app and bench as real processes.
 ensureBuilt('app');
 ensureBuilt('bench');
