@@ -1,9 +1,9 @@
 /** @type {import('jest').Config} */
 module.exports = {
   testEnvironment: 'node',
-  roots: ['<rootDir>/src', '<rootDir>/test', '<rootDir>/bench'],
-  testPathIgnorePatterns: ['/node_modules/', '/bench/dist/'],
-  modulePathIgnorePatterns: ['<rootDir>/bench/dist/', '<rootDir>/dist/'],
+  roots: ['<rootDir>/src', '<rootDir>/test', '<rootDir>/bench', '<rootDir>/harness'],
+  testPathIgnorePatterns: ['/node_modules/', '/dist/'],
+  modulePathIgnorePatterns: ['<rootDir>/dist/'],
   testRegex: '.*\\.(spec|e2e-spec)\\.ts$',
   moduleFileExtensions: ['ts', 'js', 'json'],
   transform: { '^.+\\.ts$': ['ts-jest', { tsconfig: 'tsconfig.json' }] },

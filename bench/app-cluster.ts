@@ -4,14 +4,14 @@
  * hands out connections; SIGTERM/SIGINT is passed to every worker, and the primary
  * exits 0 once all of them have drained and exited 0.
  *
- * usage: node app-cluster.js <W> <path to dist/main.js>   (env as for the app)
+ * usage: node app-cluster.js <W> <path to dist/src/main.js>   (env as for the app)
  */
 import cluster from 'node:cluster';
 
 const [workersArg, main] = process.argv.slice(2);
 const workers = Number(workersArg);
 if (!Number.isInteger(workers) || workers < 1 || !main) {
-  console.error('usage: app-cluster <workers> <dist/main.js>');
+  console.error('usage: app-cluster <workers> <dist/src/main.js>');
   process.exit(2);
 }
 

@@ -8,7 +8,12 @@ function row(strategy: string, workers: number, fields: Partial<Row>): Row {
 }
 
 function report(rows: Row[]): Report {
-  return { command: 'npm run bench -- x', date: '2026-11-21T00:00:00Z', machine: { cpus: 2, cpuModel: 'cpu', node: 'v20', redis: '7' }, rows };
+  return {
+    command: 'npm run bench -- x',
+    date: '2026-11-21T00:00:00Z',
+    machine: { cpus: 2, cpuModel: 'cpu', node: 'v20', redis: '7' },
+    rows,
+  };
 }
 
 describe('README Performance section', () => {
@@ -17,7 +22,9 @@ describe('README Performance section', () => {
     const once = replaceSection(readme, `${BEGIN}\nnew table\n${END}`);
     expect(once).toBe(`# seckill\n\n## Performance\n\nintro\n\n${BEGIN}\nnew table\n${END}\n\n## Next\n`);
     expect(replaceSection(once, `${BEGIN}\nnew table\n${END}`)).toBe(once);
-    expect(replaceSection('# seckill\n', `${BEGIN}\nt\n${END}`)).toBe(`# seckill\n\n## Performance\n\n${BEGIN}\nt\n${END}\n`);
+    expect(replaceSection('# seckill\n', `${BEGIN}\nt\n${END}`)).toBe(
+      `# seckill\n\n## Performance\n\n${BEGIN}\nt\n${END}\n`,
+    );
   });
 
   it('judges each target from the ratios of one run, and says which are missed', () => {
@@ -34,6 +41,9 @@ describe('README Performance section', () => {
       [false, 'invariants hold, 0.83x (5000 vs 6000 req/s)'],
     ]);
     const broken = report([...headline.rows.slice(0, 2), row('lock', 2, { throughput: 9000, pass: false })]);
-    expect(judgeTargets(broken, contended)[3]).toMatchObject({ met: false, measured: expect.stringContaining('INVARIANT BROKEN') });
+    expect(judgeTargets(broken, contended)[3]).toMatchObject({
+      met: false,
+      measured: expect.stringContaining('INVARIANT BROKEN'),
+    });
   });
 });

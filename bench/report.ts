@@ -83,14 +83,22 @@ export function formatReport(rows: Row[]): { text: string; failed: boolean } {
       lines.push(`verdict: ${r.strategy} FAILED: ${r.problems.join('; ')}`);
     } else if (r.oversold > 0) {
       const retried = r.attempts > 1 ? ` in sale ${r.attempts} (the earlier ones did not oversell)` : '';
-      lines.push(`verdict: ${r.strategy} oversold by ${n(r.oversold)}${retried} (${n(r.sold)} units sold of ${n(r.stock)}) — expected: it is unsafe`);
+      lines.push(
+        `verdict: ${r.strategy} oversold by ${n(r.oversold)}${retried} (${n(r.sold)} units sold of ${n(r.stock)}) — expected: it is unsafe`,
+      );
     } else if (!allHold) {
-      const classic = FAILURE_SHOWN_BY[r.strategy] ? `; its classic failure is shown by ${FAILURE_SHOWN_BY[r.strategy]}` : '';
+      const classic = FAILURE_SHOWN_BY[r.strategy]
+        ? `; its classic failure is shown by ${FAILURE_SHOWN_BY[r.strategy]}`
+        : '';
       lines.push(`verdict: ${r.strategy} (unsafe) broke ${r.problems.join('; ')}${classic}`);
     } else if (FAILURE_SHOWN_BY[r.strategy]) {
-      lines.push(`verdict: ${r.strategy} held up under plain load; its failure needs a fault, shown by ${FAILURE_SHOWN_BY[r.strategy]}`);
+      lines.push(
+        `verdict: ${r.strategy} held up under plain load; its failure needs a fault, shown by ${FAILURE_SHOWN_BY[r.strategy]}`,
+      );
     } else {
-      lines.push(`verdict: ${r.strategy} did NOT oversell and kept every invariant: the bench cannot see the failure it exists to show`);
+      lines.push(
+        `verdict: ${r.strategy} did NOT oversell and kept every invariant: the bench cannot see the failure it exists to show`,
+      );
     }
     // The negative control must oversell, or the bench is blind.
     if (r.strategy === 'none' && r.oversold === 0) failed = true;

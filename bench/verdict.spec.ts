@@ -47,14 +47,24 @@ describe('judge', () => {
     const { sale, load } = cleanSale();
     const oversold = { ...sale, stockLeft: -1, orders: [...sale.orders, order(3)], buyers: { ...sale.buyers, b3: 1 } };
     const verdict = judge(oversold, { ...load, status: { '201': 4, '409': 6 }, orderIds: [...load.orderIds, 'o3'] }, 1);
-    expect(verdict.invariants).toEqual({ noOversell: false, noUndersell: true, conservation: true, perUserLimit: true, accounting: true });
+    expect(verdict.invariants).toEqual({
+      noOversell: false,
+      noUndersell: true,
+      conservation: true,
+      perUserLimit: true,
+      accounting: true,
+    });
     expect(verdict.oversold).toBe(1);
     expect(verdict.sold).toBe(4);
   });
 
   it('flags an undersell: demand above stock but units left', () => {
     const { sale, load } = cleanSale();
-    const verdict = judge({ ...sale, stockLeft: 1, orders: sale.orders.slice(0, 2), buyers: { b0: 1, b1: 1 } }, { ...load, status: { '201': 2, '409': 8 }, orderIds: ['o0', 'o1'] }, 1);
+    const verdict = judge(
+      { ...sale, stockLeft: 1, orders: sale.orders.slice(0, 2), buyers: { b0: 1, b1: 1 } },
+      { ...load, status: { '201': 2, '409': 8 }, orderIds: ['o0', 'o1'] },
+      1,
+    );
     expect(verdict.invariants.noUndersell).toBe(false);
     expect(verdict.invariants.conservation).toBe(true);
   });

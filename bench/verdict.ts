@@ -56,7 +56,7 @@ export async function readSale(redis: Redis, keys: ProductKeys): Promise<SaleSna
     throw new Error(`no sale found under ${keys.meta}`);
   }
   const orders: OrderEntry[] = [];
-  for (let start = '-'; ; ) {
+  for (let start = '-'; ;) {
     const page = await redis.xrange(keys.orders, start, '+', 'COUNT', PAGE);
     for (const [id, fields] of page) {
       const f: Record<string, string> = {};
@@ -90,7 +90,8 @@ export function judge(sale: SaleSnapshot, load: LoadResult, quantity: number): V
 
   const demand = load.distinctBuyers * Math.min(quantity, sale.perUserLimit);
   const noUndersell = demand < sale.initialStock || sale.stockLeft <= 0;
-  if (!noUndersell) broken.noUndersell = `undersell: demand ${demand} >= stock ${sale.initialStock} but ${sale.stockLeft} left`;
+  if (!noUndersell)
+    broken.noUndersell = `undersell: demand ${demand} >= stock ${sale.initialStock} but ${sale.stockLeft} left`;
 
   const streamIds = new Set(sale.orders.map((o) => o.orderId));
   const missing = load.orderIds.filter((id) => !streamIds.has(id));
@@ -113,7 +114,9 @@ export function judge(sale: SaleSnapshot, load: LoadResult, quantity: number): V
   }
 
   const answered = Object.values(load.status).reduce((a, b) => a + b, 0);
-  const fiveXx = Object.entries(load.status).filter(([s]) => s.startsWith('5')).reduce((a, [, n]) => a + n, 0);
+  const fiveXx = Object.entries(load.status)
+    .filter(([s]) => s.startsWith('5'))
+    .reduce((a, [, n]) => a + n, 0);
   const accounting = load.sent === answered && load.errors === 0 && load.timeouts === 0 && fiveXx === 0;
   if (!accounting) {
     broken.accounting = `accounting: ${load.sent} sent, ${answered} answered, ${load.errors} errors, ${load.timeouts} timeouts, ${fiveXx} 5xx`;

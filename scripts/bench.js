@@ -8,9 +8,8 @@ const { ROOT, log, ensureDependencies, ensureBuilt } = require('./setup');
 const { provideRedisServerOrExit } = require('./redis-server');
 
 ensureDependencies();
-ensureBuilt('app');
-ensureBuilt('bench');
+ensureBuilt();
 if (!process.argv.includes('--redis') && !process.argv.some((a) => a.startsWith('--redis='))) {
   provideRedisServerOrExit(log);
 }
-require(path.join(ROOT, 'bench', 'dist', 'bench', 'bench.js')).cli();
+require(path.join(ROOT, 'dist', 'bench', 'bench.js')).cli();

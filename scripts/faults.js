@@ -1,14 +1,13 @@
 'use strict';
 /**
  * `npm run faults`: install and build if needed, make sure redis-server exists,
- * then run the fault suite (bench/faults.ts).
+ * then run the fault suite (bench/faults/run.ts).
  */
 const path = require('node:path');
 const { ROOT, log, ensureDependencies, ensureBuilt } = require('./setup');
 const { provideRedisServerOrExit } = require('./redis-server');
 
 ensureDependencies();
-ensureBuilt('app');
-ensureBuilt('bench');
+ensureBuilt();
 provideRedisServerOrExit(log);
-require(path.join(ROOT, 'bench', 'dist', 'bench', 'faults.js')).cli();
+require(path.join(ROOT, 'dist', 'bench', 'faults', 'run.js')).cli();

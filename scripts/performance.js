@@ -7,6 +7,5 @@ const path = require('node:path');
 const { ROOT, ensureDependencies, ensureBuilt } = require('./setup');
 
 ensureDependencies();
-ensureBuilt('app');
-ensureBuilt('bench');
-require(path.join(ROOT, 'bench', 'dist', 'bench', 'performance.js')).cli();
+ensureBuilt();
+require(path.join(ROOT, 'dist', 'bench', 'performance.js')).cli();

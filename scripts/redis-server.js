@@ -52,7 +52,10 @@ function ensureRedisServer(log) {
   }
   log('redis-server is not installed: installing Debian package redis-server with apt-get (running as root)');
   const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
-  for (const args of [['update', '-q'], ['install', '-y', '-q', '--no-install-recommends', 'redis-server']]) {
+  for (const args of [
+    ['update', '-q'],
+    ['install', '-y', '-q', '--no-install-recommends', 'redis-server'],
+  ]) {
     const result = spawnSync('apt-get', args, { stdio: ['ignore', 'inherit', 'inherit'], env });
     if (result.status !== 0) throw new Error(`apt-get ${args.join(' ')} failed (exit ${result.status})`);
   }
@@ -117,14 +120,22 @@ async function startRedis(options) {
 function launch(bin, port, options) {
   const appendonly = options.appendonly ?? true;
   const args = [
-    '--port', String(port),
-    '--bind', '127.0.0.1',
-    '--dir', path.resolve(options.dir),
-    '--save', '',
-    '--appendonly', appendonly ? 'yes' : 'no',
-    '--appendfsync', 'everysec',
-    '--daemonize', 'no',
-    '--logfile', '',
+    '--port',
+    String(port),
+    '--bind',
+    '127.0.0.1',
+    '--dir',
+    path.resolve(options.dir),
+    '--save',
+    '',
+    '--appendonly',
+    appendonly ? 'yes' : 'no',
+    '--appendfsync',
+    'everysec',
+    '--daemonize',
+    'no',
+    '--logfile',
+    '',
   ];
   const child = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'], detached: options.detached ?? false });
   let output = '';
@@ -154,7 +165,9 @@ function launch(bin, port, options) {
     child.stderr.setEncoding('utf8').on('data', (chunk) => (output += chunk));
     child.once('error', reject);
     exited.then(({ code, signal }) =>
-      reject(new Error(`redis-server on port ${port} exited (${signal ?? code}) before it was ready:\n${output.trim()}`)),
+      reject(
+        new Error(`redis-server on port ${port} exited (${signal ?? code}) before it was ready:\n${output.trim()}`),
+      ),
     );
   });
 }

@@ -46,38 +46,40 @@ function newest(dir) {
   return latest;
 }
 
-const TSC = path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
 const NEST = path.join(ROOT, 'node_modules', '@nestjs', 'cli', 'bin', 'nest.js');
-const SHARED_INPUTS = ['src', 'package-lock.json', 'tsconfig.json'];
 
-/** What each build reads and writes; a build runs when an input is newer than its output. */
-const BUILDS = {
-  app: {
-    output: 'dist/main.js',
-    inputs: [...SHARED_INPUTS, 'tsconfig.build.json', 'nest-cli.json'],
-    args: [NEST, 'build'],
-  },
-  bench: {
-    output: 'bench/dist/bench/bench.js',
-    inputs: [...SHARED_INPUTS, 'bench', 'scripts/redis-server.js'],
-    args: [TSC, '-p', 'bench/tsconfig.json'],
-  },
+/**
+ * One build: `nest build` compiles src/, harness/ and bench/ with tsconfig.build.json
+ * into dist/ (the app at dist/src/main.js) and copies the Lua scripts beside it.
+ * It runs when an input is newer than its output.
+ */
+const BUILD = {
+  output: 'dist/src/main.js',
+  inputs: [
+    'src',
+    'harness',
+    'bench',
+    'scripts/redis-server.js',
+    'package-lock.json',
+    'tsconfig.json',
+    'tsconfig.build.json',
+    'nest-cli.json',
+  ],
+  args: [NEST, 'build'],
 };
 
-/** @param {keyof typeof BUILDS} name */
-function ensureBuilt(name = 'app') {
-  const build = BUILDS[name];
-  const output = path.join(ROOT, build.output);
+function ensureBuilt() {
+  const output = path.join(ROOT, BUILD.output);
   const builtAt = fs.existsSync(output) ? fs.statSync(output).mtimeMs : 0;
   const changedAt = Math.max(
-    ...build.inputs.map((input) => {
+    ...BUILD.inputs.map((input) => {
       const p = path.join(ROOT, input);
       return fs.statSync(p).isDirectory() ? newest(p) : fs.statSync(p).mtimeMs;
     }),
   );
   if (builtAt > changedAt) return;
-  log(`${builtAt ? 'sources changed since the last build' : `${build.output} is missing`}: building ${name}`);
-  run(process.execPath, build.args);
+  log(`${builtAt ? 'sources changed since the last build' : `${BUILD.output} is missing`}: building`);
+  run(process.execPath, BUILD.args);
 }
 
 module.exports = { ROOT, log, ensureDependencies, ensureBuilt };

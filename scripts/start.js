@@ -2,16 +2,24 @@
 /**
  * `npm start`: install and build if needed, start a private Redis unless REDIS_URL
  * names one, then run the app; stop that Redis when the app exits.
+ * `npm run start:dev` (`--watch`): the same, with the app run by `nest start --watch`,
+ * which rebuilds and restarts it when a source file changes.
+ *
+ * Settings come from the environment, and from `.env` if there is one (see
+ * `.env.example`); a variable set in the environment wins over `.env`.
  */
 const { spawn } = require('node:child_process');
 const { randomBytes } = require('node:crypto');
 const fs = require('node:fs');
 const path = require('node:path');
+const { parseEnv } = require('node:util');
 const { ROOT, log, ensureDependencies, ensureBuilt } = require('./setup');
-const { ensureRedisServer, startRedis } = require('./redis-server');
+const { provideRedisServerOrExit, startRedis } = require('./redis-server');
 
 const DATA_DIR = path.join(ROOT, '.data', 'redis');
 const PID_FILE = path.join(DATA_DIR, 'launcher.pid');
+const NEST = path.join(ROOT, 'node_modules', '@nestjs', 'cli', 'bin', 'nest.js');
+const WATCH = process.argv.includes('--watch');
 
 function isAlive(pid) {
   try {
@@ -27,38 +35,44 @@ function claimDataDir() {
   fs.mkdirSync(DATA_DIR, { recursive: true });
   const owner = fs.existsSync(PID_FILE) ? Number(fs.readFileSync(PID_FILE, 'utf8')) : 0;
   if (owner && owner !== process.pid && isAlive(owner)) {
-    log(`another \`npm start\` (pid ${owner}) is using ${path.relative(ROOT, DATA_DIR)}; stop it first, or set REDIS_URL`);
+    log(
+      `another \`npm start\` (pid ${owner}) is using ${path.relative(ROOT, DATA_DIR)}; stop it first, or set REDIS_URL`,
+    );
     process.exit(1);
   }
   fs.writeFileSync(PID_FILE, String(process.pid));
 }
 
+/** The environment, over `.env` when it exists. */
+function environment() {
+  const file = path.join(ROOT, '.env');
+  if (!fs.existsSync(file)) return { ...process.env };
+  log('reading .env (variables set in the environment win)');
+  return { ...parseEnv(fs.readFileSync(file, 'utf8')), ...process.env };
+}
+
 async function main() {
   ensureDependencies();
   ensureBuilt();
-  const env = { ...process.env };
+  const env = environment();
   let redis = null;
   if (!env.REDIS_URL) {
-    let bin;
-    try {
-      bin = ensureRedisServer(log);
-    } catch (err) {
-      log(err.message);
-      process.exit(1);
-    }
+    provideRedisServerOrExit(log);
     claimDataDir();
-    redis = await startRedis({ bin, dir: DATA_DIR, appendonly: true, detached: true });
+    redis = await startRedis({ dir: DATA_DIR, appendonly: true, detached: true });
     env.REDIS_URL = redis.url;
     log(`embedded Redis at ${redis.url} (pid ${redis.pid}, AOF everysec in ${path.relative(ROOT, DATA_DIR)}/)`);
   } else {
-    log(`using REDIS_URL from the environment`);
+    log('using REDIS_URL from the environment');
   }
   const lockNodes = [];
   if (env.LOCK_STRATEGY === 'redlock' && !env.REDLOCK_URLS) {
     // Redlock needs independent nodes for the lock alone; they hold no sale data.
-    const bin = ensureRedisServer(log);
+    provideRedisServerOrExit(log);
     for (let i = 1; i <= 3; i++) {
-      lockNodes.push(await startRedis({ bin, dir: path.join(ROOT, '.data', `redlock-${i}`), appendonly: false, detached: true }));
+      lockNodes.push(
+        await startRedis({ dir: path.join(ROOT, '.data', `redlock-${i}`), appendonly: false, detached: true }),
+      );
     }
     env.REDLOCK_URLS = lockNodes.map((n) => n.url).join(',');
     log(`embedded Redlock nodes at ${env.REDLOCK_URLS}`);
@@ -70,7 +84,8 @@ async function main() {
     log('admin token: the ADMIN_TOKEN you set');
   }
 
-  const app = spawn(process.execPath, [path.join(ROOT, 'dist', 'main.js')], { cwd: ROOT, env, stdio: 'inherit' });
+  const args = WATCH ? [NEST, 'start', '--watch'] : [path.join(ROOT, 'dist', 'src', 'main.js')];
+  const app = spawn(process.execPath, args, { cwd: ROOT, env, stdio: 'inherit' });
   // Ctrl-C reaches the app through the terminal; a SIGTERM sent to us is passed on.
   let stopping = false;
   for (const signal of ['SIGINT', 'SIGTERM']) {

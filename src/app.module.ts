@@ -4,7 +4,6 @@ import { AppConfig } from './config/app-config';
 import { ConfigModule } from './config/config.module';
 import { ErrorFilter } from './errors/error.filter';
 import { HealthModule } from './health/health.module';
-import { LocksModule } from './locks/locks.module';
 import { OrdersModule } from './orders/orders.module';
 import { ProductsModule } from './products/products.module';
 import { RedisModule } from './redis/redis.module';
@@ -15,7 +14,7 @@ export class AppModule {
   static forRoot(config: AppConfig): DynamicModule {
     return {
       module: AppModule,
-      imports: [ConfigModule.forRoot(config), RedisModule, LocksModule, ProductsModule, OrdersModule, HealthModule],
+      imports: [ConfigModule.forRoot(config), RedisModule, OrdersModule.forRoot(config), ProductsModule, HealthModule],
       providers: [
         { provide: APP_PIPE, useValue: new StrictValidationPipe() },
         { provide: APP_FILTER, useClass: ErrorFilter },

@@ -4,6 +4,8 @@ import { FastifyAdapter, NestFastifyApplication } from '@nestjs/platform-fastify
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { AppModule } from './app.module';
 import { AppConfig, LOG_LEVELS } from './config/app-config';
+import { errorBody } from './errors/error.filter';
+import { ValidationFailedError } from './errors/errors';
 
 /** Bodies larger than this are refused with 413 before they are parsed. */
 export const BODY_LIMIT_BYTES = 16 * 1024;
@@ -21,7 +23,7 @@ export async function createApp(config: AppConfig, options: { logger?: false } =
     // Fastify answers a URL it cannot decode before Nest sees the request; give it
     // the same body shape as every other 400.
     frameworkErrors: (error: Error, _request: FastifyRequest, reply: FastifyReply) => {
-      void reply.status(400).send({ statusCode: 400, code: 'VALIDATION_FAILED', message: error.message });
+      void reply.status(400).send(errorBody(new ValidationFailedError(error.message)));
     },
   });
   const fastify = adapter.getInstance();

@@ -55,7 +55,9 @@ async function main(): Promise<void> {
   }
 
   if (!(await redisReady(app.get<Redis>(REDIS_CLIENT), REDIS_READY_WAIT_MS))) {
-    logger.warn(`Redis is not reachable after ${REDIS_READY_WAIT_MS} ms; listening anyway (purchases get 503 until it is)`);
+    logger.warn(
+      `Redis is not reachable after ${REDIS_READY_WAIT_MS} ms; listening anyway (purchases get 503 until it is)`,
+    );
   }
   await app.listen({ port: config.port, host: config.host, backlog: LISTEN_BACKLOG });
   logger.log(`seckill listening on ${await app.getUrl()}`);

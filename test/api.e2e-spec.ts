@@ -24,13 +24,20 @@ describe('HTTP API', () => {
   /** Everything a purchase could change, to prove a refused request changed nothing. */
   async function snapshot(productId: string) {
     const k = keys.product(productId);
-    const [stock, buyers, orders] = await Promise.all([client.get(k.stock), client.hgetall(k.buyers), client.xlen(k.orders)]);
+    const [stock, buyers, orders] = await Promise.all([
+      client.get(k.stock),
+      client.hgetall(k.buyers),
+      client.xlen(k.orders),
+    ]);
     return { stock, buyers, orders };
   }
 
   describe('PUT /api/products/:id (admin)', () => {
     it('starts a sale and returns the product', async () => {
-      const res = await request(t.url, 'PUT', '/api/products/widget', { json: { stock: 5, perUserLimit: 2 }, admin: true });
+      const res = await request(t.url, 'PUT', '/api/products/widget', {
+        json: { stock: 5, perUserLimit: 2 },
+        admin: true,
+      });
       expect(res.status).toBe(200);
       expect(res.body).toEqual({ id: 'widget', initialStock: 5, stock: 5, sold: 0, orders: 0, perUserLimit: 2 });
     });
@@ -231,7 +238,9 @@ describe('HTTP API', () => {
       expect(res.body.message).toBe('quantity must be an integer number');
       const put = await request(t.url, 'PUT', '/api/products/p', { json: { stock: '5' }, admin: true });
       expect(put.body.message).toBe('stock must be an integer number');
-      const range = await request(t.url, 'POST', '/api/orders', { json: { productId: 'p', userId: 'u', quantity: 101 } });
+      const range = await request(t.url, 'POST', '/api/orders', {
+        json: { productId: 'p', userId: 'u', quantity: 101 },
+      });
       expect(range.body.message).toBe('quantity must not be greater than 100');
     });
 
@@ -244,10 +253,22 @@ describe('HTTP API', () => {
     it.each([
       ['malformed JSON', '{"productId": "p",', 'application/json', 400, 'VALIDATION_FAILED'],
       ['an empty JSON body', '', 'application/json', 400, 'VALIDATION_FAILED'],
-      ['a __proto__ key', '{"productId":"p","userId":"u","__proto__":{"x":1}}', 'application/json', 400, 'VALIDATION_FAILED'],
+      [
+        'a __proto__ key',
+        '{"productId":"p","userId":"u","__proto__":{"x":1}}',
+        'application/json',
+        400,
+        'VALIDATION_FAILED',
+      ],
       ['a text/plain body', 'productId=p', 'text/plain', 415, 'UNSUPPORTED_MEDIA_TYPE'],
       ['a form body', 'productId=p&userId=u', 'application/x-www-form-urlencoded', 415, 'UNSUPPORTED_MEDIA_TYPE'],
-      ['a body over 16 KiB', JSON.stringify({ productId: 'p', userId: 'u', pad: 'x'.repeat(17_000) }), 'application/json', 413, 'PAYLOAD_TOO_LARGE'],
+      [
+        'a body over 16 KiB',
+        JSON.stringify({ productId: 'p', userId: 'u', pad: 'x'.repeat(17_000) }),
+        'application/json',
+        413,
+        'PAYLOAD_TOO_LARGE',
+      ],
     ])('refuses %s with a 4xx and a code', async (_case, raw, contentType, status, code) => {
       await startSale(t.url, 'p', 5);
       const before = await snapshot('p');

@@ -42,14 +42,32 @@ describe('bench (scripts/bench.js)', () => {
     const out = join(dir, 'tiny.json');
     const run = spawnSync(
       process.execPath,
-      [BENCH, '--buyers', '3000', '--stock', '50', '--connections', '500', '--warmup', '200', '--strategy', 'lock,none', '--out', out],
+      [
+        BENCH,
+        '--buyers',
+        '3000',
+        '--stock',
+        '50',
+        '--connections',
+        '500',
+        '--warmup',
+        '200',
+        '--strategy',
+        'lock,none',
+        '--out',
+        out,
+      ],
       { cwd: ROOT, encoding: 'utf8', timeout: 110_000 },
     );
     const output = `${run.stdout}\n${run.stderr}`;
     // On failure, show what the bench said.
     expect({ status: run.status, output: run.status === 0 ? '' : output }).toEqual({ status: 0, output: '' });
     const report = JSON.parse(readFileSync(out, 'utf8'));
-    expect(report.machine).toMatchObject({ cpus: expect.any(Number), node: process.version, redis: expect.stringMatching(/^\d/) });
+    expect(report.machine).toMatchObject({
+      cpus: expect.any(Number),
+      node: process.version,
+      redis: expect.stringMatching(/^\d/),
+    });
     const [lock, none] = report.rows;
 
     expect(lock).toMatchObject({
@@ -92,10 +110,14 @@ describe('bench (scripts/bench.js)', () => {
   });
 
   it('on Ctrl-C (SIGINT) stops the app and Redis it started', async () => {
-    const child = spawn(process.execPath, [BENCH, '--buyers', '200000', '--connections', '50', '--warmup', '0', '--out', join(dir, 'x.json')], {
-      cwd: ROOT,
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    const child = spawn(
+      process.execPath,
+      [BENCH, '--buyers', '200000', '--connections', '50', '--warmup', '0', '--out', join(dir, 'x.json')],
+      {
+        cwd: ROOT,
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
     let output = '';
     child.stdout.on('data', (d) => (output += d));
     const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
@@ -121,15 +143,41 @@ describe('bench (scripts/bench.js)', () => {
     const out = join(dir, 'baseline.json');
     const run = spawnSync(
       process.execPath,
-      [BENCH, '--baseline', '--strategy', 'lock', '--workers', '1,2', '--buyers', '1000', '--stock', '20', '--connections', '100', '--warmup', '0', '--out', out],
+      [
+        BENCH,
+        '--baseline',
+        '--strategy',
+        'lock',
+        '--workers',
+        '1,2',
+        '--buyers',
+        '1000',
+        '--stock',
+        '20',
+        '--connections',
+        '100',
+        '--warmup',
+        '0',
+        '--out',
+        out,
+      ],
       { cwd: ROOT, encoding: 'utf8', timeout: 60_000 },
     );
     // On failure, show what the bench said.
-    expect({ status: run.status, output: run.status === 0 ? '' : `${run.stdout}${run.stderr}` }).toEqual({ status: 0, output: '' });
+    expect({ status: run.status, output: run.status === 0 ? '' : `${run.stdout}${run.stderr}` }).toEqual({
+      status: 0,
+      output: '',
+    });
     const [baseline, lock, lock2] = JSON.parse(readFileSync(out, 'utf8')).rows;
     expect(lock2).toMatchObject({ strategy: 'lock', workers: 2, pass: true, sold: 20, stockLeft: 0 });
     expect(run.stdout).toContain('| lock ×2 | PASS |');
-    expect(baseline).toMatchObject({ strategy: 'baseline', pass: true, sold: 20, stockLeft: 0, vsBaseline: { throughput: 1, p99: 1 } });
+    expect(baseline).toMatchObject({
+      strategy: 'baseline',
+      pass: true,
+      sold: 20,
+      stockLeft: 0,
+      vsBaseline: { throughput: 1, p99: 1 },
+    });
     expect(baseline.status).toEqual({ '201': 20, '409': 980 });
     expect(lock).toMatchObject({ strategy: 'lock', pass: true, sold: 20 });
     expect(lock.vsBaseline.throughput).toBeCloseTo(lock.throughput / baseline.throughput, 2);
@@ -141,7 +189,21 @@ describe('bench (scripts/bench.js)', () => {
     const out = join(dir, 'blind.json');
     const run = spawnSync(
       process.execPath,
-      [BENCH, '--strategy', 'none', '--buyers', '300', '--stock', '1000', '--connections', '50', '--warmup', '0', '--out', out],
+      [
+        BENCH,
+        '--strategy',
+        'none',
+        '--buyers',
+        '300',
+        '--stock',
+        '1000',
+        '--connections',
+        '50',
+        '--warmup',
+        '0',
+        '--out',
+        out,
+      ],
       { cwd: ROOT, encoding: 'utf8', timeout: 60_000 },
     );
     expect(run.status).toBe(1);

@@ -28,7 +28,14 @@ async function runSale(redisUrl: string, strategy: LockStrategyName, redlockUrls
   // The wait budget is raised from 5 s because this test proves exclusion and
   // accounting, not latency: the apps and 500 clients share one test process, and a
   // busy CI machine must not turn into LOCK_TIMEOUT answers here.
-  const env = { REDIS_URL: redisUrl, KEY_PREFIX: prefix, LOCK_STRATEGY: strategy, ALLOW_UNSAFE: '1', LOCK_WAIT_MS: '20000', REDLOCK_URLS: redlockUrls };
+  const env = {
+    REDIS_URL: redisUrl,
+    KEY_PREFIX: prefix,
+    LOCK_STRATEGY: strategy,
+    ALLOW_UNSAFE: '1',
+    LOCK_WAIT_MS: '20000',
+    REDLOCK_URLS: redlockUrls,
+  };
   const apps: TestApp[] = [await startTestApp(env), await startTestApp(env)];
   const client = new Redis(redisUrl);
   try {

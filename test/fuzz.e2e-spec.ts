@@ -125,7 +125,9 @@ function generate(r: Rng, i: number): Case {
     case 0: {
       // Malformed JSON: a valid body cut short, or random characters.
       const text = JSON.stringify(validBody(r));
-      return r.next() < 0.5 ? post('truncated JSON', text.slice(0, r.int(text.length))) : post('random text', randomString(r, 200));
+      return r.next() < 0.5
+        ? post('truncated JSON', text.slice(0, r.int(text.length)))
+        : post('random text', randomString(r, 200));
     }
     case 1: {
       const field = r.pick(['productId', 'userId']);
@@ -141,8 +143,20 @@ function generate(r: Rng, i: number): Case {
       return post('missing field', JSON.stringify(body));
     }
     case 4: {
-      const key = r.pick(['price', 'status', 'orderId', 'remaining', 'isAdmin', 'constructor', 'prototype', 'x'.repeat(300)]);
-      return post(`extra field ${key.slice(0, 20)}`, JSON.stringify({ ...validBody(r), [key]: r.pick([0, 'x', null, {}, []]) }));
+      const key = r.pick([
+        'price',
+        'status',
+        'orderId',
+        'remaining',
+        'isAdmin',
+        'constructor',
+        'prototype',
+        'x'.repeat(300),
+      ]);
+      return post(
+        `extra field ${key.slice(0, 20)}`,
+        JSON.stringify({ ...validBody(r), [key]: r.pick([0, 'x', null, {}, []]) }),
+      );
     }
     case 5: {
       // Prototype pollution attempts, written as raw JSON text (JSON.stringify would drop them).
@@ -177,7 +191,13 @@ function generate(r: Rng, i: number): Case {
     }
     case 9: {
       const method = r.pick(['GET', 'PUT', 'DELETE', 'PATCH']);
-      return { label: `#${i} ${method} /api/orders`, method, path: '/api/orders', headers: json, body: method === 'GET' ? undefined : JSON.stringify(validBody(r)) };
+      return {
+        label: `#${i} ${method} /api/orders`,
+        method,
+        path: '/api/orders',
+        headers: json,
+        body: method === 'GET' ? undefined : JSON.stringify(validBody(r)),
+      };
     }
     case 10: {
       const path = r.pick([
@@ -190,13 +210,34 @@ function generate(r: Rng, i: number): Case {
         '/',
         '/api',
       ]);
-      return { label: `#${i} POST ${path.slice(0, 40)}`, method: 'POST', path, headers: json, body: JSON.stringify(validBody(r)) };
+      return {
+        label: `#${i} POST ${path.slice(0, 40)}`,
+        method: 'POST',
+        path,
+        headers: json,
+        body: JSON.stringify(validBody(r)),
+      };
     }
     case 11: {
       // The admin endpoint: no token or a wrong one (it would otherwise reset the sale).
-      const auth = r.pick<string | undefined>([undefined, '', 'Bearer', 'Bearer ', `Bearer ${ADMIN_TOKEN}x`, ADMIN_TOKEN, `Basic ${ADMIN_TOKEN}`, `bearer ${ADMIN_TOKEN.slice(1)}`]);
+      const auth = r.pick<string | undefined>([
+        undefined,
+        '',
+        'Bearer',
+        'Bearer ',
+        `Bearer ${ADMIN_TOKEN}x`,
+        ADMIN_TOKEN,
+        `Basic ${ADMIN_TOKEN}`,
+        `bearer ${ADMIN_TOKEN.slice(1)}`,
+      ]);
       const headers: Record<string, string> = { ...json, ...(auth === undefined ? {} : { authorization: auth }) };
-      return { label: `#${i} PUT without the token`, method: 'PUT', path: `/api/products/${r.pick(PRODUCTS)}`, headers, body: JSON.stringify({ stock: 1_000_000 }) };
+      return {
+        label: `#${i} PUT without the token`,
+        method: 'PUT',
+        path: `/api/products/${r.pick(PRODUCTS)}`,
+        headers,
+        body: JSON.stringify({ stock: 1_000_000 }),
+      };
     }
     default: {
       // The admin endpoint with the right token and a bad body.
@@ -234,7 +275,11 @@ describe(`fuzzed bad input (seed ${SEED}, ${CASES} requests)`, () => {
     await startSale(stack.url, 'gone', 0, 1);
     // Some history that must survive untouched.
     for (const userId of ['alice', 'bob']) {
-      const res = await fetch(`${stack.url}/api/orders`, { method: 'POST', headers: json, body: JSON.stringify({ productId: 'phone', userId }) });
+      const res = await fetch(`${stack.url}/api/orders`, {
+        method: 'POST',
+        headers: json,
+        body: JSON.stringify({ productId: 'phone', userId }),
+      });
       expect(res.status).toBe(201);
     }
   });
@@ -278,7 +323,13 @@ describe(`fuzzed bad input (seed ${SEED}, ${CASES} requests)`, () => {
     expect(Object.values(seen).reduce((a, b) => a + b, 0)).toBe(CASES);
     expect(await dump()).toEqual(before);
     // The generator really covers the refusals it means to (not all one kind).
-    for (const expected of ['400 VALIDATION_FAILED', '401 UNAUTHORIZED', '404 NOT_FOUND', '413 PAYLOAD_TOO_LARGE', '415 UNSUPPORTED_MEDIA_TYPE']) {
+    for (const expected of [
+      '400 VALIDATION_FAILED',
+      '401 UNAUTHORIZED',
+      '404 NOT_FOUND',
+      '413 PAYLOAD_TOO_LARGE',
+      '415 UNSUPPORTED_MEDIA_TYPE',
+    ]) {
       expect(seen[expected]).toBeGreaterThan(20);
     }
   });

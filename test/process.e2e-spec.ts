@@ -8,16 +8,17 @@ import { KeyLayout } from '../src/redis/key-layout';
 import { ADMIN_TOKEN, request, startSale, waitForHealth } from './helpers/app';
 import { closeClient, startTestRedis, TestRedis, uniquePrefix } from './helpers/redis';
 
-const MAIN = join(__dirname, '..', 'dist', 'main.js');
+const MAIN = join(__dirname, '..', 'dist', 'src', 'main.js');
 
 /** The built app as a real process, as `npm start` runs it. */
-describe('the built app (dist/main.js) as a process', () => {
+describe('the built app (dist/src/main.js) as a process', () => {
   let redis: TestRedis;
   let client: Redis;
   let app: ChildProcess | undefined;
 
   beforeAll(async () => {
-    if (!existsSync(MAIN)) throw new Error('dist/main.js is missing: run `npm test` (it builds first) or `npm run build`');
+    if (!existsSync(MAIN))
+      throw new Error('dist/src/main.js is missing: run `npm test` (it builds first) or `npm run build`');
     redis = await startTestRedis();
     client = new Redis(redis.url);
   });
@@ -46,7 +47,14 @@ describe('the built app (dist/main.js) as a process', () => {
     const port = await freePort();
     let output = '';
     app = spawn(process.execPath, [MAIN], {
-      env: { ...process.env, REDIS_URL: redis.url, KEY_PREFIX: prefix, ADMIN_TOKEN, PORT: String(port), HOST: '127.0.0.1' },
+      env: {
+        ...process.env,
+        REDIS_URL: redis.url,
+        KEY_PREFIX: prefix,
+        ADMIN_TOKEN,
+        PORT: String(port),
+        HOST: '127.0.0.1',
+      },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     app.stdout!.on('data', (d) => (output += d));

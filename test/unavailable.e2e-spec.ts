@@ -31,7 +31,9 @@ describe('503 answers: lock not obtained, Redis gone', () => {
     expect(await client.xlen(k.orders)).toBe(0);
     expect(await client.get(k.lock)).toBe('another-holders-token');
     await client.del(k.lock);
-    expect((await request(t.url, 'POST', '/api/orders', { json: { productId: 'held', userId: 'ivy' } })).status).toBe(201);
+    expect((await request(t.url, 'POST', '/api/orders', { json: { productId: 'held', userId: 'ivy' } })).status).toBe(
+      201,
+    );
   });
 
   it('answers 503 REDIS_UNAVAILABLE with Retry-After when Redis is gone, and /health says 503', async () => {
@@ -52,9 +54,12 @@ describe('503 answers: lock not obtained, Redis gone', () => {
 });
 
 describe('redlock: a majority of lock nodes down', () => {
-  it('answers 503 REDIS_UNAVAILABLE, sells nothing, and /health says 503; one node down still sells', async () => {
+  it('answers 503 LOCK_NODES_UNAVAILABLE, sells nothing, and /health says 503; one node down still sells', async () => {
     const nodes = await Promise.all([0, 1, 2].map(() => startTestRedis()));
-    const stack = await startTestStack('redlock-down', { LOCK_STRATEGY: 'redlock', REDLOCK_URLS: nodes.map((n) => n.url).join(',') });
+    const stack = await startTestStack('redlock-down', {
+      LOCK_STRATEGY: 'redlock',
+      REDLOCK_URLS: nodes.map((n) => n.url).join(','),
+    });
     try {
       await startSale(stack.url, 'quorum', 5);
       await nodes[2].stop();
@@ -64,7 +69,7 @@ describe('redlock: a majority of lock nodes down', () => {
       await nodes[1].stop();
       const res = await request(stack.url, 'POST', '/api/orders', { json: { productId: 'quorum', userId: 'lee' } });
       expect(res.status).toBe(503);
-      expect(res.body).toMatchObject({ code: 'REDIS_UNAVAILABLE' });
+      expect(res.body).toMatchObject({ code: 'LOCK_NODES_UNAVAILABLE' });
       expect(res.body.message).toContain('2 of 3 Redlock nodes are unreachable');
       expect(res.headers.get('retry-after')).toBe('1');
       const k = stack.keys.product('quorum');

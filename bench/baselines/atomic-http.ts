@@ -1,7 +1,7 @@
 /**
  * The baseline (`npm run bench -- --baseline`): the smallest server that keeps the
  * same POST /api/orders contract, on bare `node:http` with one Lua script
- * (src/redis/scripts/purchase.lua) per purchase, and nothing else: no framework,
+ * (src/redis/scripts/purchase-4.lua) per purchase, and nothing else: no framework,
  * no validation library, no lock. Every strategy's row is compared with it, measured
  * in the same run on the same machine.
  *
@@ -11,18 +11,20 @@
 import { Redis } from 'ioredis';
 import { randomUUID } from 'node:crypto';
 import { createServer, IncomingMessage, ServerResponse } from 'node:http';
-import { join } from 'node:path';
 import { KeyLayout } from '../../src/redis/key-layout';
-import { defineScripts } from '../../src/redis/redis-scripts';
+import { purchase as purchaseScript, resetSale } from '../../src/redis/lua-scripts';
 
-const ROOT = join(__dirname, '..', '..', '..', '..');
 const ID = /^[A-Za-z0-9_-]{1,64}$/;
 const BODY_LIMIT = 16 * 1024;
-const CONFLICT: Record<string, number> = { UNKNOWN_PRODUCT: 404, LIMIT_REACHED: 409, SOLD_OUT: 409, INSUFFICIENT_STOCK: 409 };
+const CONFLICT: Record<string, number> = {
+  UNKNOWN_PRODUCT: 404,
+  LIMIT_REACHED: 409,
+  SOLD_OUT: 409,
+  INSUFFICIENT_STOCK: 409,
+};
 
 const env = process.env;
 const redis = new Redis(env.REDIS_URL!, { maxRetriesPerRequest: 1, commandTimeout: 2_000 });
-defineScripts(redis, join(ROOT, 'src', 'redis', 'scripts'));
 const keys = new KeyLayout(env.KEY_PREFIX ?? 'seckill:');
 
 function send(res: ServerResponse, status: number, body: unknown): void {
@@ -56,13 +58,27 @@ function readJson(req: IncomingMessage): Promise<Record<string, unknown> | null>
 async function purchase(req: IncomingMessage, res: ServerResponse): Promise<void> {
   const body = await readJson(req);
   const quantity = body?.quantity ?? 1;
-  if (!body || typeof body.productId !== 'string' || !ID.test(body.productId) || typeof body.userId !== 'string' ||
-      !ID.test(body.userId) || !Number.isInteger(quantity) || (quantity as number) < 1 || (quantity as number) > 100) {
+  if (
+    !body ||
+    typeof body.productId !== 'string' ||
+    !ID.test(body.productId) ||
+    typeof body.userId !== 'string' ||
+    !ID.test(body.userId) ||
+    !Number.isInteger(quantity) ||
+    (quantity as number) < 1 ||
+    (quantity as number) > 100
+  ) {
     return fail(res, 400, 'VALIDATION_FAILED', 'productId, userId and quantity are required and must be valid');
   }
   const k = keys.product(body.productId);
   const orderId = randomUUID();
-  const [status, remaining] = await redis.purchase(k.meta, k.stock, k.buyers, k.orders, body.userId, quantity as number, orderId);
+  const [status, remaining] = await purchaseScript.run(
+    redis,
+    [k.meta, k.stock, k.buyers, k.orders],
+    body.userId,
+    quantity as number,
+    orderId,
+  );
   if (status === 'OK') {
     return send(res, 201, { orderId, productId: body.productId, userId: body.userId, quantity, remaining });
   }
@@ -70,7 +86,8 @@ async function purchase(req: IncomingMessage, res: ServerResponse): Promise<void
 }
 
 async function startSale(req: IncomingMessage, res: ServerResponse, id: string): Promise<void> {
-  if (req.headers.authorization !== `Bearer ${env.ADMIN_TOKEN}`) return fail(res, 401, 'UNAUTHORIZED', 'admin token required');
+  if (req.headers.authorization !== `Bearer ${env.ADMIN_TOKEN}`)
+    return fail(res, 401, 'UNAUTHORIZED', 'admin token required');
   const body = await readJson(req);
   const stock = body?.stock;
   const perUserLimit = body?.perUserLimit ?? 1;
@@ -78,7 +95,7 @@ async function startSale(req: IncomingMessage, res: ServerResponse, id: string):
     return fail(res, 400, 'VALIDATION_FAILED', 'stock and perUserLimit must be integers');
   }
   const k = keys.product(id);
-  await redis.resetSale(k.meta, k.stock, k.buyers, k.orders, stock as number, perUserLimit as number);
+  await resetSale.run(redis, [k.meta, k.stock, k.buyers, k.orders], stock as number, perUserLimit as number);
   send(res, 200, { id, initialStock: stock, stock, sold: 0, orders: 0, perUserLimit });
 }
 

@@ -17,6 +17,7 @@ describe('loadConfig', () => {
       keyPrefix: 'seckill:',
       allowUnsafe: false,
       logLevel: 'log',
+      faultStopAt: null,
     });
     expect(Object.isFrozen(config)).toBe(true);
     expect(Object.isFrozen(CONFIG_DEFAULTS)).toBe(true);
@@ -59,7 +60,10 @@ describe('loadConfig', () => {
     [{ LOCK_TTL_MS: '50' }, 'LOCK_TTL_MS must be an integer from 100'],
     [{ LOCK_WAIT_MS: '1e3' }, 'LOCK_WAIT_MS must be an integer'],
     [{ LOCK_STRATEGY: 'redlock-please' }, `LOCK_STRATEGY must be one of ${LOCK_STRATEGY_NAMES.join(', ')}`],
-    [{ LOCK_STRATEGY: 'none' }, 'LOCK_STRATEGY "none" can oversell and runs only as a demonstration: set ALLOW_UNSAFE=1'],
+    [
+      { LOCK_STRATEGY: 'none' },
+      'LOCK_STRATEGY "none" can oversell and runs only as a demonstration: set ALLOW_UNSAFE=1',
+    ],
     [{ LOCK_STRATEGY: 'none', ALLOW_UNSAFE: 'yes' }, 'ALLOW_UNSAFE must be 1, 0, true or false'],
     [{ KEY_PREFIX: '' }, 'KEY_PREFIX must be 1-64 characters'],
     [{ KEY_PREFIX: 'a{b}' }, 'KEY_PREFIX must be 1-64 characters'],
@@ -69,6 +73,16 @@ describe('loadConfig', () => {
     [{ LOCK_STRATEGY: 'redlock', REDLOCK_URLS: 'redis://a:1,http://b' }, 'REDLOCK_URLS must start with redis://'],
     [{ LOCK_STRATEGY: 'redlock', REDLOCK_URLS: 'redis://a:1,,redis://b:1' }, 'REDLOCK_URLS has an empty entry'],
     [{ LOCK_STRATEGY: 'redlock', REDLOCK_URLS: 'redis://a:1,redis://a:1' }, 'REDLOCK_URLS lists the same node twice'],
+    [
+      { FAULT_STOP_AT: 'before-write:2' },
+      'FAULT_STOP_AT makes the app stop itself and is for the fault suite only: set ALLOW_UNSAFE=1',
+    ],
+    [
+      { FAULT_STOP_AT: 'after-lunch:2', ALLOW_UNSAFE: '1' },
+      'FAULT_STOP_AT must be <point>:<n> with a point of before-write',
+    ],
+    [{ FAULT_STOP_AT: 'before-write:0', ALLOW_UNSAFE: '1' }, 'FAULT_STOP_AT must be <point>:<n>'],
+    [{ FAULT_STOP_AT: 'before-write', ALLOW_UNSAFE: '1' }, 'FAULT_STOP_AT must be <point>:<n>'],
   ])('refuses %j with one line naming the variable', (overrides, message) => {
     const env = { ...REQUIRED, ...overrides };
     expect(() => loadConfig(env)).toThrow(ConfigError);
@@ -82,11 +96,25 @@ describe('loadConfig', () => {
   });
 
   it('reads REDLOCK_URLS as a list', () => {
-    const config = loadConfig({ ...REQUIRED, LOCK_STRATEGY: 'redlock', REDLOCK_URLS: 'redis://a:1, redis://b:2,redis://c:3' });
+    const config = loadConfig({
+      ...REQUIRED,
+      LOCK_STRATEGY: 'redlock',
+      REDLOCK_URLS: 'redis://a:1, redis://b:2,redis://c:3',
+    });
     expect(config.redlockUrls).toEqual(['redis://a:1', 'redis://b:2', 'redis://c:3']);
   });
 
+  it("reads FAULT_STOP_AT, the fault suite's self-stop hook, only with ALLOW_UNSAFE=1", () => {
+    expect(loadConfig({ ...REQUIRED, FAULT_STOP_AT: 'before-write:3', ALLOW_UNSAFE: '1' }).faultStopAt).toEqual({
+      point: 'before-write',
+      nth: 3,
+    });
+  });
+
   it('treats blank values as unset', () => {
-    expect(loadConfig({ ...REQUIRED, PORT: '  ', LOCK_STRATEGY: '' })).toMatchObject({ port: 3000, lockStrategy: 'lock' });
+    expect(loadConfig({ ...REQUIRED, PORT: '  ', LOCK_STRATEGY: '' })).toMatchObject({
+      port: 3000,
+      lockStrategy: 'lock',
+    });
   });
 });

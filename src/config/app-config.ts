@@ -6,15 +6,41 @@
  * before the first buyer arrives.
  */
 
-const SAFE_STRATEGIES = ['lock', 'fenced', 'reentrant', 'redlock', 'atomic', 'optimistic'] as const;
+/** Correct locks: src/locks/strategies. */
+const SAFE_LOCKS = ['lock', 'fenced', 'reentrant', 'redlock'] as const;
+/** Purchases that need no lock: one Lua script, WATCH/MULTI/EXEC (src/orders/purchases). */
+const LOCK_FREE = ['atomic', 'optimistic'] as const;
 /** The negative control and the classic mistakes: they can oversell or lock forever. */
-const UNSAFE = ['none', 'setnx-no-ttl', 'setnx-then-expire', 'unchecked-del', 'get-then-del', 'expiry-timestamp'] as const;
+const UNSAFE = [
+  'none',
+  'setnx-no-ttl',
+  'setnx-then-expire',
+  'unchecked-del',
+  'get-then-del',
+  'expiry-timestamp',
+] as const;
 
-export const LOCK_STRATEGY_NAMES = [...SAFE_STRATEGIES, ...UNSAFE] as const;
+export const LOCK_STRATEGY_NAMES = [...SAFE_LOCKS, ...LOCK_FREE, ...UNSAFE] as const;
 export type LockStrategyName = (typeof LOCK_STRATEGY_NAMES)[number];
+/** The strategies that are a lock (src/locks builds them); the rest are lock-free purchases. */
+export type LockName = (typeof SAFE_LOCKS)[number] | (typeof UNSAFE)[number];
 
 /** Strategies that run only with ALLOW_UNSAFE=1, logged loudly at boot. */
 export const UNSAFE_STRATEGIES: readonly LockStrategyName[] = UNSAFE;
+
+/**
+ * Test and fault mode only: the process stops itself (SIGSTOP) at a named point, so
+ * the fault suite can freeze a lock holder at exactly that moment instead of hunting
+ * for it. `before-write:2` = the second hold of this process that reaches its write,
+ * right after its validity check. Accepted only with ALLOW_UNSAFE=1.
+ */
+export const FAULT_POINTS = ['before-write'] as const;
+export type FaultPoint = (typeof FAULT_POINTS)[number];
+export interface FaultStop {
+  readonly point: FaultPoint;
+  /** Stop on the nth time the point is reached (1 = the first). */
+  readonly nth: number;
+}
 
 export const LOG_LEVELS = ['error', 'warn', 'log', 'debug', 'verbose'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
@@ -32,6 +58,8 @@ export interface AppConfig {
   readonly keyPrefix: string;
   readonly allowUnsafe: boolean;
   readonly logLevel: LogLevel;
+  /** FAULT_STOP_AT; null in every real deployment. */
+  readonly faultStopAt: FaultStop | null;
 }
 
 export const CONFIG_DEFAULTS = Object.freeze({
@@ -58,6 +86,7 @@ export const CONFIG_ENV_NAMES = [
   'KEY_PREFIX',
   'ALLOW_UNSAFE',
   'LOG_LEVEL',
+  'FAULT_STOP_AT',
 ] as const;
 
 type Env = Readonly<Record<string, string | undefined>>;
@@ -87,6 +116,7 @@ export function loadConfig(env: Env): AppConfig {
     keyPrefix: keyPrefix(env),
     allowUnsafe: bool(env, 'ALLOW_UNSAFE', CONFIG_DEFAULTS.allowUnsafe),
     logLevel: oneOf(env, 'LOG_LEVEL', LOG_LEVELS, CONFIG_DEFAULTS.logLevel),
+    faultStopAt: faultStop(env),
   };
   if (config.lockStrategy === 'redlock' && config.redlockUrls.length === 0) {
     throw new ConfigError(
@@ -100,7 +130,26 @@ export function loadConfig(env: Env): AppConfig {
       `"${config.lockStrategy}" can oversell and runs only as a demonstration: set ALLOW_UNSAFE=1 to allow it`,
     );
   }
+  if (config.faultStopAt && !config.allowUnsafe) {
+    throw new ConfigError(
+      'FAULT_STOP_AT',
+      'makes the app stop itself and is for the fault suite only: set ALLOW_UNSAFE=1 to allow it',
+    );
+  }
   return Object.freeze(config);
+}
+
+function faultStop(env: Env): FaultStop | null {
+  const value = raw(env, 'FAULT_STOP_AT');
+  if (value === undefined) return null;
+  const [point, nth] = value.split(':');
+  if (!(FAULT_POINTS as readonly string[]).includes(point) || !/^[1-9]\d{0,5}$/.test(nth ?? '')) {
+    throw new ConfigError(
+      'FAULT_STOP_AT',
+      `must be <point>:<n> with a point of ${FAULT_POINTS.join(', ')} and n >= 1, got "${value}"`,
+    );
+  }
+  return { point: point as FaultPoint, nth: Number(nth) };
 }
 
 function raw(env: Env, name: string): string | undefined {

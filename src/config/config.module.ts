@@ -3,6 +3,7 @@ import { AppConfig } from './app-config';
 import { APP_CONFIG } from './config.constants';
 
 /**
+ * config/: environment -> frozen, validated AppConfig, provided as APP_CONFIG.
  * The config is loaded once, outside Nest (main.ts fails fast on a bad value
  * before any module is built), and handed in here so tests can pass their own.
  */

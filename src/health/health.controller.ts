@@ -1,14 +1,17 @@
 import { Controller, Get, HttpStatus, Inject, Res } from '@nestjs/common';
 import type { FastifyReply } from 'fastify';
 import type { Redis } from 'ioredis';
-import { LOCK_STRATEGY, PurchaseStrategy } from '../locks/lock-strategy';
+import { AppConfig, UNSAFE_STRATEGIES } from '../config/app-config';
+import { APP_CONFIG } from '../config/config.constants';
+import { PurchasePath } from '../orders/purchases/purchase-path';
 import { REDIS_CLIENT } from '../redis/redis.constants';
 
 @Controller('health')
 export class HealthController {
   constructor(
     @Inject(REDIS_CLIENT) private readonly redis: Redis,
-    @Inject(LOCK_STRATEGY) private readonly lock: PurchaseStrategy,
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+    private readonly purchases: PurchasePath,
   ) {}
 
   /**
@@ -17,22 +20,22 @@ export class HealthController {
    */
   @Get()
   async check(@Res({ passthrough: true }) reply: FastifyReply) {
-    const [redis, lockNodes] = await Promise.all([
+    const [redis, { lostLocks, lockNodes }] = await Promise.all([
       this.redis.ping().then(
         () => 'up' as const,
         () => 'down' as const,
       ),
-      this.lock.kind === 'lock' ? this.lock.lockNodes?.() : undefined,
+      this.purchases.status(),
     ]);
     const ok = redis === 'up' && (!lockNodes || lockNodes.up >= lockNodes.quorum);
-    if (!ok) reply.status(HttpStatus.SERVICE_UNAVAILABLE).header('Retry-After', '1');
+    if (!ok) void reply.status(HttpStatus.SERVICE_UNAVAILABLE).header('Retry-After', '1');
     return {
       status: ok ? 'ok' : 'unavailable',
       redis,
       ...(lockNodes ? { lockNodes } : {}),
-      strategy: this.lock.name,
-      unsafe: this.lock.unsafe,
-      lostLocks: this.lock.lostLocks,
+      strategy: this.config.lockStrategy,
+      unsafe: UNSAFE_STRATEGIES.includes(this.config.lockStrategy),
+      lostLocks,
     };
   }
 }

@@ -1,4 +1,4 @@
-import { LockExpiredError } from '../errors/domain-errors';
+import { LockExpiredError } from '../errors/errors';
 import { LocalQueue } from './local-queue';
 
 /** A held lock, as far as waiting and expiry need to know it. */

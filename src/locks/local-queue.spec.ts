@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { LockTimeoutError } from '../errors/domain-errors';
+import { LockTimeoutError } from '../errors/errors';
 import { LocalQueue } from './local-queue';
 
 describe('LocalQueue', () => {

@@ -1,4 +1,4 @@
-import { LockTimeoutError } from '../errors/domain-errors';
+import { LockTimeoutError } from '../errors/errors';
 
 interface Waiter {
   resolve(): void;
@@ -23,8 +23,11 @@ interface Line {
 export class LocalQueue {
   private readonly lines = new Map<string, Line>();
 
+  /** `timedOut`: what a caller that waited `waitMs` in vain is told (a lock's line: LOCK_TIMEOUT). */
+  constructor(private readonly timedOut: (waitMs: number) => Error = (waitMs) => new LockTimeoutError(waitMs)) {}
+
   /**
-   * Resolves when it is this caller's turn. Rejects with LockTimeoutError after
+   * Resolves when it is this caller's turn. Rejects with `timedOut(waitMs)` after
    * `waitMs`, or with the signal's reason when `signal` aborts; either way the caller
    * is out of line. Every resolved `enter` must be followed by exactly one `leave`.
    */
@@ -59,7 +62,7 @@ export class LocalQueue {
         reject: quit,
       };
       const onAbort = () => quit(signal!.reason);
-      const timer = setTimeout(() => quit(new LockTimeoutError(waitMs)), waitMs);
+      const timer = setTimeout(() => quit(this.timedOut(waitMs)), waitMs);
       signal?.addEventListener('abort', onAbort, { once: true });
       waiters.push(waiter);
     });

@@ -1,25 +1,23 @@
-import { Global, Inject, Logger, Module, OnApplicationShutdown } from '@nestjs/common';
+import { DynamicModule, Inject, Module, OnApplicationShutdown, Optional } from '@nestjs/common';
 import type { Redis } from 'ioredis';
-import { AppConfig, LockStrategyName } from '../config/app-config';
+import { AppConfig, LockName, LockStrategyName } from '../config/app-config';
 import { APP_CONFIG } from '../config/config.constants';
 import { createRedisClient } from '../redis/create-client';
 import { REDIS_CLIENT } from '../redis/redis.constants';
-import { LOCK_STRATEGY, PurchaseStrategy } from './lock-strategy';
-import { AtomicStrategy } from './strategies/atomic.strategy';
+import { Lock } from './lock';
 import { ExpiryTimestampStrategy } from './strategies/expiry-timestamp.strategy';
 import { FencedLockStrategy } from './strategies/fenced.strategy';
 import { GetThenDelStrategy } from './strategies/get-then-del.strategy';
 import { SetNxLockStrategy } from './strategies/lock.strategy';
 import { NoLockStrategy } from './strategies/none.strategy';
-import { OptimisticStrategy } from './strategies/optimistic.strategy';
 import { RedlockStrategy } from './strategies/redlock.strategy';
 import { ReentrantStrategy } from './strategies/reentrant.strategy';
 import { SetnxNoTtlStrategy } from './strategies/setnx-no-ttl.strategy';
 import { SetnxThenExpireStrategy } from './strategies/setnx-then-expire.strategy';
 import { UncheckedDelStrategy } from './strategies/unchecked-del.strategy';
 
-/** LOCK_STRATEGY value -> strategy. The config's list of names is checked against it at compile time. */
-const STRATEGIES: Record<LockStrategyName, (redis: Redis, config: AppConfig) => PurchaseStrategy> = {
+/** LOCK_STRATEGY value -> lock; the config's list of lock names is checked against it at compile time. */
+const LOCKS: Record<LockName, (redis: Redis, config: AppConfig) => Lock> = {
   lock: (redis, config) => new SetNxLockStrategy(redis, timing(config)),
   fenced: (redis, config) => new FencedLockStrategy(redis, timing(config)),
   reentrant: (redis, config) => new ReentrantStrategy(redis, timing(config)),
@@ -28,8 +26,6 @@ const STRATEGIES: Record<LockStrategyName, (redis: Redis, config: AppConfig) => 
       config.redlockUrls.map((url, i) => createRedisClient(url, `Redlock node ${i + 1}`)),
       timing(config),
     ),
-  atomic: (redis) => new AtomicStrategy(redis),
-  optimistic: (redis, config) => new OptimisticStrategy(redis, config.lockWaitMs),
   none: () => new NoLockStrategy(),
   'setnx-no-ttl': (redis, config) => new SetnxNoTtlStrategy(redis, timing(config)),
   'setnx-then-expire': (redis, config) => new SetnxThenExpireStrategy(redis, timing(config)),
@@ -42,34 +38,30 @@ function timing(config: AppConfig) {
   return { ttlMs: config.lockTtlMs, waitMs: config.lockWaitMs };
 }
 
-export function createLockStrategy(redis: Redis, config: AppConfig): PurchaseStrategy {
-  const strategy = STRATEGIES[config.lockStrategy](redis, config);
-  const logger = new Logger('Locks');
-  if (strategy.unsafe) {
-    logger.warn('*'.repeat(72));
-    logger.warn(`LOCK_STRATEGY=${strategy.name} IS UNSAFE: it oversells under concurrency.`);
-    logger.warn('It runs only because ALLOW_UNSAFE=1; never use it for a real sale.');
-    logger.warn('*'.repeat(72));
-  } else {
-    logger.log(
-      strategy.kind === 'lock'
-        ? `lock strategy: ${strategy.name} (TTL ${config.lockTtlMs} ms, wait ${config.lockWaitMs} ms)`
-        : `lock-free strategy: ${strategy.name}`,
-    );
-  }
-  return strategy;
+function isLockName(name: LockStrategyName): name is LockName {
+  return name in LOCKS;
 }
 
-@Global()
-@Module({
-  providers: [{ provide: LOCK_STRATEGY, inject: [REDIS_CLIENT, APP_CONFIG], useFactory: createLockStrategy }],
-  exports: [LOCK_STRATEGY],
-})
+/**
+ * locks/: distributed locks and nothing else. Provides the `Lock` that LOCK_STRATEGY
+ * names (none for a lock-free strategy) and closes its connections on shutdown.
+ */
+@Module({})
 export class LocksModule implements OnApplicationShutdown {
-  constructor(@Inject(LOCK_STRATEGY) private readonly strategy: PurchaseStrategy) {}
+  constructor(@Optional() @Inject(Lock) private readonly lock?: Lock) {}
 
-  /** Runs after the HTTP server has drained: strategies with connections of their own close them. */
+  static forRoot(config: AppConfig): DynamicModule {
+    const name = config.lockStrategy;
+    if (!isLockName(name)) return { module: LocksModule };
+    return {
+      module: LocksModule,
+      providers: [{ provide: Lock, inject: [REDIS_CLIENT, APP_CONFIG], useFactory: LOCKS[name] }],
+      exports: [Lock],
+    };
+  }
+
+  /** Runs after the HTTP server has drained: a lock with connections of its own closes them. */
   async onApplicationShutdown(): Promise<void> {
-    await this.strategy.close?.();
+    await this.lock?.close();
   }
 }

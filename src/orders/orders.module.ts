@@ -1,9 +1,74 @@
-import { Module } from '@nestjs/common';
+import { DynamicModule, Logger, Module, Type } from '@nestjs/common';
+import { AppConfig, LockStrategyName, UNSAFE_STRATEGIES } from '../config/app-config';
+import { APP_CONFIG } from '../config/config.constants';
+import { LocksModule } from '../locks/locks.module';
+import { FaultStop } from './fault-stop';
 import { OrdersController } from './orders.controller';
-import { OrdersService } from './orders.service';
+import { BatchedPurchases } from './purchases/batched.purchases';
+import { OptimisticPurchases } from './purchases/optimistic.purchases';
+import { PerBuyerPurchases } from './purchases/per-buyer.purchases';
+import { PurchasePath } from './purchases/purchase-path';
+import { ReentrantPurchases } from './purchases/reentrant.purchases';
+import { ScriptedPurchases } from './purchases/scripted.purchases';
 
-@Module({
-  controllers: [OrdersController],
-  providers: [OrdersService],
-})
-export class OrdersModule {}
+/** LOCK_STRATEGY value -> the way a purchase is made; the config's list of names is checked against it at compile time. */
+const PURCHASE_PATHS: Record<LockStrategyName, Type<PurchasePath>> = {
+  // Correct locks that serve a batch of this process's buyers per hold.
+  lock: BatchedPurchases,
+  fenced: BatchedPurchases,
+  redlock: BatchedPurchases,
+  // One buyer per hold: the reentrant lock (re-entered to record the order), and the
+  // unsafe ones, kept as naive as the recipes they teach.
+  reentrant: ReentrantPurchases,
+  none: PerBuyerPurchases,
+  'setnx-no-ttl': PerBuyerPurchases,
+  'setnx-then-expire': PerBuyerPurchases,
+  'unchecked-del': PerBuyerPurchases,
+  'get-then-del': PerBuyerPurchases,
+  'expiry-timestamp': PerBuyerPurchases,
+  // No lock at all.
+  atomic: ScriptedPurchases,
+  optimistic: OptimisticPurchases,
+};
+
+/**
+ * orders/: POST /api/orders and the ways to make a purchase. The path LOCK_STRATEGY
+ * selects is chosen here, once, and provided as `PurchasePath` to whoever needs it
+ * (the controller; products/ for a sale reset; health/); none of them branches on it.
+ */
+@Module({})
+export class OrdersModule {
+  static forRoot(config: AppConfig): DynamicModule {
+    announce(config);
+    return {
+      module: OrdersModule,
+      global: true,
+      imports: [LocksModule.forRoot(config)],
+      controllers: [OrdersController],
+      providers: [
+        { provide: PurchasePath, useClass: PURCHASE_PATHS[config.lockStrategy] },
+        { provide: FaultStop, inject: [APP_CONFIG], useFactory: (c: AppConfig) => new FaultStop(c.faultStopAt) },
+      ],
+      exports: [PurchasePath],
+    };
+  }
+}
+
+/** One line at boot says what runs; an unsafe strategy or a fault hook says it loudly. */
+function announce(config: AppConfig): void {
+  const logger = new Logger('Orders');
+  const name = config.lockStrategy;
+  const path = PURCHASE_PATHS[name].name;
+  if (UNSAFE_STRATEGIES.includes(name)) {
+    logger.warn('*'.repeat(72));
+    logger.warn(`LOCK_STRATEGY=${name} IS UNSAFE: it oversells under concurrency.`);
+    logger.warn('It runs only because ALLOW_UNSAFE=1; never use it for a real sale.');
+    logger.warn('*'.repeat(72));
+  } else {
+    logger.log(`strategy ${name}: ${path} (lock TTL ${config.lockTtlMs} ms, wait ${config.lockWaitMs} ms)`);
+  }
+  if (config.faultStopAt) {
+    const { point, nth } = config.faultStopAt;
+    logger.warn(`FAULT_STOP_AT=${point}:${nth}: this process will SIGSTOP itself; for the fault suite only`);
+  }
+}

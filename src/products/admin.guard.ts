@@ -3,7 +3,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyRequest } from 'fastify';
 import { AppConfig } from '../config/app-config';
 import { APP_CONFIG } from '../config/config.constants';
-import { UnauthorizedError } from '../errors/domain-errors';
+import { UnauthorizedError } from '../errors/errors';
 
 /**
  * Admin routes need `Authorization: Bearer <ADMIN_TOKEN>`. Both sides are hashed to

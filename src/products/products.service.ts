@@ -1,9 +1,10 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { Redis } from 'ioredis';
-import { UnknownProductError } from '../errors/domain-errors';
-import { LOCK_STRATEGY, PurchaseStrategy } from '../locks/lock-strategy';
+import { UnknownProductError } from '../errors/errors';
+import { PurchasePath } from '../orders/purchases/purchase-path';
 import { execAll } from '../redis/exec-all';
 import { KeyLayout } from '../redis/key-layout';
+import { resetSale } from '../redis/lua-scripts';
 import { REDIS_CLIENT } from '../redis/redis.constants';
 import { Product } from './product';
 
@@ -11,21 +12,21 @@ import { Product } from './product';
 export class ProductsService {
   constructor(
     @Inject(REDIS_CLIENT) private readonly redis: Redis,
-    @Inject(LOCK_STRATEGY) private readonly strategy: PurchaseStrategy,
+    private readonly purchases: PurchasePath,
     private readonly keys: KeyLayout,
   ) {}
 
   /**
    * Starts or restarts a sale: stock, limit, and empty buyers and order log, in one
-   * script. Under a lock strategy it runs holding the product's lock, so that a
-   * purchase already between its read and its write finishes first and cannot apply
-   * to the new sale; releasing the lock afterwards clears it. A lock-free purchase
-   * is atomic on its own, so the script alone is enough.
+   * script, run while no purchase of the product is between its read and its write
+   * (under a lock, holding the product's lock, which the release then clears), so
+   * that no purchase decided in the old sale lands in the new one.
    */
   async startSale(productId: string, stock: number, perUserLimit: number): Promise<Product> {
     const k = this.keys.product(productId);
-    const reset = () => this.redis.resetSale(k.meta, k.stock, k.buyers, k.orders, stock, perUserLimit);
-    await (this.strategy.kind === 'lock' ? this.strategy.withLock(k.lock, reset) : reset());
+    await this.purchases.exclusive(productId, () =>
+      resetSale.run(this.redis, [k.meta, k.stock, k.buyers, k.orders], stock, perUserLimit),
+    );
     return this.get(productId);
   }
 

@@ -1,5 +1,4 @@
 import type { Redis } from 'ioredis';
-import { LockTimeoutError } from '../errors/domain-errors';
 
 /**
  * A few dedicated connections, each lent to one caller at a time. WATCH belongs to
@@ -18,9 +17,12 @@ export class ConnectionPool {
     private readonly max: number,
   ) {}
 
-  /** Runs `fn` with a connection of its own; waits for one until `deadline` (Date.now()). */
-  async use<T>(deadline: number, waitMs: number, fn: (connection: Redis) => Promise<T>): Promise<T> {
-    const connection = await this.take(deadline, waitMs);
+  /**
+   * Runs `fn` with a connection of its own; waits for one until `deadline`
+   * (Date.now()), then rejects with `timedOut()`.
+   */
+  async use<T>(deadline: number, timedOut: () => Error, fn: (connection: Redis) => Promise<T>): Promise<T> {
+    const connection = await this.take(deadline, timedOut);
     try {
       return await fn(connection);
     } finally {
@@ -33,7 +35,7 @@ export class ConnectionPool {
     await Promise.all(this.idle.splice(0).map((c) => c.quit().catch(() => c.disconnect())));
   }
 
-  private take(deadline: number, waitMs: number): Promise<Redis> {
+  private take(deadline: number, timedOut: () => Error): Promise<Redis> {
     const ready = this.idle.pop();
     if (ready) return Promise.resolve(ready);
     if (this.created < this.max) {
@@ -45,10 +47,13 @@ export class ConnectionPool {
         clearTimeout(timer);
         resolve(c);
       };
-      const timer = setTimeout(() => {
-        this.waiters.splice(this.waiters.indexOf(waiter), 1);
-        reject(new LockTimeoutError(waitMs));
-      }, Math.max(0, deadline - Date.now()));
+      const timer = setTimeout(
+        () => {
+          this.waiters.splice(this.waiters.indexOf(waiter), 1);
+          reject(timedOut());
+        },
+        Math.max(0, deadline - Date.now()),
+      );
       this.waiters.push(waiter);
     });
   }

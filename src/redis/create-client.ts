@@ -1,6 +1,5 @@
 import { Logger } from '@nestjs/common';
 import { Redis } from 'ioredis';
-import { defineScripts } from './redis-scripts';
 
 /**
  * Upper bound on one command's round trip. A purchase must end in a definite answer,
@@ -11,7 +10,7 @@ const COMMAND_TIMEOUT_MS = 2_000;
 
 /**
  * An ioredis client as the app uses them all (the main one, Redlock's nodes): fail
- * fast while Redis is away, log each outage once, our Lua scripts registered.
+ * fast while Redis is away, log each outage once.
  */
 export function createRedisClient(url: string, name: string): Redis {
   const logger = new Logger(name);
@@ -39,7 +38,6 @@ export function createRedisClient(url: string, name: string): Redis {
     outageReported = true;
     logger.warn(`unavailable: ${err.message}`);
   });
-  defineScripts(client);
   return client;
 }
 

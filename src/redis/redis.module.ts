@@ -6,6 +6,10 @@ import { KeyLayout } from './key-layout';
 import { REDIS_CLIENT } from './redis.constants';
 import { closeRedisClient, createRedisClient } from './create-client';
 
+/**
+ * redis/: the shared ioredis client behind REDIS_CLIENT (closed on shutdown), the key
+ * layout, and the Lua scripts (src/redis/scripts/<name>-<numberOfKeys>.lua).
+ */
 @Global()
 @Module({
   providers: [

@@ -1,4 +1,5 @@
-import { ArgumentMetadata, BadRequestException, ValidationError, ValidationPipe } from '@nestjs/common';
+import { ArgumentMetadata, ValidationError, ValidationPipe } from '@nestjs/common';
+import { ValidationFailedError } from '../errors/errors';
 
 /** Keys ValidationPipe deletes before validating (prototype-pollution guard), so they would pass unseen. */
 const PROTOTYPE_KEYS = ['__proto__', 'constructor', 'prototype'];
@@ -8,9 +9,9 @@ interface FieldErrors {
   messages: string[];
 }
 
-function failed(fields: FieldErrors[]): BadRequestException {
+function failed(fields: FieldErrors[]): ValidationFailedError {
   const message = fields.flatMap((f) => f.messages).join('; ') || 'the request body is not a JSON object';
-  return new BadRequestException({ code: 'VALIDATION_FAILED', message, errors: fields });
+  return new ValidationFailedError(message, fields);
 }
 
 /**

@@ -1,10 +1,7 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { Redis as IORedis } from 'ioredis';
-import type { Redis } from 'ioredis';
-import { defineScripts } from '../../src/redis/redis-scripts';
-import { startRedis } from '../../scripts/redis-server';
+import { Redis } from 'ioredis';
+import { PrivateRedis, PrivateRedisOptions, startPrivateRedis } from '../../harness/redis';
+import { KeyLayout, ProductKeys } from '../../src/redis/key-layout';
+import { resetSale } from '../../src/redis/lua-scripts';
 
 export interface TestRedis {
   readonly url: string;
@@ -16,29 +13,29 @@ export interface TestRedis {
   kill(): void;
 }
 
-/**
- * A real redis-server on a free loopback port with its own temporary data folder.
- * Never the host's 6379, never a mock.
- */
-export async function startTestRedis(options: { appendonly?: boolean } = {}): Promise<TestRedis> {
-  const dir = mkdtempSync(join(tmpdir(), 'seckill-redis-'));
-  const redis = await startRedis({ dir, appendonly: options.appendonly ?? false });
-  return {
-    url: redis.url,
-    port: redis.port,
-    dir,
-    kill: redis.kill,
-    stop: async () => {
-      await redis.stop();
-      rmSync(dir, { recursive: true, force: true });
-    },
-  };
+/** A real redis-server on a free loopback port with its own temporary data folder (harness/redis.ts). */
+export async function startTestRedis(options: PrivateRedisOptions = {}): Promise<TestRedis> {
+  const redis: PrivateRedis = await startPrivateRedis(options);
+  return { url: redis.url, port: redis.port, dir: redis.dir, kill: redis.kill, stop: redis.remove };
 }
 
 let prefixes = 0;
 /** A key prefix no other test in this process uses, so tests never see each other's keys. */
 export function uniquePrefix(name: string): string {
   return `t${process.pid}-${++prefixes}-${name}:`;
+}
+
+/** Product `phone` under a fresh key prefix, its sale started with `stock` units and `perUserLimit` each. */
+export async function startSaleIn(
+  redis: Redis,
+  stock: number,
+  perUserLimit: number,
+  name = 'sale',
+): Promise<{ keys: KeyLayout; k: ProductKeys }> {
+  const keys = new KeyLayout(uniquePrefix(name));
+  const k = keys.product('phone');
+  await resetSale.run(redis, [k.meta, k.stock, k.buyers, k.orders], stock, perUserLimit);
+  return { keys, k };
 }
 
 /** QUIT a test's client (disconnect() leaves a timer that keeps Jest alive). */
@@ -49,8 +46,8 @@ export async function closeClient(client: Redis | undefined): Promise<void> {
 
 /**
  * For a spec file: `closing(x)` returns x and closes it after the file's tests.
- * Lock strategies keep a subscriber connection of their own once they have waited
- * for a lock; left open, it keeps Jest from exiting.
+ * Locks keep a subscriber connection of their own once they have waited for a
+ * lock; left open, it keeps Jest from exiting.
  */
 export function useClosing(): <T extends { close(): Promise<void> }>(item: T) => T {
   const items: { close(): Promise<void> }[] = [];
@@ -63,8 +60,8 @@ export function useClosing(): <T extends { close(): Promise<void> }>(item: T) =>
 
 /**
  * For a spec file: one real Redis started before its tests, and `client()` for a
- * fresh connection (scripts registered) per simulated process; everything is
- * closed and stopped after the file.
+ * fresh connection per simulated process; everything is closed and stopped after
+ * the file.
  */
 export function useTestRedis(): { url(): string; client(): Redis } {
   let redis: TestRedis | undefined;
@@ -79,8 +76,7 @@ export function useTestRedis(): { url(): string; client(): Redis } {
   return {
     url: () => redis!.url,
     client: () => {
-      const c = new IORedis(redis!.url);
-      defineScripts(c);
+      const c = new Redis(redis!.url);
       clients.push(c);
       return c;
     },

@@ -1,9 +1,9 @@
 import { Redis } from 'ioredis';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { uniquePrefix, useClosing, useTestRedis } from '../../../test/helpers/redis';
-import { LockTimeoutError } from '../../errors/domain-errors';
+import { LockTimeoutError } from '../../errors/errors';
 import type { LockFaults } from '../lock-faults';
-import type { LockStrategy } from '../lock-strategy';
+import type { Lock } from '../lock';
 import { ExpiryTimestampStrategy } from './expiry-timestamp.strategy';
 import { GetThenDelStrategy } from './get-then-del.strategy';
 import { SetNxLockStrategy } from './lock.strategy';
@@ -31,16 +31,13 @@ describe('classic mistakes fail as the literature says', () => {
    * their own TTL. Returns how many of those two were inside at the same moment,
    * counted in Redis: 2 means the lock let a buyer in beside a valid holder.
    */
-  async function overlapAfterFirstHolderOverstays(
-    make: (c: Redis) => LockStrategy,
-    firstHoldMs: number,
-  ): Promise<number> {
+  async function overlapAfterFirstHolderOverstays(make: (c: Redis) => Lock, firstHoldMs: number): Promise<number> {
     const counter = client();
     const inside = `${key}:valid-holders`;
     let entered = 0;
     let maxInside = 0;
-    const buyer = (lock: LockStrategy) =>
-      lock.withLock(key, async () => {
+    const buyer = (lock: Lock) =>
+      lock.using(key, async () => {
         if (entered++ === 0) {
           await sleep(firstHoldMs);
           return;
@@ -66,7 +63,7 @@ describe('classic mistakes fail as the literature says', () => {
       const observer = client();
       expect(await observer.pttl(key)).toBe(-1); // no expiry at all
       const other = new SetnxNoTtlStrategy(client(), { ttlMs: 200, waitMs: 400 });
-      await expect(other.withLock(key, async () => 'bought')).rejects.toBeInstanceOf(LockTimeoutError);
+      await expect(other.using(key, async () => 'bought')).rejects.toBeInstanceOf(LockTimeoutError);
       // Well past the TTL it was configured with, the lock is still there.
       expect(await observer.exists(key)).toBe(1);
       expect(await observer.pttl(key)).toBe(-1);
@@ -89,7 +86,7 @@ describe('classic mistakes fail as the literature says', () => {
         },
       };
       const lock = new SetnxThenExpireStrategy(c, { ttlMs: 200, waitMs: 0, faults: crash });
-      await expect(lock.withLock(key, async () => 'bought')).rejects.toThrow('crashed after SETNX');
+      await expect(lock.using(key, async () => 'bought')).rejects.toThrow('crashed after SETNX');
       expect(await c.exists(key)).toBe(1);
       expect(await c.pttl(key)).toBe(-1);
       await sleep(300);
@@ -156,9 +153,9 @@ describe('classic mistakes fail as the literature says', () => {
         waitMs: 1_000,
         faults: { now: () => Date.now() + 60_000 }, // one minute ahead
       });
-      const first = honest.withLock(key, section);
+      const first = honest.using(key, section);
       await sleep(50);
-      await Promise.all([first, skewed.withLock(key, section)]);
+      await Promise.all([first, skewed.using(key, section)]);
       expect(maxInside).toBe(2);
     });
 
@@ -169,7 +166,7 @@ describe('classic mistakes fail as the literature says', () => {
       const locks = [0, 1, 2].map(() => new ExpiryTimestampStrategy(client(), { ttlMs: 5_000, waitMs: 5_000 }));
       await Promise.all(
         locks.map((lock) =>
-          lock.withLock(key, async () => {
+          lock.using(key, async () => {
             maxInside = Math.max(maxInside, await counter.incr(inside));
             await sleep(30);
             await counter.decr(inside);

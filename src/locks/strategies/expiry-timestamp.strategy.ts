@@ -13,8 +13,6 @@ import { NaiveLock } from './naive-lock';
  * classic-mistakes.spec.ts with one client's clock set ahead.
  */
 export class ExpiryTimestampStrategy extends NaiveLock {
-  readonly name = 'expiry-timestamp';
-
   async tryAcquire(key: string): Promise<string | null> {
     const expiry = String(this.now() + this.options.ttlMs + 1);
     if ((await this.redis.setnx(key, expiry)) === 1) return expiry;

@@ -1,10 +1,8 @@
-import { setTimeout as sleep } from 'node:timers/promises';
-import { uniquePrefix, useClosing, useTestRedis } from '../../../test/helpers/redis';
-import { StaleLockError } from '../../errors/domain-errors';
-import { writeOrders } from '../../orders/sale-rules';
-import { KeyLayout } from '../../redis/key-layout';
+import { startSaleIn, useClosing, useTestRedis } from '../../../test/helpers/redis';
+import { resetSale } from '../../redis/lua-scripts';
 import { FencedLockStrategy } from './fenced.strategy';
-import { SetNxLockStrategy } from './lock.strategy';
+
+/** The lock side of fencing; the write side (the fence refusing a late write) is src/orders/fenced-write.spec.ts. */
 
 describe('FencedLockStrategy (fenced) against a real Redis', () => {
   const { client } = useTestRedis();
@@ -12,9 +10,7 @@ describe('FencedLockStrategy (fenced) against a real Redis', () => {
 
   async function product(stock: number) {
     const redis = client();
-    const k = new KeyLayout(uniquePrefix('fenced')).product('phone');
-    await redis.resetSale(k.meta, k.stock, k.buyers, k.orders, stock, 5);
-    return { redis, k };
+    return { redis, ...(await startSaleIn(redis, stock, 5, 'fenced')) };
   }
 
   it('gives every acquisition, by anyone, a larger token, set atomically with the lock', async () => {
@@ -29,71 +25,7 @@ describe('FencedLockStrategy (fenced) against a real Redis', () => {
     await a.release(first!);
     expect(await b.tryAcquire(k.lock)).toMatchObject({ fence: 2 });
     // A sale reset never touches the counter: tokens only grow.
-    await redis.resetSale(k.meta, k.stock, k.buyers, k.orders, 3, 1);
+    await resetSale.run(redis, [k.meta, k.stock, k.buyers, k.orders], 3, 1);
     expect(await redis.get(k.fence)).toBe('2');
-  });
-
-  it('hands the section its token, and the written order carries it', async () => {
-    const { redis, k } = await product(2);
-    const lock = closing(new FencedLockStrategy(redis, { ttlMs: 5_000, waitMs: 1_000 }));
-    const left = await lock.withLock(k.lock, (_signal, fence) => {
-      expect(fence).toBe(1);
-      return writeOrders(redis, k, [{ order: { productId: 'phone', userId: 'ann', quantity: 1 }, orderId: 'o1' }], fence);
-    });
-    expect(left).toEqual([1]);
-    const [[, fields]] = await redis.xrange(k.orders, '-', '+');
-    expect(fields).toEqual(['orderId', 'o1', 'userId', 'ann', 'quantity', '1', 'fence', '1']);
-    expect(await redis.hget(k.meta, 'fence')).toBe('1'); // the last token applied
-  });
-
-  /**
-   * The pause that no client-side check catches: holder A reads the last unit, then
-   * stalls past its TTL *after* its validity check (a GC pause, SIGSTOP); B takes
-   * the lock, reads the same unit and sells it; A wakes and writes.
-   */
-  async function pausedHolder(strategy: 'lock' | 'fenced') {
-    const { redis, k } = await product(1);
-    const make = (ttlMs: number) =>
-      strategy === 'fenced' ? closing(new FencedLockStrategy(client(), { ttlMs, waitMs: 2_000 })) : closing(new SetNxLockStrategy(client(), { ttlMs, waitMs: 2_000 }));
-    const a = make(150);
-    const b = make(5_000);
-    const buy = (userId: string) => ({ order: { productId: 'phone', userId, quantity: 1 }, orderId: `order-${userId}` });
-    let bDone!: () => void;
-    const bFinished = new Promise<void>((resolve) => (bDone = resolve));
-    const aResult = a
-      .withLock(k.lock, async (signal, fence) => {
-        expect(await redis.get(k.stock)).toBe('1');
-        signal.throwIfAborted(); // still valid here...
-        await bFinished; // ...then the pause: B acquires after our TTL and sells
-        return writeOrders(redis, k, [buy('a')], fence);
-      })
-      .then(
-        (left) => ({ wrote: left }),
-        (err: Error) => ({ refused: err }),
-      );
-    await sleep(200); // past A's TTL: the lock is free in Redis
-    const bLeft = await b.withLock(k.lock, async (_signal, fence) => {
-      expect(await redis.get(k.stock)).toBe('1');
-      return writeOrders(redis, k, [buy('b')], fence);
-    });
-    bDone();
-    return { a: await aResult, bLeft, stock: await redis.get(k.stock), orders: await redis.xlen(k.orders), lostLocks: a.lostLocks };
-  }
-
-  it('refuses the paused holder’s late write with STALE_LOCK and changes nothing: no oversell', async () => {
-    const run = await pausedHolder('fenced');
-    expect(run.bLeft).toEqual([0]);
-    expect('refused' in run.a && run.a.refused).toBeInstanceOf(StaleLockError);
-    expect(run.stock).toBe('0');
-    expect(run.orders).toBe(1);
-    expect(run.lostLocks).toBeGreaterThanOrEqual(1); // the stale write (and the lost release)
-  });
-
-  it('without fencing, the same pause oversells (plain `lock`): why fencing exists', async () => {
-    const run = await pausedHolder('lock');
-    expect(run.bLeft).toEqual([0]);
-    expect(run.a).toEqual({ wrote: [-1] });
-    expect(run.stock).toBe('-1');
-    expect(run.orders).toBe(2);
   });
 });

@@ -12,8 +12,6 @@ import { NaiveLock } from './naive-lock';
  * `release:after-get`.
  */
 export class GetThenDelStrategy extends NaiveLock {
-  readonly name = 'get-then-del';
-
   async tryAcquire(key: string): Promise<string | null> {
     const token = this.token();
     return (await this.redis.set(key, token, 'PX', this.options.ttlMs, 'NX')) === 'OK' ? token : null;

@@ -1,7 +1,7 @@
-import { Redis } from 'ioredis';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { uniquePrefix, useClosing, useTestRedis } from '../../../test/helpers/redis';
-import { LockExpiredError, LockTimeoutError } from '../../errors/domain-errors';
+import { LockExpiredError, LockTimeoutError } from '../../errors/errors';
+import { releaseLock } from '../../redis/lua-scripts';
 import { SetNxLockStrategy } from './lock.strategy';
 
 describe('SetNxLockStrategy (lock) against a real Redis', () => {
@@ -29,9 +29,9 @@ describe('SetNxLockStrategy (lock) against a real Redis', () => {
   it('release never deletes a lock whose token is not ours', async () => {
     const c = client();
     await c.set(key, 'someone-elses-token', 'PX', 5_000);
-    expect(await c.releaseLock(key, 'our-token')).toBe(0);
+    expect(await releaseLock.run(c, [key], 'our-token', `${key}:released`)).toBe(0);
     expect(await c.get(key)).toBe('someone-elses-token');
-    expect(await c.releaseLock(key, 'someone-elses-token')).toBe(1);
+    expect(await releaseLock.run(c, [key], 'someone-elses-token', `${key}:released`)).toBe(1);
     expect(await c.exists(key)).toBe(0);
   });
 
@@ -69,14 +69,16 @@ describe('SetNxLockStrategy (lock) against a real Redis', () => {
   });
 
   it('withLock excludes: 40 contenders on 4 connections never overlap', async () => {
-    const locks = Array.from({ length: 4 }, () => closing(new SetNxLockStrategy(client(), { ttlMs: 5_000, waitMs: 10_000 })));
+    const locks = Array.from({ length: 4 }, () =>
+      closing(new SetNxLockStrategy(client(), { ttlMs: 5_000, waitMs: 10_000 })),
+    );
     const counter = client();
     const inside = `${key}:inside`;
     let maxInside = 0;
     let entered = 0;
     await Promise.all(
       Array.from({ length: 40 }, (_, i) =>
-        locks[i % 4].withLock(key, async () => {
+        locks[i % 4].using(key, async () => {
           // Count holders in Redis itself, so overlap across connections is seen.
           maxInside = Math.max(maxInside, await counter.incr(inside));
           entered++;
@@ -106,14 +108,14 @@ describe('SetNxLockStrategy (lock) against a real Redis', () => {
   it('withLock releases when the critical section throws', async () => {
     const c = client();
     const lock = closing(new SetNxLockStrategy(c, { ttlMs: 5_000, waitMs: 0 }));
-    await expect(lock.withLock(key, () => Promise.reject(new Error('boom')))).rejects.toThrow('boom');
+    await expect(lock.using(key, () => Promise.reject(new Error('boom')))).rejects.toThrow('boom');
     expect(await c.exists(key)).toBe(0);
   });
 
   it('aborts the section’s signal once the hold can no longer be trusted', async () => {
     const c = client();
     const lock = closing(new SetNxLockStrategy(c, { ttlMs: 200, waitMs: 0 }));
-    const outcome = lock.withLock(key, async (signal) => {
+    const outcome = lock.using(key, async ({ signal }) => {
       expect(signal.aborted).toBe(false);
       await sleep(300); // longer than the TTL: Redis has expired the lock
       signal.throwIfAborted();

@@ -1,12 +1,13 @@
 import { Logger } from '@nestjs/common';
 import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
-import { LockTimeoutError } from '../../errors/domain-errors';
+import { LockTimeoutError } from '../../errors/errors';
+import { releaseLock, ScriptClient } from '../../redis/lua-scripts';
 import { backoffMs } from '../backoff';
 import { holdInLine, Lease } from '../hold-in-line';
 import { LocalQueue } from '../local-queue';
+import { Hold, Lock, UsingOptions } from '../lock';
 import { Attempt, releasedChannel, ReleaseSubscriber } from '../release-subscriber';
-import { LockStrategy, WithLockOptions } from '../lock-strategy';
 
 export interface LockOptions {
   /** Lock TTL: how long a crashed holder can block the product. */
@@ -33,10 +34,10 @@ export interface LockLease extends Lease {
  * - Release: release-lock.lua compares the token and deletes in one step; never a
  *   plain DEL, which would delete another owner's lock after ours expired.
  * - Wait: in this process, callers for one key queue in a LocalQueue and only the
- *   head contends; it retries SET NX with full-jitter exponential backoff until the
- *   deadline (one budget for both waits), so other processes' holders are not
- *   drowned in retries. Purchases add lock coalescing on top (`coalesces`): the
- *   orders service serves a batch of buyers per hold (orders/order-batches.ts).
+ *   head contends. It tries SET NX, and while another process holds the lock it
+ *   waits for the release message (release-lock PUBLISHes it), with a jittered
+ *   timeout only for a lock that expires instead; one deadline bounds both waits, so
+ *   other processes' holders are not drowned in retries.
  * - Validity: the hold is trusted for TTL minus a clock-drift allowance (Redlock's
  *   formula); after that the section's AbortSignal fires and the write is skipped.
  *
@@ -44,12 +45,7 @@ export interface LockLease extends Lease {
  * of the signal and its write (GC, SIGSTOP) can write after another holder took the
  * lock. Only fencing tokens close that gap.
  */
-export class SetNxLockStrategy implements LockStrategy {
-  readonly kind = 'lock';
-  readonly name: string = 'lock';
-  readonly unsafe = false;
-  readonly reentrant = false;
-  readonly coalesces = true;
+export class SetNxLockStrategy implements Lock {
   protected readonly logger = new Logger('SetNxLock');
   /** Releases that found the lock no longer ours: each one is a hold that outlived its TTL. */
   protected lost = 0;
@@ -59,10 +55,12 @@ export class SetNxLockStrategy implements LockStrategy {
   private readonly subscriber: ReleaseSubscriber;
 
   constructor(
-    private readonly redis: Pick<Redis, 'set' | 'releaseLock' | 'duplicate'>,
+    private readonly redis: Pick<Redis, 'set' | 'duplicate'> & ScriptClient,
     protected readonly options: LockOptions,
   ) {
-    this.subscriber = new ReleaseSubscriber(() => redis.duplicate({ enableOfflineQueue: true, enableAutoPipelining: false }));
+    this.subscriber = new ReleaseSubscriber(() =>
+      redis.duplicate({ enableOfflineQueue: true, enableAutoPipelining: false }),
+    );
   }
 
   /** Release messages that woke a waiting contender before its fallback timeout. */
@@ -126,7 +124,7 @@ export class SetNxLockStrategy implements LockStrategy {
 
   /** Compare-and-delete. False (logged, counted) when the lock was no longer ours. */
   async release(lease: LockLease): Promise<boolean> {
-    const deleted = await this.redis.releaseLock(lease.key, lease.token, releasedChannel(lease.key));
+    const deleted = await releaseLock.run(this.redis, [lease.key], lease.token, releasedChannel(lease.key));
     if (deleted === 1) return true;
     this.lost++;
     this.logger.warn(
@@ -135,11 +133,7 @@ export class SetNxLockStrategy implements LockStrategy {
     return false;
   }
 
-  withLock<T>(
-    key: string,
-    criticalSection: (signal: AbortSignal, fence?: number) => Promise<T>,
-    options?: WithLockOptions,
-  ): Promise<T> {
+  using<T>(key: string, section: (hold: Hold) => Promise<T>, options?: UsingOptions): Promise<T> {
     return holdInLine(
       {
         line: this.line,
@@ -156,7 +150,7 @@ export class SetNxLockStrategy implements LockStrategy {
             (err: Error) => this.logger.warn(`release of ${key} failed, the TTL will free it: ${err.message}`),
           ),
       },
-      (signal, lease) => criticalSection(signal, lease.fence),
+      (signal, lease) => section({ signal, fence: lease.fence }),
     );
   }
 }

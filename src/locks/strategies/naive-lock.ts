@@ -1,10 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
-import { LockTimeoutError } from '../../errors/domain-errors';
+import { LockTimeoutError } from '../../errors/errors';
 import { backoffMs } from '../backoff';
 import type { LockFaults } from '../lock-faults';
-import { LockStrategy, WithLockOptions } from '../lock-strategy';
+import { Hold, Lock, UsingOptions } from '../lock';
 
 export interface NaiveLockOptions {
   readonly ttlMs: number;
@@ -20,14 +20,10 @@ export type NaiveRedis = Pick<Redis, 'set' | 'setnx' | 'pexpire' | 'get' | 'gets
  * on tryAcquire with a jittered backoff, run the section, release. No local line,
  * no validity check, no hand-off: each subclass is one recipe's acquire and release.
  */
-export abstract class NaiveLock implements LockStrategy {
-  readonly kind = 'lock';
-  abstract readonly name: string;
-  readonly unsafe = true;
-  readonly reentrant = false;
-  readonly coalesces = false;
+export abstract class NaiveLock implements Lock {
+  /** Nothing here notices a lost hold: that is the point of these recipes. */
   readonly lostLocks = 0;
-  private readonly never = new AbortController().signal;
+  private readonly never: Hold = { signal: new AbortController().signal };
 
   constructor(
     protected readonly redis: NaiveRedis,
@@ -38,7 +34,7 @@ export abstract class NaiveLock implements LockStrategy {
   abstract tryAcquire(key: string): Promise<string | null>;
   abstract release(key: string, token: string): Promise<void>;
 
-  async withLock<T>(key: string, section: (signal: AbortSignal) => Promise<T>, options?: WithLockOptions): Promise<T> {
+  async using<T>(key: string, section: (hold: Hold) => Promise<T>, options?: UsingOptions): Promise<T> {
     const deadline = options?.deadline ?? Date.now() + this.options.waitMs;
     for (let attempt = 0; ; attempt++) {
       options?.signal?.throwIfAborted();
@@ -54,6 +50,10 @@ export abstract class NaiveLock implements LockStrategy {
       if (left <= 0) throw new LockTimeoutError(this.options.waitMs);
       await sleep(backoffMs(attempt, left));
     }
+  }
+
+  close(): Promise<void> {
+    return Promise.resolve();
   }
 
   protected token(): string {

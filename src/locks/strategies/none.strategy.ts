@@ -1,4 +1,4 @@
-import { LockStrategy, WithLockOptions } from '../lock-strategy';
+import { Hold, Lock, UsingOptions } from '../lock';
 
 /**
  * `none` — no lock at all: the negative control.
@@ -8,21 +8,16 @@ import { LockStrategy, WithLockOptions } from '../lock-strategy';
  * oversold. The bench and the tests run it to prove they can see overselling; it is
  * selectable only with ALLOW_UNSAFE=1.
  */
-export class NoLockStrategy implements LockStrategy {
-  readonly kind = 'lock';
-  readonly name = 'none';
-  readonly unsafe = true;
-  readonly reentrant = false;
-  readonly coalesces = false;
+export class NoLockStrategy implements Lock {
   readonly lostLocks = 0;
-  private readonly never = new AbortController().signal;
+  private readonly never: Hold = { signal: new AbortController().signal };
 
-  withLock<T>(
-    _lockKey: string,
-    criticalSection: (signal: AbortSignal) => Promise<T>,
-    options?: WithLockOptions,
-  ): Promise<T> {
+  using<T>(_key: string, section: (hold: Hold) => Promise<T>, options?: UsingOptions): Promise<T> {
     options?.signal?.throwIfAborted();
-    return criticalSection(this.never);
+    return section(this.never);
+  }
+
+  close(): Promise<void> {
+    return Promise.resolve();
   }
 }

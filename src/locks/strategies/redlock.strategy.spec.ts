@@ -1,7 +1,7 @@
 import { Redis } from 'ioredis';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { closeClient, startTestRedis, TestRedis, uniquePrefix } from '../../../test/helpers/redis';
-import { LockQuorumError, LockTimeoutError } from '../../errors/domain-errors';
+import { LockNodesUnavailableError, LockTimeoutError } from '../../errors/errors';
 import { createRedisClient } from '../../redis/create-client';
 import { RedlockStrategy } from './redlock.strategy';
 
@@ -23,7 +23,7 @@ describe('RedlockStrategy (redlock) over 3 nodes', () => {
 
   /** Node clients connect in the background; wait until a strategy sees them all. */
   async function connected(s: RedlockStrategy): Promise<RedlockStrategy> {
-    while ((await s.lockNodes()).up < nodes.length) await sleep(10);
+    while ((await s.nodes()).up < nodes.length) await sleep(10);
     return s;
   }
 
@@ -47,9 +47,12 @@ describe('RedlockStrategy (redlock) over 3 nodes', () => {
     let seenOnNodes = 0;
     await Promise.all(
       Array.from({ length: 30 }, (_, i) =>
-        locks[i % 3].withLock(key, async () => {
+        locks[i % 3].using(key, async () => {
           maxInside = Math.max(maxInside, await counter.incr(inside));
-          seenOnNodes = Math.max(seenOnNodes, (await Promise.all(admin.map((a) => a.exists(key)))).reduce((x, y) => x + y, 0));
+          seenOnNodes = Math.max(
+            seenOnNodes,
+            (await Promise.all(admin.map((a) => a.exists(key)))).reduce((x, y) => x + y, 0),
+          );
           await sleep(1);
           await counter.decr(inside);
         }),
@@ -63,35 +66,35 @@ describe('RedlockStrategy (redlock) over 3 nodes', () => {
   it('still locks with one of three nodes down', async () => {
     const lock = await connected(redlock());
     await nodes[2].stop();
-    await expect(lock.withLock(key, async () => 'bought')).resolves.toBe('bought');
-    expect((await lock.lockNodes()).up).toBe(2);
+    await expect(lock.using(key, async () => 'bought')).resolves.toBe('bought');
+    expect((await lock.nodes()).up).toBe(2);
   });
 
   it('with two of three nodes down, fails at once with a clear quorum error', async () => {
     const lock = await connected(redlock());
     await nodes[1].stop();
     await nodes[2].stop();
-    const outcome = lock.withLock(key, async () => 'bought');
-    await expect(outcome).rejects.toBeInstanceOf(LockQuorumError);
+    const outcome = lock.using(key, async () => 'bought');
+    await expect(outcome).rejects.toBeInstanceOf(LockNodesUnavailableError);
     await expect(outcome).rejects.toThrow('2 of 3 Redlock nodes are unreachable and a lock needs 2');
   });
 
   it('a minority holding the key (pre-seeded) does not stop a majority lock; a majority does', async () => {
     const lock = await connected(redlock(5_000, 300));
     await admin[0].set(key, 'someone-else', 'PX', 10_000);
-    await expect(lock.withLock(key, async () => 'bought')).resolves.toBe('bought');
+    await expect(lock.using(key, async () => 'bought')).resolves.toBe('bought');
     expect(await admin[0].get(key)).toBe('someone-else'); // release never touches another's value
     await admin[1].set(key, 'someone-else', 'PX', 10_000);
-    await expect(lock.withLock(key, async () => 'bought')).rejects.toBeInstanceOf(LockTimeoutError);
+    await expect(lock.using(key, async () => 'bought')).rejects.toBeInstanceOf(LockTimeoutError);
   });
 
   it('a holder that dies lets others in after the TTL', async () => {
     const dying = await connected(redlock(300, 0));
-    const held = dying.withLock(key, () => sleep(60_000, undefined, { ref: false })); // never finishes
+    const held = dying.using(key, () => sleep(60_000, undefined, { ref: false })); // never finishes
     await sleep(50);
     await dying.close(); // its connections are gone; nobody will release
     const other = await connected(redlock(5_000, 3_000));
-    await expect(other.withLock(key, async () => 'bought')).resolves.toBe('bought');
+    await expect(other.using(key, async () => 'bought')).resolves.toBe('bought');
     void held.catch(() => undefined);
   });
 });

@@ -1,14 +1,14 @@
 import { Logger } from '@nestjs/common';
 import type { Redis } from 'ioredis';
-import Redlock, { ExecutionError, Lock } from 'redlock';
+import Redlock, { ExecutionError, Lock as RedlockLease } from 'redlock';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { LockQuorumError, LockTimeoutError } from '../../errors/domain-errors';
+import { LockNodesUnavailableError, LockTimeoutError } from '../../errors/errors';
 import { closeRedisClient } from '../../redis/create-client';
 import { isRedisUnavailable } from '../../redis/redis-errors';
 import { backoffMs } from '../backoff';
 import { holdInLine, Lease } from '../hold-in-line';
 import { LocalQueue } from '../local-queue';
-import { LockNodes, LockStrategy, WithLockOptions } from '../lock-strategy';
+import { Hold, Lock, LockNodes, UsingOptions } from '../lock';
 
 export interface RedlockOptions {
   readonly ttlMs: number;
@@ -17,7 +17,7 @@ export interface RedlockOptions {
 
 /** A granted lock, with when we asked for it and until when it is valid. */
 interface Held extends Lease {
-  readonly lock: Lock;
+  readonly lock: RedlockLease;
 }
 
 /**
@@ -29,8 +29,7 @@ interface Held extends Lease {
  *   TTL minus the time acquiring took minus clock drift (1% + 2 ms). Otherwise the
  *   package releases what it got and we retry with backoff until LOCK_WAIT_MS.
  * - Release: compare-and-delete on every node (the package's Lua script). As with
- *   `lock`, buyers of a product queue in-process, and the orders service serves a
- *   batch of them per hold (lock coalescing, orders/order-batches.ts).
+ *   `lock`, callers for one key queue in-process and only the head contends.
  * - The stock and orders stay on REDIS_URL; only the lock lives on the N nodes, so
  *   one lock node down changes nothing, and a majority down stops all sales with
  *   503 REDIS_UNAVAILABLE (no quorum), never an oversell.
@@ -42,12 +41,7 @@ interface Held extends Lease {
  * paused past the validity time can still write late (Kleppmann's critique), so
  * the write is skipped once the validity has passed, and fencing closes the rest.
  */
-export class RedlockStrategy implements LockStrategy {
-  readonly kind = 'lock';
-  readonly name = 'redlock';
-  readonly unsafe = false;
-  readonly reentrant = false;
-  readonly coalesces = true;
+export class RedlockStrategy implements Lock {
   private readonly logger = new Logger('Redlock');
   private readonly redlock: Redlock;
   private readonly line = new LocalQueue();
@@ -55,20 +49,20 @@ export class RedlockStrategy implements LockStrategy {
   private lost = 0;
 
   constructor(
-    private readonly nodes: Redis[],
+    private readonly clients: Redis[],
     private readonly options: RedlockOptions,
   ) {
     // Our own loop retries (bounded by the wait budget and the caller's signal), so
     // each package call makes exactly one attempt.
-    this.redlock = new Redlock(nodes, { retryCount: 0, driftFactor: 0.01 });
-    this.quorum = Math.floor(nodes.length / 2) + 1;
+    this.redlock = new Redlock(clients, { retryCount: 0, driftFactor: 0.01 });
+    this.quorum = Math.floor(clients.length / 2) + 1;
   }
 
   get lostLocks(): number {
     return this.lost;
   }
 
-  withLock<T>(key: string, section: (signal: AbortSignal) => Promise<T>, options?: WithLockOptions): Promise<T> {
+  using<T>(key: string, section: (hold: Hold) => Promise<T>, options?: UsingOptions): Promise<T> {
     return holdInLine<Held, T>(
       {
         line: this.line,
@@ -83,20 +77,27 @@ export class RedlockStrategy implements LockStrategy {
         release: (held) => this.release(held.lock),
       },
       // Not fenced: the section gets the validity signal only.
-      (signal) => section(signal),
+      (signal) => section({ signal }),
     );
   }
 
   async close(): Promise<void> {
-    await Promise.all(this.nodes.map(closeRedisClient));
+    await Promise.all(this.clients.map(closeRedisClient));
   }
 
-  async lockNodes(): Promise<LockNodes> {
-    const answers = await Promise.all(this.nodes.map((n) => n.ping().then(() => 1, () => 0)));
-    return { up: answers.reduce<number>((a, b) => a + b, 0), total: this.nodes.length, quorum: this.quorum };
+  async nodes(): Promise<LockNodes> {
+    const answers = await Promise.all(
+      this.clients.map((n) =>
+        n.ping().then(
+          () => 1,
+          () => 0,
+        ),
+      ),
+    );
+    return { up: answers.reduce<number>((a, b) => a + b, 0), total: this.clients.length, quorum: this.quorum };
   }
 
-  private async acquire(key: string, deadline: number, signal?: AbortSignal): Promise<Lock> {
+  private async acquire(key: string, deadline: number, signal?: AbortSignal): Promise<RedlockLease> {
     for (let attempt = 0; ; attempt++) {
       signal?.throwIfAborted();
       try {
@@ -104,7 +105,8 @@ export class RedlockStrategy implements LockStrategy {
       } catch (err) {
         if (!(err instanceof ExecutionError)) throw err;
         const down = await this.unreachable(err);
-        if (this.nodes.length - down < this.quorum) throw new LockQuorumError(down, this.nodes.length, this.quorum);
+        if (this.clients.length - down < this.quorum)
+          throw new LockNodesUnavailableError(down, this.clients.length, this.quorum);
       }
       const left = deadline - Date.now();
       if (left <= 0) throw new LockTimeoutError(this.options.waitMs);
@@ -123,14 +125,16 @@ export class RedlockStrategy implements LockStrategy {
     return down;
   }
 
-  private async release(lock: Lock): Promise<void> {
+  private async release(lock: RedlockLease): Promise<void> {
     try {
       await lock.release();
     } catch (err) {
       // No majority confirmed the release: on those nodes the lock had already
       // expired (or they are down); either way the hold was not ours to the end.
       this.lost++;
-      this.logger.warn(`release of ${lock.resources.join(',')} was not confirmed by a majority: ${(err as Error).message}`);
+      this.logger.warn(
+        `release of ${lock.resources.join(',')} was not confirmed by a majority: ${(err as Error).message}`,
+      );
     }
   }
 }

@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { uniquePrefix, useTestRedis } from '../../../test/helpers/redis';
-import { LockExpiredError, LockTimeoutError } from '../../errors/domain-errors';
+import { LockExpiredError, LockTimeoutError } from '../../errors/errors';
+import { reentrantAcquire, reentrantRelease } from '../../redis/lua-scripts';
 import { ReentrantStrategy } from './reentrant.strategy';
 
 describe('ReentrantStrategy (reentrant) against a real Redis', () => {
@@ -25,9 +26,9 @@ describe('ReentrantStrategy (reentrant) against a real Redis', () => {
     const lock = reentrant(5_000, 1_000);
     const counts: number[] = [];
     const count = async () => Number(Object.values(await c.hgetall(key))[0] ?? 0);
-    await lock.withLock(key, async () => {
+    await lock.using(key, async () => {
       counts.push(await count());
-      await lock.withLock(key, async () => {
+      await lock.using(key, async () => {
         counts.push(await count());
         expect(await c.pttl(key)).toBeGreaterThan(0);
       });
@@ -44,9 +45,9 @@ describe('ReentrantStrategy (reentrant) against a real Redis', () => {
     let maxInside = 0;
     await Promise.all(
       Array.from({ length: 30 }, (_, i) =>
-        locks[i % 3].withLock(key, async () => {
+        locks[i % 3].using(key, async () => {
           maxInside = Math.max(maxInside, await counter.incr(inside));
-          await locks[i % 3].withLock(key, () => sleep(1)); // nested: must not deadlock
+          await locks[i % 3].using(key, () => sleep(1)); // nested: must not deadlock
           await counter.decr(inside);
         }),
       ),
@@ -59,20 +60,20 @@ describe('ReentrantStrategy (reentrant) against a real Redis', () => {
     const c = client();
     await c.hset(key, 'someone-else', '1');
     await c.pexpire(key, 5_000);
-    expect(await c.reentrantRelease(key, 'me', 5_000, `${key}:released`)).toBeNull();
+    expect(await reentrantRelease.run(c, [key], 'me', 5_000, `${key}:released`)).toBeNull();
     expect(await c.hget(key, 'someone-else')).toBe('1');
-    await expect(reentrant(5_000, 100).withLock(key, async () => 'never')).rejects.toBeInstanceOf(LockTimeoutError);
+    await expect(reentrant(5_000, 100).using(key, async () => 'never')).rejects.toBeInstanceOf(LockTimeoutError);
   });
 
   it('the watchdog keeps a long hold alive past several TTLs, then stops', async () => {
     const c = client();
     const lock = reentrant(300, 1_000); // renewed every 100 ms
     const other = reentrant(300, 0);
-    await lock.withLock(key, async (signal) => {
+    await lock.using(key, async ({ signal }) => {
       for (let i = 0; i < 4; i++) {
         await sleep(250);
         expect(await c.pttl(key)).toBeGreaterThan(0); // 1 s in, a 300 ms lock is still ours
-        await expect(other.withLock(key, async () => 'stolen')).rejects.toBeInstanceOf(LockTimeoutError);
+        await expect(other.using(key, async () => 'stolen')).rejects.toBeInstanceOf(LockTimeoutError);
       }
       expect(signal.aborted).toBe(false);
     });
@@ -86,7 +87,7 @@ describe('ReentrantStrategy (reentrant) against a real Redis', () => {
   it('a renewal that finds the lock gone aborts the holder and is counted', async () => {
     const c = client();
     const lock = reentrant(300, 1_000);
-    const outcome = lock.withLock(key, async (signal) => {
+    const outcome = lock.using(key, async ({ signal }) => {
       await c.del(key); // the hold is lost (expired while paused, or deleted by a mistake)
       await sleep(250); // the next renewal notices
       signal.throwIfAborted();
@@ -98,22 +99,22 @@ describe('ReentrantStrategy (reentrant) against a real Redis', () => {
 
   it('a holder that dies lets others in after the TTL (no watchdog outlives its process)', async () => {
     const dying = client();
-    expect(await dying.reentrantAcquire(key, 'dead-process:1', 300)).toBeNull();
+    expect(await reentrantAcquire.run(dying, [key], 'dead-process:1', 300)).toBeNull();
     dying.disconnect();
     const c = client();
     expect(await c.pttl(key)).toBeGreaterThan(0);
     const lock = reentrant(5_000, 3_000);
-    await expect(lock.withLock(key, async () => 'bought')).resolves.toBe('bought');
+    await expect(lock.using(key, async () => 'bought')).resolves.toBe('bought');
   });
 
   it('wakes a waiter by the release message, not by its bounded wait running out', async () => {
     const holder = reentrant(10_000, 1_000);
     const waiter = reentrant(10_000, 5_000);
-    const held = holder.withLock(key, () => sleep(200));
+    const held = holder.using(key, () => sleep(200));
     await sleep(20);
     // The holder's lock has ~10 s left, so the waiter's timed wait is its 1 s cap;
     // the release message ends that wait early, and the counter says so.
-    await expect(waiter.withLock(key, async () => 'bought')).resolves.toBe('bought');
+    await expect(waiter.using(key, async () => 'bought')).resolves.toBe('bought');
     await held;
     expect(waiter.wakeups).toBe(1);
   });

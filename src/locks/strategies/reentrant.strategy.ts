@@ -2,9 +2,10 @@ import { Logger } from '@nestjs/common';
 import type { Redis } from 'ioredis';
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { randomBytes } from 'node:crypto';
-import { LockExpiredError, LockTimeoutError } from '../../errors/domain-errors';
+import { LockExpiredError, LockTimeoutError } from '../../errors/errors';
+import { reentrantAcquire, reentrantRelease, reentrantRenew, ScriptClient } from '../../redis/lua-scripts';
 import { LocalQueue } from '../local-queue';
-import { LockStrategy, WithLockOptions } from '../lock-strategy';
+import { Hold, Lock, UsingOptions } from '../lock';
 import { Attempt, releasedChannel, ReleaseSubscriber } from '../release-subscriber';
 
 export interface ReentrantOptions {
@@ -15,7 +16,7 @@ export interface ReentrantOptions {
 /** A waiter re-checks at least this often even if no release message comes. */
 const MAX_WAIT_MS = 1_000;
 
-/** What one outermost withLock carries down its async calls: who we are, what we hold. */
+/** What one outermost `using` carries down its async calls: who we are, what we hold. */
 interface Holding {
   readonly owner: string;
   readonly held: Map<string, AbortSignal>;
@@ -26,10 +27,11 @@ interface Holding {
  *
  * - The lock is a hash: field = owner id, value = hold count. Acquire (HINCRBY +
  *   PEXPIRE) and release (HINCRBY -1, DEL at zero) are Lua scripts, so the same
- *   owner may take the lock again while holding it: the order path locks the
- *   product, and recording the order locks it again (count 2, then 1, then free).
- *   Redisson's owner is uuid:threadId; here it is process id + the async context of
- *   the outermost withLock, carried by AsyncLocalStorage.
+ *   owner may take the lock again while holding it: a section that calls code which
+ *   locks the same key again re-enters (count 2, then 1, then free) instead of
+ *   waiting for itself forever. Redisson's owner is uuid:threadId; here it is the
+ *   process id + the async context of the outermost `using`, carried by
+ *   AsyncLocalStorage.
  * - Watchdog (Redisson's lockWatchdogTimeout): while held, the TTL is renewed every
  *   TTL/3 by reentrant-renew.lua: the timer is unref'd, a tick is skipped while the
  *   previous renewal is still in flight (never two at once), it stops on release.
@@ -43,12 +45,7 @@ interface Holding {
  * loses the lock while paused; it learns that only on resume (its signal aborts),
  * so a write already in flight can still land. Fencing closes that gap.
  */
-export class ReentrantStrategy implements LockStrategy {
-  readonly kind = 'lock';
-  readonly name = 'reentrant';
-  readonly unsafe = false;
-  readonly reentrant = true;
-  readonly coalesces = false;
+export class ReentrantStrategy implements Lock {
   private readonly logger = new Logger('ReentrantLock');
   private readonly process = randomBytes(8).toString('hex');
   private readonly context = new AsyncLocalStorage<Holding>();
@@ -60,10 +57,12 @@ export class ReentrantStrategy implements LockStrategy {
   renewals = 0;
 
   constructor(
-    private readonly redis: Pick<Redis, 'reentrantAcquire' | 'reentrantRelease' | 'reentrantRenew' | 'duplicate'>,
+    private readonly redis: Pick<Redis, 'duplicate'> & ScriptClient,
     private readonly options: ReentrantOptions,
   ) {
-    this.subscriber = new ReleaseSubscriber(() => redis.duplicate({ enableOfflineQueue: true, enableAutoPipelining: false }));
+    this.subscriber = new ReleaseSubscriber(() =>
+      redis.duplicate({ enableOfflineQueue: true, enableAutoPipelining: false }),
+    );
   }
 
   get lostLocks(): number {
@@ -75,7 +74,7 @@ export class ReentrantStrategy implements LockStrategy {
     return this.subscriber.wakeups;
   }
 
-  async withLock<T>(key: string, section: (signal: AbortSignal) => Promise<T>, options?: WithLockOptions): Promise<T> {
+  async using<T>(key: string, section: (hold: Hold) => Promise<T>, options?: UsingOptions): Promise<T> {
     const holding = this.context.getStore();
     const heldSignal = holding?.held.get(key);
     if (holding && heldSignal) return this.reenter(holding.owner, key, heldSignal, section);
@@ -89,7 +88,7 @@ export class ReentrantStrategy implements LockStrategy {
       const watchdog = this.startWatchdog(key, mine.owner, lost);
       mine.held.set(key, lost.signal);
       try {
-        return await this.context.run(mine, () => section(lost.signal));
+        return await this.context.run(mine, () => section({ signal: lost.signal }));
       } finally {
         mine.held.delete(key);
         watchdog.stop();
@@ -105,13 +104,13 @@ export class ReentrantStrategy implements LockStrategy {
   }
 
   /** Same owner, lock already held: count it up, run, count it down. */
-  private async reenter<T>(owner: string, key: string, signal: AbortSignal, section: (signal: AbortSignal) => Promise<T>) {
+  private async reenter<T>(owner: string, key: string, signal: AbortSignal, section: (hold: Hold) => Promise<T>) {
     signal.throwIfAborted();
-    if ((await this.redis.reentrantAcquire(key, owner, this.options.ttlMs)) !== null) {
+    if ((await reentrantAcquire.run(this.redis, [key], owner, this.options.ttlMs)) !== null) {
       throw new LockExpiredError(this.options.ttlMs); // our outer hold is gone
     }
     try {
-      return await section(signal);
+      return await section({ signal });
     } finally {
       await this.release(key, owner);
     }
@@ -121,7 +120,7 @@ export class ReentrantStrategy implements LockStrategy {
     // Subscribed before the first try, so a release between a try and its wait is not missed.
     return this.subscriber.retry(releasedChannel(key), async (): Promise<Attempt<void>> => {
       signal?.throwIfAborted();
-      const otherTtl = await this.redis.reentrantAcquire(key, owner, this.options.ttlMs);
+      const otherTtl = await reentrantAcquire.run(this.redis, [key], owner, this.options.ttlMs);
       if (otherTtl === null) return { got: undefined };
       const left = deadline - Date.now();
       if (left <= 0) throw new LockTimeoutError(this.options.waitMs);
@@ -131,7 +130,7 @@ export class ReentrantStrategy implements LockStrategy {
 
   private async release(key: string, owner: string): Promise<void> {
     try {
-      const result = await this.redis.reentrantRelease(key, owner, this.options.ttlMs, releasedChannel(key));
+      const result = await reentrantRelease.run(this.redis, [key], owner, this.options.ttlMs, releasedChannel(key));
       if (result === null) this.logger.warn(`lock ${key} was no longer ours at release`);
     } catch (err) {
       this.logger.warn(`release of ${key} failed, the TTL will free it: ${(err as Error).message}`);
@@ -147,17 +146,20 @@ export class ReentrantStrategy implements LockStrategy {
       lost.abort(new LockExpiredError(this.options.ttlMs));
       clearInterval(timer);
     };
-    const timer = setInterval(() => {
-      if (renewing) return; // never two renewals at once
-      renewing = true;
-      this.redis
-        .reentrantRenew(key, owner, this.options.ttlMs)
-        .then(
-          (renewed) => (renewed === 1 ? this.renewals++ : loseIt('it was gone when the watchdog renewed it')),
-          (err: Error) => loseIt(`renewal failed: ${err.message}`),
-        )
-        .finally(() => (renewing = false));
-    }, Math.max(1, Math.floor(this.options.ttlMs / 3)));
+    const timer = setInterval(
+      () => {
+        if (renewing) return; // never two renewals at once
+        renewing = true;
+        reentrantRenew
+          .run(this.redis, [key], owner, this.options.ttlMs)
+          .then(
+            (renewed) => (renewed === 1 ? this.renewals++ : loseIt('it was gone when the watchdog renewed it')),
+            (err: Error) => loseIt(`renewal failed: ${err.message}`),
+          )
+          .finally(() => (renewing = false));
+      },
+      Math.max(1, Math.floor(this.options.ttlMs / 3)),
+    );
     timer.unref();
     return { stop: () => clearInterval(timer) };
   }

@@ -10,8 +10,6 @@ import { NaiveLock } from './naive-lock';
  * with no TTL, long after any sane TTL, while others time out.
  */
 export class SetnxNoTtlStrategy extends NaiveLock {
-  readonly name = 'setnx-no-ttl';
-
   async tryAcquire(key: string): Promise<string | null> {
     const token = this.token();
     return (await this.redis.setnx(key, token)) === 1 ? token : null;

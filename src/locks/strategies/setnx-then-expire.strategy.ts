@@ -12,8 +12,6 @@ import { NaiveLock } from './naive-lock';
  * step `after-setnx`.
  */
 export class SetnxThenExpireStrategy extends NaiveLock {
-  readonly name = 'setnx-then-expire';
-
   async tryAcquire(key: string): Promise<string | null> {
     const token = this.token();
     if ((await this.redis.setnx(key, token)) !== 1) return null;

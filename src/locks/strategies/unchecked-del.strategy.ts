@@ -12,8 +12,6 @@ import { NaiveLock } from './naive-lock';
  * next two holders are inside at the same time.
  */
 export class UncheckedDelStrategy extends NaiveLock {
-  readonly name = 'unchecked-del';
-
   async tryAcquire(key: string): Promise<string | null> {
     const token = this.token();
     return (await this.redis.set(key, token, 'PX', this.options.ttlMs, 'NX')) === 'OK' ? token : null;

@@ -1,6 +1,5 @@
 import { IsInt, Matches, Max, Min, ValidateIf } from 'class-validator';
-import { ID_PATTERN, ID_RULE } from '../../products/dto/product-params.dto';
-import { MAX_PER_USER_LIMIT } from '../../products/dto/start-sale.dto';
+import { ID_PATTERN, ID_RULE, MAX_QUANTITY } from '../../sale/sale-limits';
 
 /** Body of POST /api/orders. The product's own perUserLimit is checked by the service. */
 export class CreateOrderDto {
@@ -13,7 +12,7 @@ export class CreateOrderDto {
   /** Omitted means 1; null is refused, not defaulted. */
   @ValidateIf((_dto, value) => value !== undefined)
   // Decorators run bottom-up and only the first failure is reported: type first.
-  @Max(MAX_PER_USER_LIMIT)
+  @Max(MAX_QUANTITY)
   @Min(1)
   @IsInt()
   readonly quantity: number = 1;

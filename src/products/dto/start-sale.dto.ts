@@ -1,7 +1,5 @@
 import { IsInt, Max, Min, ValidateIf } from 'class-validator';
-
-export const MAX_STOCK = 10_000_000;
-export const MAX_PER_USER_LIMIT = 100;
+import { MAX_PER_USER_LIMIT, MAX_STOCK } from '../../sale/sale-limits';
 
 /** Body of PUT /api/products/:id. */
 export class StartSaleDto {

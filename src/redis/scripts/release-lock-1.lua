@@ -11,15 +11,13 @@
 
   KEYS[1]  lock key
   ARGV[1]  owner token set by SET ... NX PX
-  ARGV[2]  channel to announce the release on (optional)
+  ARGV[2]  channel to announce the release on
   Returns  1 if the lock was ours and is now deleted (and announced), 0 if it was not
            ours (expired or taken by another owner) and nothing was changed.
 ]]
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('DEL', KEYS[1])
-  if ARGV[2] then
-    redis.call('PUBLISH', ARGV[2], 'released')
-  end
+  redis.call('PUBLISH', ARGV[2], 'released')
   return 1
 end
 return 0

@@ -1,12 +1,20 @@
+import { Inject, Injectable, OnApplicationShutdown } from '@nestjs/common';
 import type { Redis } from 'ioredis';
+import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { ContentionError } from '../../errors/domain-errors';
-import { checkPurchase, OrderRequest, queueOrder, readSaleState } from '../../orders/sale-rules';
+import { AppConfig } from '../../config/app-config';
+import { APP_CONFIG } from '../../config/config.constants';
+import { ContentionError } from '../../errors/errors';
+import { backoffMs } from '../../locks/backoff';
+import { LocalQueue } from '../../locks/local-queue';
 import { ConnectionPool } from '../../redis/connection-pool';
-import type { ProductKeys } from '../../redis/key-layout';
-import { backoffMs } from '../backoff';
-import { LocalQueue } from '../local-queue';
-import { LockFreeStrategy } from '../lock-strategy';
+import { KeyLayout, ProductKeys } from '../../redis/key-layout';
+import { REDIS_CLIENT } from '../../redis/redis.constants';
+import type { Order, OrderRequest } from '../order';
+import { refusal } from '../sale-rules';
+import { buyerState, queueOrder, readSale, SaleRead } from '../sale-store';
+import { PurchasePath, PurchaseStatus } from './purchase-path';
+import { SoldOutSignals } from './sold-out-signals';
 
 /** Dedicated connections per process; more would only add losers to every race. */
 const POOL_SIZE = 8;
@@ -35,39 +43,77 @@ const BACKOFF_CAP_MS = 16;
  * and only processes race each other. WATCH must be on a connection of its own
  * (see ConnectionPool), never on the shared client.
  */
-export class OptimisticStrategy implements LockFreeStrategy {
-  readonly kind = 'lock-free';
-  readonly name = 'optimistic';
-  readonly unsafe = false;
-  readonly reentrant = false;
-  readonly lostLocks = 0;
+@Injectable()
+export class OptimisticPurchases extends PurchasePath implements OnApplicationShutdown {
   private readonly pool: ConnectionPool;
-  private readonly line = new LocalQueue();
+  private readonly waitMs: number;
+  private readonly soldOut = new SoldOutSignals();
+  /** Attempts that found their wait budget spent while queued behind this process's others. */
+  private readonly line = new LocalQueue((waitMs) => new ContentionError(0, waitMs));
   /** EXECs refused because a watched key changed. */
   conflicts = 0;
 
   constructor(
-    redis: Pick<Redis, 'duplicate'>,
-    private readonly waitMs: number,
+    @Inject(REDIS_CLIENT) private readonly redis: Redis,
+    private readonly keys: KeyLayout,
+    @Inject(APP_CONFIG) config: AppConfig,
   ) {
+    super();
+    this.waitMs = config.lockWaitMs;
     // The offline queue lets a fresh connection take commands while it connects;
     // the shared client's command timeout still bounds every call.
-    this.pool = new ConnectionPool(() => redis.duplicate({
-        enableOfflineQueue: true,
-        // WATCH ... EXEC is one conversation per connection, sent exactly as written.
-        enableAutoPipelining: false,
-      }), POOL_SIZE);
+    this.pool = new ConnectionPool(
+      () =>
+        redis.duplicate({
+          enableOfflineQueue: true,
+          // WATCH ... EXEC is one conversation per connection, sent exactly as written.
+          enableAutoPipelining: false,
+        }),
+      POOL_SIZE,
+    );
   }
 
-  async purchase(k: ProductKeys, order: OrderRequest, orderId: string, signal?: AbortSignal): Promise<number> {
+  async purchase(order: OrderRequest): Promise<Order> {
+    const k = this.keys.product(order.productId);
+    try {
+      // Unlocked pre-check, for refusals only: a sold-out product never queues.
+      this.check(order, await readSale(this.redis, k, [order.userId]));
+      const orderId = randomUUID();
+      const remaining = await this.attempts(k, order, orderId);
+      if (remaining <= 0) this.soldOut.soldOut(order.productId);
+      return { orderId, ...order, remaining };
+    } catch (err) {
+      this.soldOut.notice(order.productId, err);
+      throw err;
+    }
+  }
+
+  /** WATCH aborts a purchase whose keys a reset changed, so the reset needs nothing more. */
+  exclusive<T>(_productId: string, fn: () => Promise<T>): Promise<T> {
+    return fn();
+  }
+
+  status(): Promise<PurchaseStatus> {
+    return Promise.resolve({ lostLocks: 0 });
+  }
+
+  onApplicationShutdown(): Promise<void> {
+    return this.pool.close();
+  }
+
+  private async attempts(k: ProductKeys, order: OrderRequest, orderId: string): Promise<number> {
     const deadline = Date.now() + this.waitMs;
     // One attempt per product at a time in this process: attempts of one process
     // would only invalidate each other (every sale changes the watched stock), so
     // they queue here and the races left are between processes.
-    await this.line.enter(k.stock, this.waitMs, signal);
+    await this.line.enter(k.stock, this.waitMs, this.soldOut.signal(order.productId));
     try {
       for (let attempt = 1; ; attempt++) {
-        const left = await this.pool.use(deadline, this.waitMs, (c) => this.attempt(c, k, order, orderId));
+        const left = await this.pool.use(
+          deadline,
+          () => new ContentionError(attempt - 1, this.waitMs),
+          (c) => this.attempt(c, k, order, orderId),
+        );
         if (left !== null) return left;
         this.conflicts++;
         if (attempt >= MAX_ATTEMPTS || Date.now() >= deadline) throw new ContentionError(attempt, this.waitMs);
@@ -78,15 +124,17 @@ export class OptimisticStrategy implements LockFreeStrategy {
     }
   }
 
-  close(): Promise<void> {
-    return this.pool.close();
+  /** Throws the refusal that applies to `read`, if any. */
+  private check(order: OrderRequest, read: SaleRead): void {
+    const no = refusal(order, buyerState(read, 0));
+    if (no) throw no;
   }
 
   /** One WATCH ... EXEC round; null when a watched key changed and nothing was applied. */
   private async attempt(c: Redis, k: ProductKeys, order: OrderRequest, orderId: string): Promise<number | null> {
     await c.watch(k.meta, k.stock, k.buyers);
     try {
-      checkPurchase(order, await readSaleState(c, k, order.userId));
+      this.check(order, await readSale(c, k, [order.userId]));
     } catch (err) {
       await c.unwatch();
       throw err;

@@ -1,13 +1,19 @@
+import { Inject, Injectable } from '@nestjs/common';
 import type { Redis } from 'ioredis';
 import { randomUUID } from 'node:crypto';
-import { LockTimeoutError } from '../errors/domain-errors';
-import type { LockStrategy } from '../locks/lock-strategy';
-import { execAll } from '../redis/exec-all';
-import type { KeyLayout, ProductKeys } from '../redis/key-layout';
-import type { Order } from './order';
-import { checkPurchase, OrderRequest, writeOrders } from './sale-rules';
+import { AppConfig } from '../../config/app-config';
+import { APP_CONFIG } from '../../config/config.constants';
+import { LockTimeoutError } from '../../errors/errors';
+import { Hold, Lock } from '../../locks/lock';
+import { KeyLayout, ProductKeys } from '../../redis/key-layout';
+import { REDIS_CLIENT } from '../../redis/redis.constants';
+import { FaultStop } from '../fault-stop';
+import type { Order, OrderRequest } from '../order';
+import { refusal } from '../sale-rules';
+import { buyerState, readSale, writeOrders } from '../sale-store';
+import { LockedPurchases } from './purchase-path';
 
-/** Most buyers served by one hold: bounds the MULTI and keeps the hold far inside the TTL. */
+/** Most buyers served by one hold: bounds the write and keeps the hold far inside the TTL. */
 export const MAX_BATCH = 256;
 
 /** A buyer waiting for its product's next batch; settled exactly once. */
@@ -22,13 +28,10 @@ interface Buyer {
   reject(err: unknown): void;
 }
 
-/** The product's limit, its stock, and each batch buyer's units bought, as Redis returned them. */
-type BatchState = [perUserLimit: string | null, stock: string | null, bought: (string | null)[]];
-
 /**
- * Lock coalescing (group commit) for `lock` and `redlock`: the buyers of one product
- * that arrive in this process while a hold is running wait here, and the next hold
- * serves all of them (up to MAX_BATCH) at once:
+ * Lock coalescing (group commit), the purchase path of `lock`, `fenced` and
+ * `redlock`: the buyers of one product that arrive in this process while a hold is
+ * running wait here, and the next hold serves all of them (up to MAX_BATCH) at once:
  *
  * 1. one unlocked read for the whole batch, which answers every final refusal
  *    (unknown product, LIMIT_REACHED, SOLD_OUT, INSUFFICIENT_STOCK: stock never rises
@@ -37,23 +40,30 @@ type BatchState = [perUserLimit: string | null, stock: string | null, bought: (s
  * 2. for the rest, take the product lock once (owner token, TTL, compare-and-delete
  *    release, exactly as for one buyer), read again, apply the sale rules to the
  *    buyers in arrival order against the running stock and per-user counts, and
- *    write every accepted order in one MULTI/EXEC; then release.
+ *    write every accepted order in one round trip (a MULTI, or the fenced script
+ *    under a fenced lock); then release.
  *
  * Exclusion is unchanged: nothing is written outside a hold, and all of a hold's
  * writes are checked against what Redis said inside it. A buyer refused because an
  * earlier buyer of the same batch took the last units hears it only after those
  * units are written, so a failed write never leaves a false SOLD_OUT behind.
  */
-export class OrderBatches {
+@Injectable()
+export class BatchedPurchases extends LockedPurchases {
   /** Per product: the buyers waiting for the next batch. An entry exists while a drain runs. */
   private readonly queues = new Map<string, Buyer[]>();
+  private readonly waitMs: number;
 
   constructor(
-    private readonly redis: Redis,
-    private readonly lock: LockStrategy,
-    private readonly keys: KeyLayout,
-    private readonly waitMs: number,
-  ) {}
+    lock: Lock,
+    keys: KeyLayout,
+    @Inject(REDIS_CLIENT) private readonly redis: Redis,
+    @Inject(APP_CONFIG) config: AppConfig,
+    private readonly faults: FaultStop,
+  ) {
+    super(lock, keys);
+    this.waitMs = config.lockWaitMs;
+  }
 
   purchase(order: OrderRequest): Promise<Order> {
     return new Promise<Order>((resolve, reject) => {
@@ -98,17 +108,18 @@ export class OrderBatches {
     // trusted (they are final); a "yes" is decided again under the lock.
     const waiting = unsettled(batch);
     if (waiting.length === 0) return;
-    const seen = await this.read(k, waiting);
+    const seen = await readSale(
+      this.redis,
+      k,
+      waiting.map((b) => b.order.userId),
+    );
     waiting.forEach((buyer, i) => {
-      try {
-        checkPurchase(buyer.order, [seen[0], seen[1], seen[2][i]]);
-      } catch (err) {
-        buyer.reject(err);
-      }
+      const no = refusal(buyer.order, buyerState(seen, i));
+      if (no) buyer.reject(no);
     });
     const candidates = unsettled(waiting);
     if (candidates.length === 0) return;
-    const answers = await this.lock.withLock(k.lock, (signal, fence) => this.buyAll(k, candidates, signal, fence), {
+    const answers = await this.lock.using(k.lock, (hold) => this.buyAll(k, candidates, hold), {
       // FIFO: the first candidate has the earliest deadline.
       deadline: candidates[0].deadline,
     });
@@ -119,52 +130,53 @@ export class OrderBatches {
 
   /**
    * The critical section for a batch: read, decide in arrival order, write all in
-   * one round trip (a MULTI, or the fenced write under a fenced lock). Returns the
-   * answers to give, not given yet.
+   * one round trip. Returns the answers to give, not given yet.
    */
-  private async buyAll(k: ProductKeys, batch: Buyer[], signal: AbortSignal, fence?: number): Promise<(() => void)[]> {
+  private async buyAll(k: ProductKeys, batch: Buyer[], hold: Hold): Promise<(() => void)[]> {
     // Those who timed out while the lock was being taken are answered already. The
     // rest stop their clocks: from here their order may be written, so only the
     // outcome of this hold may answer them.
     const buyers = unsettled(batch);
     for (const buyer of buyers) clearTimeout(buyer.timer);
     if (buyers.length === 0) return [];
-    const [limit, stock, bought] = await this.read(k, buyers);
-    let left = Number(stock);
+    const read = await readSale(
+      this.redis,
+      k,
+      buyers.map((b) => b.order.userId),
+    );
+    // The rules, buyer after buyer, against the stock and counts the earlier buyers
+    // of this batch leave behind.
+    let stock = read.sale?.stock ?? 0;
     const owned = new Map<string, number>();
     const accepted: { buyer: Buyer; orderId: string }[] = [];
-    const refused: { buyer: Buyer; err: unknown }[] = [];
+    const answers: (() => void)[] = [];
     buyers.forEach((buyer, i) => {
       const { userId, quantity } = buyer.order;
-      const has = owned.get(userId) ?? Number(bought[i] ?? 0);
-      try {
-        checkPurchase(buyer.order, [limit, stock === null ? null : String(left), String(has)]);
-        left -= quantity;
-        owned.set(userId, has + quantity);
-        accepted.push({ buyer, orderId: randomUUID() });
-      } catch (err) {
-        refused.push({ buyer, err });
+      const bought = owned.get(userId) ?? read.bought[i];
+      const no = refusal(buyer.order, read.sale && { ...read.sale, stock, bought });
+      if (no) {
+        answers.push(() => buyer.reject(no));
+        return;
       }
+      stock -= quantity;
+      owned.set(userId, bought + quantity);
+      accepted.push({ buyer, orderId: randomUUID() });
     });
-    const answers = refused.map(({ buyer, err }) => () => buyer.reject(err));
     if (accepted.length === 0) return answers;
     // The hold may have outlived its TTL while we read: then writing could oversell.
-    signal.throwIfAborted();
-    const remaining = await writeOrders(this.redis, k, accepted.map(({ buyer, orderId }) => ({ order: buyer.order, orderId })), fence);
+    hold.signal.throwIfAborted();
+    this.faults.reached('before-write');
+    const remaining = await writeOrders(
+      this.redis,
+      k,
+      accepted.map(({ buyer, orderId }) => ({ order: buyer.order, orderId })),
+      hold.fence,
+    );
     accepted.forEach(({ buyer, orderId }, i) => {
-      const order = { orderId, ...buyer.order, remaining: remaining[i] };
+      const order: Order = { orderId, ...buyer.order, remaining: remaining[i] };
       answers.push(() => buyer.resolve(order));
     });
     return answers;
-  }
-
-  /** One round trip: the limit, the stock, and every buyer's units bought (in batch order). */
-  private async read(k: ProductKeys, buyers: Buyer[]): Promise<BatchState> {
-    const users = buyers.map((b) => b.order.userId);
-    const [limit, stock, bought] = await execAll(
-      this.redis.pipeline().hget(k.meta, 'perUserLimit').get(k.stock).hmget(k.buyers, ...users),
-    );
-    return [limit as string | null, stock as string | null, bought as (string | null)[]];
   }
 }
 

@@ -1,23 +1,27 @@
-import { uniquePrefix, useClosing, useTestRedis } from '../../test/helpers/redis';
-import { SetNxLockStrategy } from '../locks/strategies/lock.strategy';
-import { KeyLayout } from '../redis/key-layout';
-import { OrderBatches } from './order-batches';
+import { startSaleIn, useClosing, useTestRedis } from '../../../test/helpers/redis';
+import { loadConfig } from '../../config/app-config';
+import { SetNxLockStrategy } from '../../locks/strategies/lock.strategy';
+import { FaultStop } from '../fault-stop';
+import { BatchedPurchases } from './batched.purchases';
 
-describe('OrderBatches (lock coalescing) against a real Redis', () => {
-  const { client } = useTestRedis();
+describe('BatchedPurchases (lock coalescing) against a real Redis', () => {
+  const { client, url } = useTestRedis();
   const closing = useClosing();
 
   async function sale(stock: number, perUserLimit: number, options = { ttlMs: 5_000, waitMs: 2_000 }) {
     const redis = client();
-    const keys = new KeyLayout(uniquePrefix('batch'));
-    const k = keys.product('phone');
-    await redis.resetSale(k.meta, k.stock, k.buyers, k.orders, stock, perUserLimit);
+    const { keys, k } = await startSaleIn(redis, stock, perUserLimit, 'batch');
     const lock = closing(new SetNxLockStrategy(redis, options));
-    const holds = jest.spyOn(lock, 'withLock');
-    return { redis, k, lock, holds, batches: new OrderBatches(redis, lock, keys, options.waitMs) };
+    const holds = jest.spyOn(lock, 'using');
+    const config = loadConfig({
+      REDIS_URL: url(),
+      ADMIN_TOKEN: 'a-long-enough-admin-token',
+      LOCK_WAIT_MS: String(options.waitMs),
+    });
+    return { redis, k, lock, holds, batches: new BatchedPurchases(lock, keys, redis, config, new FaultStop(null)) };
   }
 
-  const buy = (b: OrderBatches, userId: string, quantity = 1) =>
+  const buy = (b: BatchedPurchases, userId: string, quantity = 1) =>
     b.purchase({ productId: 'phone', userId, quantity }).then(
       (order) => ({ ok: order }),
       (err: { code?: string }) => ({ refused: err.code }),
@@ -104,7 +108,7 @@ describe('OrderBatches (lock coalescing) against a real Redis', () => {
       return lease;
     });
     const answers = await Promise.all([buy(batches, 'a'), buy(batches, 'b')]);
-    expect(answers).toEqual([{ refused: 'LOCK_TIMEOUT' }, { refused: 'LOCK_TIMEOUT' }]);
+    expect(answers).toEqual([{ refused: 'LOCK_EXPIRED' }, { refused: 'LOCK_EXPIRED' }]);
     expect(await redis.get(k.stock)).toBe('10');
     expect(await redis.xlen(k.orders)).toBe(0);
   });

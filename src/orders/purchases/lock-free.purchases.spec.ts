@@ -1,41 +1,52 @@
 import { Redis } from 'ioredis';
-import { randomUUID } from 'node:crypto';
 import { closeClient, startTestRedis, TestRedis, uniquePrefix } from '../../../test/helpers/redis';
-import { InsufficientStockError, LimitReachedError, SoldOutError, UnknownProductError } from '../../errors/domain-errors';
+import { loadConfig } from '../../config/app-config';
+import { InsufficientStockError, LimitReachedError, SoldOutError, UnknownProductError } from '../../errors/errors';
 import { KeyLayout, ProductKeys } from '../../redis/key-layout';
-import { defineScripts } from '../../redis/redis-scripts';
-import { LockFreeStrategy } from '../lock-strategy';
-import { AtomicStrategy } from './atomic.strategy';
-import { OptimisticStrategy } from './optimistic.strategy';
+import { resetSale } from '../../redis/lua-scripts';
+import { OptimisticPurchases } from './optimistic.purchases';
+import type { PurchasePath } from './purchase-path';
+import { ScriptedPurchases } from './scripted.purchases';
+
+const config = (redisUrl: string) =>
+  loadConfig({ REDIS_URL: redisUrl, ADMIN_TOKEN: 'a-long-enough-admin-token', LOCK_WAIT_MS: '10000' });
+
+/** Closes what a path opened of its own (the optimistic path's WATCH connections). */
+const close = async (path: PurchasePath) => (path as Partial<OptimisticPurchases>).onApplicationShutdown?.();
 
 describe.each([
-  ['atomic', (redis: Redis) => new AtomicStrategy(redis)],
-  ['optimistic', (redis: Redis) => new OptimisticStrategy(redis, 10_000)],
+  ['atomic', (redis: Redis, keys: KeyLayout) => new ScriptedPurchases(redis, keys)],
+  ['optimistic', (redis: Redis, keys: KeyLayout) => new OptimisticPurchases(redis, keys, config('redis://unused:1'))],
 ] as const)('%s (lock-free) against a real Redis', (_name, create) => {
   let redis: TestRedis;
   let client: Redis;
-  let strategy: LockFreeStrategy;
+  let keys: KeyLayout;
+  let path: PurchasePath;
+  let productId: string;
   let k: ProductKeys;
+  let products = 0;
 
   beforeAll(async () => {
     redis = await startTestRedis();
     client = new Redis(redis.url);
-    defineScripts(client);
-    strategy = create(client);
+    keys = new KeyLayout(uniquePrefix('free'));
+    path = create(client, keys);
   });
 
-  beforeEach(async () => {
-    k = new KeyLayout(uniquePrefix('free')).product('p');
+  beforeEach(() => {
+    productId = `p${++products}`;
+    k = keys.product(productId);
   });
 
   afterAll(async () => {
-    await strategy?.close?.();
+    if (path) await close(path);
     await closeClient(client);
     await redis?.stop();
   });
 
-  const sale = (stock: number, perUserLimit: number) => client.resetSale(k.meta, k.stock, k.buyers, k.orders, stock, perUserLimit);
-  const buy = (userId: string, quantity = 1) => strategy.purchase(k, { productId: 'p', userId, quantity }, randomUUID());
+  const sale = (stock: number, perUserLimit: number) =>
+    resetSale.run(client, [k.meta, k.stock, k.buyers, k.orders], stock, perUserLimit);
+  const buy = async (userId: string, quantity = 1) => (await path.purchase({ productId, userId, quantity })).remaining;
 
   it('applies the sale rules in order, changing nothing on a refusal', async () => {
     await expect(buy('u')).rejects.toBeInstanceOf(UnknownProductError);
@@ -53,13 +64,11 @@ describe.each([
   it('sells exactly the stock to 200 concurrent buyers in 3 processes', async () => {
     await sale(50, 1);
     // Three instances stand for three app processes racing on the same product.
-    const processes: LockFreeStrategy[] = [strategy, create(client), create(client)];
+    const processes: PurchasePath[] = [path, create(client, keys), create(client, keys)];
     const outcomes = await Promise.allSettled(
-      Array.from({ length: 200 }, (_, i) =>
-        processes[i % 3].purchase(k, { productId: 'p', userId: `b${i}`, quantity: 1 }, randomUUID()),
-      ),
+      Array.from({ length: 200 }, (_, i) => processes[i % 3].purchase({ productId, userId: `b${i}`, quantity: 1 })),
     );
-    await Promise.all(processes.slice(1).map((p) => p.close?.()));
+    await Promise.all(processes.slice(1).map(close));
     const sold = outcomes.filter((o) => o.status === 'fulfilled').length;
     const refused = outcomes.filter((o) => o.status === 'rejected' && o.reason instanceof SoldOutError).length;
     expect(sold).toBe(50);
@@ -67,9 +76,9 @@ describe.each([
     expect(await client.get(k.stock)).toBe('0');
     expect(await client.xlen(k.orders)).toBe(50);
     expect(await client.hlen(k.buyers)).toBe(50);
-    if (strategy instanceof OptimisticStrategy) {
+    if (path instanceof OptimisticPurchases) {
       // The retries really happened: EXECs racing across processes were refused and redone.
-      const conflicts = processes.reduce((sum, p) => sum + (p as OptimisticStrategy).conflicts, 0);
+      const conflicts = processes.reduce((sum, p) => sum + (p as OptimisticPurchases).conflicts, 0);
       expect(conflicts).toBeGreaterThan(0);
     }
   });

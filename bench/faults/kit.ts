@@ -1,0 +1,258 @@
+/**
+ * What the fault scenarios share: their apps and clients, waiting for a state (never
+ * for a moment), and the verdict of a sale under a fault, read from Redis.
+ */
+import { Redis } from 'ioredis';
+import { randomBytes } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { startSale } from '../../harness/http';
+import { processState, RunningApp, startApp, stopAll } from '../../harness/processes';
+import { startPrivateRedis } from '../../harness/redis';
+import { KeyLayout } from '../../src/redis/key-layout';
+import { LoadResult, runLoad } from '../load';
+import { Invariants, judge, readSale } from '../verdict';
+import { ERROR_CODES } from '../../src/errors/errors';
+import type { ProductKeys } from '../../src/redis/key-layout';
+
+export interface Size {
+  /** Buyers per app. */
+  readonly buyers: number;
+  readonly stock: number;
+  readonly connections: number;
+}
+
+export interface Context {
+  /** Smaller sales: the subset `npm test` runs. */
+  readonly quick: boolean;
+  readonly log: (line: string) => void;
+}
+
+export interface Outcome {
+  readonly name: string;
+  readonly load: LoadResult;
+  readonly sold: number;
+  readonly left: number;
+  /** Units sold beyond the stock: only ever allowed where it is the lesson (plain `lock` paused). */
+  readonly oversold?: number;
+  /** Broken promises; empty when the scenario passed. */
+  readonly problems: string[];
+  /** What happened, in words, with the figures that show it. */
+  readonly story: string;
+}
+
+export const TOKEN = randomBytes(18).toString('base64url');
+export const PRODUCT = 'hot';
+export const PREFIX = 'faults:';
+
+/** `count` apps of `strategy` on `redisUrl`, each a real process on a port of its own. */
+export function apps(
+  count: number,
+  strategy: string,
+  redisUrl: string,
+  env: Record<string, string> = {},
+): Promise<RunningApp[]> {
+  return Promise.all(
+    Array.from({ length: count }, () =>
+      startApp({
+        env: {
+          REDIS_URL: redisUrl,
+          ADMIN_TOKEN: TOKEN,
+          LOCK_STRATEGY: strategy,
+          KEY_PREFIX: PREFIX,
+          LOG_LEVEL: 'error',
+          ...env,
+        },
+      }),
+    ),
+  );
+}
+
+/**
+ * The env that arms an app's fault hook: it stops itself (SIGSTOP) at its `nth` hold
+ * that reaches its write, right after its validity check (FAULT_STOP_AT).
+ */
+export function stopsAtWrite(nth: number): Record<string, string> {
+  return { FAULT_STOP_AT: `before-write:${nth}`, ALLOW_UNSAFE: '1' };
+}
+
+/** Resolves once the process is stopped (state T): a state to wait for, not a moment to catch. */
+export async function waitForStop(app: RunningApp, what: string, timeoutMs = 20_000): Promise<void> {
+  await waitUntil(what, async () => processState(app.pid) === 'T', timeoutMs);
+}
+
+export async function waitUntil(what: string, check: () => Promise<boolean>, timeoutMs = 20_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(5);
+  }
+}
+
+/** A client of the harness's own: an outage is expected, so its errors are not news. */
+export function harnessClient(url: string): Redis {
+  const client = new Redis(url, { maxRetriesPerRequest: null });
+  client.on('error', () => undefined);
+  return client;
+}
+
+/** The pid that holds the product's lock, read from the token (`<pid>:<random>`), or null. */
+export async function holderPid(client: Redis, k: ProductKeys): Promise<number | null> {
+  const token = await client.get(k.lock);
+  const pid = token ? Number(token.split(':')[0]) : NaN;
+  return Number.isInteger(pid) ? pid : null;
+}
+
+export const n = (x: number) => x.toLocaleString('en-US');
+
+export function codesSeen(load: LoadResult, codes: string[]): string {
+  return codes.map((c) => `${c} ×${n(load.codes[c] ?? 0)}`).join(', ');
+}
+
+export const answered = (l: LoadResult) => Object.values(l.status).reduce((a, b) => a + b, 0);
+
+export const fiveXx = (l: LoadResult) =>
+  Object.entries(l.status)
+    .filter(([s]) => s.startsWith('5'))
+    .reduce((a, [, k]) => a + k, 0);
+
+export function merge(loads: LoadResult[]): LoadResult {
+  const sum = (pick: (l: LoadResult) => Record<string, number>) => {
+    const out: Record<string, number> = {};
+    for (const l of loads) for (const [key, k] of Object.entries(pick(l))) out[key] = (out[key] ?? 0) + k;
+    return out;
+  };
+  return {
+    sent: loads.reduce((a, l) => a + l.sent, 0),
+    status: sum((l) => l.status),
+    codes: sum((l) => l.codes),
+    errors: loads.reduce((a, l) => a + l.errors, 0),
+    timeouts: loads.reduce((a, l) => a + l.timeouts, 0),
+    orderIds: loads.flatMap((l) => l.orderIds),
+    distinctBuyers: loads.reduce((a, l) => a + l.distinctBuyers, 0),
+    startedAt: Math.min(...loads.map((l) => l.startedAt)),
+    durationMs: Math.max(...loads.map((l) => l.durationMs)),
+    latency: {
+      p50: Math.max(...loads.map((l) => l.latency.p50)),
+      p90: Math.max(...loads.map((l) => l.latency.p90)),
+      p99: Math.max(...loads.map((l) => l.latency.p99)),
+      max: Math.max(...loads.map((l) => l.latency.max)),
+    },
+  };
+}
+
+export interface SaleVerdict {
+  readonly sold: number;
+  readonly left: number;
+  readonly oversold: number;
+  readonly load: LoadResult;
+  readonly problems: string[];
+  /** Orders in the stream beyond the 201s (a process killed or an outage between a write and its answer). */
+  readonly unacknowledged: number;
+}
+
+/**
+ * The promises a fault must not break, from Redis: no oversell; every acknowledged
+ * order in the stream and stock conserved; per-user limits; sold out when demand
+ * allowed it. Orders the stream holds beyond the 201s are reported, not hidden.
+ * `allowed` lists the 503 codes the fault may cause; any other 5xx, and any socket
+ * error or timeout on a live app, is a broken promise.
+ */
+export async function verdict(
+  client: Redis,
+  k: ProductKeys,
+  live: LoadResult[],
+  dead: LoadResult[],
+  allowed: string[],
+  options: { soldOut?: boolean; maxAnswerMs?: number; oversellIsTheLesson?: boolean } = {},
+): Promise<SaleVerdict> {
+  // A killed app's load goes on knocking on a closed port until it stops: count
+  // what that app answered, not the refused connection attempts.
+  const load = merge([...live, ...dead.map((l) => ({ ...l, sent: answered(l), errors: 0 }))]);
+  const sale = await readSale(client, k);
+  const v = judge(sale, load, 1);
+  // The bench's own accounting, conservation and undersell checks assume no fault
+  // (no 5xx at all, one order per 201, a sale that ran to the end); their fault-aware
+  // versions follow.
+  const kept: (keyof Invariants)[] = options.oversellIsTheLesson ? ['perUserLimit'] : ['noOversell', 'perUserLimit'];
+  const problems = kept.flatMap((name) => v.broken[name] ?? []);
+  if (options.maxAnswerMs !== undefined && load.latency.max > options.maxAnswerMs) {
+    problems.push(`an answer took ${load.latency.max} ms, more than ${options.maxAnswerMs} ms: a hang`);
+  }
+  const units = sale.orders.reduce((a, o) => a + o.quantity, 0);
+  const inStream = new Set(sale.orders.map((o) => o.orderId));
+  const lost = load.orderIds.filter((id) => !inStream.has(id)).length;
+  if (lost > 0) problems.push(`${lost} acknowledged orders are not in the stream`);
+  if (sale.initialStock !== sale.stockLeft + units) {
+    problems.push(`stock not conserved: ${sale.initialStock} != ${sale.stockLeft} left + ${units} ordered`);
+  }
+  if ((options.soldOut ?? true) && !v.invariants.noUndersell) {
+    problems.push(`undersell: ${sale.stockLeft} left though demand exceeded the stock`);
+  }
+  for (const l of live) {
+    if (l.errors > 0 || l.timeouts > 0)
+      problems.push(`a live app left ${l.errors} socket errors and ${l.timeouts} timeouts`);
+    if (l.sent !== answered(l) + l.errors + l.timeouts) problems.push('a live app left requests unanswered');
+  }
+  const unexpected = Object.entries(load.codes).filter(([code]) => isFiveXxCode(code) && !allowed.includes(code));
+  if (unexpected.length > 0) problems.push(`unexpected 5xx: ${unexpected.map(([c, k]) => `${c} ×${k}`).join(', ')}`);
+  return {
+    sold: sale.initialStock - sale.stockLeft,
+    left: sale.stockLeft,
+    oversold: v.oversold,
+    load,
+    problems,
+    unacknowledged: sale.orders.length - (load.status['201'] ?? 0),
+  };
+}
+
+/** A code answered with a 5xx (the error table says which), or a bare 5xx the app never gives. */
+function isFiveXxCode(code: string): boolean {
+  return (ERROR_CODES.get(code)?.status ?? 0) >= 500 || code.startsWith('HTTP_5');
+}
+
+/** Two apps selling one product on a private Redis; `stopper` stops itself at its `stopAtWrite`th write. */
+export interface HolderStage {
+  readonly size: Size;
+  readonly client: Redis;
+  readonly k: ProductKeys;
+  readonly stopper: RunningApp;
+  readonly other: RunningApp;
+  /** A load of `size.buyers` fresh buyers (ids prefixed) against one app. */
+  load(app: RunningApp, userPrefix: string, signal?: AbortSignal): Promise<LoadResult>;
+}
+
+/** Sets up a HolderStage, runs `scenario` on it, and stops everything afterwards. */
+export async function onHolderStage(
+  ctx: Context,
+  strategy: string,
+  ttlMs: number,
+  stopAtWrite: number,
+  scenario: (stage: HolderStage) => Promise<Outcome>,
+): Promise<Outcome> {
+  const size: Size = ctx.quick
+    ? { buyers: 1_500, stock: 200, connections: 50 }
+    : { buyers: 5_000, stock: 600, connections: 100 };
+  const redis = await startPrivateRedis();
+  const client = harnessClient(redis.url);
+  try {
+    const env = { LOCK_TTL_MS: String(ttlMs) };
+    const [stopper] = await apps(1, strategy, redis.url, { ...env, ...stopsAtWrite(stopAtWrite) });
+    const [other] = await apps(1, strategy, redis.url, env);
+    await startSale(other.url, TOKEN, PRODUCT, size.stock, 1);
+    const load = (app: RunningApp, userPrefix: string, signal?: AbortSignal) =>
+      runLoad({
+        url: app.url,
+        productId: PRODUCT,
+        buyers: size.buyers,
+        duplicates: 0,
+        connections: size.connections,
+        quantity: 1,
+        userPrefix,
+        signal,
+      });
+    return await scenario({ size, client, k: new KeyLayout(PREFIX).product(PRODUCT), stopper, other, load });
+  } finally {
+    await client.quit();
+    await stopAll();
+  }
+}

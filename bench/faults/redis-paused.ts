@@ -1,0 +1,55 @@
+import { stopAll } from '../../harness/processes';
+import { startPrivateRedis } from '../../harness/redis';
+import { KeyLayout } from '../../src/redis/key-layout';
+import { runLoad } from '../load';
+import { codesSeen, Context, harnessClient, n, Outcome, PREFIX, PRODUCT, verdict } from './kit';
+import { saleUnderWay } from './sale-under-way';
+
+/** Buyers sent while Redis is paused: each must hear LOCK_TIMEOUT at its own deadline. */
+const PROBES = 5;
+
+/**
+ * CLIENT PAUSE longer than LOCK_WAIT_MS: waiting buyers get 503 LOCK_TIMEOUT on time.
+ * Buyers of the load may all be inside the hold the pause stalls; the probes, sent
+ * after the pause began, are certainly waiting, so the timeout is seen every time.
+ */
+export async function redisPaused(ctx: Context): Promise<Outcome> {
+  const waitMs = 500;
+  // Longer than the wait budget, shorter than the client's 2 s command timeout: a
+  // command already sent completes after the pause, so a buyer is never told 503
+  // for an order that then lands.
+  const pauseMs = 1_500;
+  const redis = await startPrivateRedis();
+  const client = harnessClient(redis.url);
+  const k = new KeyLayout(PREFIX).product(PRODUCT);
+  try {
+    const sale = await saleUnderWay(ctx, redis.url, client, k, { LOCK_WAIT_MS: String(waitMs) });
+    await client.call('CLIENT', 'PAUSE', String(pauseMs), 'ALL');
+    const probes = await runLoad({
+      url: sale.app.url,
+      productId: PRODUCT,
+      buyers: PROBES,
+      duplicates: 0,
+      connections: PROBES,
+      quantity: 1,
+      userPrefix: 'probe-',
+    });
+    const result = await sale.load;
+    // Never a hang: a buyer waits its budget, or the pause for a command already sent
+    // (with 2 s of slack: a full-size run on 2 busy cores answered in up to 2.4 s).
+    const v = await verdict(client, k, [result, probes], [], ['LOCK_TIMEOUT'], { maxAnswerMs: pauseMs + 2_000 });
+    if ((probes.codes.LOCK_TIMEOUT ?? 0) !== PROBES)
+      v.problems.push(`${codesSeen(probes, ['LOCK_TIMEOUT'])} of the ${PROBES} buyers sent during the pause`);
+    if (v.unacknowledged !== 0) v.problems.push(`${v.unacknowledged} orders written for buyers told otherwise`);
+    return {
+      name: 'redis paused (lock)',
+      ...v,
+      story:
+        `CLIENT PAUSE ${n(pauseMs)} ms ALL (LOCK_WAIT_MS ${waitMs}): ${codesSeen(v.load, ['LOCK_TIMEOUT'])} ` +
+        `(all ${PROBES} buyers sent during the pause among them), slowest answer ${n(v.load.latency.max)} ms`,
+    };
+  } finally {
+    await client.quit();
+    await stopAll();
+  }
+}

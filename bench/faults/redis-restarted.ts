@@ -1,0 +1,66 @@
+import { health, waitForHealth } from '../../harness/http';
+import { stopAll } from '../../harness/processes';
+import { startPrivateRedis } from '../../harness/redis';
+import { KeyLayout } from '../../src/redis/key-layout';
+import { runLoad } from '../load';
+import { codesSeen, Context, harnessClient, n, Outcome, PREFIX, PRODUCT, verdict, waitUntil } from './kit';
+import { saleUnderWay } from './sale-under-way';
+
+/** Answers the buyers get while Redis is down, before it is started again. */
+const ANSWERS_DURING_OUTAGE = 200;
+
+/**
+ * SIGTERM the Redis mid-sale, start it again on the same AOF folder.
+ *
+ * The outage lasts until buyers have been answered during it (not a fixed time, which
+ * on a fast machine could use up all the demand), and the sale is finished by a second
+ * wave of buyers once the app is healthy again, so "sold out" is a promise it can keep.
+ */
+export async function redisRestarted(ctx: Context): Promise<Outcome> {
+  let redis = await startPrivateRedis({ appendonly: true });
+  const client = harnessClient(redis.url);
+  const k = new KeyLayout(PREFIX).product(PRODUCT);
+  try {
+    const sale = await saleUnderWay(ctx, redis.url, client, k);
+    await redis.stop();
+    const downAt = Date.now();
+    const before = sale.progress.done;
+    await waitUntil(
+      `${ANSWERS_DURING_OUTAGE} answers during the outage`,
+      async () => sale.progress.done >= before + ANSWERS_DURING_OUTAGE,
+    );
+    redis = await startPrivateRedis({ appendonly: true, port: redis.port, dir: redis.dir });
+    const downMs = Date.now() - downAt;
+    // A hold cut by the outage: its lock is in the AOF, and lives on until its TTL.
+    const leftover = await client.pttl(k.lock);
+    const first = await sale.load;
+    await waitForHealth(sale.app.url);
+    const second = await runLoad({
+      url: sale.app.url,
+      productId: PRODUCT,
+      buyers: sale.size.stock * 2,
+      duplicates: 0,
+      connections: sale.size.connections,
+      quantity: 1,
+      userPrefix: 'after-',
+    });
+    // Never a hang: every answer within the wait budget (5 s by default), plus slack.
+    const v = await verdict(client, k, [first, second], [], ['REDIS_UNAVAILABLE', 'LOCK_TIMEOUT'], {
+      maxAnswerMs: 6_000,
+    });
+    if ((first.codes.REDIS_UNAVAILABLE ?? 0) === 0) v.problems.push('no buyer saw the outage (no REDIS_UNAVAILABLE)');
+    const served = (await health(sale.app.url)).http;
+    if (served !== 200) v.problems.push(`/health answers ${served} after the restart`);
+    return {
+      name: 'redis restarted (lock)',
+      ...v,
+      story:
+        `SIGTERM Redis after ${n(sale.sold)} sold, down ${n(downMs)} ms, restarted on the same AOF: ${codesSeen(first, ['REDIS_UNAVAILABLE', 'LOCK_TIMEOUT'])}, ` +
+        `slowest answer ${n(v.load.latency.max)} ms; lock left from before the outage: ${leftover > 0 ? `yes, PTTL ${n(leftover)} ms` : 'no'}; ` +
+        `the app sold on without a restart (${n(second.status['201'] ?? 0)} sold to a second wave)`,
+    };
+  } finally {
+    await client.quit();
+    await stopAll();
+  }
+}

@@ -1,0 +1,78 @@
+import { health, startSale } from '../../harness/http';
+import { stopAll } from '../../harness/processes';
+import { PrivateRedis, startPrivateRedis } from '../../harness/redis';
+import { KeyLayout } from '../../src/redis/key-layout';
+import { runLoad } from '../load';
+import { apps, codesSeen, Context, harnessClient, n, Outcome, PREFIX, Size, TOKEN, verdict, waitUntil } from './kit';
+
+/** Redlock over three nodes: one killed mid-sale, then two down, then both back. */
+export async function redlockNodes(ctx: Context): Promise<Outcome[]> {
+  const size: Size = ctx.quick
+    ? { buyers: 3_000, stock: 400, connections: 50 }
+    : { buyers: 10_000, stock: 1_500, connections: 100 };
+  const redis = await startPrivateRedis();
+  const nodes: PrivateRedis[] = await Promise.all([0, 1, 2].map(() => startPrivateRedis()));
+  const client = harnessClient(redis.url);
+  const keys = new KeyLayout(PREFIX);
+  const outcomes: Outcome[] = [];
+  const load = (url: string, productId: string, buyers: number, userPrefix?: string) =>
+    runLoad({ url, productId, buyers, duplicates: 0, connections: size.connections, quantity: 1, userPrefix });
+  try {
+    const [app] = await apps(1, 'redlock', redis.url, { REDLOCK_URLS: nodes.map((x) => x.url).join(',') });
+
+    // 1. One node killed mid-sale: a majority (2 of 3) still grants the lock.
+    const k1 = keys.product('one-down');
+    await startSale(app.url, TOKEN, 'one-down', size.stock, 1);
+    const load1 = load(app.url, 'one-down', size.buyers);
+    await waitUntil(
+      'a quarter of the stock to sell',
+      async () => Number(await client.get(k1.stock)) <= size.stock * 0.75,
+    );
+    const soldAtKill = size.stock - Number(await client.get(k1.stock));
+    nodes[0].kill();
+    const v1 = await verdict(client, k1, [await load1], [], []);
+    outcomes.push({
+      name: 'redlock: one of three nodes killed mid-sale',
+      ...v1,
+      story: `SIGKILL node 1 after ${n(soldAtKill)} sold; the other two kept granting the lock`,
+    });
+
+    // 2. Two nodes down: no quorum, nothing sold, every buyer told 503 at once.
+    nodes[1].kill();
+    await waitUntil('/health to say 503', async () => (await health(app.url)).http === 503);
+    const k2 = keys.product('two-down');
+    await startSale(app.url, TOKEN, 'two-down', size.stock, 1).catch(() => undefined); // needs the lock too: refused
+    await client.hset(k2.meta, 'initialStock', size.stock, 'perUserLimit', 1);
+    await client.set(k2.stock, size.stock);
+    const load2 = await load(app.url, 'two-down', Math.min(size.buyers, 1_000));
+    const v2 = await verdict(client, k2, [load2], [], ['LOCK_NODES_UNAVAILABLE'], {
+      soldOut: false,
+      maxAnswerMs: 6_000,
+    });
+    if (v2.sold !== 0) v2.problems.push(`${v2.sold} sold without a quorum`);
+    if ((load2.codes.LOCK_NODES_UNAVAILABLE ?? 0) !== load2.sent)
+      v2.problems.push('not every buyer got 503 LOCK_NODES_UNAVAILABLE');
+    outcomes.push({
+      name: 'redlock: two of three nodes down',
+      ...v2,
+      story: `SIGKILL node 2 too: ${codesSeen(load2, ['LOCK_NODES_UNAVAILABLE'])}, slowest answer ${n(load2.latency.max)} ms`,
+    });
+
+    // 3. Both back on their ports: sales resume, without restarting the app.
+    nodes[0] = await startPrivateRedis({ port: nodes[0].port, dir: nodes[0].dir });
+    nodes[1] = await startPrivateRedis({ port: nodes[1].port, dir: nodes[1].dir });
+    await waitUntil('/health to say 200', async () => (await health(app.url)).http === 200);
+    const load3 = await load(app.url, 'two-down', size.buyers, 'back-');
+    const v3 = await verdict(client, k2, [load2, load3], [], ['LOCK_NODES_UNAVAILABLE']);
+    outcomes.push({
+      name: 'redlock: nodes back',
+      ...v3,
+      load: load3,
+      story: 'restarted nodes 1 and 2 on their ports; the same sale sold out',
+    });
+    return outcomes;
+  } finally {
+    await client.quit();
+    await stopAll();
+  }
+}

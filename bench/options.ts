@@ -1,0 +1,109 @@
+/**
+ * `npm run bench` options: parsed strictly, a usage error exits 2 with the usage.
+ */
+import { join, resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+import { ROOT } from '../harness/paths';
+import { LOCK_STRATEGY_NAMES, LockStrategyName } from '../src/config/app-config';
+
+export interface BenchOptions {
+  readonly buyers: number;
+  readonly duplicates: number;
+  readonly connections: number;
+  readonly stock: number;
+  readonly quantity: number;
+  readonly strategies: LockStrategyName[];
+  /** App process counts to run each strategy with (node:cluster); the baseline is always one. */
+  readonly workers: number[];
+  readonly warmup: number;
+  readonly redis?: string;
+  readonly out: string;
+  /** Also run the minimal node:http baseline first, and give every row its ratios to it. */
+  readonly baseline: boolean;
+}
+
+/** What a row runs: a strategy of the app, or the baseline server. */
+export type Target = LockStrategyName | 'baseline';
+
+export const USAGE = `usage: npm run bench -- [options]
+
+  --buyers N        distinct buyers, one purchase request each       (100000)
+  --duplicates F    extra requests reusing an earlier buyer, as a
+                    fraction of --buyers (0.1 = 10% more requests)   (0)
+  --connections C   concurrent connections                            (1000)
+  --stock S         units on sale                                     (1000)
+  --quantity Q      units per purchase (also the per-user limit)      (1)
+  --strategy LIST   comma-separated: ${LOCK_STRATEGY_NAMES.join(', ')}, or all  (lock)
+  --workers LIST    app processes sharing the port (node:cluster); a
+                    list (1,2) runs every strategy with each count    (1)
+  --warmup N        warm-up requests on a separate product            (10000)
+  --baseline        first run bench/baselines/atomic-http.ts (node:http + one Lua
+                    script, no framework, no lock) and show every row as a ratio to it
+  --redis URL       use this Redis instead of starting a private one
+  --out FILE        JSON results                    (bench/results/<timestamp>.json)
+`;
+
+export function parseOptions(argv: string[]): BenchOptions {
+  const flags = {
+    buyers: { type: 'string', default: '100000' },
+    duplicates: { type: 'string', default: '0' },
+    connections: { type: 'string', default: '1000' },
+    stock: { type: 'string', default: '1000' },
+    quantity: { type: 'string', default: '1' },
+    strategy: { type: 'string', default: 'lock' },
+    workers: { type: 'string', default: '1' },
+    warmup: { type: 'string', default: '10000' },
+    redis: { type: 'string' },
+    out: { type: 'string' },
+    baseline: { type: 'boolean', default: false },
+    help: { type: 'boolean', short: 'h' },
+  } as const;
+  let parsed;
+  try {
+    parsed = parseArgs({ args: argv, options: flags, strict: true });
+  } catch (err) {
+    // Unknown flags and missing values are the user's to fix: usage, exit 2.
+    throw new UsageError((err as Error).message);
+  }
+  const { values } = parsed;
+  if (values.help) {
+    process.stdout.write(USAGE);
+    process.exit(0);
+  }
+  const int = (name: string, value: string, min: number, max: number): number => {
+    const n = Number(value);
+    if (!/^\d+$/.test(value) || n < min || n > max) {
+      throw new UsageError(`--${name} must be an integer from ${min} to ${max}, got "${value}"`);
+    }
+    return n;
+  };
+  const duplicates = Number(values.duplicates);
+  if (!Number.isFinite(duplicates) || duplicates < 0 || duplicates > 10) {
+    throw new UsageError(`--duplicates must be a number from 0 to 10, got "${values.duplicates}"`);
+  }
+  const names = values.strategy === 'all' ? [...LOCK_STRATEGY_NAMES] : values.strategy!.split(',').map((s) => s.trim());
+  for (const name of names) {
+    if (!(LOCK_STRATEGY_NAMES as readonly string[]).includes(name)) {
+      throw new UsageError(`--strategy: unknown "${name}"; known: ${LOCK_STRATEGY_NAMES.join(', ')}, all`);
+    }
+  }
+  if (values.redis !== undefined && !/^rediss?:\/\//.test(values.redis)) {
+    throw new UsageError(`--redis must be a redis:// URL, got "${values.redis}"`);
+  }
+  const stamp = new Date().toISOString().replace(/[:.]/g, '-');
+  return {
+    buyers: int('buyers', values.buyers!, 1, 10_000_000),
+    duplicates,
+    connections: int('connections', values.connections!, 1, 20_000),
+    stock: int('stock', values.stock!, 0, 10_000_000),
+    quantity: int('quantity', values.quantity!, 1, 100),
+    strategies: names as LockStrategyName[],
+    workers: [...new Set(values.workers!.split(',').map((w) => int('workers', w.trim(), 1, 64)))],
+    warmup: int('warmup', values.warmup!, 0, 1_000_000),
+    redis: values.redis,
+    baseline: values.baseline ?? false,
+    out: resolve(values.out ?? join(ROOT, 'bench', 'results', `${stamp}.json`)),
+  };
+}
+
+export class UsageError extends Error {}

@@ -1,0 +1,70 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+
+export interface JsonResponse<T = Record<string, unknown>> {
+  status: number;
+  headers: Headers;
+  body: T;
+}
+
+/** fetch with a JSON body (unless `raw` is given) and a parsed JSON answer; `token` adds the admin bearer. */
+export async function request<T = Record<string, any>>(
+  url: string,
+  method: string,
+  path: string,
+  options: { json?: unknown; raw?: string; headers?: Record<string, string>; token?: string } = {},
+): Promise<JsonResponse<T>> {
+  const headers: Record<string, string> = { ...options.headers };
+  let body: string | undefined;
+  if (options.json !== undefined) {
+    headers['content-type'] ??= 'application/json';
+    body = JSON.stringify(options.json);
+  } else if (options.raw !== undefined) {
+    body = options.raw;
+  }
+  if (options.token) headers.authorization = `Bearer ${options.token}`;
+  const res = await fetch(`${url}${path}`, { method, headers, body });
+  const text = await res.text();
+  return { status: res.status, headers: res.headers, body: text ? JSON.parse(text) : undefined };
+}
+
+/** Starts (or restarts) a sale through the admin API, or throws with what the app said. */
+export async function startSale(
+  url: string,
+  token: string,
+  productId: string,
+  stock: number,
+  perUserLimit = 1,
+): Promise<void> {
+  const res = await request(url, 'PUT', `/api/products/${productId}`, { json: { stock, perUserLimit }, token });
+  if (res.status !== 200)
+    throw new Error(`sale setup for ${productId} failed: ${res.status} ${JSON.stringify(res.body)}`);
+}
+
+/** GET /health: its status code and body. */
+export async function health(url: string): Promise<{ http: number; lostLocks?: number } & Record<string, unknown>> {
+  const res = await fetch(`${url}/health`);
+  return { ...((await res.json()) as Record<string, unknown>), http: res.status };
+}
+
+/**
+ * The app's Redis client connects in the background: waits until /health says 200.
+ * `failed` ends the wait early with its message (the app process exited).
+ */
+export async function waitForHealth(
+  url: string,
+  options: { timeoutMs?: number; failed?: () => string | null } = {},
+): Promise<void> {
+  const timeoutMs = options.timeoutMs ?? 10_000;
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const why = options.failed?.();
+    if (why) throw new Error(why);
+    const status = await fetch(`${url}/health`).then(
+      (r) => r.status,
+      () => 0,
+    );
+    if (status === 200) return;
+    if (Date.now() > deadline) throw new Error(`${url}/health did not answer 200 within ${timeoutMs} ms`);
+    await sleep(20);
+  }
+}

@@ -1,0 +1,18 @@
+import { existsSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+
+/** The checkout's root, found from here whether this runs from source (tests) or from dist/ (bench). */
+function findRoot(from: string): string {
+  for (let dir = from; ; dir = dirname(dir)) {
+    if (existsSync(join(dir, 'package.json')) && existsSync(join(dir, 'src'))) return dir;
+    if (dirname(dir) === dir) throw new Error(`no checkout above ${from}`);
+  }
+}
+
+export const ROOT = findRoot(__dirname);
+/** The built app, as `npm start` runs it. */
+export const APP_MAIN = join(ROOT, 'dist', 'src', 'main.js');
+/** The built bench's node:cluster wrapper (`--workers W`). */
+export const APP_CLUSTER = join(ROOT, 'dist', 'bench', 'app-cluster.js');
+/** The minimal node:http server every bench row is compared with (`--baseline`). */
+export const BASELINE_MAIN = join(ROOT, 'dist', 'bench', 'baselines', 'atomic-http.js');

@@ -1,0 +1,26 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { ERROR_CODES, LockExpiredError, LockTimeoutError, ContentionError, SoldOutError } from './errors';
+
+describe('the error table (errors.ts)', () => {
+  it('gives each code one status and each meaning its own code', () => {
+    expect(ERROR_CODES.size).toBeGreaterThan(15);
+    // The three ways a buyer can be told "not now" by a lock or a race are three codes.
+    const codes = [new LockTimeoutError(1), new LockExpiredError(1), new ContentionError(1, 1)].map((e) => e.code);
+    expect(new Set(codes).size).toBe(3);
+    expect(new SoldOutError('p')).toMatchObject({
+      code: 'SOLD_OUT',
+      status: 409,
+      message: 'product "p" is sold out',
+      name: 'SoldOutError',
+    });
+  });
+
+  it("is the README's error table: every code, with its status, and nothing else", () => {
+    const readme = readFileSync(join(__dirname, '..', '..', 'README.md'), 'utf8');
+    const rows = [...readme.matchAll(/^\| `([A-Z_]+)` \| (\d{3}) \|/gm)].map((m) => [m[1], Number(m[2])]);
+    expect(new Map(rows as [string, number][])).toEqual(
+      new Map([...ERROR_CODES].map(([code, { status }]) => [code, status])),
+    );
+  });
+});

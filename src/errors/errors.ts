@@ -1,0 +1,159 @@
+/**
+ * Every error the API answers with, each declared once: its code, its HTTP status and
+ * its message (fastify's lib/errors.js: `createError(code, message, status)`). One
+ * code, one meaning. Services throw these classes and nothing HTTP-shaped, so the
+ * bench, tests and a CLI can reuse them; ErrorFilter only reads `status` and `code`.
+ */
+export abstract class AppError extends Error {
+  abstract readonly code: string;
+  abstract readonly status: number;
+
+  constructor(message: string) {
+    // An expected outcome, not a bug: nobody reads its stack, and capturing one for
+    // every SOLD_OUT of a 100,000-buyer sale showed up in the profile.
+    const limit = Error.stackTraceLimit;
+    Error.stackTraceLimit = 0;
+    super(message);
+    Error.stackTraceLimit = limit;
+  }
+
+  override get name(): string {
+    return this.constructor.name;
+  }
+}
+
+/** Every class createError made, by code: the table the README and the filter are checked against. */
+export const ERROR_CODES = new Map<string, { readonly status: number }>();
+
+/** A class for one code: `new SoldOutError('phone')` says `product "phone" is sold out`, 409. */
+function createError<Args extends unknown[]>(code: string, status: number, message: (...args: Args) => string) {
+  if (ERROR_CODES.has(code)) throw new Error(`error code ${code} is declared twice`);
+  ERROR_CODES.set(code, { status });
+  return class extends AppError {
+    readonly code = code;
+    readonly status = status;
+    constructor(...args: Args) {
+      super(message(...args));
+    }
+  };
+}
+
+// ---------------------------------------------------------------- the request
+
+/** The body, a parameter or the URL is not what the route accepts. `errors` names each field. */
+export class ValidationFailedError extends createError('VALIDATION_FAILED', 400, (detail: string) => detail) {
+  constructor(
+    detail: string,
+    readonly errors?: readonly { readonly field: string; readonly messages: readonly string[] }[],
+  ) {
+    super(detail);
+  }
+}
+export class UnauthorizedError extends createError(
+  'UNAUTHORIZED',
+  401,
+  () => 'a valid admin token is required: Authorization: Bearer <ADMIN_TOKEN>',
+) {}
+
+/**
+ * What Fastify and Nest refuse before our code runs (routing, body parsing, limits),
+ * by HTTP status; their own message is kept.
+ */
+export const FRAMEWORK_ERRORS: Readonly<Record<number, new (detail: string) => AppError>> = {
+  400: ValidationFailedError,
+  404: createError('NOT_FOUND', 404, (detail: string) => detail),
+  405: createError('METHOD_NOT_ALLOWED', 405, (detail: string) => detail),
+  406: createError('NOT_ACCEPTABLE', 406, (detail: string) => detail),
+  408: createError('REQUEST_TIMEOUT', 408, (detail: string) => detail),
+  411: createError('LENGTH_REQUIRED', 411, (detail: string) => detail),
+  413: createError('PAYLOAD_TOO_LARGE', 413, (detail: string) => detail),
+  414: createError('URI_TOO_LONG', 414, (detail: string) => detail),
+  415: createError('UNSUPPORTED_MEDIA_TYPE', 415, (detail: string) => detail),
+  431: createError('HEADERS_TOO_LARGE', 431, (detail: string) => detail),
+};
+/** Any other 4xx the framework raises. */
+export const BadRequestError = createError('BAD_REQUEST', 400, (detail: string) => detail);
+
+// ---------------------------------------------------------------- the sale's rules (final answers)
+
+export class UnknownProductError extends createError(
+  'UNKNOWN_PRODUCT',
+  404,
+  (productId: string) => `product "${productId}" has no sale; an admin starts one with PUT /api/products/${productId}`,
+) {}
+
+export class SoldOutError extends createError(
+  'SOLD_OUT',
+  409,
+  (productId: string) => `product "${productId}" is sold out`,
+) {}
+
+export class InsufficientStockError extends createError(
+  'INSUFFICIENT_STOCK',
+  409,
+  (productId: string, remaining: number, requested: number) =>
+    `product "${productId}" has ${remaining} left, fewer than the ${requested} asked for`,
+) {}
+
+export class LimitReachedError extends createError(
+  'LIMIT_REACHED',
+  409,
+  (userId: string, perUserLimit: number, bought: number, requested: number) =>
+    `user "${userId}" may buy at most ${perUserLimit} of this product and has ${bought}; ${requested} more would exceed the limit`,
+) {}
+
+// ---------------------------------------------------------------- not now: nothing was changed, retry
+
+/** The lock was not obtained within LOCK_WAIT_MS. */
+export class LockTimeoutError extends createError(
+  'LOCK_TIMEOUT',
+  503,
+  (waitMs: number) => `the product lock was not obtained within ${waitMs} ms; nothing was changed, retry later`,
+) {}
+
+/**
+ * The hold outlived its validity (TTL minus clock drift, or a watchdog renewal that
+ * failed) before the write, so another buyer may hold the lock now; the write was not sent.
+ */
+export class LockExpiredError extends createError(
+  'LOCK_EXPIRED',
+  503,
+  (validityMs: number) =>
+    `the product lock expired (validity ${validityMs} ms) before the order was written; nothing was changed, retry later`,
+) {}
+
+/** A fenced write refused by Redis: a later lock was issued while this holder worked (it paused past its TTL). */
+export class StaleLockError extends createError(
+  'STALE_LOCK',
+  503,
+  (token: number, newest: number) =>
+    `the product lock was taken by a later holder (fencing token ${newest} > ours, ${token}) before the order was written; nothing was changed, retry later`,
+) {}
+
+/** An optimistic purchase kept losing its WATCH race until its attempts or its wait budget ran out. */
+export class ContentionError extends createError(
+  'CONTENTION',
+  503,
+  (attempts: number, waitMs: number) =>
+    `the product kept changing under ${attempts} optimistic attempts (budget ${waitMs} ms); nothing was changed, retry later`,
+) {}
+
+/** Fewer than a majority of the Redlock nodes answer, so no lock can be granted. */
+export class LockNodesUnavailableError extends createError(
+  'LOCK_NODES_UNAVAILABLE',
+  503,
+  (down: number, nodes: number, quorum: number) =>
+    `${down} of ${nodes} Redlock nodes are unreachable and a lock needs ${quorum}; nothing was changed, retry later`,
+) {}
+
+/** The sale's Redis does not answer (down, restarting, paused past the command timeout). */
+export class RedisUnavailableError extends createError(
+  'REDIS_UNAVAILABLE',
+  503,
+  () => 'Redis is not reachable; retry later',
+) {}
+
+// ---------------------------------------------------------------- a bug
+
+/** Anything unexpected: logged in full, answered without internals. */
+export class InternalError extends createError('INTERNAL_ERROR', 500, () => 'internal error') {}

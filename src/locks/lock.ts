@@ -1,0 +1,50 @@
+/**
+ * A distributed lock on a key, as node-redlock's `using` and redis-semaphore's
+ * `Lock` shape it: the caller hands over a section, the lock runs it while held and
+ * releases whatever the section did. A lock knows nothing of what the section does:
+ * orders/ decides what a purchase writes under it.
+ */
+
+/** What a section running under the lock gets. */
+export interface Hold {
+  /**
+   * Aborts once the hold can no longer be trusted (its validity ran out, a watchdog
+   * renewal found it gone): a section checks it right before it writes.
+   */
+  readonly signal: AbortSignal;
+  /** The fencing token of this acquisition, for a lock that issues one: the write must present it to Redis. */
+  readonly fence?: number;
+}
+
+export interface UsingOptions {
+  /** Abort to stop waiting for the lock (the product sold out meanwhile): rejects with the signal's reason. */
+  readonly signal?: AbortSignal;
+  /** Date.now() by which the lock must be held (LockTimeoutError after); default: now + the wait budget. */
+  readonly deadline?: number;
+}
+
+/** For a lock on nodes of its own (Redlock): how many answer PING, and how many a lock needs. */
+export interface LockNodes {
+  readonly up: number;
+  readonly total: number;
+  readonly quorum: number;
+}
+
+/** The configured lock (an abstract class, so it is its own injection token). */
+export abstract class Lock {
+  /** Holds found lost (expired, renewal failed, released by someone else, a fenced write refused); each is logged. */
+  abstract readonly lostLocks: number;
+
+  /**
+   * Runs `section` while holding the lock on `key`, then releases it, whatever the
+   * section did. Throws LockTimeoutError if the lock is not obtained in time; an
+   * abort of `options.signal` before it is held rejects with the signal's reason.
+   */
+  abstract using<T>(key: string, section: (hold: Hold) => Promise<T>, options?: UsingOptions): Promise<T>;
+
+  /** Closes connections of its own. */
+  abstract close(): Promise<void>;
+
+  /** Lock nodes of its own, for /health (Redlock only). */
+  nodes?(): Promise<LockNodes>;
+}

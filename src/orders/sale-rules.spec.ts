@@ -1,0 +1,60 @@
+import { uniquePrefix, useTestRedis } from '../../test/helpers/redis';
+import { KeyLayout } from '../redis/key-layout';
+import type { OrderRequest } from './order';
+import { ScriptedPurchases } from './purchases/scripted.purchases';
+import { refusal, SaleState } from './sale-rules';
+
+interface Case {
+  readonly state: SaleState | null;
+  readonly quantity: number;
+}
+
+/** Every combination around the edges: limit reached or not, stock 0, short, exact, ample. */
+function cases(): Case[] {
+  const out: Case[] = [{ state: null, quantity: 1 }];
+  for (const perUserLimit of [1, 2, 5])
+    for (const stock of [0, 1, 2, 5])
+      for (const bought of [0, 1, 2])
+        for (const quantity of [1, 2, 3]) {
+          if (bought <= perUserLimit) out.push({ state: { perUserLimit, stock, bought }, quantity });
+        }
+  return out;
+}
+
+/**
+ * The sale's rules exist twice: once in TypeScript (sale-rules.ts, which every
+ * locked path decides with) and once in Lua (purchase-4.lua, the `atomic` path).
+ * Both get the same table of states and must give the same answer, to the word.
+ */
+describe('the sale rules, in TypeScript and in Lua, on the same table of cases', () => {
+  const { client } = useTestRedis();
+
+  it.each(cases().map((c) => [JSON.stringify(c), c] as const))('%s', async (_label, { state, quantity }) => {
+    const redis = client();
+    const keys = new KeyLayout(uniquePrefix('rules'));
+    const order: OrderRequest = { productId: 'p', userId: 'ann', quantity };
+    const k = keys.product(order.productId);
+    if (state) {
+      await redis.hset(k.meta, 'initialStock', state.stock, 'perUserLimit', state.perUserLimit);
+      await redis.set(k.stock, state.stock);
+      if (state.bought > 0) await redis.hset(k.buyers, order.userId, state.bought);
+    }
+
+    const ts = refusal(order, state);
+    const lua = await new ScriptedPurchases(redis, keys).purchase(order).then(
+      (o) => ({ code: 'OK', remaining: o.remaining }),
+      (err: { code: string; message: string }) => ({ code: err.code, message: err.message }),
+    );
+
+    expect(lua).toEqual(
+      ts ? { code: ts.code, message: ts.message } : { code: 'OK', remaining: state!.stock - quantity },
+    );
+  });
+
+  it('covers every answer the rules can give', () => {
+    const codes = new Set(
+      cases().map(({ state, quantity }) => refusal({ productId: 'p', userId: 'u', quantity }, state)?.code ?? 'OK'),
+    );
+    expect([...codes].sort()).toEqual(['INSUFFICIENT_STOCK', 'LIMIT_REACHED', 'OK', 'SOLD_OUT', 'UNKNOWN_PRODUCT']);
+  });
+});

@@ -1,0 +1,98 @@
+import type { ChainableCommander, Redis } from 'ioredis';
+import { StaleLockError } from '../errors/errors';
+import { execAll } from '../redis/exec-all';
+import type { ProductKeys } from '../redis/key-layout';
+import { fencedWrite, ScriptClient } from '../redis/lua-scripts';
+import type { OrderRequest } from './order';
+import type { SaleState } from './sale-rules';
+
+/** A product's limit and stock (null: no sale), and each asking buyer's units, as read in one round trip. */
+export interface SaleRead {
+  readonly sale: { readonly perUserLimit: number; readonly stock: number } | null;
+  /** Units bought so far, per buyer asked for, in the order asked. */
+  readonly bought: readonly number[];
+}
+
+/**
+ * The reads every decision needs, for one buyer or a batch, in one round trip: the
+ * limit, the stock and `HMGET` of the buyers' counts. On an auto-pipelining client
+ * the pipeline also shares a socket write with every other buyer's reads of the tick.
+ */
+export async function readSale(
+  redis: Pick<Redis, 'pipeline'>,
+  k: ProductKeys,
+  userIds: readonly string[],
+): Promise<SaleRead> {
+  const [limit, stock, bought] = (await execAll(
+    redis
+      .pipeline()
+      .hget(k.meta, 'perUserLimit')
+      .get(k.stock)
+      .hmget(k.buyers, ...userIds),
+  )) as [string | null, string | null, (string | null)[]];
+  return {
+    sale: limit === null || stock === null ? null : { perUserLimit: Number(limit), stock: Number(stock) },
+    bought: bought.map((b) => Number(b ?? 0)),
+  };
+}
+
+/** The state the rules see for the `i`th buyer of a read (null: the product has no sale). */
+export function buyerState(read: SaleRead, i: number): SaleState | null {
+  return read.sale && { ...read.sale, bought: read.bought[i] };
+}
+
+/**
+ * Queues the writes of one order on a MULTI: take the units from stock, add them to
+ * the buyer's count, append the order to the stream. The DECRBY reply (the stock
+ * left) comes first in the EXEC replies.
+ */
+export function queueOrder(
+  multi: ChainableCommander,
+  k: ProductKeys,
+  order: OrderRequest,
+  orderId: string,
+): ChainableCommander {
+  return multi
+    .decrby(k.stock, order.quantity)
+    .hincrby(k.buyers, order.userId, order.quantity)
+    .xadd(k.orders, '*', 'orderId', orderId, 'userId', order.userId, 'quantity', String(order.quantity));
+}
+
+/** An order the rules accepted, with the id it will be acknowledged under. */
+export interface AcceptedOrder {
+  readonly order: OrderRequest;
+  readonly orderId: string;
+}
+
+/**
+ * Writes accepted orders in one round trip and returns the stock left after each.
+ * Under a plain hold: one MULTI of queueOrder's commands. Under a fenced hold
+ * (`fence` given): fenced-write.lua, which applies them only if no later lock was
+ * issued, else throws StaleLockError with nothing written.
+ */
+export async function writeOrders(
+  redis: Pick<Redis, 'multi'> & ScriptClient,
+  k: ProductKeys,
+  accepted: readonly AcceptedOrder[],
+  fence?: number,
+): Promise<number[]> {
+  if (fence === undefined) {
+    const multi = redis.multi();
+    for (const { order, orderId } of accepted) queueOrder(multi, k, order, orderId);
+    const replies = await execAll(multi);
+    // queueOrder puts three commands per order; the first, DECRBY, says what was left.
+    return accepted.map((_, i) => Number(replies[i * 3]));
+  }
+  const args = accepted.flatMap(({ order, orderId }) => [order.userId, order.quantity, orderId]);
+  const [status, ...rest] = await fencedWrite.run(
+    redis,
+    [k.fence, k.stock, k.buyers, k.orders, k.meta],
+    fence,
+    ...args,
+  );
+  if (status === 'STALE_LOCK') throw new StaleLockError(fence, rest[0]);
+  // The holder checked the stock under this very hold: a shortfall means someone
+  // wrote outside the lock.
+  if (status !== 'OK') throw new Error(`fenced write refused: ${status} ${rest.join(' ')}; nothing was written`);
+  return rest.map(Number);
+}

@@ -1,0 +1,34 @@
+import { LuaScript, scriptFiles } from './lua-script';
+import * as scripts from './lua-scripts';
+
+const handles = Object.values(scripts).filter((s) => s instanceof LuaScript);
+
+/**
+ * A script's facts live in its file: the name and the number of KEYS in the file
+ * name (`name-<numberOfKeys>.lua`), the KEYS, ARGV and reply in its header. These
+ * checks keep the file, its header, its body and its typed handle in agreement.
+ */
+describe('Lua scripts (src/redis/scripts/<name>-<numberOfKeys>.lua)', () => {
+  it('each file has exactly one typed handle in lua-scripts.ts, and each handle a file', () => {
+    expect(handles.map((h) => h.file).sort()).toEqual(scriptFiles().sort());
+  });
+
+  it.each(handles.map((h) => [h.file, h] as const))(
+    '%s: header and body agree with the key count in its name',
+    (_file, script) => {
+      const header = /^--\[\[([\s\S]*?)]]/.exec(script.lua)?.[1];
+      expect(header).toBeDefined();
+      const body = script.lua.slice(script.lua.indexOf(']]') + 2);
+      const documented = [...header!.matchAll(/KEYS\[(\d+)]/g)].map((m) => Number(m[1]));
+      const used = [...body.matchAll(/KEYS\[(\d+)]/g)].map((m) => Number(m[1]));
+      const expected = Array.from({ length: script.numberOfKeys }, (_, i) => i + 1);
+      expect([...new Set(documented)].sort((a, b) => a - b)).toEqual(expected);
+      expect(Math.max(0, ...used)).toBeLessThanOrEqual(script.numberOfKeys);
+      // Keys only ever come in through KEYS (never from ARGV), so a cluster can route them;
+      // a PUBLISH channel is not a key.
+      expect(body).not.toMatch(/redis\.call\('(?!PUBLISH')\w+',\s*ARGV/);
+      expect(header).toMatch(/ARGV\[1]/);
+      expect(header).toMatch(/Returns/);
+    },
+  );
+});

@@ -1,0 +1,54 @@
+import { LuaScript } from './lua-script';
+
+export type { ScriptClient } from './lua-script';
+
+/**
+ * The Lua scripts, typed: KEYS, then ARGV, then the reply, as each file's header
+ * documents them (src/redis/scripts/<name>-<numberOfKeys>.lua).
+ */
+
+/** Compare-and-delete of a lock, announced on `channel`. 1 if ours and deleted, 0 if not ours. */
+export const releaseLock = new LuaScript<[lock: string], [token: string, channel: string], 0 | 1>('release-lock');
+
+/** A sale's start or restart in one step. */
+export const resetSale = new LuaScript<
+  [meta: string, stock: string, buyers: string, orders: string],
+  [initialStock: number, perUserLimit: number],
+  1
+>('reset-sale');
+
+/** The whole purchase (strategy `atomic`). */
+export const purchase = new LuaScript<
+  [meta: string, stock: string, buyers: string, orders: string],
+  [userId: string, quantity: number, orderId: string],
+  [status: string, ...values: number[]]
+>('purchase');
+
+/** null when acquired or re-entered, else the PTTL of the other owner's lock. */
+export const reentrantAcquire = new LuaScript<[lock: string], [owner: string, ttlMs: number], number | null>(
+  'reentrant-acquire',
+);
+
+/** null if not ours, 0 if still held, 1 if now free (and published on `channel`). */
+export const reentrantRelease = new LuaScript<
+  [lock: string],
+  [owner: string, ttlMs: number, channel: string],
+  0 | 1 | null
+>('reentrant-release');
+
+/** 1 if renewed, 0 if the lock is no longer ours. */
+export const reentrantRenew = new LuaScript<[lock: string], [owner: string, ttlMs: number], 0 | 1>('reentrant-renew');
+
+/** The new fencing token if the lock is now ours, null if it is held. */
+export const fencedAcquire = new LuaScript<
+  [lock: string, fence: string],
+  [token: string, ttlMs: number],
+  number | null
+>('fenced-acquire');
+
+/** A batch of orders under a fenced hold: per order userId, quantity, orderId after the token. */
+export const fencedWrite = new LuaScript<
+  [fence: string, stock: string, buyers: string, orders: string, meta: string],
+  [token: number, ...orders: (string | number)[]],
+  [status: string, ...values: number[]]
+>('fenced-write');

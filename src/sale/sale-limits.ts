@@ -1,0 +1,14 @@
+/**
+ * The bounds of a sale, shared by the admin side (products/) and the buyers' side
+ * (orders/): what an id may look like and how large a sale, a limit and an order may be.
+ */
+
+/** Product and user ids: short, URL- and key-safe (no braces, so the `{p:<id>}` hash tag stays ours). */
+export const ID_PATTERN = /^[A-Za-z0-9_-]{1,64}$/;
+export const ID_RULE = 'must be 1-64 characters of A-Z a-z 0-9 _ -';
+
+export const MAX_STOCK = 10_000_000;
+/** Units one user may buy in one sale, at most. */
+export const MAX_PER_USER_LIMIT = 100;
+/** Units in one order: never more than any product's limit allows. */
+export const MAX_QUANTITY = MAX_PER_USER_LIMIT;
