@@ -2,10 +2,12 @@ import { LogLevel as NestLogLevel } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter, NestFastifyApplication } from '@nestjs/platform-fastify';
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import { STATUS_CODES } from 'node:http';
+import type { Socket } from 'node:net';
 import { AppModule } from './app.module';
 import { AppConfig, LOG_LEVELS } from './config/app-config';
 import { errorBody } from './errors/error.filter';
-import { ValidationFailedError } from './errors/errors';
+import { AppError, BadRequestError, FRAMEWORK_ERRORS, ValidationFailedError } from './errors/errors';
 
 /** Bodies larger than this are refused with 413 before they are parsed. */
 export const BODY_LIMIT_BYTES = 16 * 1024;
@@ -25,6 +27,7 @@ export async function createApp(config: AppConfig, options: { logger?: false } =
     frameworkErrors: (error: Error, _request: FastifyRequest, reply: FastifyReply) => {
       void reply.status(400).send(errorBody(new ValidationFailedError(error.message)));
     },
+    clientErrorHandler: answerClientError,
   });
   const fastify = adapter.getInstance();
   // Only JSON bodies: Fastify would otherwise parse text/plain into a string and
@@ -50,6 +53,27 @@ export async function createApp(config: AppConfig, options: { logger?: false } =
   });
   await app.init();
   return app;
+}
+
+/**
+ * A request Node's HTTP parser cannot read (headers too large, garbage, too slow) never
+ * reaches Fastify's routes; Fastify's own answer has no `code`. This one writes the
+ * same body as every other error, then closes the socket as Node and Fastify do.
+ */
+function answerClientError(err: NodeJS.ErrnoException, socket: Socket): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  let known: AppError;
+  if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') known = new FRAMEWORK_ERRORS[408]('the request did not arrive in time');
+  else if (err.code === 'HPE_HEADER_OVERFLOW') known = new FRAMEWORK_ERRORS[431]('the request headers are too large');
+  else known = new BadRequestError('the request is not valid HTTP');
+  const body = JSON.stringify(errorBody(known));
+  if (socket.writable) {
+    socket.write(
+      `HTTP/1.1 ${known.status} ${STATUS_CODES[known.status]}\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
+        `Content-Type: application/json; charset=utf-8\r\nConnection: close\r\n\r\n${body}`,
+    );
+  }
+  socket.destroy(err);
 }
 
 /** LOG_LEVEL names the least severe level shown: `log` shows error, warn and log. */

@@ -1,4 +1,5 @@
 import { Redis } from 'ioredis';
+import { connect } from 'node:net';
 import { KeyLayout } from '../src/redis/key-layout';
 import { request, startSale } from './helpers/app';
 import { startTestStack, TestStack } from './helpers/stack';
@@ -283,6 +284,37 @@ describe('HTTP API', () => {
       expect(res.status).toBe(400);
       expect(res.body).toMatchObject({ statusCode: 400, code: 'VALIDATION_FAILED' });
     });
+
+    /** What the server writes back for bytes sent as they are, until it closes the socket. */
+    function rawExchange(bytes: string): Promise<{ status: number; body: Record<string, unknown> }> {
+      const { hostname, port } = new URL(t.url);
+      return new Promise((resolve, reject) => {
+        const socket = connect(Number(port), hostname, () => socket.end(bytes));
+        let answer = '';
+        socket.setEncoding('utf8').on('data', (chunk: string) => (answer += chunk));
+        socket.on('error', reject).on('close', () => {
+          const [head, body] = answer.split('\r\n\r\n');
+          resolve({ status: Number(head.split(' ')[1]), body: JSON.parse(body) as Record<string, unknown> });
+        });
+      });
+    }
+
+    it.each([
+      [
+        'headers over 16 KiB',
+        `GET /health HTTP/1.1\r\nHost: x\r\nX-Pad: ${'a'.repeat(20_000)}\r\n\r\n`,
+        431,
+        'HEADERS_TOO_LARGE',
+      ],
+      ['bytes that are not HTTP', 'NOT HTTP AT ALL\r\n\r\n', 400, 'BAD_REQUEST'],
+    ])(
+      'answers %s (refused by the HTTP parser, before any route) with the same body shape',
+      async (_case, bytes, status, code) => {
+        const res = await rawExchange(bytes);
+        expect(res.status).toBe(status);
+        expect(res.body).toEqual({ statusCode: status, code, message: expect.any(String) });
+      },
+    );
 
     it('answers an unknown route with 404 NOT_FOUND', async () => {
       const res = await request(t.url, 'DELETE', '/api/orders');

@@ -62,16 +62,16 @@ export class UnauthorizedError extends createError(
 export const FRAMEWORK_ERRORS: Readonly<Record<number, new (detail: string) => AppError>> = {
   400: ValidationFailedError,
   404: createError('NOT_FOUND', 404, (detail: string) => detail),
-  405: createError('METHOD_NOT_ALLOWED', 405, (detail: string) => detail),
-  406: createError('NOT_ACCEPTABLE', 406, (detail: string) => detail),
   408: createError('REQUEST_TIMEOUT', 408, (detail: string) => detail),
-  411: createError('LENGTH_REQUIRED', 411, (detail: string) => detail),
   413: createError('PAYLOAD_TOO_LARGE', 413, (detail: string) => detail),
   414: createError('URI_TOO_LONG', 414, (detail: string) => detail),
   415: createError('UNSUPPORTED_MEDIA_TYPE', 415, (detail: string) => detail),
   431: createError('HEADERS_TOO_LARGE', 431, (detail: string) => detail),
 };
-/** Any other 4xx the framework raises. */
+/**
+ * Any other 4xx the framework raises, and a request too malformed to parse. The table
+ * is closed: a client sees only the codes above, so an unlisted 4xx is answered 400.
+ */
 export const BadRequestError = createError('BAD_REQUEST', 400, (detail: string) => detail);
 
 // ---------------------------------------------------------------- the sale's rules (final answers)
