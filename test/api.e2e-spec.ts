@@ -1,7 +1,8 @@
 import { Redis } from 'ioredis';
 import { connect } from 'node:net';
 import { KeyLayout } from '../src/redis/key-layout';
-import { request, startSale } from './helpers/app';
+import { request, startSale, startTestApp } from './helpers/app';
+import { uniquePrefix } from './helpers/redis';
 import { startTestStack, TestStack } from './helpers/stack';
 
 /** Every status and code of the HTTP contract, against a real app and a real Redis. */
@@ -328,6 +329,21 @@ describe('HTTP API', () => {
       const res = await request(t.url, 'GET', '/health');
       expect(res.status).toBe(200);
       expect(res.body).toEqual({ status: 'ok', redis: 'up', strategy: 'lock', unsafe: false, lostLocks: 0 });
+    });
+
+    it("says unsafe, and names the hook, when the fault suite's FAULT_STOP_AT is set", async () => {
+      const hooked = await startTestApp({
+        REDIS_URL: stack.redis.url,
+        KEY_PREFIX: uniquePrefix('hooked'),
+        FAULT_STOP_AT: 'before-write:2',
+        ALLOW_UNSAFE: '1',
+      });
+      try {
+        const res = await request(hooked.url, 'GET', '/health');
+        expect(res.body).toMatchObject({ status: 'ok', strategy: 'lock', unsafe: true, faultStopAt: 'before-write:2' });
+      } finally {
+        await hooked.close();
+      }
     });
   });
 });

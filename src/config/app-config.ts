@@ -136,6 +136,9 @@ export function loadConfig(env: Env): AppConfig {
       'makes the app stop itself and is for the fault suite only: set ALLOW_UNSAFE=1 to allow it',
     );
   }
+  if (config.faultStopAt && env.NODE_ENV?.trim() === 'production') {
+    throw new ConfigError('FAULT_STOP_AT', 'makes the app stop itself and is never accepted with NODE_ENV=production');
+  }
   return Object.freeze(config);
 }
 

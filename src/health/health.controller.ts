@@ -27,6 +27,7 @@ export class HealthController {
       ),
       this.purchases.status(),
     ]);
+    const { faultStopAt } = this.config;
     const ok = redis === 'up' && (!lockNodes || lockNodes.up >= lockNodes.quorum);
     if (!ok) void reply.status(HttpStatus.SERVICE_UNAVAILABLE).header('Retry-After', '1');
     return {
@@ -34,7 +35,9 @@ export class HealthController {
       redis,
       ...(lockNodes ? { lockNodes } : {}),
       strategy: this.config.lockStrategy,
-      unsafe: UNSAFE_STRATEGIES.includes(this.config.lockStrategy),
+      // An unsafe strategy, or the fault suite's self-stop hook: either way not for a real sale.
+      unsafe: UNSAFE_STRATEGIES.includes(this.config.lockStrategy) || faultStopAt !== null,
+      ...(faultStopAt ? { faultStopAt: `${faultStopAt.point}:${faultStopAt.nth}` } : {}),
       lostLocks,
     };
   }

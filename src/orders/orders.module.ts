@@ -1,4 +1,4 @@
-import { DynamicModule, Logger, Module, Type } from '@nestjs/common';
+import { DynamicModule, Inject, Injectable, Logger, Module, OnApplicationBootstrap, Type } from '@nestjs/common';
 import { AppConfig, LockStrategyName, UNSAFE_STRATEGIES } from '../config/app-config';
 import { APP_CONFIG } from '../config/config.constants';
 import { LocksModule } from '../locks/locks.module';
@@ -39,7 +39,6 @@ const PURCHASE_PATHS: Record<LockStrategyName, Type<PurchasePath>> = {
 @Module({})
 export class OrdersModule {
   static forRoot(config: AppConfig): DynamicModule {
-    announce(config);
     return {
       module: OrdersModule,
       global: true,
@@ -48,15 +47,30 @@ export class OrdersModule {
       providers: [
         { provide: PurchasePath, useClass: PURCHASE_PATHS[config.lockStrategy] },
         { provide: FaultStop, inject: [APP_CONFIG], useFactory: (c: AppConfig) => new FaultStop(c.faultStopAt) },
+        Announcement,
       ],
       exports: [PurchasePath],
     };
   }
 }
 
-/** One line at boot says what runs; an unsafe strategy or a fault hook says it loudly. */
-function announce(config: AppConfig): void {
-  const logger = new Logger('Orders');
+/**
+ * One line at boot says what runs; an unsafe strategy or a fault hook says it loudly.
+ * Logged at bootstrap, not while the module is declared, so LOG_LEVEL (and a test's
+ * `logger: false`) applies to it.
+ */
+@Injectable()
+class Announcement implements OnApplicationBootstrap {
+  private readonly logger = new Logger('Orders');
+
+  constructor(@Inject(APP_CONFIG) private readonly config: AppConfig) {}
+
+  onApplicationBootstrap(): void {
+    announce(this.logger, this.config);
+  }
+}
+
+function announce(logger: Logger, config: AppConfig): void {
   const name = config.lockStrategy;
   const path = PURCHASE_PATHS[name].name;
   if (UNSAFE_STRATEGIES.includes(name)) {
