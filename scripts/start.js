@@ -85,13 +85,19 @@ async function main() {
   }
 
   const args = WATCH ? [NEST, 'start', '--watch'] : [path.join(ROOT, 'dist', 'src', 'main.js')];
-  const app = spawn(process.execPath, args, { cwd: ROOT, env, stdio: 'inherit' });
-  // Ctrl-C reaches the app through the terminal; a SIGTERM sent to us is passed on.
+  // The app runs in its own process group, so that a stop reaches all of it: under
+  // --watch that is `nest start` and the app it spawned, which a signal sent to
+  // `nest` alone would orphan. Ctrl-C and a SIGTERM sent to us both stop the group.
+  const app = spawn(process.execPath, args, { cwd: ROOT, env, stdio: 'inherit', detached: true });
   let stopping = false;
   for (const signal of ['SIGINT', 'SIGTERM']) {
     process.on(signal, () => {
       stopping = true;
-      if (app.exitCode === null) app.kill('SIGTERM');
+      try {
+        process.kill(-app.pid, 'SIGTERM');
+      } catch {
+        // the group is already gone
+      }
     });
   }
   const code = await new Promise((resolve) => app.once('exit', (c, s) => resolve(c ?? (s ? 128 + 15 : 1))));

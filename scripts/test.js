@@ -21,8 +21,10 @@ if (args.length > 0) process.exit(run(args));
 // Everything, in two passes. The suites that load the machine with whole apps under
 // burst (the bench and the fault suite) measure races and pauses: run beside each
 // other on two cores, the `none` control once failed to show its oversell. So the
-// rest runs two files at a time, then these two run one after the other.
-const HEAVY = ['test/bench.e2e-spec.ts', 'test/faults.e2e-spec.ts'];
+// rest runs two files at a time, then these run one after the other. The start:dev
+// test is among them because `nest start --watch` deletes and rebuilds dist/, which
+// the others run.
+const HEAVY = ['test/bench.e2e-spec.ts', 'test/faults.e2e-spec.ts', 'test/watch.e2e-spec.ts'];
 const first = run(['--testPathIgnorePatterns', '/node_modules/', '/dist/', ...HEAVY]);
 const second = run(['--runInBand', ...HEAVY]);
 process.exit(first || second);
