@@ -75,7 +75,7 @@ export async function readSale(redis: Redis, keys: ProductKeys): Promise<SaleSna
   };
 }
 
-/** Checks the five promises of DESIGN.md against what Redis holds and what the buyers were told. */
+/** Checks the invariants (the README's Bench section lists them) against what Redis holds and what the buyers were told. */
 export function judge(sale: SaleSnapshot, load: LoadResult, quantity: number): Verdict {
   const broken: Partial<Record<keyof Invariants, string>> = {};
   const units = sale.orders.reduce((sum, o) => sum + o.quantity, 0);

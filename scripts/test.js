@@ -2,7 +2,7 @@
 /**
  * `npm test`: install and build if needed, make sure redis-server exists (the tests
  * start their own on free ports), then run every Jest test. Extra arguments go to
- * Jest: `npm test -- test/orders.e2e-spec.ts`.
+ * Jest: `npm test -- test/api.e2e-spec.ts`.
  */
 const { spawnSync } = require('node:child_process');
 const path = require('node:path');

@@ -67,7 +67,7 @@ export interface AcceptedOrder {
 /**
  * Writes accepted orders in one round trip and returns the stock left after each.
  * Under a plain hold: one MULTI of queueOrder's commands. Under a fenced hold
- * (`fence` given): fenced-write.lua, which applies them only if no later lock was
+ * (`fence` given): fenced-write-5.lua, which applies them only if no later lock was
  * issued, else throws StaleLockError with nothing written.
  */
 export async function writeOrders(

@@ -9,11 +9,11 @@ import { LockOptions, SetNxLockStrategy } from './lock.strategy';
  * `fenced` — the `lock` strategy plus fencing tokens (Kleppmann, "How to do
  * distributed locking"; Redisson's RFencedLock, which leaves the check to the caller).
  *
- * - Acquire: fenced-acquire.lua does the same SET NX PX and, in the same step,
+ * - Acquire: fenced-acquire-2.lua does the same SET NX PX and, in the same step,
  *   INCRs the product's `:fence` counter: every acquisition by anyone gets a larger
  *   token than the one before.
  * - Write: the section gets the token (`hold.fence`) and presents it with its write;
- *   fenced-write.lua applies it only if no later token was issued, and otherwise
+ *   fenced-write-5.lua applies it only if no later token was issued, and otherwise
  *   changes nothing and the section throws StaleLockError (503 STALE_LOCK), which is
  *   counted here in lostLocks and logged. Each order in the stream carries its token.
  * - Everything else (owner token, compare-and-delete release, local line, validity

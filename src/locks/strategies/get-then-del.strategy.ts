@@ -7,7 +7,7 @@ import { NaiveLock } from './naive-lock';
  * It checks the owner, but in two commands: between the GET (still ours) and the
  * DEL the lock can expire and be taken by another buyer, and the DEL deletes the
  * new owner's lock, letting a third in beside it. The compare and the delete must
- * be one atomic step (release-lock.lua). Under plain load the window is one round
+ * be one atomic step (release-lock-1.lua). Under plain load the window is one round
  * trip; proven by classic-mistakes.spec.ts with a pause injected at step
  * `release:after-get`.
  */

@@ -68,7 +68,7 @@ describe('SetNxLockStrategy (lock) against a real Redis', () => {
     expect(await c.get(key)).toBe('held-elsewhere');
   });
 
-  it('withLock excludes: 40 contenders on 4 connections never overlap', async () => {
+  it('using() excludes: 40 contenders on 4 connections never overlap', async () => {
     const locks = Array.from({ length: 4 }, () =>
       closing(new SetNxLockStrategy(client(), { ttlMs: 5_000, waitMs: 10_000 })),
     );
@@ -105,7 +105,7 @@ describe('SetNxLockStrategy (lock) against a real Redis', () => {
     await waiter.release(lease);
   });
 
-  it('withLock releases when the critical section throws', async () => {
+  it('using() releases when the critical section throws', async () => {
     const c = client();
     const lock = closing(new SetNxLockStrategy(c, { ttlMs: 5_000, waitMs: 0 }));
     await expect(lock.using(key, () => Promise.reject(new Error('boom')))).rejects.toThrow('boom');

@@ -31,7 +31,7 @@ export interface LockLease extends Lease {
  * - Acquire: one atomic `SET NX PX` with a token (the owner's pid and 128 random
  *   bits), so the lock never exists without its TTL (a crash cannot leave it
  *   forever) and only the client holding the token can claim to own it.
- * - Release: release-lock.lua compares the token and deletes in one step; never a
+ * - Release: release-lock-1.lua compares the token and deletes in one step; never a
  *   plain DEL, which would delete another owner's lock after ours expired.
  * - Wait: in this process, callers for one key queue in a LocalQueue and only the
  *   head contends. It tries SET NX, and while another process holds the lock it
@@ -107,7 +107,7 @@ export class SetNxLockStrategy implements Lock {
     signal?.throwIfAborted();
     const first = await this.tryAcquire(key);
     if (first) return first;
-    // Taken: listen for its release (release-lock.lua publishes it), so we try again
+    // Taken: listen for its release (release-lock-1.lua publishes it), so we try again
     // the moment it is freed, not after a poll interval.
     let attempt = 0;
     return this.subscriber.retry(releasedChannel(key), async (): Promise<Attempt<LockLease>> => {

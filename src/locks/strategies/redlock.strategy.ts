@@ -32,7 +32,7 @@ interface Held extends Lease {
  *   `lock`, callers for one key queue in-process and only the head contends.
  * - The stock and orders stay on REDIS_URL; only the lock lives on the N nodes, so
  *   one lock node down changes nothing, and a majority down stops all sales with
- *   503 REDIS_UNAVAILABLE (no quorum), never an oversell.
+ *   503 LOCK_NODES_UNAVAILABLE (no quorum), never an oversell.
  *
  * Why v5.0.0-beta.2: it is the version written for ioredis 4/5 clients with types
  * and an AbortSignal-based `using`; v4 is callback/bluebird-era with no types, and

@@ -33,7 +33,7 @@ interface Holding {
  *   process id + the async context of the outermost `using`, carried by
  *   AsyncLocalStorage.
  * - Watchdog (Redisson's lockWatchdogTimeout): while held, the TTL is renewed every
- *   TTL/3 by reentrant-renew.lua: the timer is unref'd, a tick is skipped while the
+ *   TTL/3 by reentrant-renew-1.lua: the timer is unref'd, a tick is skipped while the
  *   previous renewal is still in flight (never two at once), it stops on release.
  *   A renewal that finds the lock gone, or fails, aborts the holder's AbortSignal
  *   and is counted in lostLocks: the holder must not write.

@@ -7,7 +7,7 @@ import { NaiveLock } from './naive-lock';
  * If a holder outlives its TTL (a slow query, a GC pause), the lock expires, a
  * second buyer takes it, and the first one's `DEL` then deletes the *second's*
  * lock: a third buyer gets in while the second still holds it. Two holders inside,
- * stock oversold. Release must compare-and-delete in one step (release-lock.lua).
+ * stock oversold. Release must compare-and-delete in one step (release-lock-1.lua).
  * Proven by classic-mistakes.spec.ts: a first holder outlives its TTL, and the
  * next two holders are inside at the same time.
  */
