@@ -16,6 +16,14 @@ describe('the error table (errors.ts)', () => {
     });
   });
 
+  it('words CONTENTION for a buyer who never got an attempt, one who got one, and one who got several', () => {
+    expect(new ContentionError(0, 200).message).toMatch(
+      /used the whole wait budget \(200 ms\) before this one's first/,
+    );
+    expect(new ContentionError(1, 200).message).toMatch(/under 1 optimistic attempt \(/);
+    expect(new ContentionError(8, 200).message).toMatch(/under 8 optimistic attempts \(/);
+  });
+
   it("is the README's error table: every code, with its status, and nothing else", () => {
     const readme = readFileSync(join(__dirname, '..', '..', 'README.md'), 'utf8');
     const rows = [...readme.matchAll(/^\| `([A-Z_]+)` \| (\d{3}) \|/gm)].map((m) => [m[1], Number(m[2])]);

@@ -131,11 +131,10 @@ export class StaleLockError extends createError(
 ) {}
 
 /** An optimistic purchase kept losing its WATCH race until its attempts or its wait budget ran out. */
-export class ContentionError extends createError(
-  'CONTENTION',
-  503,
-  (attempts: number, waitMs: number) =>
-    `the product kept changing under ${attempts} optimistic attempts (budget ${waitMs} ms); nothing was changed, retry later`,
+export class ContentionError extends createError('CONTENTION', 503, (attempts: number, waitMs: number) =>
+  attempts === 0
+    ? `this process's other buyers of the product used the whole wait budget (${waitMs} ms) before this one's first optimistic attempt; nothing was changed, retry later`
+    : `the product kept changing under ${attempts} optimistic attempt${attempts === 1 ? '' : 's'} (budget ${waitMs} ms); nothing was changed, retry later`,
 ) {}
 
 /** Fewer than a majority of the Redlock nodes answer, so no lock can be granted. */
