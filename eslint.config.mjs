@@ -19,6 +19,37 @@ const NOT_FEATURES = {
   message: 'redis/ is the floor the features stand on: it imports none of them',
 };
 
+// The folder a NOT_ group's glob names, as a regular expression on an import path
+// (a slash written \x2F: a selector's regular expression ends at the first slash).
+function folderOf(glob) {
+  return glob.replace(/^\*\*\//, '').replace(/\/\*\*$/, '');
+}
+
+/**
+ * The boundaries for one set of files, enforced on every way in: `import`, `import type`,
+ * `export ... from`, `import x = require()` (the typescript-eslint rule), and `import()`
+ * and `require()` calls (no-restricted-syntax), so a dynamic import is no way round them.
+ */
+function boundary(files, ignores, rules) {
+  const calls = rules.flatMap((rule) =>
+    [...new Set(rule.group.map(folderOf))].map((folder) => {
+      const re = `(^|\\x2F)${folder}(\\x2F|$)`;
+      return [
+        { selector: `ImportExpression[source.value=/${re}/]`, message: rule.message },
+        { selector: `CallExpression[callee.name='require'][arguments.0.value=/${re}/]`, message: rule.message },
+      ];
+    }),
+  );
+  return {
+    files,
+    ignores,
+    rules: {
+      '@typescript-eslint/no-restricted-imports': ['error', { patterns: rules }],
+      'no-restricted-syntax': ['error', ...calls.flat()],
+    },
+  };
+}
+
 export default defineConfig(
   { ignores: ['dist/', 'node_modules/', 'coverage/', 'bench/results/', '.data/'] },
   eslint.configs.recommended,
@@ -42,21 +73,9 @@ export default defineConfig(
     rules: { '@typescript-eslint/no-require-imports': 'off' },
   },
   { files: ['**/*.mjs'], languageOptions: { sourceType: 'module' } },
-  {
-    files: ['src/**/*.ts'],
-    ignores: ['src/**/*.spec.ts'],
-    rules: { 'no-restricted-imports': ['error', { patterns: [NOT_TEST_CODE] }] },
-  },
-  {
-    files: ['src/locks/**/*.ts'],
-    ignores: ['src/**/*.spec.ts'],
-    rules: { 'no-restricted-imports': ['error', { patterns: [NOT_TEST_CODE, NOT_ORDERS] }] },
-  },
-  { files: ['src/locks/**/*.spec.ts'], rules: { 'no-restricted-imports': ['error', { patterns: [NOT_ORDERS] }] } },
-  {
-    files: ['src/redis/**/*.ts'],
-    ignores: ['src/**/*.spec.ts'],
-    rules: { 'no-restricted-imports': ['error', { patterns: [NOT_TEST_CODE, NOT_FEATURES] }] },
-  },
+  boundary(['src/**/*.ts'], ['src/**/*.spec.ts'], [NOT_TEST_CODE]),
+  boundary(['src/locks/**/*.ts'], ['src/**/*.spec.ts'], [NOT_TEST_CODE, NOT_ORDERS]),
+  boundary(['src/locks/**/*.spec.ts'], [], [NOT_ORDERS]),
+  boundary(['src/redis/**/*.ts'], ['src/**/*.spec.ts'], [NOT_TEST_CODE, NOT_FEATURES]),
   prettier,
 );
