@@ -1,5 +1,5 @@
-import { ChildProcess, spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
 import { freePort } from '../scripts/redis-server';
 import { waitForHealth } from './http';
 import { APP_CLUSTER, APP_MAIN, ROOT } from './paths';
@@ -89,13 +89,16 @@ function exitedEarly(child: ChildProcess, app: RunningApp): string | null {
   return child.exitCode === null ? null : `the app exited (${child.exitCode}) before it was healthy:\n${app.tail()}`;
 }
 
-/** The process's state letter from /proc (Linux): R, S, D, T (stopped), Z, or null once it is gone. */
+/** The process's state letter (from /proc on Linux, else ps): R, S, D, T (stopped), Z, or null once it is gone. */
 export function processState(pid: number): string | null {
   try {
     // The command name is in parentheses and may hold spaces: the state follows the last ')'.
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
     return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
   } catch {
-    return null;
+    if (existsSync('/proc/self/stat')) return null; // Linux: no such process
   }
+  // No /proc (macOS): ps prints the same state letters.
+  const ps = spawnSync('ps', ['-o', 'stat=', '-p', String(pid)], { encoding: 'utf8' });
+  return ps.status === 0 ? ps.stdout.trim().slice(0, 1) || null : null;
 }
