@@ -137,6 +137,18 @@ export class ContentionError extends createError('CONTENTION', 503, (attempts: n
     : `the product kept changing under ${attempts} optimistic attempt${attempts === 1 ? '' : 's'} (budget ${waitMs} ms); nothing was changed, retry later`,
 ) {}
 
+/**
+ * A write was sent to Redis and its reply never came (timeout, connection cut): the
+ * order may have been written, or not. Never answered as a failure, since it may not be one.
+ */
+export class OutcomeUnknownError extends createError(
+  'OUTCOME_UNKNOWN',
+  503,
+  () =>
+    'the order was sent to Redis but its answer was lost: it may or may not have been placed, ' +
+    'and a retry may buy a second time',
+) {}
+
 /** Fewer than a majority of the Redlock nodes answer, so no lock can be granted. */
 export class LockNodesUnavailableError extends createError(
   'LOCK_NODES_UNAVAILABLE',

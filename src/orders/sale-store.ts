@@ -1,8 +1,9 @@
 import type { ChainableCommander, Redis } from 'ioredis';
-import { StaleLockError } from '../errors/errors';
+import { OutcomeUnknownError, StaleLockError } from '../errors/errors';
 import { execAll } from '../redis/exec-all';
 import type { ProductKeys } from '../redis/key-layout';
 import { fencedWrite, ScriptClient } from '../redis/lua-scripts';
+import { isOutcomeUnknown } from '../redis/redis-errors';
 import type { OrderRequest } from './order';
 import type { SaleState } from './sale-rules';
 
@@ -58,6 +59,20 @@ export function queueOrder(
     .xadd(k.orders, '*', 'orderId', orderId, 'userId', order.userId, 'quantity', String(order.quantity));
 }
 
+/**
+ * Awaits a write of orders. A write that was sent and got no reply may have been
+ * applied: it is OUTCOME_UNKNOWN, never REDIS_UNAVAILABLE ("nothing was written"),
+ * and never sent again.
+ */
+export async function orderWrite<T>(write: Promise<T>): Promise<T> {
+  try {
+    return await write;
+  } catch (err) {
+    if (isOutcomeUnknown(err)) throw new OutcomeUnknownError();
+    throw err;
+  }
+}
+
 /** An order the rules accepted, with the id it will be acknowledged under. */
 export interface AcceptedOrder {
   readonly order: OrderRequest;
@@ -79,16 +94,13 @@ export async function writeOrders(
   if (fence === undefined) {
     const multi = redis.multi();
     for (const { order, orderId } of accepted) queueOrder(multi, k, order, orderId);
-    const replies = await execAll(multi);
+    const replies = await orderWrite(execAll(multi));
     // queueOrder puts three commands per order; the first, DECRBY, says what was left.
     return accepted.map((_, i) => Number(replies[i * 3]));
   }
   const args = accepted.flatMap(({ order, orderId }) => [order.userId, order.quantity, orderId]);
-  const [status, ...rest] = await fencedWrite.run(
-    redis,
-    [k.fence, k.stock, k.buyers, k.orders, k.meta],
-    fence,
-    ...args,
+  const [status, ...rest] = await orderWrite(
+    fencedWrite.run(redis, [k.fence, k.stock, k.buyers, k.orders, k.meta], fence, ...args),
   );
   if (status === 'STALE_LOCK') throw new StaleLockError(fence, rest[0]);
   // The holder checked the stock under this very hold: a shortfall means someone

@@ -19,6 +19,11 @@ export function createRedisClient(url: string, name: string): Redis {
     // get an immediate 503 instead of piling up behind a reconnect.
     enableOfflineQueue: false,
     maxRetriesPerRequest: 1,
+    // Never send a command twice. ioredis would resend every command that had no
+    // reply when a connection dropped, writes included: a purchase whose EXEC was
+    // applied but whose reply was lost would run again and sell twice. A write with
+    // no reply is an unknown outcome (OUTCOME_UNKNOWN), for the caller to resolve.
+    autoResendUnfulfilledCommands: false,
     commandTimeout: COMMAND_TIMEOUT_MS,
     connectionName: 'seckill',
     // On shutdown a socket that will not close cleanly is destroyed after this.

@@ -21,3 +21,19 @@ export function isRedisUnavailable(err: unknown): boolean {
   if (err instanceof ReplyError) return TRANSIENT_REPLIES.test(err.message);
   return err.name === 'MaxRetriesPerRequestError' || CONNECTION_ERRORS.test(err.message);
 }
+
+/**
+ * Errors that say the command was never sent: the client was not connected, so the
+ * server cannot have run it.
+ */
+const NOT_SENT = /Stream isn't writeable|ECONNREFUSED|EHOSTUNREACH/;
+
+/**
+ * True when a write may or may not have run: it was sent, and its reply never came
+ * (the command timed out, or the connection closed under it). The client never sends
+ * a command twice (`autoResendUnfulfilledCommands: false`), so the outcome is one
+ * write or none, and only reading Redis can tell which.
+ */
+export function isOutcomeUnknown(err: unknown): boolean {
+  return isRedisUnavailable(err) && !(err instanceof ReplyError) && !NOT_SENT.test((err as Error).message);
+}

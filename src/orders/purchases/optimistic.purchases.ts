@@ -12,7 +12,7 @@ import { KeyLayout, ProductKeys } from '../../redis/key-layout';
 import { REDIS_CLIENT } from '../../redis/redis.constants';
 import type { Order, OrderRequest } from '../order';
 import { refusal } from '../sale-rules';
-import { buyerState, queueOrder, readSale, SaleRead } from '../sale-store';
+import { buyerState, orderWrite, queueOrder, readSale, SaleRead } from '../sale-store';
 import { PurchasePath, PurchaseStatus } from './purchase-path';
 import { SoldOutSignals } from './sold-out-signals';
 
@@ -139,7 +139,7 @@ export class OptimisticPurchases extends PurchasePath implements OnApplicationSh
       await c.unwatch();
       throw err;
     }
-    const replies = await queueOrder(c.multi(), k, order, orderId).exec();
+    const replies = await orderWrite(queueOrder(c.multi(), k, order, orderId).exec());
     if (replies === null) return null;
     const failed = replies.find(([err]) => err);
     if (failed) throw failed[0];

@@ -12,6 +12,7 @@ import { KeyLayout } from '../../redis/key-layout';
 import { purchase } from '../../redis/lua-scripts';
 import { REDIS_CLIENT } from '../../redis/redis.constants';
 import type { Order, OrderRequest } from '../order';
+import { orderWrite } from '../sale-store';
 import { PurchasePath, PurchaseStatus } from './purchase-path';
 
 /**
@@ -38,12 +39,8 @@ export class ScriptedPurchases extends PurchasePath {
   async purchase(order: OrderRequest): Promise<Order> {
     const k = this.keys.product(order.productId);
     const orderId = randomUUID();
-    const [status, a, b] = await purchase.run(
-      this.redis,
-      [k.meta, k.stock, k.buyers, k.orders],
-      order.userId,
-      order.quantity,
-      orderId,
+    const [status, a, b] = await orderWrite(
+      purchase.run(this.redis, [k.meta, k.stock, k.buyers, k.orders], order.userId, order.quantity, orderId),
     );
     if (status === 'OK') return { orderId, ...order, remaining: a };
     throw refusalOf(order, status, a, b);

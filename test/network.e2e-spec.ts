@@ -1,0 +1,74 @@
+import { Redis } from 'ioredis';
+import { startTcpProxy, TcpProxy } from '../harness/tcp-proxy';
+import type { LockStrategyName } from '../src/config/app-config';
+import { fencedWrite, purchase } from '../src/redis/lua-scripts';
+import { KeyLayout } from '../src/redis/key-layout';
+import { request, startSale, startTestApp, TestApp } from './helpers/app';
+import { closeClient, startTestRedis, TestRedis, uniquePrefix } from './helpers/redis';
+
+/**
+ * The network between the app and Redis misbehaving, through a TCP proxy the test
+ * controls (harness/tcp-proxy.ts): each fault is armed on the request that carries
+ * the write, so the test knows exactly which command it hit.
+ */
+describe('network faults between the app and Redis', () => {
+  let redis: TestRedis;
+  let client: Redis;
+
+  beforeAll(async () => {
+    redis = await startTestRedis();
+    client = new Redis(redis.url);
+  });
+
+  afterAll(async () => {
+    await closeClient(client);
+    await redis?.stop();
+  });
+
+  /** The bytes that carry each strategy's write of an order (ioredis sends command names in lower case). */
+  const EXEC = '$4\r\nexec\r\n';
+  const WRITE_MARKER: Partial<Record<LockStrategyName, string>> = {
+    lock: EXEC,
+    reentrant: EXEC,
+    optimistic: EXEC,
+    fenced: fencedWrite.sha1,
+    atomic: purchase.sha1,
+  };
+
+  describe.each(Object.entries(WRITE_MARKER))('%s: the reply to the write is lost', (strategy, marker) => {
+    let proxy: TcpProxy;
+    let app: TestApp;
+    let keys: KeyLayout;
+
+    beforeAll(async () => {
+      proxy = await startTcpProxy({ port: redis.port });
+      const prefix = uniquePrefix(`lost-${strategy}`);
+      keys = new KeyLayout(prefix);
+      app = await startTestApp({ REDIS_URL: proxy.url, KEY_PREFIX: prefix, LOCK_STRATEGY: strategy });
+    });
+
+    afterAll(async () => {
+      await app?.close();
+      await proxy?.close();
+    });
+
+    it('is OUTCOME_UNKNOWN, and the write is applied once: never resent by the client', async () => {
+      const k = keys.product('p');
+      await startSale(app.url, 'p', 5, 2);
+      // A first purchase loads the scripts, so the armed request is the write itself.
+      const first = await request(app.url, 'POST', '/api/orders', { json: { productId: 'p', userId: 'warm' } });
+      expect(first.status).toBe(201);
+      const cut = proxy.loseReplyTo(marker!);
+      const answer = await request(app.url, 'POST', '/api/orders', { json: { productId: 'p', userId: 'buyer' } });
+      await cut;
+      expect(answer.body).toMatchObject({ statusCode: 503, code: 'OUTCOME_UNKNOWN' });
+      expect(answer.headers.get('retry-after')).toBe('1');
+      // It reached Redis once: one order for the buyer, one unit gone.
+      const orders = await client.xrange(k.orders, '-', '+');
+      const buyers = orders.map(([, fields]) => fields[fields.indexOf('userId') + 1]);
+      expect(buyers).toEqual(['warm', 'buyer']);
+      expect(await client.get(k.stock)).toBe('3');
+      expect(await client.hget(k.buyers, 'buyer')).toBe('1');
+    });
+  });
+});
