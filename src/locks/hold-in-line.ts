@@ -1,5 +1,6 @@
 import { LockExpiredError } from '../errors/errors';
 import { LocalQueue } from './local-queue';
+import type { Hold } from './lock';
 
 /** A held lock, as far as waiting and expiry need to know it. */
 export interface Lease {
@@ -25,22 +26,28 @@ export interface HoldSteps<L extends Lease> {
  * The shape `lock` and `redlock` share:
  * - wait in this process's line for the product (LocalQueue), then for the Redis
  *   lock, by one deadline;
- * - run the section with a signal that aborts once the lease's validity is over;
+ * - run the section with a signal that aborts once the lease's validity is over, and
+ *   an assertValid() that checks the clock (Date.now() against validUntil);
  * - release, then let the next one in line go.
  */
 export async function holdInLine<L extends Lease, T>(
   steps: HoldSteps<L>,
-  section: (signal: AbortSignal, lease: L) => Promise<T>,
+  section: (validity: Pick<Hold, 'signal' | 'assertValid'>, lease: L) => Promise<T>,
 ): Promise<T> {
   const { line, key, deadline } = steps;
   await line.enter(key, deadline - Date.now(), steps.signal);
   try {
     const lease = await steps.acquire(deadline);
     const expiry = new AbortController();
-    const timer = setTimeout(() => expiry.abort(new LockExpiredError(steps.ttlMs)), lease.validUntil - Date.now());
+    const expire = () => expiry.abort(new LockExpiredError(steps.ttlMs));
+    const timer = setTimeout(expire, lease.validUntil - Date.now());
     timer.unref();
+    const assertValid = () => {
+      if (Date.now() >= lease.validUntil) expire();
+      expiry.signal.throwIfAborted();
+    };
     try {
-      return await section(expiry.signal, lease);
+      return await section({ signal: expiry.signal, assertValid }, lease);
     } finally {
       clearTimeout(timer);
       await steps.release(lease);

@@ -12,6 +12,13 @@ export interface Hold {
    * renewal found it gone): a section checks it right before it writes.
    */
   readonly signal: AbortSignal;
+  /**
+   * Throws LockExpiredError unless the hold is still valid *by the clock* (its
+   * validity ends at acquisition + TTL - drift, or the last watchdog renewal's), or
+   * the signal's reason if it aborted. The signal is a timer, and a timer cannot fire
+   * while the process is busy or paused: a section calls this right before it writes.
+   */
+  assertValid(): void;
   /** The fencing token of this acquisition, for a lock that issues one: the write must present it to Redis. */
   readonly fence?: number;
 }

@@ -29,6 +29,11 @@ export const reentrantAcquire = new LuaScript<[lock: string], [owner: string, tt
   'reentrant-acquire',
 );
 
+/** 1 if re-entered (the owner still held it), 0 if the lock is no longer the owner's. */
+export const reentrantReenter = new LuaScript<[lock: string], [owner: string, ttlMs: number], 0 | 1>(
+  'reentrant-reenter',
+);
+
 /** null if not ours, 0 if still held, 1 if now free (and published on `channel`). */
 export const reentrantRelease = new LuaScript<
   [lock: string],

@@ -6,6 +6,7 @@ import { releaseLock, ScriptClient } from '../../redis/lua-scripts';
 import { backoffMs } from '../backoff';
 import { holdInLine, Lease } from '../hold-in-line';
 import { LocalQueue } from '../local-queue';
+import { driftMs } from '../drift';
 import { Hold, Lock, UsingOptions } from '../lock';
 import { Attempt, releasedChannel, ReleaseSubscriber } from '../release-subscriber';
 
@@ -150,15 +151,10 @@ export class SetNxLockStrategy implements Lock {
             (err: Error) => this.logger.warn(`release of ${key} failed, the TTL will free it: ${err.message}`),
           ),
       },
-      (signal, lease) => section({ signal, fence: lease.fence }),
+      (validity, lease) => section({ ...validity, fence: lease.fence }),
     );
   }
 }
 
 /** Longest wait between tries when no release message comes (the holder died: its lock expires). */
 const EXPIRY_POLL_CAP_MS = 250;
-
-/** Redlock's clock-drift allowance: 1% of the TTL plus 2 ms. */
-function driftMs(ttlMs: number): number {
-  return Math.floor(ttlMs * 0.01) + 2;
-}

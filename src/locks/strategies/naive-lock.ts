@@ -23,7 +23,7 @@ export type NaiveRedis = Pick<Redis, 'set' | 'setnx' | 'pexpire' | 'get' | 'gets
 export abstract class NaiveLock implements Lock {
   /** Nothing here notices a lost hold: that is the point of these recipes. */
   readonly lostLocks = 0;
-  private readonly never: Hold = { signal: new AbortController().signal };
+  private readonly never: Hold = { signal: new AbortController().signal, assertValid: () => undefined };
 
   constructor(
     protected readonly redis: NaiveRedis,

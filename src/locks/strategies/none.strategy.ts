@@ -10,7 +10,7 @@ import { Hold, Lock, UsingOptions } from '../lock';
  */
 export class NoLockStrategy implements Lock {
   readonly lostLocks = 0;
-  private readonly never: Hold = { signal: new AbortController().signal };
+  private readonly never: Hold = { signal: new AbortController().signal, assertValid: () => undefined };
 
   using<T>(_key: string, section: (hold: Hold) => Promise<T>, options?: UsingOptions): Promise<T> {
     options?.signal?.throwIfAborted();

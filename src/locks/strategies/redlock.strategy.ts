@@ -76,8 +76,8 @@ export class RedlockStrategy implements Lock {
         },
         release: (held) => this.release(held.lock),
       },
-      // Not fenced: the section gets the validity signal only.
-      (signal) => section({ signal }),
+      // Not fenced: the section gets the validity (its signal, and the clock check) only.
+      (validity) => section(validity),
     );
   }
 

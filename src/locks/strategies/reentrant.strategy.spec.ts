@@ -38,6 +38,35 @@ describe('ReentrantStrategy (reentrant) against a real Redis', () => {
     expect(await c.exists(key)).toBe(0);
   });
 
+  it('re-entry of a lost hold is refused and counted, and takes no fresh lock', async () => {
+    const c = client();
+    const lock = reentrant(5_000, 1_000);
+    const inner = jest.fn();
+    const outcome = lock.using(key, async (hold) => {
+      // The outer hold is lost (expired, or deleted by an operator) and nobody else took it.
+      await c.del(key);
+      await lock.using(key, inner);
+      return hold;
+    });
+    await expect(outcome).rejects.toBeInstanceOf(LockExpiredError);
+    expect(inner).not.toHaveBeenCalled();
+    expect(lock.lostLocks).toBe(1);
+    expect(await c.exists(key)).toBe(0);
+  });
+
+  it('validity is the clock: a section that blocked past the TTL, with no timer able to run, is refused at assertValid', async () => {
+    const lock = reentrant(200, 1_000);
+    const seen = await lock
+      .using(key, async (hold) => {
+        const until = Date.now() + 300;
+        while (Date.now() < until); // a GC pause, a blocked event loop: no watchdog, no timer
+        expect(hold.signal.aborted).toBe(false); // the timer-driven signal could not say so
+        hold.assertValid();
+      })
+      .catch((err: unknown) => err);
+    expect(seen).toBeInstanceOf(LockExpiredError);
+  });
+
   it('excludes other owners: 30 contenders on 3 connections never overlap, in or out of re-entry', async () => {
     const counter = client();
     const locks = [0, 1, 2].map(() => reentrant(5_000, 10_000));

@@ -3,7 +3,14 @@ import type { Redis } from 'ioredis';
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { randomBytes } from 'node:crypto';
 import { LockExpiredError, LockTimeoutError } from '../../errors/errors';
-import { reentrantAcquire, reentrantRelease, reentrantRenew, ScriptClient } from '../../redis/lua-scripts';
+import {
+  reentrantAcquire,
+  reentrantReenter,
+  reentrantRelease,
+  reentrantRenew,
+  ScriptClient,
+} from '../../redis/lua-scripts';
+import { driftMs } from '../drift';
 import { LocalQueue } from '../local-queue';
 import { Hold, Lock, UsingOptions } from '../lock';
 import { Attempt, releasedChannel, ReleaseSubscriber } from '../release-subscriber';
@@ -19,7 +26,13 @@ const MAX_WAIT_MS = 1_000;
 /** What one outermost `using` carries down its async calls: who we are, what we hold. */
 interface Holding {
   readonly owner: string;
-  readonly held: Map<string, AbortSignal>;
+  readonly held: Map<string, Held>;
+}
+
+/** One held key of a Holding: the hold its sections get, and how to declare it lost. */
+interface Held {
+  readonly hold: Hold;
+  lose(why: string): void;
 }
 
 /**
@@ -36,7 +49,11 @@ interface Holding {
  *   TTL/3 by reentrant-renew-1.lua: the timer is unref'd, a tick is skipped while the
  *   previous renewal is still in flight (never two at once), it stops on release.
  *   A renewal that finds the lock gone, or fails, aborts the holder's AbortSignal
- *   and is counted in lostLocks: the holder must not write.
+ *   and is counted in lostLocks: the holder must not write. The hold's validity is
+ *   also a clock: it ends a TTL (minus drift) after the last confirmed renewal, and
+ *   assertValid() checks it before a write, whether or not a timer could run.
+ * - Re-entry requires still owning the lock (reentrant-reenter-1.lua): a lost outer
+ *   hold is not silently replaced by a fresh one; it is counted and refused.
  * - Waiting: release PUBLISHes on the lock's channel and the waiter at the head of
  *   this process's line wakes on it (ReleaseSubscriber) instead of polling; each
  *   wait is bounded by the other lock's PTTL, the wait budget, and 1 s.
@@ -76,19 +93,37 @@ export class ReentrantStrategy implements Lock {
 
   async using<T>(key: string, section: (hold: Hold) => Promise<T>, options?: UsingOptions): Promise<T> {
     const holding = this.context.getStore();
-    const heldSignal = holding?.held.get(key);
-    if (holding && heldSignal) return this.reenter(holding.owner, key, heldSignal, section);
+    const held = holding?.held.get(key);
+    if (holding && held) return this.reenter(holding.owner, key, held, section);
     // Outermost acquisition in this async context: a new owner.
     const mine: Holding = holding ?? { owner: `${this.process}:${++this.contexts}`, held: new Map() };
     const deadline = options?.deadline ?? Date.now() + this.options.waitMs;
     await this.line.enter(key, deadline - Date.now(), options?.signal);
     try {
-      await this.acquire(key, mine.owner, deadline, options?.signal);
+      const takenAt = await this.acquire(key, mine.owner, deadline, options?.signal);
       const lost = new AbortController();
-      const watchdog = this.startWatchdog(key, mine.owner, lost);
-      mine.held.set(key, lost.signal);
+      let validUntil = takenAt + this.options.ttlMs - driftMs(this.options.ttlMs);
+      const lose = (why: string) => {
+        if (lost.signal.aborted) return;
+        this.lost++;
+        this.logger.warn(`lock ${key} lost: ${why}`);
+        lost.abort(new LockExpiredError(this.options.ttlMs));
+      };
+      const hold: Hold = {
+        signal: lost.signal,
+        assertValid: () => {
+          if (!lost.signal.aborted && Date.now() >= validUntil) {
+            lost.abort(new LockExpiredError(this.options.ttlMs));
+          }
+          lost.signal.throwIfAborted();
+        },
+      };
+      const watchdog = this.startWatchdog(key, mine.owner, lose, (renewedAt) => {
+        validUntil = renewedAt + this.options.ttlMs - driftMs(this.options.ttlMs);
+      });
+      mine.held.set(key, { hold, lose });
       try {
-        return await this.context.run(mine, () => section({ signal: lost.signal }));
+        return await this.context.run(mine, () => section(hold));
       } finally {
         mine.held.delete(key);
         watchdog.stop();
@@ -103,25 +138,28 @@ export class ReentrantStrategy implements Lock {
     await this.subscriber.close();
   }
 
-  /** Same owner, lock already held: count it up, run, count it down. */
-  private async reenter<T>(owner: string, key: string, signal: AbortSignal, section: (hold: Hold) => Promise<T>) {
-    signal.throwIfAborted();
-    if ((await reentrantAcquire.run(this.redis, [key], owner, this.options.ttlMs)) !== null) {
-      throw new LockExpiredError(this.options.ttlMs); // our outer hold is gone
+  /** Same owner, lock held by the outer section: count it up (only if still ours), run, count it down. */
+  private async reenter<T>(owner: string, key: string, held: Held, section: (hold: Hold) => Promise<T>) {
+    held.hold.assertValid();
+    if ((await reentrantReenter.run(this.redis, [key], owner, this.options.ttlMs)) !== 1) {
+      held.lose('it was gone when the holder re-entered it');
+      held.hold.assertValid(); // throws: the outer hold is gone
     }
     try {
-      return await section({ signal });
+      return await section(held.hold);
     } finally {
       await this.release(key, owner);
     }
   }
 
-  private acquire(key: string, owner: string, deadline: number, signal?: AbortSignal): Promise<void> {
+  /** Resolves with Date.now() from before the attempt that took the lock: its validity counts from there. */
+  private acquire(key: string, owner: string, deadline: number, signal?: AbortSignal): Promise<number> {
     // Subscribed before the first try, so a release between a try and its wait is not missed.
-    return this.subscriber.retry(releasedChannel(key), async (): Promise<Attempt<void>> => {
+    return this.subscriber.retry(releasedChannel(key), async (): Promise<Attempt<number>> => {
       signal?.throwIfAborted();
+      const at = Date.now();
       const otherTtl = await reentrantAcquire.run(this.redis, [key], owner, this.options.ttlMs);
-      if (otherTtl === null) return { got: undefined };
+      if (otherTtl === null) return { got: at };
       const left = deadline - Date.now();
       if (left <= 0) throw new LockTimeoutError(this.options.waitMs);
       return { waitMs: Math.min(left, otherTtl > 0 ? otherTtl : MAX_WAIT_MS, MAX_WAIT_MS) };
@@ -137,30 +175,29 @@ export class ReentrantStrategy implements Lock {
     }
   }
 
-  private startWatchdog(key: string, owner: string, lost: AbortController) {
+  private startWatchdog(key: string, owner: string, lose: (why: string) => void, renewed: (at: number) => void) {
     let renewing = false;
-    const loseIt = (why: string) => {
-      if (lost.signal.aborted) return;
-      this.lost++;
-      this.logger.warn(`lock ${key} lost: ${why}`);
-      lost.abort(new LockExpiredError(this.options.ttlMs));
-      clearInterval(timer);
-    };
     const timer = setInterval(
       () => {
         if (renewing) return; // never two renewals at once
         renewing = true;
+        const at = Date.now();
         reentrantRenew
           .run(this.redis, [key], owner, this.options.ttlMs)
           .then(
-            (renewed) => (renewed === 1 ? this.renewals++ : loseIt('it was gone when the watchdog renewed it')),
-            (err: Error) => loseIt(`renewal failed: ${err.message}`),
+            (ok) => {
+              if (ok !== 1) return stop(lose('it was gone when the watchdog renewed it'));
+              this.renewals++;
+              renewed(at);
+            },
+            (err: Error) => stop(lose(`renewal failed: ${err.message}`)),
           )
           .finally(() => (renewing = false));
       },
       Math.max(1, Math.floor(this.options.ttlMs / 3)),
     );
     timer.unref();
-    return { stop: () => clearInterval(timer) };
+    const stop = (_?: void) => clearInterval(timer);
+    return { stop };
   }
 }

@@ -18,7 +18,15 @@ describe('BatchedPurchases (lock coalescing) against a real Redis', () => {
       ADMIN_TOKEN: 'a-long-enough-admin-token',
       LOCK_WAIT_MS: String(options.waitMs),
     });
-    return { redis, k, lock, holds, batches: new BatchedPurchases(lock, keys, redis, config, new FaultStop(null)) };
+    return {
+      redis,
+      k,
+      keys,
+      lock,
+      config,
+      holds,
+      batches: new BatchedPurchases(lock, keys, redis, config, new FaultStop(null)),
+    };
   }
 
   const buy = (b: BatchedPurchases, userId: string, quantity = 1) =>
@@ -109,6 +117,40 @@ describe('BatchedPurchases (lock coalescing) against a real Redis', () => {
     });
     const answers = await Promise.all([buy(batches, 'a'), buy(batches, 'b')]);
     expect(answers).toEqual([{ refused: 'LOCK_EXPIRED' }, { refused: 'LOCK_EXPIRED' }]);
+    expect(await redis.get(k.stock)).toBe('10');
+    expect(await redis.xlen(k.orders)).toBe(0);
+  });
+
+  it('checks validity by the clock: a pause that ends while the locked read’s reply is handled still stops the write', async () => {
+    const { redis, k, keys, lock, config } = await sale(10, 1, { ttlMs: 100, waitMs: 2_000 });
+    // The same Redis, with the process frozen (a GC pause, a blocked event loop) right
+    // as the second read's reply is handled: from there to the validity check only
+    // promise continuations run, so no timer can fire in between.
+    let reads = 0;
+    const frozen = new Proxy(redis, {
+      get(target, prop) {
+        if (prop !== 'pipeline') {
+          const value = Reflect.get(target, prop, target) as unknown;
+          return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+        }
+        return () => {
+          const pipeline = target.pipeline();
+          const exec = pipeline.exec.bind(pipeline);
+          pipeline.exec = async () => {
+            const replies = await exec();
+            if (++reads === 2) {
+              const until = Date.now() + 200;
+              while (Date.now() < until); // past the 100 ms lease
+            }
+            return replies;
+          };
+          return pipeline;
+        };
+      },
+    });
+    const batches = new BatchedPurchases(lock, keys, frozen, config, new FaultStop(null));
+    expect(await buy(batches, 'a')).toEqual({ refused: 'LOCK_EXPIRED' });
+    expect(reads).toBe(2);
     expect(await redis.get(k.stock)).toBe('10');
     expect(await redis.xlen(k.orders)).toBe(0);
   });

@@ -164,7 +164,7 @@ export class BatchedPurchases extends LockedPurchases {
     });
     if (accepted.length === 0) return answers;
     // The hold may have outlived its TTL while we read: then writing could oversell.
-    hold.signal.throwIfAborted();
+    hold.assertValid();
     this.faults.reached('before-write');
     const remaining = await writeOrders(
       this.redis,

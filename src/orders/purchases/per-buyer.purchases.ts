@@ -52,7 +52,7 @@ export class PerBuyerPurchases extends LockedPurchases {
   protected async record(k: ProductKeys, order: OrderRequest, hold: Hold): Promise<Order> {
     // The hold may have outlived its TTL while we read (a slow Redis, a GC pause):
     // then another buyer may hold the lock, and writing now could oversell.
-    hold.signal.throwIfAborted();
+    hold.assertValid();
     this.faults.reached('before-write');
     const orderId = randomUUID();
     const [remaining] = await writeOrders(this.redis, k, [{ order, orderId }], hold.fence);

@@ -19,7 +19,8 @@ export class ReentrantPurchases extends PerBuyerPurchases {
     super(lock, keys, redis, faults);
   }
 
-  protected override record(k: ProductKeys, order: OrderRequest, hold: Hold): Promise<Order> {
-    return this.lock.using(k.lock, (inner) => super.record(k, order, { ...hold, signal: inner.signal }));
+  /** The inner hold is the outer one, re-entered: the same validity, refused if it was lost. */
+  protected override record(k: ProductKeys, order: OrderRequest, _outer: Hold): Promise<Order> {
+    return this.lock.using(k.lock, (inner) => super.record(k, order, inner));
   }
 }
