@@ -7,7 +7,7 @@ import tseslint from 'typescript-eslint';
 
 /** Where code may not reach: each folder owns one thing, and dependencies point one way. */
 const NOT_TEST_CODE = {
-  group: ['**/test/**', '**/bench/**', '**/harness/**'],
+  group: ['**/test', '**/test/**', '**/bench', '**/bench/**', '**/harness', '**/harness/**'],
   message: 'src/ never imports test/, bench/ or harness/: they use the app, not the other way round',
 };
 const NOT_ORDERS = {
@@ -27,8 +27,9 @@ function folderOf(glob) {
 
 /**
  * The boundaries for one set of files, enforced on every way in: `import`, `import type`,
- * `export ... from`, `import x = require()` (the typescript-eslint rule), and `import()`
- * and `require()` calls (no-restricted-syntax), so a dynamic import is no way round them.
+ * `export ... from`, `import x = require()` (the typescript-eslint rule), and `import()` and `require()`
+ * calls, with a string or a plain template literal, and `import('…')` types
+ * (no-restricted-syntax), so a dynamic import is no way round them.
  */
 function boundary(files, ignores, rules) {
   const calls = rules.flatMap((rule) =>
@@ -36,7 +37,15 @@ function boundary(files, ignores, rules) {
       const re = `(^|\\x2F)${folder}(\\x2F|$)`;
       return [
         { selector: `ImportExpression[source.value=/${re}/]`, message: rule.message },
+        // import(`../orders/x`): a template literal with nothing interpolated.
+        { selector: `ImportExpression > TemplateLiteral > TemplateElement[value.raw=/${re}/]`, message: rule.message },
         { selector: `CallExpression[callee.name='require'][arguments.0.value=/${re}/]`, message: rule.message },
+        {
+          selector: `CallExpression[callee.name='require'] > TemplateLiteral > TemplateElement[value.raw=/${re}/]`,
+          message: rule.message,
+        },
+        // typeof import('../orders/x'), import('../orders/x').T in a type.
+        { selector: `TSImportType[source.value=/${re}/]`, message: rule.message },
       ];
     }),
   );

@@ -30,6 +30,30 @@ function isAlive(pid) {
   }
 }
 
+/** How long the app's process group may take to exit after its leader did, before SIGKILL. */
+const GROUP_EXIT_MS = 15_000;
+
+/** Resolves once no process of group `pgid` is left; SIGKILLs the group after `waitMs`. */
+async function groupGone(pgid, waitMs) {
+  const deadline = Date.now() + waitMs;
+  for (;;) {
+    try {
+      process.kill(-pgid, 0);
+    } catch {
+      return; // ESRCH: nobody left
+    }
+    if (Date.now() >= deadline) {
+      log(`the app's processes did not exit within ${waitMs} ms of a stop: SIGKILL`);
+      try {
+        process.kill(-pgid, 'SIGKILL');
+      } catch {
+        return;
+      }
+    }
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
 /** One embedded Redis per data folder: two writing one AOF would corrupt it. */
 function claimDataDir() {
   fs.mkdirSync(DATA_DIR, { recursive: true });
@@ -84,13 +108,16 @@ async function main() {
     log('admin token: the ADMIN_TOKEN you set');
   }
 
-  const args = WATCH ? [NEST, 'start', '--watch'] : [path.join(ROOT, 'dist', 'src', 'main.js')];
+  // --no-shell: nest runs the app itself, not through `sh -c`, so the app gets our
+  // signals and nest waits for it to exit.
+  const args = WATCH ? [NEST, 'start', '--watch', '--no-shell'] : [path.join(ROOT, 'dist', 'src', 'main.js')];
   // The app runs in its own process group, so that a stop reaches all of it: under
   // --watch that is `nest start` and the app it spawned, which a signal sent to
-  // `nest` alone would orphan. Ctrl-C and a SIGTERM sent to us both stop the group.
+  // `nest` alone would orphan. Ctrl-C, a SIGTERM sent to us and a closed terminal
+  // (SIGHUP) all stop the group.
   const app = spawn(process.execPath, args, { cwd: ROOT, env, stdio: 'inherit', detached: true });
   let stopping = false;
-  for (const signal of ['SIGINT', 'SIGTERM']) {
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
     process.on(signal, () => {
       stopping = true;
       try {
@@ -101,6 +128,9 @@ async function main() {
     });
   }
   const code = await new Promise((resolve) => app.once('exit', (c, s) => resolve(c ?? (s ? 128 + 15 : 1))));
+  // Everything in the app's group must be gone before its Redis goes: an app still
+  // draining would otherwise lose its Redis mid-purchase.
+  await groupGone(app.pid, GROUP_EXIT_MS);
   await Promise.all(lockNodes.map((n) => n.stop()));
   if (redis) {
     await redis.stop();

@@ -22,10 +22,13 @@ export async function createApp(config: AppConfig, options: { logger?: false } =
   const adapter = new FastifyAdapter({
     bodyLimit: BODY_LIMIT_BYTES,
     return503OnClosing: false,
-    // Fastify answers a URL it cannot decode before Nest sees the request; give it
-    // the same body shape as every other 400.
-    frameworkErrors: (error: Error, _request: FastifyRequest, reply: FastifyReply) => {
-      void reply.status(400).send(errorBody(new ValidationFailedError(error.message)));
+    // Fastify refuses some URLs before Nest sees the request; give them the same body
+    // shape as every other error, and never echo a long URL back in full.
+    frameworkErrors: (error: Error & { statusCode?: number }, _request: FastifyRequest, reply: FastifyReply) => {
+      // A URL it cannot decode (400), a path parameter over its length limit (414).
+      const Known = (error.statusCode && FRAMEWORK_ERRORS[error.statusCode]) || ValidationFailedError;
+      const known = new Known(error.message.length > 200 ? `${error.message.slice(0, 200)}...` : error.message);
+      void reply.status(known.status).send(errorBody(known));
     },
     clientErrorHandler: answerClientError,
   });
@@ -62,6 +65,13 @@ export async function createApp(config: AppConfig, options: { logger?: false } =
  */
 function answerClientError(err: NodeJS.ErrnoException, socket: Socket): void {
   if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  // A request read earlier on this connection is still being answered (pipelining):
+  // an answer written now would be taken for that request's. Close instead; its
+  // client sees a cut connection, not a false answer.
+  if ((socket as Socket & { _httpMessage?: unknown })._httpMessage) {
+    socket.destroy(err);
+    return;
+  }
   let known: AppError;
   if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') known = new FRAMEWORK_ERRORS[408]('the request did not arrive in time');
   else if (err.code === 'HPE_HEADER_OVERFLOW') known = new FRAMEWORK_ERRORS[431]('the request headers are too large');

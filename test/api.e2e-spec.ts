@@ -317,6 +317,34 @@ describe('HTTP API', () => {
       },
     );
 
+    it('never answers a pipelined request with the error of the garbage after it: the connection is cut instead', async () => {
+      await startSale(t.url, 'pipelined', 5);
+      // The purchase is still in flight (waiting for a lock another process holds)
+      // when the parser meets the garbage behind it on the same connection.
+      await client.set(keys.product('pipelined').lock, 'another-holder', 'PX', 300);
+      const body = JSON.stringify({ productId: 'pipelined', userId: 'pipelining-buyer' });
+      const { hostname, port } = new URL(t.url);
+      const answer = await new Promise<string>((resolve, reject) => {
+        const socket = connect(Number(port), hostname, () =>
+          socket.end(
+            `POST /api/orders HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n` +
+              `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}NOT HTTP AT ALL\r\n\r\n`,
+          ),
+        );
+        let text = '';
+        socket.setEncoding('utf8').on('data', (chunk: string) => (text += chunk));
+        socket.on('error', reject).on('close', () => resolve(text));
+      });
+      expect(answer).not.toMatch(/^HTTP\/1\.1 400/);
+    });
+
+    it('answers a path parameter over the router’s length limit with 414 URI_TOO_LONG, without echoing it', async () => {
+      const res = await request(t.url, 'GET', `/api/products/${'a'.repeat(5_000)}`);
+      expect(res.status).toBe(414);
+      expect(res.body).toMatchObject({ statusCode: 414, code: 'URI_TOO_LONG' });
+      expect(String(res.body.message).length).toBeLessThan(300);
+    });
+
     it('answers an unknown route with 404 NOT_FOUND', async () => {
       const res = await request(t.url, 'DELETE', '/api/orders');
       expect(res.status).toBe(404);

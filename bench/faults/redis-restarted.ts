@@ -52,6 +52,8 @@ export async function redisRestarted(ctx: Context): Promise<Outcome> {
     const v = await verdict(client, k, [first, second], [], ['REDIS_UNAVAILABLE', 'LOCK_TIMEOUT'], {
       maxAnswerMs: 9_000,
     });
+    // A lock without a TTL would block the product forever: the failure the demo teaches.
+    if (lockAfter === -1) v.problems.push('the lock key has no TTL after the restart');
     const soldAfter = (await client.xlen(k.orders)) - soldAtRestart;
     if (soldAfter === 0) v.problems.push('nothing was sold after the restart');
     if ((first.codes.REDIS_UNAVAILABLE ?? 0) === 0) v.problems.push('no buyer saw the outage (no REDIS_UNAVAILABLE)');
@@ -62,7 +64,7 @@ export async function redisRestarted(ctx: Context): Promise<Outcome> {
       ...v,
       story:
         `SIGTERM Redis after ${n(sale.sold)} sold, down ${n(downMs)} ms, restarted on the same AOF: ${codesSeen(first, ['REDIS_UNAVAILABLE', 'LOCK_TIMEOUT'])}, ` +
-        `slowest answer ${n(v.load.latency.max)} ms; lock key right after the restart: ${lockAfter > 0 ? `held, PTTL ${n(lockAfter)} ms` : 'free'}; ` +
+        `slowest answer ${n(v.load.latency.max)} ms; lock key right after the restart: ${lockAfter > 0 ? `held, PTTL ${n(lockAfter)} ms` : lockAfter === -1 ? 'held WITHOUT A TTL' : 'free'}; ` +
         `the app sold on without a restart of its own (${n(soldAfter)} orders after the restart, ${n(second.status['201'] ?? 0)} of them to a second wave)`,
     };
   } finally {

@@ -85,6 +85,10 @@ describe('loadConfig', () => {
       { FAULT_STOP_AT: 'before-write:1', ALLOW_UNSAFE: '1', NODE_ENV: 'production' },
       'FAULT_STOP_AT makes the app stop itself and is never accepted with NODE_ENV=production',
     ],
+    [
+      { FAULT_STOP_AT: 'before-write:1', NODE_ENV: 'Production' },
+      'FAULT_STOP_AT makes the app stop itself and is never accepted with NODE_ENV=production',
+    ],
     [{ FAULT_STOP_AT: 'before-write:0', ALLOW_UNSAFE: '1' }, 'FAULT_STOP_AT must be <point>:<n>'],
     [{ FAULT_STOP_AT: 'before-write', ALLOW_UNSAFE: '1' }, 'FAULT_STOP_AT must be <point>:<n>'],
   ])('refuses %j with one line naming the variable', (overrides, message) => {

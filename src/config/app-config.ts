@@ -130,14 +130,15 @@ export function loadConfig(env: Env): AppConfig {
       `"${config.lockStrategy}" can oversell and runs only as a demonstration: set ALLOW_UNSAFE=1 to allow it`,
     );
   }
+  // First: with NODE_ENV=production no other setting makes it acceptable.
+  if (config.faultStopAt && env.NODE_ENV?.trim().toLowerCase() === 'production') {
+    throw new ConfigError('FAULT_STOP_AT', 'makes the app stop itself and is never accepted with NODE_ENV=production');
+  }
   if (config.faultStopAt && !config.allowUnsafe) {
     throw new ConfigError(
       'FAULT_STOP_AT',
       'makes the app stop itself and is for the fault suite only: set ALLOW_UNSAFE=1 to allow it',
     );
-  }
-  if (config.faultStopAt && env.NODE_ENV?.trim() === 'production') {
-    throw new ConfigError('FAULT_STOP_AT', 'makes the app stop itself and is never accepted with NODE_ENV=production');
   }
   return Object.freeze(config);
 }
