@@ -4,6 +4,7 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import { randomBytes } from 'node:crypto';
 import { LockExpiredError, LockTimeoutError } from '../../errors/errors';
 import { reentrantAcquire, reentrantRelease, reentrantRenew, ScriptClient } from '../../redis/lua-scripts';
+import { BestEffortUndo } from '../best-effort-undo';
 import { LocalQueue } from '../local-queue';
 import { Hold, Lock, UsingOptions } from '../lock';
 import { Attempt, releasedChannel, ReleaseSubscriber } from '../release-subscriber';
@@ -40,6 +41,9 @@ interface Holding {
  * - Waiting: release PUBLISHes on the lock's channel and the waiter at the head of
  *   this process's line wakes on it (ReleaseSubscriber) instead of polling; each
  *   wait is bounded by the other lock's PTTL, the wait budget, and 1 s.
+ * - An acquisition that fails without a reply (timed out, connection lost) may still
+ *   have run: one release step follows it on the connection (BestEffortUndo), so it
+ *   cannot leave a lock nobody holds.
  *
  * What can go wrong: a holder paused longer than the TTL misses its renewals and
  * loses the lock while paused; it learns that only on resume (its signal aborts),
@@ -51,6 +55,7 @@ export class ReentrantStrategy implements Lock {
   private readonly context = new AsyncLocalStorage<Holding>();
   private readonly line = new LocalQueue();
   private readonly subscriber: ReleaseSubscriber;
+  private readonly undo = new BestEffortUndo(this.logger);
   private contexts = 0;
   private lost = 0;
   /** Successful watchdog renewals (for tests and curiosity). */
@@ -120,7 +125,16 @@ export class ReentrantStrategy implements Lock {
     // Subscribed before the first try, so a release between a try and its wait is not missed.
     return this.subscriber.retry(releasedChannel(key), async (): Promise<Attempt<void>> => {
       signal?.throwIfAborted();
-      const otherTtl = await reentrantAcquire.run(this.redis, [key], owner, this.options.ttlMs);
+      const otherTtl = await reentrantAcquire
+        .run(this.redis, [key], owner, this.options.ttlMs)
+        .catch((err: unknown) => {
+          // Outcome unknown: the script may have counted us in (1, as we held nothing
+          // here). One release step takes exactly that back, and nothing if it did not run.
+          this.undo.fire(`acquisition of ${key}`, () =>
+            reentrantRelease.runInFull(this.redis, [key], owner, this.options.ttlMs, releasedChannel(key)),
+          );
+          throw err;
+        });
       if (otherTtl === null) return { got: undefined };
       const left = deadline - Date.now();
       if (left <= 0) throw new LockTimeoutError(this.options.waitMs);
