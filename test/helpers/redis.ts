@@ -11,12 +11,21 @@ export interface TestRedis {
   stop(): Promise<void>;
   /** SIGKILL without waiting: for tests of a Redis that vanishes. */
   kill(): void;
+  /** Resolves once the process has exited. */
+  readonly exited: Promise<void>;
 }
 
 /** A real redis-server on a free loopback port with its own temporary data folder (harness/redis.ts). */
 export async function startTestRedis(options: PrivateRedisOptions = {}): Promise<TestRedis> {
   const redis: PrivateRedis = await startPrivateRedis(options);
-  return { url: redis.url, port: redis.port, dir: redis.dir, kill: redis.kill, stop: redis.remove };
+  return {
+    url: redis.url,
+    port: redis.port,
+    dir: redis.dir,
+    kill: redis.kill,
+    exited: redis.exited,
+    stop: redis.remove,
+  };
 }
 
 let prefixes = 0;
