@@ -4,6 +4,9 @@ import { join } from 'node:path';
 import { startRedis } from '../scripts/redis-server';
 import { track } from './processes';
 
+/** How the launchers start a Redlock node (AOF, appendfsync always): scripts/redis-server.js says why. */
+export { REDLOCK_NODE } from '../scripts/redis-server';
+
 export interface PrivateRedis {
   readonly url: string;
   readonly port: number;
@@ -14,13 +17,17 @@ export interface PrivateRedis {
   stop(): Promise<void>;
   /** SIGKILL without waiting: a Redis that vanishes. */
   kill(): void;
+  /** Resolves once the process has exited (after kill(), before a restart on its port). */
+  readonly exited: Promise<void>;
   /** stop(), and remove the folder if this module made it. */
   remove(): Promise<void>;
 }
 
 export interface PrivateRedisOptions {
-  /** AOF with appendfsync everysec (default false: tests and sales that need no restart). */
+  /** AOF (default false: tests and sales that need no restart). */
   readonly appendonly?: boolean;
+  /** When the AOF reaches the disk (default everysec; REDLOCK_NODE says always). */
+  readonly appendfsync?: 'everysec' | 'always';
   /** Restart on a port and data folder used before. */
   readonly port?: number;
   readonly dir?: string;
@@ -36,6 +43,7 @@ export async function startPrivateRedis(options: PrivateRedisOptions = {}): Prom
   const server = await startRedis({
     dir,
     appendonly: options.appendonly ?? false,
+    ...(options.appendfsync ? { appendfsync: options.appendfsync } : {}),
     ...(options.port ? { port: options.port } : {}),
   });
   const redis: PrivateRedis = {
@@ -45,6 +53,7 @@ export async function startPrivateRedis(options: PrivateRedisOptions = {}): Prom
     dir,
     stop: () => server.stop(),
     kill: () => server.kill(),
+    exited: server.exited,
     remove: async () => {
       running.delete();
       await server.stop();

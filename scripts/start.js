@@ -14,7 +14,7 @@ const fs = require('node:fs');
 const path = require('node:path');
 const { parseEnv } = require('node:util');
 const { ROOT, log, ensureDependencies, ensureBuilt } = require('./setup');
-const { provideRedisServerOrExit, startRedis } = require('./redis-server');
+const { provideRedisServerOrExit, startRedis, REDLOCK_NODE } = require('./redis-server');
 
 const DATA_DIR = path.join(ROOT, '.data', 'redis');
 const PID_FILE = path.join(DATA_DIR, 'launcher.pid');
@@ -54,13 +54,19 @@ async function groupGone(pgid, waitMs) {
   }
 }
 
-/** One embedded Redis per data folder: two writing one AOF would corrupt it. */
+/**
+ * One launcher per data folder (.data/redis and the Redlock nodes' .data/redlock-*):
+ * two servers writing one AOF would corrupt it. Claimed at most once per launch.
+ */
+let claimed = false;
 function claimDataDir() {
+  if (claimed) return;
+  claimed = true;
   fs.mkdirSync(DATA_DIR, { recursive: true });
   const owner = fs.existsSync(PID_FILE) ? Number(fs.readFileSync(PID_FILE, 'utf8')) : 0;
   if (owner && owner !== process.pid && isAlive(owner)) {
     log(
-      `another \`npm start\` (pid ${owner}) is using ${path.relative(ROOT, DATA_DIR)}; stop it first, or set REDIS_URL`,
+      `another \`npm start\` (pid ${owner}) is using ${path.relative(ROOT, path.dirname(DATA_DIR))}/; stop it first, or set REDIS_URL (and REDLOCK_URLS for redlock)`,
     );
     process.exit(1);
   }
@@ -91,15 +97,17 @@ async function main() {
   }
   const lockNodes = [];
   if (env.LOCK_STRATEGY === 'redlock' && !env.REDLOCK_URLS) {
-    // Redlock needs independent nodes for the lock alone; they hold no sale data.
+    // Redlock needs independent nodes for the lock alone; they hold no sale data, but a
+    // node that restarts must remember the locks it granted (REDLOCK_NODE says why).
     provideRedisServerOrExit(log);
+    claimDataDir();
     for (let i = 1; i <= 3; i++) {
       lockNodes.push(
-        await startRedis({ dir: path.join(ROOT, '.data', `redlock-${i}`), appendonly: false, detached: true }),
+        await startRedis({ dir: path.join(ROOT, '.data', `redlock-${i}`), ...REDLOCK_NODE, detached: true }),
       );
     }
     env.REDLOCK_URLS = lockNodes.map((n) => n.url).join(',');
-    log(`embedded Redlock nodes at ${env.REDLOCK_URLS}`);
+    log(`embedded Redlock nodes at ${env.REDLOCK_URLS} (AOF, appendfsync always, in .data/redlock-1..3/)`);
   }
   if (!env.ADMIN_TOKEN) {
     env.ADMIN_TOKEN = randomBytes(24).toString('base64url');
@@ -134,9 +142,9 @@ async function main() {
   await Promise.all(lockNodes.map((n) => n.stop()));
   if (redis) {
     await redis.stop();
-    fs.rmSync(PID_FILE, { force: true });
     log('embedded Redis stopped');
   }
+  if (claimed) fs.rmSync(PID_FILE, { force: true });
   process.exit(stopping && code === 0 ? 0 : code);
 }
 

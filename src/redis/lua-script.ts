@@ -48,6 +48,16 @@ export class LuaScript<Keys extends readonly string[], Args extends readonly (st
       return (await client.eval(this.lua, this.numberOfKeys, ...keys, ...args)) as Reply;
     }
   }
+
+  /**
+   * EVAL with the whole script, never EVALSHA: one round trip even on a server that
+   * has not cached it (after a restart), so it runs right behind whatever this
+   * connection sent before it, whether or not anyone reads the replies. For an undo
+   * sent after a command timed out.
+   */
+  async runInFull(client: ScriptClient, keys: Keys, ...args: Args): Promise<Reply> {
+    return (await client.eval(this.lua, this.numberOfKeys, ...keys, ...args)) as Reply;
+  }
 }
 
 /** Every .lua file in the scripts folder, for the check that each one has its LuaScript. */

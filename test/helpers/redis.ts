@@ -1,4 +1,4 @@
-import { Redis } from 'ioredis';
+import { Redis, RedisOptions } from 'ioredis';
 import { PrivateRedis, PrivateRedisOptions, startPrivateRedis } from '../../harness/redis';
 import { KeyLayout, ProductKeys } from '../../src/redis/key-layout';
 import { resetSale } from '../../src/redis/lua-scripts';
@@ -11,12 +11,21 @@ export interface TestRedis {
   stop(): Promise<void>;
   /** SIGKILL without waiting: for tests of a Redis that vanishes. */
   kill(): void;
+  /** Resolves once the process has exited. */
+  readonly exited: Promise<void>;
 }
 
 /** A real redis-server on a free loopback port with its own temporary data folder (harness/redis.ts). */
 export async function startTestRedis(options: PrivateRedisOptions = {}): Promise<TestRedis> {
   const redis: PrivateRedis = await startPrivateRedis(options);
-  return { url: redis.url, port: redis.port, dir: redis.dir, kill: redis.kill, stop: redis.remove };
+  return {
+    url: redis.url,
+    port: redis.port,
+    dir: redis.dir,
+    kill: redis.kill,
+    exited: redis.exited,
+    stop: redis.remove,
+  };
 }
 
 let prefixes = 0;
@@ -63,7 +72,7 @@ export function useClosing(): <T extends { close(): Promise<void> }>(item: T) =>
  * fresh connection per simulated process; everything is closed and stopped after
  * the file.
  */
-export function useTestRedis(): { url(): string; client(): Redis } {
+export function useTestRedis(): { url(): string; client(options?: RedisOptions): Redis } {
   let redis: TestRedis | undefined;
   const clients: Redis[] = [];
   beforeAll(async () => {
@@ -75,10 +84,30 @@ export function useTestRedis(): { url(): string; client(): Redis } {
   });
   return {
     url: () => redis!.url,
-    client: () => {
-      const c = new Redis(redis!.url);
+    client: (options?: RedisOptions) => {
+      const c = new Redis(redis!.url, options ?? {});
       clients.push(c);
       return c;
     },
   };
+}
+
+/**
+ * Runs `during` while Redis holds every write (CLIENT PAUSE WRITE, from `admin`): a
+ * write sent meanwhile reaches Redis and waits there, and runs once the pause ends,
+ * after its sender may have given up on it. Reads are answered throughout.
+ */
+export async function whileWritesHeld<T>(admin: Redis, during: () => Promise<T>): Promise<T> {
+  await admin.client('PAUSE', 60_000, 'WRITE');
+  try {
+    return await during();
+  } finally {
+    await admin.client('UNPAUSE');
+  }
+}
+
+/** How many times Redis has run `command` (INFO commandstats), to prove a command really ran. */
+export async function commandCalls(admin: Redis, command: string): Promise<number> {
+  const stats = await admin.info('commandstats');
+  return Number(new RegExp(`^cmdstat_${command.toLowerCase()}:calls=(\\d+)`, 'm').exec(stats)?.[1] ?? 0);
 }

@@ -1,5 +1,5 @@
-import { startSaleIn, useClosing, useTestRedis } from '../../../test/helpers/redis';
-import { resetSale } from '../../redis/lua-scripts';
+import { startSaleIn, useClosing, useTestRedis, whileWritesHeld } from '../../../test/helpers/redis';
+import { fencedAcquire, resetSale } from '../../redis/lua-scripts';
 import { FencedLockStrategy } from './fenced.strategy';
 
 /** The lock side of fencing; the write side (the fence refusing a late write) is src/orders/fenced-write.spec.ts. */
@@ -27,5 +27,19 @@ describe('FencedLockStrategy (fenced) against a real Redis', () => {
     // A sale reset never touches the counter: tokens only grow.
     await resetSale.run(redis, [k.meta, k.stock, k.buyers, k.orders], 3, 1);
     expect(await redis.get(k.fence)).toBe('2');
+  });
+
+  it('a fenced acquisition that timed out but ran afterwards leaves no orphaned lock', async () => {
+    const { redis: admin, k } = await product(1);
+    const buyer = client({ commandTimeout: 200 }); // gives up after 200 ms, as the app's does after 2 s
+    // Cached now, so the held EVALSHA runs the script (a NOSCRIPT reply would come too late for EVAL).
+    await buyer.script('LOAD', fencedAcquire.lua);
+    const lock = closing(new FencedLockStrategy(buyer, { ttlMs: 30_000, waitMs: 0 }));
+    await whileWritesHeld(admin, () => expect(lock.tryAcquire(k.lock)).rejects.toThrow('Command timed out'));
+    await buyer.ping(); // answered in order: the held script and whatever followed it have run
+    expect(await admin.get(k.fence)).toBe('1'); // the script did run, after the buyer gave up
+    expect(await admin.get(k.lock)).toBeNull();
+    const next = closing(new FencedLockStrategy(client(), { ttlMs: 30_000, waitMs: 0 }));
+    expect(await next.tryAcquire(k.lock)).toMatchObject({ fence: 2 });
   });
 });

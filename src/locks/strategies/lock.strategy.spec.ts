@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { uniquePrefix, useClosing, useTestRedis } from '../../../test/helpers/redis';
+import { commandCalls, uniquePrefix, useClosing, useTestRedis, whileWritesHeld } from '../../../test/helpers/redis';
 import { LockExpiredError, LockTimeoutError } from '../../errors/errors';
 import { releaseLock } from '../../redis/lua-scripts';
 import { SetNxLockStrategy } from './lock.strategy';
@@ -58,6 +58,23 @@ describe('SetNxLockStrategy (lock) against a real Redis', () => {
     expect(await other.tryAcquire(key)).toBeNull();
     const taken = await other.acquire(key);
     expect(await survivor.get(key)).toBe(taken.token);
+  });
+
+  it('a SET NX that timed out but ran afterwards leaves no orphaned lock: the next buyer gets it at once', async () => {
+    const admin = client();
+    // Gives up on a command after 200 ms, as the app's client does after 2 s.
+    const buyer = client({ commandTimeout: 200 });
+    await buyer.ping(); // connected (handshake done) before writes are held
+    const lock = closing(new SetNxLockStrategy(buyer, { ttlMs: 30_000, waitMs: 0 }));
+    const setsBefore = await commandCalls(admin, 'set');
+    await whileWritesHeld(admin, () => expect(lock.tryAcquire(key)).rejects.toThrow('Command timed out'));
+    // One connection runs its commands in order: once this PING is answered, the held
+    // SET has run, and so has whatever the lock sent after it.
+    await buyer.ping();
+    expect(await commandCalls(admin, 'set')).toBe(setsBefore + 1); // the SET did run, after the buyer gave up
+    expect(await admin.get(key)).toBeNull();
+    const next = closing(new SetNxLockStrategy(client(), { ttlMs: 30_000, waitMs: 0 }));
+    expect(await next.tryAcquire(key)).not.toBeNull(); // not 30 s of TTL later
   });
 
   it('acquire gives up with LockTimeoutError after waitMs', async () => {

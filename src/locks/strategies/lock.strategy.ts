@@ -4,6 +4,7 @@ import type { Redis } from 'ioredis';
 import { LockTimeoutError } from '../../errors/errors';
 import { releaseLock, ScriptClient } from '../../redis/lua-scripts';
 import { backoffMs } from '../backoff';
+import { BestEffortUndo } from '../best-effort-undo';
 import { holdInLine, Lease } from '../hold-in-line';
 import { LocalQueue } from '../local-queue';
 import { driftMs } from '../drift';
@@ -41,6 +42,9 @@ export interface LockLease extends Lease {
  *   other processes' holders are not drowned in retries.
  * - Validity: the hold is trusted for TTL minus a clock-drift allowance (Redlock's
  *   formula); after that the section's AbortSignal fires and the write is skipped.
+ * - A SET NX that fails without a reply (timed out, connection lost) may still have
+ *   run: compare-and-delete of its token follows it on the connection (BestEffortUndo),
+ *   so it cannot leave a lock nobody holds for the next buyer to wait out.
  *
  * What can still go wrong: a holder paused longer than the TTL between its check
  * of the signal and its write (GC, SIGSTOP) can write after another holder took the
@@ -54,6 +58,7 @@ export class SetNxLockStrategy implements Lock {
   private readonly line = new LocalQueue();
   /** One subscriber connection per process, for the release messages of locks we wait for. */
   private readonly subscriber: ReleaseSubscriber;
+  private readonly undo = new BestEffortUndo(this.logger);
 
   constructor(
     private readonly redis: Pick<Redis, 'set' | 'duplicate'> & ScriptClient,
@@ -84,7 +89,13 @@ export class SetNxLockStrategy implements Lock {
     // reading the key and for the fault suite that stops or kills the holder.
     const token = `${process.pid}:${randomBytes(16).toString('hex')}`;
     const start = Date.now();
-    const taken = await this.take(key, token);
+    const taken = await this.take(key, token).catch((err: unknown) => {
+      // Outcome unknown: the lock may be ours in Redis. Release it if so.
+      this.undo.fire(`acquisition of ${key}`, () =>
+        releaseLock.runInFull(this.redis, [key], token, releasedChannel(key)),
+      );
+      throw err;
+    });
     if (taken === null) return null;
     // Measured from before the SET: the lock may have been set at any point of the round trip.
     const validUntil = start + this.options.ttlMs - driftMs(this.options.ttlMs);

@@ -1,9 +1,19 @@
 import { Redis } from 'ioredis';
+import { REDLOCK_NODE } from '../../../harness/redis';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { closeClient, startTestRedis, TestRedis, uniquePrefix } from '../../../test/helpers/redis';
 import { LockNodesUnavailableError, LockTimeoutError } from '../../errors/errors';
 import { createRedisClient } from '../../redis/create-client';
 import { RedlockStrategy } from './redlock.strategy';
+
+/** Node clients connect in the background; wait until a strategy sees them all. */
+async function connected(s: RedlockStrategy): Promise<RedlockStrategy> {
+  for (;;) {
+    const { up, total } = await s.nodes();
+    if (up === total) return s;
+    await sleep(10);
+  }
+}
 
 /** Redlock over three real, independent redis-server processes. */
 describe('RedlockStrategy (redlock) over 3 nodes', () => {
@@ -18,12 +28,6 @@ describe('RedlockStrategy (redlock) over 3 nodes', () => {
       { ttlMs, waitMs },
     );
     strategies.push(s);
-    return s;
-  }
-
-  /** Node clients connect in the background; wait until a strategy sees them all. */
-  async function connected(s: RedlockStrategy): Promise<RedlockStrategy> {
-    while ((await s.nodes()).up < nodes.length) await sleep(10);
     return s;
   }
 
@@ -96,5 +100,44 @@ describe('RedlockStrategy (redlock) over 3 nodes', () => {
     const other = await connected(redlock(5_000, 3_000));
     await expect(other.using(key, async () => 'bought')).resolves.toBe('bought');
     void held.catch(() => undefined);
+  });
+});
+
+/** The nodes as `npm start` and the fault suite start them (REDLOCK_NODE in scripts/redis-server.js). */
+describe('Redlock nodes as the launchers start them', () => {
+  it('keep a granted lock through a SIGKILL and an immediate restart on the same folder', async () => {
+    const key = `${uniquePrefix('redlock-restart')}{p:x}:lock`;
+    const nodes = await Promise.all([0, 1, 2].map(() => startTestRedis(REDLOCK_NODE)));
+    const admin = nodes.map((n) => new Redis(n.url));
+    const lock = new RedlockStrategy(
+      nodes.map((n, i) => createRedisClient(n.url, `node ${i + 1}`)),
+      { ttlMs: 30_000, waitMs: 2_000 },
+    );
+    let restarted: TestRedis | undefined;
+    try {
+      expect(await admin[0].config('GET', 'appendfsync')).toEqual(['appendfsync', 'always']);
+      await connected(lock);
+      await lock.using(key, async () => {
+        const token = await admin[1].get(key);
+        expect(token).not.toBeNull();
+        // SIGKILL: no shutdown, so nothing is written that was not on disk already.
+        nodes[0].kill();
+        await nodes[0].exited;
+        restarted = await startTestRedis({ ...REDLOCK_NODE, port: nodes[0].port, dir: nodes[0].dir });
+        const back = new Redis(restarted.url);
+        admin.push(back);
+        // Still granted to us: node 1 cannot grant it to anyone else while we hold it.
+        expect(await back.get(key)).toBe(token);
+        expect(await back.pttl(key)).toBeGreaterThan(0);
+      });
+      // Every connection back on the restarted node, so all of them close cleanly.
+      await connected(lock);
+      await admin[0].ping();
+    } finally {
+      await lock.close();
+      await Promise.all(admin.map(closeClient));
+      await restarted?.stop();
+      await Promise.all(nodes.map((n) => n.stop()));
+    }
   });
 });

@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { uniquePrefix, useTestRedis } from '../../../test/helpers/redis';
+import { commandCalls, uniquePrefix, useTestRedis, whileWritesHeld } from '../../../test/helpers/redis';
 import { LockExpiredError, LockTimeoutError } from '../../errors/errors';
 import { reentrantAcquire, reentrantRelease } from '../../redis/lua-scripts';
 import { ReentrantStrategy } from './reentrant.strategy';
@@ -146,5 +146,22 @@ describe('ReentrantStrategy (reentrant) against a real Redis', () => {
     await expect(waiter.using(key, async () => 'bought')).resolves.toBe('bought');
     await held;
     expect(waiter.wakeups).toBe(1);
+  });
+
+  it('an acquisition that timed out but ran afterwards leaves no orphaned lock', async () => {
+    const admin = client();
+    const buyer = client({ commandTimeout: 200 }); // gives up after 200 ms, as the app's does after 2 s
+    // Cached now, so the held EVALSHA runs the script (a NOSCRIPT reply would come too late for EVAL).
+    await buyer.script('LOAD', reentrantAcquire.lua);
+    const lock = new ReentrantStrategy(buyer, { ttlMs: 30_000, waitMs: 0 });
+    strategies.push(lock);
+    const ranBefore = await commandCalls(admin, 'evalsha');
+    await whileWritesHeld(admin, () =>
+      expect(lock.using(key, async () => 'bought')).rejects.toThrow('Command timed out'),
+    );
+    await buyer.ping(); // answered in order: the held script and whatever followed it have run
+    expect(await commandCalls(admin, 'evalsha')).toBe(ranBefore + 1); // the acquisition did run, after the buyer gave up
+    expect(await admin.exists(key)).toBe(0);
+    await expect(reentrant(30_000, 0).using(key, async () => 'bought')).resolves.toBe('bought');
   });
 });

@@ -10,6 +10,7 @@ import {
   reentrantRenew,
   ScriptClient,
 } from '../../redis/lua-scripts';
+import { BestEffortUndo } from '../best-effort-undo';
 import { driftMs } from '../drift';
 import { LocalQueue } from '../local-queue';
 import { Hold, Lock, UsingOptions } from '../lock';
@@ -57,6 +58,9 @@ interface Held {
  * - Waiting: release PUBLISHes on the lock's channel and the waiter at the head of
  *   this process's line wakes on it (ReleaseSubscriber) instead of polling; each
  *   wait is bounded by the other lock's PTTL, the wait budget, and 1 s.
+ * - An acquisition that fails without a reply (timed out, connection lost) may still
+ *   have run: one release step follows it on the connection (BestEffortUndo), so it
+ *   cannot leave a lock nobody holds.
  *
  * What can go wrong: a holder paused longer than the TTL misses its renewals and
  * loses the lock while paused; it learns that only on resume (its signal aborts),
@@ -68,6 +72,7 @@ export class ReentrantStrategy implements Lock {
   private readonly context = new AsyncLocalStorage<Holding>();
   private readonly line = new LocalQueue();
   private readonly subscriber: ReleaseSubscriber;
+  private readonly undo = new BestEffortUndo(this.logger);
   private contexts = 0;
   private lost = 0;
   /** Successful watchdog renewals (for tests and curiosity). */
@@ -158,7 +163,16 @@ export class ReentrantStrategy implements Lock {
     return this.subscriber.retry(releasedChannel(key), async (): Promise<Attempt<number>> => {
       signal?.throwIfAborted();
       const at = Date.now();
-      const otherTtl = await reentrantAcquire.run(this.redis, [key], owner, this.options.ttlMs);
+      const otherTtl = await reentrantAcquire
+        .run(this.redis, [key], owner, this.options.ttlMs)
+        .catch((err: unknown) => {
+          // Outcome unknown: the script may have counted us in (1, as we held nothing
+          // here). One release step takes exactly that back, and nothing if it did not run.
+          this.undo.fire(`acquisition of ${key}`, () =>
+            reentrantRelease.runInFull(this.redis, [key], owner, this.options.ttlMs, releasedChannel(key)),
+          );
+          throw err;
+        });
       if (otherTtl === null) return { got: at };
       const left = deadline - Date.now();
       if (left <= 0) throw new LockTimeoutError(this.options.waitMs);
