@@ -119,6 +119,8 @@ export class SetNxLockStrategy implements Lock {
     signal?.throwIfAborted();
     const first = await this.tryAcquire(key);
     if (first) return first;
+    // No time left (LOCK_WAIT_MS=0 means "try once"): that was the one try.
+    if (Date.now() >= deadline) throw new LockTimeoutError(this.options.waitMs);
     // Taken: listen for its release (release-lock-1.lua publishes it), so we try again
     // the moment it is freed, not after a poll interval.
     let attempt = 0;

@@ -1,6 +1,9 @@
 import { startSaleIn, useClosing, useTestRedis } from '../../../test/helpers/redis';
 import { loadConfig } from '../../config/app-config';
 import { SetNxLockStrategy } from '../../locks/strategies/lock.strategy';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { releasedChannel } from '../../locks/release-subscriber';
+import { releaseLock } from '../../redis/lua-scripts';
 import { FaultStop } from '../fault-stop';
 import { BatchedPurchases } from './batched.purchases';
 
@@ -153,5 +156,31 @@ describe('BatchedPurchases (lock coalescing) against a real Redis', () => {
     expect(reads).toBe(2);
     expect(await redis.get(k.stock)).toBe('10');
     expect(await redis.xlen(k.orders)).toBe(0);
+  });
+
+  it('LOCK_WAIT_MS=0 means try once: a free lock sells, a taken one answers LOCK_TIMEOUT at once', async () => {
+    const { redis, k, batches } = await sale(5, 1, { ttlMs: 5_000, waitMs: 0 });
+    expect(await buy(batches, 'free')).toMatchObject({ ok: { remaining: 4 } });
+    await redis.set(k.lock, 'another-process', 'PX', 10_000);
+    expect(await buy(batches, 'taken')).toEqual({ refused: 'LOCK_TIMEOUT' });
+    expect(await redis.get(k.stock)).toBe('4');
+  });
+
+  it('keeps each buyer’s own deadline in a batch: a later buyer is not timed out with an earlier one', async () => {
+    const { redis, k, batches } = await sale(5, 1, { ttlMs: 5_000, waitMs: 1_000 });
+    await redis.set(k.lock, 'another-process', 'PX', 30_000);
+    // x's batch waits for the taken lock until x's deadline (t+1000); a (t+200) and b
+    // (t+600) queue behind it and form the next batch together, both still waiting
+    // when it starts, a with a deadline 400 ms before b's.
+    const x = buy(batches, 'x');
+    await sleep(200);
+    const a = buy(batches, 'a');
+    await sleep(400);
+    const b = buy(batches, 'b');
+    expect(await x).toEqual({ refused: 'LOCK_TIMEOUT' });
+    // When a's own deadline has passed, the other process releases the lock (and says so).
+    expect(await a).toEqual({ refused: 'LOCK_TIMEOUT' });
+    await releaseLock.run(redis, [k.lock], 'another-process', releasedChannel(k.lock));
+    expect(await b).toMatchObject({ ok: { userId: 'b', remaining: 4 } });
   });
 });

@@ -75,8 +75,11 @@ export class BatchedPurchases extends LockedPurchases {
         reject: (err) => settle(buyer, () => reject(err)),
       };
       // A buyer answers by its deadline even when what it waits behind hangs (a
-      // paused Redis holds the batch ahead until the command timeout).
-      buyer.timer = setTimeout(() => buyer.reject(new LockTimeoutError(this.waitMs)), this.waitMs);
+      // paused Redis holds the batch ahead until the command timeout). With
+      // LOCK_WAIT_MS=0 ("try once") there is no wait to bound: the one attempt answers.
+      if (this.waitMs > 0) {
+        buyer.timer = setTimeout(() => buyer.reject(new LockTimeoutError(this.waitMs)), this.waitMs);
+      }
       const queue = this.queues.get(order.productId);
       if (queue) {
         queue.push(buyer);
@@ -120,8 +123,9 @@ export class BatchedPurchases extends LockedPurchases {
     const candidates = unsettled(waiting);
     if (candidates.length === 0) return;
     const answers = await this.lock.using(k.lock, (hold) => this.buyAll(k, candidates, hold), {
-      // FIFO: the first candidate has the earliest deadline.
-      deadline: candidates[0].deadline,
+      // Waited for as long as any buyer of the batch may wait (FIFO: the last came
+      // last); each earlier one hears LOCK_TIMEOUT from its own timer at its own deadline.
+      deadline: candidates[candidates.length - 1].deadline,
     });
     // Answered once the lock is released, as a single buyer would be: by the time a
     // buyer (or a draining shutdown) sees its answer, its hold is over.
