@@ -49,14 +49,25 @@ describe('HTTP API', () => {
       expect(res.body).toMatchObject({ initialStock: 3, perUserLimit: 1 });
     });
 
-    it('restarting a sale clears buyers, orders and the lock', async () => {
+    it('restarting a sale clears buyers, orders, Idempotency-Key outcomes and the lock', async () => {
       await startSale(t.url, 'restart', 2);
       expect((await buy('restart', 'alice')).status).toBe(201);
+      const keyed = () =>
+        request(t.url, 'POST', '/api/orders', {
+          json: { productId: 'restart', userId: 'keyed' },
+          headers: { 'idempotency-key': 'k-restart' },
+        });
+      const before = await keyed();
       const k = keys.product('restart');
+      expect(await client.hexists(k.idem, 'k-restart')).toBe(1);
       const res = await request(t.url, 'PUT', '/api/products/restart', { json: { stock: 4 }, admin: true });
       expect(res.body).toEqual({ id: 'restart', initialStock: 4, stock: 4, sold: 0, orders: 0, perUserLimit: 1 });
-      expect(await client.exists(k.buyers, k.orders, k.lock)).toBe(0);
+      expect(await client.exists(k.buyers, k.orders, k.lock, k.idem)).toBe(0);
       expect((await buy('restart', 'alice')).status).toBe(201);
+      // The key belongs to the last sale: in this one it is a new purchase.
+      const after = await keyed();
+      expect(after.status).toBe(201);
+      expect(after.body.orderId).not.toBe(before.body.orderId);
     });
 
     it.each([

@@ -1,10 +1,9 @@
 import { Redis } from 'ioredis';
 import { startTcpProxy, TcpProxy } from '../harness/tcp-proxy';
-import type { LockStrategyName } from '../src/config/app-config';
-import { fencedWrite, purchase } from '../src/redis/lua-scripts';
 import { KeyLayout } from '../src/redis/key-layout';
 import { request, startSale, startTestApp, TestApp } from './helpers/app';
-import { closeClient, startTestRedis, TestRedis, uniquePrefix } from './helpers/redis';
+import { WRITE_MARKER, portOf } from './helpers/network';
+import { uniquePrefix, useTestRedis } from './helpers/redis';
 
 /**
  * The network between the app and Redis misbehaving, through a TCP proxy the test
@@ -12,28 +11,12 @@ import { closeClient, startTestRedis, TestRedis, uniquePrefix } from './helpers/
  * the write, so the test knows exactly which command it hit.
  */
 describe('network faults between the app and Redis', () => {
-  let redis: TestRedis;
+  const redis = useTestRedis();
   let client: Redis;
 
-  beforeAll(async () => {
-    redis = await startTestRedis();
-    client = new Redis(redis.url);
+  beforeAll(() => {
+    client = redis.client();
   });
-
-  afterAll(async () => {
-    await closeClient(client);
-    await redis?.stop();
-  });
-
-  /** The bytes that carry each strategy's write of an order (ioredis sends command names in lower case). */
-  const EXEC = '$4\r\nexec\r\n';
-  const WRITE_MARKER: Partial<Record<LockStrategyName, string>> = {
-    lock: EXEC,
-    reentrant: EXEC,
-    optimistic: EXEC,
-    fenced: fencedWrite.sha1,
-    atomic: purchase.sha1,
-  };
 
   describe.each(Object.entries(WRITE_MARKER))('%s: the reply to the write is lost', (strategy, marker) => {
     let proxy: TcpProxy;
@@ -41,7 +24,7 @@ describe('network faults between the app and Redis', () => {
     let keys: KeyLayout;
 
     beforeAll(async () => {
-      proxy = await startTcpProxy({ port: redis.port });
+      proxy = await startTcpProxy({ port: portOf(redis.url()) });
       const prefix = uniquePrefix(`lost-${strategy}`);
       keys = new KeyLayout(prefix);
       app = await startTestApp({ REDIS_URL: proxy.url, KEY_PREFIX: prefix, LOCK_STRATEGY: strategy });

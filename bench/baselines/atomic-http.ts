@@ -1,7 +1,7 @@
 /**
  * The baseline (`npm run bench -- --baseline`): the smallest server that keeps the
  * same POST /api/orders contract, on bare `node:http` with one Lua script
- * (src/redis/scripts/purchase-4.lua) per purchase, and nothing else: no framework,
+ * (src/redis/scripts/purchase-5.lua) per purchase, and nothing else: no framework,
  * no validation library, no lock. Every strategy's row is compared with it, measured
  * in the same run on the same machine.
  *
@@ -74,10 +74,13 @@ async function purchase(req: IncomingMessage, res: ServerResponse): Promise<void
   const orderId = randomUUID();
   const [status, remaining] = await purchaseScript.run(
     redis,
-    [k.meta, k.stock, k.buyers, k.orders],
+    [k.meta, k.stock, k.buyers, k.orders, k.idem],
     body.userId,
     quantity as number,
     orderId,
+    '',
+    '',
+    0,
   );
   if (status === 'OK') {
     return send(res, 201, { orderId, productId: body.productId, userId: body.userId, quantity, remaining });
@@ -95,7 +98,7 @@ async function startSale(req: IncomingMessage, res: ServerResponse, id: string):
     return fail(res, 400, 'VALIDATION_FAILED', 'stock and perUserLimit must be integers');
   }
   const k = keys.product(id);
-  await resetSale.run(redis, [k.meta, k.stock, k.buyers, k.orders], stock as number, perUserLimit as number);
+  await resetSale.run(redis, [k.meta, k.stock, k.buyers, k.orders, k.idem], stock as number, perUserLimit as number);
   send(res, 200, { id, initialStock: stock, stock, sold: 0, orders: 0, perUserLimit });
 }
 

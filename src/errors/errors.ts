@@ -74,6 +74,21 @@ export const FRAMEWORK_ERRORS: Readonly<Record<number, new (detail: string) => A
  */
 export const BadRequestError = createError('BAD_REQUEST', 400, (detail: string) => detail);
 
+/** The same Idempotency-Key with another request body (IETF httpapi Idempotency-Key draft: 422). */
+export class IdempotencyKeyMismatchError extends createError(
+  'IDEMPOTENCY_KEY_MISMATCH',
+  422,
+  () => 'this Idempotency-Key was already used with another request (product, user or quantity); use a new key',
+) {}
+
+/** Another request with the same Idempotency-Key is still being decided (the draft's 409). */
+export class IdempotencyKeyInUseError extends createError(
+  'IDEMPOTENCY_KEY_IN_USE',
+  409,
+  (waitMs: number) =>
+    `a request with this Idempotency-Key is still being decided; retry with the same key in ${Math.ceil(waitMs / 1000)} s`,
+) {}
+
 // ---------------------------------------------------------------- the sale's rules (final answers)
 
 export class UnknownProductError extends createError(
@@ -145,8 +160,8 @@ export class OutcomeUnknownError extends createError(
   'OUTCOME_UNKNOWN',
   503,
   () =>
-    'the order was sent to Redis but its answer was lost: it may or may not have been placed, ' +
-    'and a retry may buy a second time',
+    'the order was sent to Redis but its answer was lost: it may or may not have been placed; ' +
+    'retry with the same Idempotency-Key to learn which (a retry without one may buy a second time)',
 ) {}
 
 /** Fewer than a majority of the Redlock nodes answer, so no lock can be granted. */

@@ -23,7 +23,7 @@ describe('writeOrders under a fenced hold, against a real Redis', () => {
       return writeOrders(
         redis,
         k,
-        [{ order: { productId: 'phone', userId: 'ann', quantity: 1 }, orderId: 'o1' }],
+        [{ order: { productId: 'phone', userId: 'ann', quantity: 1 }, orderId: 'o1', remaining: 1 }],
         fence,
       );
     });
@@ -49,6 +49,7 @@ describe('writeOrders under a fenced hold, against a real Redis', () => {
     const buy = (userId: string) => ({
       order: { productId: 'phone', userId, quantity: 1 },
       orderId: `order-${userId}`,
+      remaining: 0,
     });
     let bDone!: () => void;
     const bFinished = new Promise<void>((resolve) => (bDone = resolve));

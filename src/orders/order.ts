@@ -1,14 +1,45 @@
-/** What a purchase asks for; CreateOrderDto is the validated HTTP form of it. */
-export interface OrderRequest {
+/** What is bought: the fields a purchase and its acknowledgement share. */
+export interface OrderLine {
   readonly productId: string;
   readonly userId: string;
   readonly quantity: number;
 }
 
+/**
+ * A request's claim on its Idempotency-Key (idempotency-claim-1.lua): the write places
+ * the order, and records its outcome under the key, only while the claim is still this
+ * request's.
+ */
+export interface Claim {
+  readonly key: string;
+  readonly claimId: string;
+  /** Of the request's body: the same key with another body is refused. */
+  readonly fingerprint: string;
+}
+
+/** What a purchase asks for; CreateOrderDto is the validated HTTP form of it. */
+export interface OrderRequest extends OrderLine {
+  /** Present when the request carries an Idempotency-Key. */
+  readonly claim?: Claim;
+}
+
 /** A purchase as POST /api/orders acknowledges it (201). */
-export interface Order extends OrderRequest {
+export interface Order extends OrderLine {
   /** Also a field of the order's entry in the product's order stream. */
   readonly orderId: string;
   /** Units left right after this order. */
   readonly remaining: number;
+}
+
+/** The acknowledgement of a written order: the request's line, never its claim. */
+export function acknowledge(order: OrderLine, orderId: string, remaining: number): Order {
+  return { orderId, productId: order.productId, userId: order.userId, quantity: order.quantity, remaining };
+}
+
+/** How long an Idempotency-Key's outcome is kept after the product's last keyed request: a day. */
+export const OUTCOME_TTL_MS = 24 * 60 * 60 * 1000;
+
+/** An order's outcome as the idempotency hash keeps it (D|fingerprint|orderId|quantity|remaining). */
+export function outcomeRecord(claim: Claim, orderId: string, quantity: number, remaining: number): string {
+  return `D|${claim.fingerprint}|${orderId}|${quantity}|${remaining}`;
 }

@@ -3,6 +3,7 @@ import { AppConfig, LockStrategyName, UNSAFE_STRATEGIES } from '../config/app-co
 import { APP_CONFIG } from '../config/config.constants';
 import { LocksModule } from '../locks/locks.module';
 import { FaultStop } from './fault-stop';
+import { Idempotency } from './idempotency';
 import { OrdersController } from './orders.controller';
 import { BatchedPurchases } from './purchases/batched.purchases';
 import { OptimisticPurchases } from './purchases/optimistic.purchases';
@@ -47,6 +48,7 @@ export class OrdersModule {
       providers: [
         { provide: PurchasePath, useClass: PURCHASE_PATHS[config.lockStrategy] },
         { provide: FaultStop, inject: [APP_CONFIG], useFactory: (c: AppConfig) => new FaultStop(c.faultStopAt) },
+        Idempotency,
         Announcement,
       ],
       exports: [PurchasePath],

@@ -4,7 +4,7 @@ import { execAll } from '../redis/exec-all';
 import type { ProductKeys } from '../redis/key-layout';
 import { fencedWrite, ScriptClient } from '../redis/lua-scripts';
 import { isOutcomeUnknown } from '../redis/redis-errors';
-import type { OrderRequest } from './order';
+import { OrderRequest, OUTCOME_TTL_MS, outcomeRecord } from './order';
 import type { SaleState } from './sale-rules';
 
 /** A product's limit and stock (null: no sale), and each asking buyer's units, as read in one round trip. */
@@ -44,19 +44,34 @@ export function buyerState(read: SaleRead, i: number): SaleState | null {
 
 /**
  * Queues the writes of one order on a MULTI: take the units from stock, add them to
- * the buyer's count, append the order to the stream. The DECRBY reply (the stock
- * left) comes first in the EXEC replies.
+ * the buyer's count, append the order to the stream, and, for a request with an
+ * Idempotency-Key, record its outcome (with `remaining`, the stock the holder expects
+ * after it). The DECRBY reply (the stock left) comes first in the EXEC replies.
+ * Nothing in a MULTI can check that the key's claim is still this request's: that
+ * takes a script (fenced-write-6.lua, purchase-5.lua).
  */
 export function queueOrder(
   multi: ChainableCommander,
   k: ProductKeys,
   order: OrderRequest,
   orderId: string,
+  remaining: number,
 ): ChainableCommander {
-  return multi
+  multi
     .decrby(k.stock, order.quantity)
     .hincrby(k.buyers, order.userId, order.quantity)
     .xadd(k.orders, '*', 'orderId', orderId, 'userId', order.userId, 'quantity', String(order.quantity));
+  if (order.claim) {
+    multi
+      .hset(k.idem, order.claim.key, outcomeRecord(order.claim, orderId, order.quantity, remaining))
+      .pexpire(k.idem, OUTCOME_TTL_MS);
+  }
+  return multi;
+}
+
+/** Commands queueOrder puts on a MULTI for `order`. */
+function commandsOf(order: OrderRequest): number {
+  return order.claim ? 5 : 3;
 }
 
 /**
@@ -77,34 +92,49 @@ export async function orderWrite<T>(write: Promise<T>): Promise<T> {
 export interface AcceptedOrder {
   readonly order: OrderRequest;
   readonly orderId: string;
+  /** The stock the holder's decision leaves after this order (for its recorded outcome). */
+  readonly remaining: number;
 }
 
 /**
- * Writes accepted orders in one round trip and returns the stock left after each.
- * Under a plain hold: one MULTI of queueOrder's commands. Under a fenced hold
- * (`fence` given): fenced-write-5.lua, which applies them only if no later lock was
- * issued, else throws StaleLockError with nothing written.
+ * Writes accepted orders in one round trip and returns the stock left after each, or
+ * null for an order whose Idempotency-Key claim was no longer its request's (not
+ * written: another request decides that key). Under a plain hold: one MULTI of
+ * queueOrder's commands. Under a fenced hold (`fence` given): fenced-write-6.lua,
+ * which applies them only if no later lock was issued, else throws StaleLockError
+ * with nothing written, and checks each order's claim.
  */
 export async function writeOrders(
   redis: Pick<Redis, 'multi'> & ScriptClient,
   k: ProductKeys,
   accepted: readonly AcceptedOrder[],
   fence?: number,
-): Promise<number[]> {
+): Promise<(number | null)[]> {
   if (fence === undefined) {
     const multi = redis.multi();
-    for (const { order, orderId } of accepted) queueOrder(multi, k, order, orderId);
+    for (const { order, orderId, remaining } of accepted) queueOrder(multi, k, order, orderId, remaining);
     const replies = await orderWrite(execAll(multi));
-    // queueOrder puts three commands per order; the first, DECRBY, says what was left.
-    return accepted.map((_, i) => Number(replies[i * 3]));
+    // Each order's first command, DECRBY, says what was left.
+    let at = 0;
+    return accepted.map(({ order }) => {
+      const left = Number(replies[at]);
+      at += commandsOf(order);
+      return left;
+    });
   }
-  const args = accepted.flatMap(({ order, orderId }) => [order.userId, order.quantity, orderId]);
+  const args = accepted.flatMap(({ order, orderId }) => [
+    order.userId,
+    order.quantity,
+    orderId,
+    order.claim?.key ?? '',
+    order.claim?.claimId ?? '',
+  ]);
   const [status, ...rest] = await orderWrite(
-    fencedWrite.run(redis, [k.fence, k.stock, k.buyers, k.orders, k.meta], fence, ...args),
+    fencedWrite.run(redis, [k.fence, k.stock, k.buyers, k.orders, k.meta, k.idem], fence, OUTCOME_TTL_MS, ...args),
   );
   if (status === 'STALE_LOCK') throw new StaleLockError(fence, rest[0]);
   // The holder checked the stock under this very hold: a shortfall means someone
   // wrote outside the lock.
   if (status !== 'OK') throw new Error(`fenced write refused: ${status} ${rest.join(' ')}; nothing was written`);
-  return rest.map(Number);
+  return rest.map((left) => (Number(left) === -1 ? null : Number(left)));
 }

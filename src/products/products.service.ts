@@ -25,7 +25,7 @@ export class ProductsService {
   async startSale(productId: string, stock: number, perUserLimit: number): Promise<Product> {
     const k = this.keys.product(productId);
     await this.purchases.exclusive(productId, () =>
-      resetSale.run(this.redis, [k.meta, k.stock, k.buyers, k.orders], stock, perUserLimit),
+      resetSale.run(this.redis, [k.meta, k.stock, k.buyers, k.orders, k.idem], stock, perUserLimit),
     );
     return this.get(productId);
   }

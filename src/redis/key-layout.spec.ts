@@ -10,6 +10,7 @@ describe('KeyLayout', () => {
       fence: 'seckill:{p:sku-1}:fence',
       buyers: 'seckill:{p:sku-1}:buyers',
       orders: 'seckill:{p:sku-1}:orders',
+      idem: 'seckill:{p:sku-1}:idem',
     });
     // Redis Cluster hashes only the text between the first { and the next }.
     const tags = Object.values(keys).map((k) => k.slice(k.indexOf('{') + 1, k.indexOf('}')));

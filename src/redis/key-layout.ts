@@ -12,6 +12,8 @@ export interface ProductKeys {
   readonly buyers: string;
   /** Stream: one entry per order (orderId, userId, quantity). */
   readonly orders: string;
+  /** Hash: Idempotency-Key -> its claim or its order's outcome (idempotency-claim-1.lua). */
+  readonly idem: string;
 }
 
 /** The fencing counter that goes with a product's lock key (`...:lock` -> `...:fence`). */
@@ -38,6 +40,7 @@ export class KeyLayout {
       fence: `${base}:fence`,
       buyers: `${base}:buyers`,
       orders: `${base}:orders`,
+      idem: `${base}:idem`,
     };
   }
 }

@@ -12,15 +12,15 @@ export const releaseLock = new LuaScript<[lock: string], [token: string, channel
 
 /** A sale's start or restart in one step. */
 export const resetSale = new LuaScript<
-  [meta: string, stock: string, buyers: string, orders: string],
+  [meta: string, stock: string, buyers: string, orders: string, idem: string],
   [initialStock: number, perUserLimit: number],
   1
 >('reset-sale');
 
 /** The whole purchase (strategy `atomic`). */
 export const purchase = new LuaScript<
-  [meta: string, stock: string, buyers: string, orders: string],
-  [userId: string, quantity: number, orderId: string],
+  [meta: string, stock: string, buyers: string, orders: string, idem: string],
+  [userId: string, quantity: number, orderId: string, idempotencyKey: string, claimId: string, outcomeTtlMs: number],
   [status: string, ...values: number[]]
 >('purchase');
 
@@ -51,9 +51,21 @@ export const fencedAcquire = new LuaScript<
   number | null
 >('fenced-acquire');
 
-/** A batch of orders under a fenced hold: per order userId, quantity, orderId after the token. */
+/** A batch of orders under a fenced hold: per order userId, quantity, orderId, Idempotency-Key, claim id. */
 export const fencedWrite = new LuaScript<
-  [fence: string, stock: string, buyers: string, orders: string, meta: string],
-  [token: number, ...orders: (string | number)[]],
+  [fence: string, stock: string, buyers: string, orders: string, meta: string, idem: string],
+  [token: number, outcomeTtlMs: number, ...orders: (string | number)[]],
   [status: string, ...values: number[]]
 >('fenced-write');
+
+/** Claims an Idempotency-Key, or says what became of it. */
+export const idempotencyClaim = new LuaScript<
+  [idem: string],
+  [key: string, claimId: string, fingerprint: string, claimTtlMs: number, outcomeTtlMs: number],
+  ['CLAIMED'] | ['DONE', string, number, number] | ['MISMATCH'] | ['IN_FLIGHT', number]
+>('idempotency-claim');
+
+/** Gives up this request's claim on an Idempotency-Key: 1 if given up, 0 if no longer ours. */
+export const idempotencyRelease = new LuaScript<[idem: string], [key: string, claimId: string], 0 | 1>(
+  'idempotency-release',
+);

@@ -13,7 +13,7 @@ import { LockOptions, SetNxLockStrategy } from './lock.strategy';
  *   INCRs the product's `:fence` counter: every acquisition by anyone gets a larger
  *   token than the one before.
  * - Write: the section gets the token (`hold.fence`) and presents it with its write;
- *   fenced-write-5.lua applies it only if no later token was issued, and otherwise
+ *   fenced-write-6.lua applies it only if no later token was issued, and otherwise
  *   changes nothing and the section throws StaleLockError (503 STALE_LOCK), which is
  *   counted here in lostLocks and logged. Each order in the stream carries its token.
  * - Everything else (owner token, compare-and-delete release, local line, validity

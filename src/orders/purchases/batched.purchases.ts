@@ -3,12 +3,12 @@ import type { Redis } from 'ioredis';
 import { randomUUID } from 'node:crypto';
 import { AppConfig } from '../../config/app-config';
 import { APP_CONFIG } from '../../config/config.constants';
-import { LockTimeoutError } from '../../errors/errors';
+import { IdempotencyKeyInUseError, LockTimeoutError } from '../../errors/errors';
 import { Hold, Lock } from '../../locks/lock';
 import { KeyLayout, ProductKeys } from '../../redis/key-layout';
 import { REDIS_CLIENT } from '../../redis/redis.constants';
 import { FaultStop } from '../fault-stop';
-import type { Order, OrderRequest } from '../order';
+import { acknowledge, Order, OrderRequest } from '../order';
 import { refusal } from '../sale-rules';
 import { buyerState, readSale, writeOrders } from '../sale-store';
 import { LockedPurchases } from './purchase-path';
@@ -152,7 +152,7 @@ export class BatchedPurchases extends LockedPurchases {
     // of this batch leave behind.
     let stock = read.sale?.stock ?? 0;
     const owned = new Map<string, number>();
-    const accepted: { buyer: Buyer; orderId: string }[] = [];
+    const accepted: { buyer: Buyer; orderId: string; remaining: number }[] = [];
     const answers: (() => void)[] = [];
     buyers.forEach((buyer, i) => {
       const { userId, quantity } = buyer.order;
@@ -164,7 +164,7 @@ export class BatchedPurchases extends LockedPurchases {
       }
       stock -= quantity;
       owned.set(userId, bought + quantity);
-      accepted.push({ buyer, orderId: randomUUID() });
+      accepted.push({ buyer, orderId: randomUUID(), remaining: stock });
     });
     if (accepted.length === 0) return answers;
     // The hold may have outlived its TTL while we read: then writing could oversell.
@@ -173,12 +173,14 @@ export class BatchedPurchases extends LockedPurchases {
     const remaining = await writeOrders(
       this.redis,
       k,
-      accepted.map(({ buyer, orderId }) => ({ order: buyer.order, orderId })),
+      accepted.map(({ buyer, orderId, remaining: left }) => ({ order: buyer.order, orderId, remaining: left })),
       hold.fence,
     );
     accepted.forEach(({ buyer, orderId }, i) => {
-      const order: Order = { orderId, ...buyer.order, remaining: remaining[i] };
-      answers.push(() => buyer.resolve(order));
+      const left = remaining[i];
+      // Not written: its Idempotency-Key's claim passed to another request.
+      if (left === null) answers.push(() => buyer.reject(new IdempotencyKeyInUseError(0)));
+      else answers.push(() => buyer.resolve(acknowledge(buyer.order, orderId, left)));
     });
     return answers;
   }

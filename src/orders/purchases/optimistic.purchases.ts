@@ -4,13 +4,13 @@ import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { AppConfig } from '../../config/app-config';
 import { APP_CONFIG } from '../../config/config.constants';
-import { ContentionError } from '../../errors/errors';
+import { ContentionError, IdempotencyKeyInUseError } from '../../errors/errors';
 import { backoffMs } from '../../locks/backoff';
 import { LocalQueue } from '../../locks/local-queue';
 import { ConnectionPool } from '../../redis/connection-pool';
 import { KeyLayout, ProductKeys } from '../../redis/key-layout';
 import { REDIS_CLIENT } from '../../redis/redis.constants';
-import type { Order, OrderRequest } from '../order';
+import { acknowledge, Order, OrderRequest } from '../order';
 import { refusal } from '../sale-rules';
 import { buyerState, orderWrite, queueOrder, readSale, SaleRead } from '../sale-store';
 import { PurchasePath, PurchaseStatus } from './purchase-path';
@@ -81,7 +81,7 @@ export class OptimisticPurchases extends PurchasePath implements OnApplicationSh
       const orderId = randomUUID();
       const remaining = await this.attempts(k, order, orderId);
       if (remaining <= 0) this.soldOut.soldOut(order.productId);
-      return { orderId, ...order, remaining };
+      return acknowledge(order, orderId, remaining);
     } catch (err) {
       this.soldOut.notice(order.productId, err);
       throw err;
@@ -130,19 +130,34 @@ export class OptimisticPurchases extends PurchasePath implements OnApplicationSh
     if (no) throw no;
   }
 
-  /** One WATCH ... EXEC round; null when a watched key changed and nothing was applied. */
+  /**
+   * One WATCH ... EXEC round; null when a watched key changed and nothing was applied.
+   * Every order changes the watched stock, so an EXEC that arrives late (its answer was
+   * lost, a retry with the same Idempotency-Key bought meanwhile) is refused by Redis.
+   */
   private async attempt(c: Redis, k: ProductKeys, order: OrderRequest, orderId: string): Promise<number | null> {
     await c.watch(k.meta, k.stock, k.buyers);
+    let read: SaleRead;
     try {
-      this.check(order, await readSale(c, k, [order.userId]));
+      read = await readSale(c, k, [order.userId]);
+      this.check(order, read);
+      await this.checkClaim(c, k, order);
     } catch (err) {
       await c.unwatch();
       throw err;
     }
-    const replies = await orderWrite(queueOrder(c.multi(), k, order, orderId).exec());
+    const multi = queueOrder(c.multi(), k, order, orderId, read.sale!.stock - order.quantity);
+    const replies = await orderWrite(multi.exec());
     if (replies === null) return null;
     const failed = replies.find(([err]) => err);
     if (failed) throw failed[0];
     return Number(replies[0][1]);
+  }
+
+  /** For a request with an Idempotency-Key: its claim must still be its own (else another request decides the key). */
+  private async checkClaim(c: Redis, k: ProductKeys, order: OrderRequest): Promise<void> {
+    if (!order.claim) return;
+    const held = await c.hget(k.idem, order.claim.key);
+    if (!held?.startsWith(`P|${order.claim.claimId}|`)) throw new IdempotencyKeyInUseError(0);
   }
 }

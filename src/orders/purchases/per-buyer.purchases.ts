@@ -5,7 +5,8 @@ import { Hold, Lock } from '../../locks/lock';
 import { KeyLayout, ProductKeys } from '../../redis/key-layout';
 import { REDIS_CLIENT } from '../../redis/redis.constants';
 import { FaultStop } from '../fault-stop';
-import type { Order, OrderRequest } from '../order';
+import { IdempotencyKeyInUseError } from '../../errors/errors';
+import { acknowledge, Order, OrderRequest } from '../order';
 import { refusal } from '../sale-rules';
 import { buyerState, readSale, writeOrders } from '../sale-store';
 import { LockedPurchases } from './purchase-path';
@@ -44,25 +45,28 @@ export class PerBuyerPurchases extends LockedPurchases {
 
   /** The critical section: read, check, write. Correct only while the lock excludes other buyers. */
   private async buy(k: ProductKeys, order: OrderRequest, hold: Hold): Promise<Order> {
-    await this.check(k, order);
-    return this.record(k, order, hold);
+    const stock = await this.check(k, order);
+    return this.record(k, order, hold, stock - order.quantity);
   }
 
-  /** Writes the order the rules allowed, under `hold`. */
-  protected async record(k: ProductKeys, order: OrderRequest, hold: Hold): Promise<Order> {
+  /** Writes the order the rules allowed, under `hold`; `expected` is the stock the holder's read leaves after it. */
+  protected async record(k: ProductKeys, order: OrderRequest, hold: Hold, expected: number): Promise<Order> {
     // The hold may have outlived its TTL while we read (a slow Redis, a GC pause):
     // then another buyer may hold the lock, and writing now could oversell.
     hold.assertValid();
     this.faults.reached('before-write');
     const orderId = randomUUID();
-    const [remaining] = await writeOrders(this.redis, k, [{ order, orderId }], hold.fence);
+    const [remaining] = await writeOrders(this.redis, k, [{ order, orderId, remaining: expected }], hold.fence);
+    if (remaining === null) throw new IdempotencyKeyInUseError(0);
     if (remaining <= 0) this.soldOut.soldOut(order.productId);
-    return { orderId, ...order, remaining };
+    return acknowledge(order, orderId, remaining);
   }
 
-  private async check(k: ProductKeys, order: OrderRequest): Promise<void> {
-    const no = refusal(order, buyerState(await readSale(this.redis, k, [order.userId]), 0));
-    if (!no) return;
+  /** Throws the refusal that applies now, if any; else returns the stock read. */
+  private async check(k: ProductKeys, order: OrderRequest): Promise<number> {
+    const read = await readSale(this.redis, k, [order.userId]);
+    const no = refusal(order, buyerState(read, 0));
+    if (!no) return read.sale!.stock;
     this.soldOut.notice(order.productId, no);
     throw no;
   }

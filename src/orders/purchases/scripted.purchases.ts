@@ -3,6 +3,7 @@ import type { Redis } from 'ioredis';
 import { randomUUID } from 'node:crypto';
 import {
   AppError,
+  IdempotencyKeyInUseError,
   InsufficientStockError,
   LimitReachedError,
   SoldOutError,
@@ -11,13 +12,13 @@ import {
 import { KeyLayout } from '../../redis/key-layout';
 import { purchase } from '../../redis/lua-scripts';
 import { REDIS_CLIENT } from '../../redis/redis.constants';
-import type { Order, OrderRequest } from '../order';
+import { acknowledge, Order, OrderRequest, OUTCOME_TTL_MS } from '../order';
 import { orderWrite } from '../sale-store';
 import { PurchasePath, PurchaseStatus } from './purchase-path';
 
 /**
  * `atomic` — no lock: the check and the write are one Lua script
- * (src/redis/scripts/purchase-4.lua). Redis executes a script with nothing else
+ * (src/redis/scripts/purchase-5.lua). Redis executes a script with nothing else
  * interleaved, so there is no window between reading the stock and decrementing
  * it, and one round trip per purchase.
  *
@@ -40,9 +41,18 @@ export class ScriptedPurchases extends PurchasePath {
     const k = this.keys.product(order.productId);
     const orderId = randomUUID();
     const [status, a, b] = await orderWrite(
-      purchase.run(this.redis, [k.meta, k.stock, k.buyers, k.orders], order.userId, order.quantity, orderId),
+      purchase.run(
+        this.redis,
+        [k.meta, k.stock, k.buyers, k.orders, k.idem],
+        order.userId,
+        order.quantity,
+        orderId,
+        order.claim?.key ?? '',
+        order.claim?.claimId ?? '',
+        OUTCOME_TTL_MS,
+      ),
     );
-    if (status === 'OK') return { orderId, ...order, remaining: a };
+    if (status === 'OK') return acknowledge(order, orderId, a);
     throw refusalOf(order, status, a, b);
   }
 
@@ -56,18 +66,20 @@ export class ScriptedPurchases extends PurchasePath {
   }
 }
 
-/** purchase-4.lua's refusal replies, as the errors sale-rules.ts gives for the same state. */
+/** purchase-5.lua's refusal replies, as the errors sale-rules.ts gives for the same state. */
 function refusalOf(order: OrderRequest, status: string, a: number, b: number): AppError | Error {
   switch (status) {
     case 'UNKNOWN_PRODUCT':
       return new UnknownProductError(order.productId);
     case 'LIMIT_REACHED':
       return new LimitReachedError(order.userId, a, b, order.quantity);
+    case 'CLAIM_LOST':
+      return new IdempotencyKeyInUseError(0);
     case 'SOLD_OUT':
       return new SoldOutError(order.productId);
     case 'INSUFFICIENT_STOCK':
       return new InsufficientStockError(order.productId, a, order.quantity);
     default:
-      return new Error(`purchase-4.lua replied ${status}`);
+      return new Error(`purchase-5.lua replied ${status}`);
   }
 }

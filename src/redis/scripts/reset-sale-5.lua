@@ -6,11 +6,12 @@
 
   KEYS[1]  meta hash        KEYS[2]  stock
   KEYS[3]  buyers hash      KEYS[4]  orders stream
+  KEYS[5]  idempotency hash (a retry of the last sale's request is a new request)
   ARGV[1]  initial stock (integer >= 0)
   ARGV[2]  per-user limit (integer >= 1)
   Returns  1
 ]]
-redis.call('DEL', KEYS[3], KEYS[4])
+redis.call('DEL', KEYS[3], KEYS[4], KEYS[5])
 redis.call('HSET', KEYS[1], 'initialStock', ARGV[1], 'perUserLimit', ARGV[2])
 redis.call('SET', KEYS[2], ARGV[1])
 return 1

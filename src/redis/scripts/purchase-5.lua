@@ -6,13 +6,25 @@
 
   KEYS[1]  meta hash (perUserLimit)   KEYS[2]  stock
   KEYS[3]  buyers hash                KEYS[4]  orders stream
+  KEYS[5]  idempotency hash (idempotency-claim-1.lua)
   ARGV[1]  userId   ARGV[2]  quantity (integer >= 1)   ARGV[3]  orderId
+  ARGV[4]  Idempotency-Key ('' without one)   ARGV[5]  claim id   ARGV[6]  outcome TTL in ms
   Returns  {'OK', remaining}
+           {'CLAIM_LOST'}: the key's claim is no longer this request's (given up
+           after a lost answer, or taken over by a retry); nothing written
            {'UNKNOWN_PRODUCT'}
            {'LIMIT_REACHED', perUserLimit, bought}
            {'SOLD_OUT'}
            {'INSUFFICIENT_STOCK', remaining}
 ]]
+local claim = false
+if ARGV[4] ~= '' then
+  claim = redis.call('HGET', KEYS[5], ARGV[4])
+  local mine = 'P|' .. ARGV[5] .. '|'
+  if claim == false or string.sub(claim, 1, #mine) ~= mine then
+    return {'CLAIM_LOST'}
+  end
+end
 local limit = redis.call('HGET', KEYS[1], 'perUserLimit')
 local stock = redis.call('GET', KEYS[2])
 if not limit or not stock then
@@ -33,4 +45,9 @@ end
 local remaining = redis.call('DECRBY', KEYS[2], quantity)
 redis.call('HINCRBY', KEYS[3], ARGV[1], quantity)
 redis.call('XADD', KEYS[4], '*', 'orderId', ARGV[3], 'userId', ARGV[1], 'quantity', ARGV[2])
+if claim then
+  local fingerprint = string.match(claim, '^P|[^|]*|[^|]*|(.*)$')
+  redis.call('HSET', KEYS[5], ARGV[4], 'D|' .. fingerprint .. '|' .. ARGV[3] .. '|' .. ARGV[2] .. '|' .. remaining)
+  redis.call('PEXPIRE', KEYS[5], ARGV[6])
+end
 return {'OK', remaining}

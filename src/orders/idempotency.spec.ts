@@ -1,0 +1,96 @@
+import { startSaleIn, useTestRedis } from '../../test/helpers/redis';
+import { fencedWrite, idempotencyClaim, idempotencyRelease, purchase } from '../redis/lua-scripts';
+import { parseIdempotencyKey } from './idempotency';
+import { OUTCOME_TTL_MS } from './order';
+
+/**
+ * The Idempotency-Key scripts against a real Redis: a write whose claim was given up
+ * (its answer was lost) or taken over writes nothing when it arrives late.
+ */
+describe('Idempotency-Key claims in Redis', () => {
+  const { client } = useTestRedis();
+  const CLAIM_TTL_MS = 60_000;
+
+  it('claims once; a second claim with the same body is in flight, with another body a mismatch', async () => {
+    const redis = client();
+    const { k } = await startSaleIn(redis, 5, 1, 'claims');
+    expect(await idempotencyClaim.run(redis, [k.idem], 'key', 'c1', 'fp', CLAIM_TTL_MS, OUTCOME_TTL_MS)).toEqual([
+      'CLAIMED',
+    ]);
+    const [inFlight, waitMs] = await idempotencyClaim.run(
+      redis,
+      [k.idem],
+      'key',
+      'c2',
+      'fp',
+      CLAIM_TTL_MS,
+      OUTCOME_TTL_MS,
+    );
+    expect(inFlight).toBe('IN_FLIGHT');
+    expect(waitMs).toBeGreaterThan(CLAIM_TTL_MS - 5_000);
+    expect(await idempotencyClaim.run(redis, [k.idem], 'key', 'c3', 'other', CLAIM_TTL_MS, OUTCOME_TTL_MS)).toEqual([
+      'MISMATCH',
+    ]);
+    // An abandoned claim (its process died) is taken over once it is older than the TTL.
+    expect(await idempotencyClaim.run(redis, [k.idem], 'key', 'c4', 'fp', 0, OUTCOME_TTL_MS)).toEqual(['CLAIMED']);
+    expect(await redis.hget(k.idem, 'key')).toMatch(/^P\|c4\|/);
+    expect(await redis.pttl(k.idem)).toBeGreaterThan(OUTCOME_TTL_MS - 60_000);
+  });
+
+  it('fenced-write-6.lua: an order whose claim was given up writes nothing; the others are written', async () => {
+    const redis = client();
+    const { k } = await startSaleIn(redis, 5, 1, 'fenced-claims');
+    await redis.set(k.fence, 1);
+    for (const [key, id] of [
+      ['lost', 'c-lost'],
+      ['kept', 'c-kept'],
+    ]) {
+      await idempotencyClaim.run(redis, [k.idem], key, id, `fp-${key}`, CLAIM_TTL_MS, OUTCOME_TTL_MS);
+    }
+    expect(await idempotencyRelease.run(redis, [k.idem], 'lost', 'c-lost')).toBe(1);
+    const reply = await fencedWrite.run(
+      redis,
+      [k.fence, k.stock, k.buyers, k.orders, k.meta, k.idem],
+      1,
+      OUTCOME_TTL_MS,
+      ...['ann', 1, 'o-ann', 'lost', 'c-lost'],
+      ...['bob', 1, 'o-bob', 'kept', 'c-kept'],
+      ...['cid', 1, 'o-cid', '', ''],
+    );
+    expect(reply).toEqual(['OK', -1, 4, 3]);
+    expect((await redis.xrange(k.orders, '-', '+')).map(([, f]) => f[1])).toEqual(['o-bob', 'o-cid']);
+    expect(await redis.hgetall(k.buyers)).toEqual({ bob: '1', cid: '1' });
+    expect(await redis.hget(k.idem, 'kept')).toBe('D|fp-kept|o-bob|1|4');
+    expect(await redis.hexists(k.idem, 'lost')).toBe(0);
+  });
+
+  it('purchase-5.lua: a late purchase whose claim was taken over by a retry writes nothing', async () => {
+    const redis = client();
+    const { k } = await startSaleIn(redis, 5, 2, 'atomic-claims');
+    const keys = [k.meta, k.stock, k.buyers, k.orders, k.idem] as [string, string, string, string, string];
+    await idempotencyClaim.run(redis, [k.idem], 'key', 'first', 'fp', CLAIM_TTL_MS, OUTCOME_TTL_MS);
+    await idempotencyRelease.run(redis, [k.idem], 'key', 'first'); // its answer was lost
+    await idempotencyClaim.run(redis, [k.idem], 'key', 'retry', 'fp', CLAIM_TTL_MS, OUTCOME_TTL_MS);
+    expect(await purchase.run(redis, keys, 'ann', 1, 'o-retry', 'key', 'retry', OUTCOME_TTL_MS)).toEqual(['OK', 4]);
+    // The first request's purchase, delivered late:
+    expect(await purchase.run(redis, keys, 'ann', 1, 'o-first', 'key', 'first', OUTCOME_TTL_MS)).toEqual([
+      'CLAIM_LOST',
+    ]);
+    expect(await redis.xlen(k.orders)).toBe(1);
+    expect(await redis.get(k.stock)).toBe('4');
+    expect(await idempotencyClaim.run(redis, [k.idem], 'key', 'again', 'fp', CLAIM_TTL_MS, OUTCOME_TTL_MS)).toEqual([
+      'DONE',
+      'o-retry',
+      1,
+      4,
+    ]);
+  });
+
+  it('reads the header as a bare token or the draft sf-string, and refuses anything else', () => {
+    expect(parseIdempotencyKey('abc-123')).toBe('abc-123');
+    expect(parseIdempotencyKey('"8e03978e-40d5-43e8-bc93-6894a57f9324"')).toBe('8e03978e-40d5-43e8-bc93-6894a57f9324');
+    for (const bad of ['', '""', 'has space', 'é', 'a"b', 'x'.repeat(256)]) {
+      expect(() => parseIdempotencyKey(bad)).toThrow(/Idempotency-Key must be/);
+    }
+  });
+});

@@ -1,0 +1,117 @@
+import { Inject, Injectable, Logger } from '@nestjs/common';
+import type { Redis } from 'ioredis';
+import { createHash, randomBytes } from 'node:crypto';
+import { AppConfig } from '../config/app-config';
+import { APP_CONFIG } from '../config/config.constants';
+import {
+  IdempotencyKeyInUseError,
+  IdempotencyKeyMismatchError,
+  OutcomeUnknownError,
+  ValidationFailedError,
+} from '../errors/errors';
+import { KeyLayout } from '../redis/key-layout';
+import { idempotencyClaim, idempotencyRelease } from '../redis/lua-scripts';
+import { REDIS_CLIENT } from '../redis/redis.constants';
+import { Claim, Order, OrderLine, OUTCOME_TTL_MS } from './order';
+import { PurchasePath } from './purchases/purchase-path';
+
+/** Longest Idempotency-Key accepted (the draft sets none; Stripe's is 255). */
+const MAX_KEY_LENGTH = 255;
+
+/**
+ * Beyond the wait for the lock, how long a purchase may still be in flight: the
+ * locked read, the write and the release, each bounded by the client's 2 s command
+ * timeout, plus slack. A claim older than the wait plus this was abandoned (its
+ * process died), and a retry takes it over.
+ */
+const IN_FLIGHT_SLACK_MS = 7_000;
+
+/**
+ * The Idempotency-Key header's value: an sf-string as the IETF httpapi draft writes it
+ * (`"8e03978e-..."`), or the bare token most clients send. Visible ASCII only.
+ */
+export function parseIdempotencyKey(raw: string): string {
+  const quoted = /^"(.*)"$/.exec(raw.trim());
+  const key = quoted ? quoted[1] : raw.trim();
+  if (key.length === 0 || key.length > MAX_KEY_LENGTH || !/^[\x21-\x7e]+$/.test(key) || /["\\]/.test(key)) {
+    const rule = `Idempotency-Key must be 1 to ${MAX_KEY_LENGTH} visible ASCII characters (optionally in double quotes), without " or \\`;
+    throw new ValidationFailedError(rule, [{ field: 'Idempotency-Key', messages: [rule] }]);
+  }
+  return key;
+}
+
+/**
+ * POST /api/orders with an Idempotency-Key (IETF httpapi "The Idempotency-Key HTTP
+ * Header Field"): the first request with a key claims it, in Redis, next to the
+ * product's sale; the write that places its order replaces the claim with the outcome
+ * in the same atomic step. A retry with the same key and body is answered that
+ * outcome (the same orderId) and writes nothing; with another body, 422; while the
+ * first is still being decided, 409. A request refused with nothing written, or whose
+ * write's answer was lost (OUTCOME_UNKNOWN), gives its claim up: a retry then decides
+ * afresh, and the lost write, should it still arrive, no longer matches a claim and
+ * writes nothing (under the strategies whose write is a script: fenced, atomic; and
+ * optimistic, whose late EXEC a retry's sale makes Redis refuse).
+ */
+@Injectable()
+export class Idempotency {
+  private readonly logger = new Logger('Idempotency');
+  private readonly claimTtlMs: number;
+
+  constructor(
+    @Inject(REDIS_CLIENT) private readonly redis: Redis,
+    private readonly keys: KeyLayout,
+    private readonly purchases: PurchasePath,
+    @Inject(APP_CONFIG) config: AppConfig,
+  ) {
+    this.claimTtlMs = config.lockWaitMs + IN_FLIGHT_SLACK_MS;
+  }
+
+  /** The order for `line` under `key`: placed now, or the one placed before (`replayed`). */
+  async purchase(line: OrderLine, key: string): Promise<{ order: Order; replayed: boolean }> {
+    const k = this.keys.product(line.productId);
+    const claim: Claim = { key, claimId: randomBytes(12).toString('base64url'), fingerprint: fingerprintOf(line) };
+    const [status, a, b, c] = await idempotencyClaim.run(
+      this.redis,
+      [k.idem],
+      key,
+      claim.claimId,
+      claim.fingerprint,
+      this.claimTtlMs,
+      OUTCOME_TTL_MS,
+    );
+    if (status === 'DONE') {
+      const order: Order = { orderId: a, productId: line.productId, userId: line.userId, quantity: b, remaining: c };
+      return { order, replayed: true };
+    }
+    if (status === 'MISMATCH') throw new IdempotencyKeyMismatchError();
+    if (status === 'IN_FLIGHT') throw new IdempotencyKeyInUseError(a);
+    try {
+      return { order: await this.purchases.purchase({ ...line, claim }), replayed: false };
+    } catch (err) {
+      // Its claim passed to another request already; nothing of ours to give up.
+      if (!(err instanceof IdempotencyKeyInUseError)) await this.giveUp(k.idem, claim, err);
+      throw err;
+    }
+  }
+
+  /** Best effort: if Redis does not answer, the claim lapses after claimTtlMs instead. */
+  private async giveUp(idem: string, claim: Claim, why: unknown): Promise<void> {
+    try {
+      await idempotencyRelease.run(this.redis, [idem], claim.key, claim.claimId);
+    } catch (err) {
+      if (why instanceof OutcomeUnknownError) {
+        this.logger.warn(
+          `claim on an Idempotency-Key not given up after a lost answer (${(err as Error).message}); it lapses in ${this.claimTtlMs} ms`,
+        );
+      }
+    }
+  }
+}
+
+/** Of what a request asks: the same key with another body is a mismatch. */
+function fingerprintOf(line: OrderLine): string {
+  return createHash('sha256')
+    .update(`${line.productId}\n${line.userId}\n${line.quantity}`)
+    .digest('base64url')
+    .slice(0, 22);
+}

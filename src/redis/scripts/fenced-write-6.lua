@@ -1,0 +1,76 @@
+--[[
+  The write of a fenced hold (strategy `fenced`): a batch of orders, applied only if
+  no lock on the product was issued after ours.
+
+  A holder that paused past its TTL (GC, SIGSTOP) may wake up and write after
+  another client took the lock, read the same stock and wrote too: an oversell that
+  no client-side check can prevent, because the pause can fall between the check
+  and the write. Here the check happens inside Redis, atomically with the write:
+  if the fencing counter has moved past our token, someone acquired the lock after
+  us, whatever they have written so far, and our read may be stale. We refuse and
+  change nothing. (Refusing only tokens older than the last *applied* one, the
+  textbook rule for a plain overwrite, is not enough for read-check-write: the later
+  holder may still be between its read and its write.)
+
+  KEYS[1]  fencing counter   KEYS[2]  stock
+  KEYS[3]  buyers hash       KEYS[4]  orders stream
+  KEYS[5]  meta hash: `fence` records the last token applied to the product
+  KEYS[6]  idempotency hash: Idempotency-Key -> claim or outcome (idempotency-claim-1.lua)
+  ARGV[1]  our fencing token
+  ARGV[2]  how long an outcome is kept, in ms (the idempotency hash's TTL)
+  ARGV[3..] per order, five values: userId, quantity (integer >= 1), orderId,
+           Idempotency-Key and claim id ('' and '' for an order sent without a key).
+           An order with a key is written only while its claim is still the one this
+           request made (`P|<claim id>|...`): a claim given up (the write's answer was
+           lost) or taken over by a retry means another request decides that key, and
+           this order is skipped; otherwise the outcome replaces the claim.
+  Returns  {'OK', stock left after order 1, after order 2, ...}: all written (an order
+           skipped for its claim: -1), each stream entry carrying `fence` = our token,
+           and meta's `fence` set to it
+           {'STALE_LOCK', newest token}: a later holder exists; nothing written
+           {'SHORT', stock}: fewer units than the batch needs, which the holder's
+           own check rules out; nothing written
+]]
+local token = tonumber(ARGV[1])
+local newest = tonumber(redis.call('GET', KEYS[1]) or '0')
+if newest > token then
+  return {'STALE_LOCK', newest}
+end
+local function claimed(i)
+  if ARGV[i + 3] == '' then
+    return true
+  end
+  local held = redis.call('HGET', KEYS[6], ARGV[i + 3])
+  local mine = 'P|' .. ARGV[i + 4] .. '|'
+  return held ~= false and string.sub(held, 1, #mine) == mine
+end
+local total = 0
+for i = 3, #ARGV, 5 do
+  if claimed(i) then
+    total = total + tonumber(ARGV[i + 1])
+  end
+end
+local stock = tonumber(redis.call('GET', KEYS[2]) or '0')
+if stock < total then
+  return {'SHORT', stock}
+end
+redis.call('HSET', KEYS[5], 'fence', ARGV[1])
+local replies = {'OK'}
+for i = 3, #ARGV, 5 do
+  if claimed(i) then
+    local left = redis.call('DECRBY', KEYS[2], ARGV[i + 1])
+    replies[#replies + 1] = left
+    redis.call('HINCRBY', KEYS[3], ARGV[i], ARGV[i + 1])
+    redis.call('XADD', KEYS[4], '*', 'orderId', ARGV[i + 2], 'userId', ARGV[i], 'quantity', ARGV[i + 1], 'fence', ARGV[1])
+    if ARGV[i + 3] ~= '' then
+      local claim = redis.call('HGET', KEYS[6], ARGV[i + 3])
+      local fingerprint = string.match(claim, '^P|[^|]*|[^|]*|(.*)$')
+      redis.call('HSET', KEYS[6], ARGV[i + 3],
+        'D|' .. fingerprint .. '|' .. ARGV[i + 2] .. '|' .. ARGV[i + 1] .. '|' .. left)
+      redis.call('PEXPIRE', KEYS[6], ARGV[2])
+    end
+  else
+    replies[#replies + 1] = -1
+  end
+end
+return replies

@@ -1,0 +1,44 @@
+--[[
+  Claim an Idempotency-Key for one request (IETF httpapi "The Idempotency-Key HTTP
+  Header Field"), or say what became of it. A field of the product's idempotency
+  hash holds, per key, either
+    P|<claim id>|<claimed at, ms>|<fingerprint>   a request is deciding it
+    D|<fingerprint>|<orderId>|<quantity>|<remaining>   its order was written
+  The write that places the order replaces the claim with the outcome in the same
+  script (fenced-write-6.lua, purchase-5.lua) or MULTI, only while the claim is its own.
+
+  KEYS[1]  idempotency hash
+  ARGV[1]  Idempotency-Key   ARGV[2]  claim id (new, random)   ARGV[3]  fingerprint
+  ARGV[4]  how long a claim may stay in flight, in ms (after that a retry takes it over)
+  ARGV[5]  how long the hash is kept after its last claim, in ms
+  Returns  {'CLAIMED'}: this request decides the key
+           {'DONE', orderId, quantity, remaining}: the order was written; answer it again
+           {'MISMATCH'}: the key was used with another request
+           {'IN_FLIGHT', ms}: another request with this key is still being decided
+]]
+local now = redis.call('TIME')
+local nowMs = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+local held = redis.call('HGET', KEYS[1], ARGV[1])
+if held then
+  local kind = string.sub(held, 1, 1)
+  if kind == 'D' then
+    local fingerprint, orderId, quantity, remaining = string.match(held, '^D|([^|]*)|([^|]*)|([^|]*)|(.*)$')
+    if fingerprint ~= ARGV[3] then
+      return {'MISMATCH'}
+    end
+    return {'DONE', orderId, tonumber(quantity), tonumber(remaining)}
+  end
+  local at, fingerprint = string.match(held, '^P|[^|]*|([^|]*)|(.*)$')
+  if fingerprint ~= ARGV[3] then
+    return {'MISMATCH'}
+  end
+  local age = nowMs - tonumber(at)
+  if age < tonumber(ARGV[4]) then
+    return {'IN_FLIGHT', tonumber(ARGV[4]) - age}
+  end
+  -- Abandoned (its process died mid-purchase): this request takes it over, and the
+  -- old claim's write, should it still arrive, no longer matches.
+end
+redis.call('HSET', KEYS[1], ARGV[1], 'P|' .. ARGV[2] .. '|' .. nowMs .. '|' .. ARGV[3])
+redis.call('PEXPIRE', KEYS[1], ARGV[5])
+return {'CLAIMED'}

@@ -1,0 +1,22 @@
+import type { LockStrategyName } from '../../src/config/app-config';
+import { fencedWrite, purchase } from '../../src/redis/lua-scripts';
+
+/** An EXEC request on the wire (ioredis sends command names in lower case). */
+const EXEC = '$4\r\nexec\r\n';
+
+/**
+ * The bytes that carry each strategy's write of an order, to arm a TCP proxy fault
+ * (harness/tcp-proxy.ts) on exactly that request.
+ */
+export const WRITE_MARKER: Partial<Record<LockStrategyName, string>> = {
+  lock: EXEC,
+  reentrant: EXEC,
+  optimistic: EXEC,
+  fenced: fencedWrite.sha1,
+  atomic: purchase.sha1,
+};
+
+/** The port of a redis:// URL, for a proxy in front of it. */
+export function portOf(url: string): number {
+  return Number(new URL(url).port);
+}

@@ -1,0 +1,135 @@
+import { Redis } from 'ioredis';
+import { startTcpProxy, TcpProxy } from '../harness/tcp-proxy';
+import { KeyLayout, ProductKeys } from '../src/redis/key-layout';
+import { request, startSale, startTestApp, TestApp } from './helpers/app';
+import { WRITE_MARKER, portOf } from './helpers/network';
+import { uniquePrefix, useTestRedis } from './helpers/redis';
+
+/**
+ * POST /api/orders with an Idempotency-Key, on real apps and a real Redis, with the
+ * network between them misbehaving through TCP proxies the test controls.
+ */
+describe('Idempotency-Key', () => {
+  const redis = useTestRedis();
+  let client: Redis;
+
+  beforeAll(() => {
+    client = redis.client();
+  });
+
+  describe.each((['fenced', 'atomic', 'optimistic', 'lock'] as const).map((s) => [s, WRITE_MARKER[s]!]))(
+    '%s',
+    (strategy, marker) => {
+      /** Two apps on one Redis, each behind its own proxy, under one key prefix. */
+      let proxies: TcpProxy[];
+      let apps: TestApp[];
+      let k: ProductKeys;
+      let product: string;
+      let n = 0;
+
+      beforeAll(async () => {
+        const prefix = uniquePrefix(`idem-${strategy}`);
+        proxies = await Promise.all([0, 1].map(() => startTcpProxy({ port: portOf(redis.url()) })));
+        apps = await Promise.all(
+          proxies.map((p) => startTestApp({ REDIS_URL: p.url, KEY_PREFIX: prefix, LOCK_STRATEGY: strategy })),
+        );
+        keysOf = new KeyLayout(prefix);
+      });
+      let keysOf: KeyLayout;
+
+      afterAll(async () => {
+        await Promise.all((apps ?? []).map((a) => a.close()));
+        await Promise.all((proxies ?? []).map((p) => p.close()));
+      });
+
+      beforeEach(async () => {
+        product = `p${++n}`;
+        k = keysOf.product(product);
+        await startSale(apps[0].url, product, 5, 2);
+        // Loads the scripts on the connection, so an armed fault hits the write itself.
+        await buy(0, 'warm-up');
+      });
+
+      const buy = (app: number, userId: string, key?: string, quantity = 1) =>
+        request(apps[app].url, 'POST', '/api/orders', {
+          json: { productId: product, userId, quantity },
+          headers: key ? { 'idempotency-key': key } : {},
+        });
+
+      /** The buyer's orders in the stream, by orderId. */
+      async function ordersOf(userId: string): Promise<string[]> {
+        const entries = await client.xrange(k.orders, '-', '+');
+        return entries
+          .map(([, f]) => ({ userId: f[f.indexOf('userId') + 1], orderId: f[f.indexOf('orderId') + 1] }))
+          .filter((o) => o.userId === userId)
+          .map((o) => o.orderId);
+      }
+
+      it('a retry with the same key and body answers the same order and writes nothing', async () => {
+        const first = await buy(0, 'ann', 'key-ann');
+        const again = await buy(1, 'ann', 'key-ann');
+        expect(first.status).toBe(201);
+        expect(again.status).toBe(201);
+        expect(again.body).toEqual(first.body);
+        expect(again.headers.get('idempotent-replayed')).toBe('true');
+        expect(first.headers.get('idempotent-replayed')).toBeNull();
+        expect(await ordersOf('ann')).toEqual([first.body.orderId]);
+        expect(await client.get(k.stock)).toBe('3');
+      });
+
+      it('the same key with another body is 422 IDEMPOTENCY_KEY_MISMATCH and changes nothing', async () => {
+        expect((await buy(0, 'bob', 'key-bob')).status).toBe(201);
+        const other = await buy(0, 'bob', 'key-bob', 2);
+        expect(other.status).toBe(422);
+        expect(other.body).toMatchObject({ statusCode: 422, code: 'IDEMPOTENCY_KEY_MISMATCH' });
+        expect(await ordersOf('bob')).toHaveLength(1);
+        expect(await client.get(k.stock)).toBe('3');
+      });
+
+      it('a malformed key is 400 VALIDATION_FAILED naming the header, and changes nothing', async () => {
+        const bad = await buy(0, 'cid', 'has space');
+        expect(bad.status).toBe(400);
+        expect(bad.body).toMatchObject({ code: 'VALIDATION_FAILED', errors: [{ field: 'Idempotency-Key' }] });
+        expect(await ordersOf('cid')).toEqual([]);
+        // The draft's sf-string form is the same key as the bare one.
+        const quoted = await buy(0, 'cid', '"k-cid"');
+        const bare = await buy(0, 'cid', 'k-cid');
+        expect(bare.body.orderId).toBe(quoted.body.orderId);
+      });
+
+      it('after a lost answer (OUTCOME_UNKNOWN), a retry with the key finds the order that was written', async () => {
+        const cut = proxies[0].loseReplyTo(marker!);
+        const lost = await buy(0, 'dan', 'key-dan');
+        await cut;
+        expect(lost.body).toMatchObject({ statusCode: 503, code: 'OUTCOME_UNKNOWN' });
+        const retry = await buy(1, 'dan', 'key-dan');
+        expect(retry.status).toBe(201);
+        expect(await ordersOf('dan')).toEqual([retry.body.orderId]);
+        expect(await client.get(k.stock)).toBe('3');
+      });
+
+      it('a write held in the network past the timeout, then delivered, leaves exactly one order for the key', async () => {
+        const held = proxies[0].holdRequest(marker!);
+        const lost = buy(0, 'eve', 'key-eve');
+        await held;
+        expect((await lost).body).toMatchObject({ code: 'OUTCOME_UNKNOWN' });
+        // While app 0's write is still in the network: its claim may be pending (409),
+        // or given up, in which case the retry buys (201).
+        const during = await buy(1, 'eve', 'key-eve');
+        expect([201, 409]).toContain(during.status);
+        if (during.status === 409) expect(during.body.code).toBe('IDEMPOTENCY_KEY_IN_USE');
+        proxies[0].release();
+        // The late write lands or is refused; either way one order, and the key answers it.
+        let final = during;
+        for (let i = 0; i < 50 && final.status !== 201; i++) {
+          await new Promise((resolve) => setTimeout(resolve, 100));
+          final = await buy(1, 'eve', 'key-eve');
+        }
+        expect(final.status).toBe(201);
+        const orders = await ordersOf('eve');
+        expect(orders).toEqual([final.body.orderId]);
+        expect(await client.get(k.stock)).toBe('3');
+      });
+    },
+  );
+});
