@@ -37,6 +37,7 @@ describe('judge', () => {
       conservation: true,
       perUserLimit: true,
       accounting: true,
+      exactlyOnce: true,
     });
     expect(verdict).toMatchObject({ sold: 3, stockLeft: 0, orders: 3, distinctBuyers: 3, oversold: 0, sellOutMs: 30 });
     expect(verdict.salesPerSec).toBe(100);
@@ -53,6 +54,7 @@ describe('judge', () => {
       conservation: true,
       perUserLimit: true,
       accounting: true,
+      exactlyOnce: true,
     });
     expect(verdict.oversold).toBe(1);
     expect(verdict.sold).toBe(4);
@@ -114,5 +116,16 @@ describe('judge', () => {
     const verdict = judge({ ...sale, initialStock: 5, stockLeft: 2 }, { ...load, distinctBuyers: 3 }, 1);
     expect(verdict.sellOutMs).toBeNull();
     expect(verdict.salesPerSec).toBeNull();
+  });
+
+  it('flags an order written twice (a replayed write), and one acknowledged but missing, as not exactly once', () => {
+    const { sale, load } = cleanSale();
+    const twice = { ...sale, orders: [...sale.orders, sale.orders[0]] };
+    expect(judge(twice, load, 1).invariants.exactlyOnce).toBe(false);
+    const lost = { ...load, orderIds: [...load.orderIds.slice(0, 2), 'never-written'] };
+    expect(judge(sale, lost, 1).invariants.exactlyOnce).toBe(false);
+    // The same order answered twice (a retry with its Idempotency-Key) is still once.
+    const replayed = { ...load, status: { ...load.status, '201': 4 }, orderIds: [...load.orderIds, load.orderIds[0]] };
+    expect(judge(sale, replayed, 1).invariants).toMatchObject({ exactlyOnce: true, conservation: true });
   });
 });

@@ -26,6 +26,7 @@ export interface Invariants {
   conservation: boolean;
   perUserLimit: boolean;
   accounting: boolean;
+  exactlyOnce: boolean;
 }
 
 export interface Verdict {
@@ -79,7 +80,9 @@ export async function readSale(redis: Redis, keys: ProductKeys): Promise<SaleSna
 export function judge(sale: SaleSnapshot, load: LoadResult, quantity: number): Verdict {
   const broken: Partial<Record<keyof Invariants, string>> = {};
   const units = sale.orders.reduce((sum, o) => sum + o.quantity, 0);
-  const created = load.status['201'] ?? 0;
+  // A retry with the same Idempotency-Key is answered the same order again: count orders, not 201s.
+  const acknowledged = new Set(load.orderIds);
+  const created = acknowledged.size;
   const perUser = new Map<string, number>();
   for (const o of sale.orders) perUser.set(o.userId, (perUser.get(o.userId) ?? 0) + o.quantity);
 
@@ -94,6 +97,7 @@ export function judge(sale: SaleSnapshot, load: LoadResult, quantity: number): V
     broken.noUndersell = `undersell: demand ${demand} >= stock ${sale.initialStock} but ${sale.stockLeft} left`;
 
   const streamIds = new Set(sale.orders.map((o) => o.orderId));
+  const twiceInStream = sale.orders.length - streamIds.size;
   const missing = load.orderIds.filter((id) => !streamIds.has(id));
   const conservation =
     sale.initialStock === sale.stockLeft + units && sale.orders.length === created && missing.length === 0;
@@ -101,6 +105,14 @@ export function judge(sale: SaleSnapshot, load: LoadResult, quantity: number): V
     broken.conservation =
       `conservation: initial ${sale.initialStock} vs left ${sale.stockLeft} + ordered ${units}; ` +
       `${sale.orders.length} orders vs ${created} 201s; ${missing.length} acknowledged orderIds not in the stream`;
+  }
+
+  // No order written twice (a replayed write), none acknowledged and lost, none written unacknowledged.
+  const exactlyOnce = twiceInStream === 0 && missing.length === 0 && sale.orders.length === created;
+  if (!exactlyOnce) {
+    broken.exactlyOnce =
+      `exactly once: ${twiceInStream} orderIds twice in the stream; ${missing.length} acknowledged orders not in it; ` +
+      `${sale.orders.length} orders in it for ${created} acknowledged`;
   }
 
   const overLimit = [...perUser.entries()].filter(([, n]) => n > sale.perUserLimit);
@@ -132,7 +144,7 @@ export function judge(sale: SaleSnapshot, load: LoadResult, quantity: number): V
     oversold: Math.max(0, units - sale.initialStock),
     sellOutMs,
     salesPerSec: sellOutMs === null ? null : Math.round((sale.initialStock / Math.max(sellOutMs, 1)) * 1000),
-    invariants: { noOversell, noUndersell, conservation, perUserLimit, accounting },
+    invariants: { noOversell, noUndersell, conservation, perUserLimit, accounting, exactlyOnce },
     broken,
     problems: Object.values(broken),
   };

@@ -182,6 +182,9 @@ export async function verdict(
   const inStream = new Set(sale.orders.map((o) => o.orderId));
   const lost = load.orderIds.filter((id) => !inStream.has(id)).length;
   if (lost > 0) problems.push(`${lost} acknowledged orders are not in the stream`);
+  // A write applied twice (a command resent after a reconnect) shows as one orderId twice.
+  const twice = sale.orders.length - inStream.size;
+  if (twice > 0) problems.push(`${twice} orders written twice (the same orderId twice in the stream)`);
   if (sale.initialStock !== sale.stockLeft + units) {
     problems.push(`stock not conserved: ${sale.initialStock} != ${sale.stockLeft} left + ${units} ordered`);
   }
