@@ -1,15 +1,19 @@
 import { ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
+import { connect } from 'node:net';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { freePort } from '../scripts/redis-server';
 import { KeyLayout } from '../src/redis/key-layout';
-import { ADMIN_TOKEN, startSale, waitForHealth } from './helpers/app';
+import { ADMIN_TOKEN, request, startSale, waitForHealth } from './helpers/app';
 import { closeClient, startTestRedis, TestRedis, uniquePrefix } from './helpers/redis';
 
 const MAIN = join(__dirname, '..', 'dist', 'src', 'main.js');
+
+/** How much longer than SHUTDOWN_TIMEOUT_MS a busy machine may take to exit. */
+const EXIT_SLACK_MS = 5_000;
 
 /** The built app as a real process, as `npm start` runs it. */
 describe('the built app (dist/src/main.js) as a process', () => {
@@ -105,6 +109,11 @@ describe('the built app (dist/src/main.js) as a process', () => {
     return { headersRead, answer };
   }
 
+  /** The exit code, or 'still running' if the process outlives `withinMs`. */
+  function exitWithin(exited: Promise<number | null>, withinMs: number): Promise<number | null | 'still running'> {
+    return Promise.race([exited, sleep(withinMs, 'still running' as const, { ref: false })]);
+  }
+
   it('on SIGTERM lets in-flight purchases finish, releases their locks, closes Redis and exits 0', async () => {
     const prefix = uniquePrefix('shutdown');
     const { app, port, url, exited, output } = await startApp(prefix);
@@ -132,5 +141,70 @@ describe('the built app (dist/src/main.js) as a process', () => {
     // The app's own connection is gone: only ours is left.
     const names = (await client.client('LIST')) as string;
     expect(names).not.toContain('name=seckill');
+  });
+
+  it('on SIGTERM answers a client that sent half its body 408 REQUEST_TIMEOUT at SHUTDOWN_TIMEOUT_MS and exits 0', async () => {
+    const { app, port, exited, output } = await startApp(uniquePrefix('slow-client'), { SHUTDOWN_TIMEOUT_MS: '1000' });
+
+    const socket = connect(port, '127.0.0.1');
+    socket.setEncoding('utf8');
+    let received = '';
+    socket.on('data', (d: string) => (received += d));
+    socket.on('error', () => {}); // a reset is judged below, by what arrived
+    const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+    // `Expect: 100-continue` makes the app say when it has read the headers and is
+    // waiting for the body (Node answers `100 Continue`): the request is certainly
+    // under way, not merely in a socket buffer, when SIGTERM arrives.
+    socket.write(
+      'POST /api/orders HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n' +
+        'Content-Length: 100\r\nExpect: 100-continue\r\n\r\n',
+    );
+    await new Promise<void>((resolve) => {
+      const check = () => received.includes('100 Continue') && (socket.off('data', check), resolve());
+      socket.on('data', check);
+    });
+    socket.write('{"productId":"slow","userId":"u1"'.padEnd(50, ' ')); // 50 of the 100 bytes
+
+    const sent = Date.now();
+    app.kill('SIGTERM');
+    expect(await exitWithin(exited, 1_000 + EXIT_SLACK_MS)).toBe(0);
+    expect(Date.now() - sent).toBeGreaterThanOrEqual(1_000);
+    await closed;
+    const answer = received.slice(received.indexOf('\r\n\r\n') + 4); // after the 100 Continue
+    expect(answer).toMatch(/^HTTP\/1\.1 408 Request Timeout\r\n/);
+    expect(JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4))).toMatchObject({
+      statusCode: 408,
+      code: 'REQUEST_TIMEOUT',
+    });
+    expect(output()).toMatch(/shutdown deadline \(1000 ms\) passed: answered 1 unfinished request 408/);
+  });
+
+  it('at SHUTDOWN_TIMEOUT_MS cuts a purchase still in progress, logs it and exits 1', async () => {
+    const prefix = uniquePrefix('cut');
+    const { app, url, exited, output } = await startApp(prefix, {
+      SHUTDOWN_TIMEOUT_MS: '1000',
+      LOCK_WAIT_MS: '60000',
+    });
+    await startSale(url, 'held', 10);
+    // Another process holds the lock far past the deadline: the purchase can only wait.
+    const k = new KeyLayout(prefix).product('held');
+    await client.set(k.lock, 'another-holder', 'PX', 60_000);
+    const purchase = request(url, 'POST', '/api/orders', { json: { productId: 'held', userId: 'u1' } }).then(
+      (res) => res.status,
+      () => 'no answer',
+    );
+    // The buyer is waiting for the lock once the app listens for its release.
+    while (((await client.pubsub('NUMSUB', `${k.lock}:released`)) as [string, number])[1] === 0) await sleep(10);
+
+    const sent = Date.now();
+    app.kill('SIGTERM');
+    expect(await exitWithin(exited, 1_000 + EXIT_SLACK_MS)).toBe(1);
+    expect(Date.now() - sent).toBeGreaterThanOrEqual(1_000);
+    expect(await purchase).toBe('no answer'); // the connection was closed
+    expect(output()).toMatch(/shutdown deadline \(1000 ms\) passed: cut 1 request in progress: POST \/api\/orders/);
+    // Nothing was written: the purchase never got the lock.
+    expect(await client.get(k.stock)).toBe('10');
+    expect(await client.xlen(k.orders)).toBe(0);
+    await client.del(k.lock);
   });
 });
