@@ -2,15 +2,21 @@ import { LogLevel as NestLogLevel } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter, NestFastifyApplication } from '@nestjs/platform-fastify';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { STATUS_CODES } from 'node:http';
-import type { Socket } from 'node:net';
 import { AppModule } from './app.module';
 import { AppConfig, LOG_LEVELS } from './config/app-config';
+import { answerClientError } from './errors/client-error';
 import { errorBody } from './errors/error.filter';
-import { AppError, BadRequestError, FRAMEWORK_ERRORS, ValidationFailedError } from './errors/errors';
+import { FRAMEWORK_ERRORS, ValidationFailedError } from './errors/errors';
 
 /** Bodies larger than this are refused with 413 before they are parsed. */
 export const BODY_LIMIT_BYTES = 16 * 1024;
+
+/**
+ * How often Node looks for requests past REQUEST_TIMEOUT_MS (its default is 30 s, which
+ * would let a 10 s timeout run to 40 s). The check walks only connections whose request
+ * is still arriving.
+ */
+const REQUEST_TIMEOUT_CHECK_MS = 1_000;
 
 /**
  * Builds the app exactly as main.ts runs it, so tests exercise the real HTTP
@@ -22,6 +28,17 @@ export async function createApp(config: AppConfig, options: { logger?: false } =
   const adapter = new FastifyAdapter({
     bodyLimit: BODY_LIMIT_BYTES,
     return503OnClosing: false,
+    // A client that sends headers and half a body would otherwise hold its socket
+    // forever: Fastify turns Node's request timeout off by default. Past it, Node raises
+    // ERR_HTTP_REQUEST_TIMEOUT and answerClientError answers 408. The headers get the
+    // same deadline: Node swaps the two when headersTimeout (60 s by default) is the
+    // larger, which would quietly stretch a 10 s request timeout to 60 s.
+    requestTimeout: config.requestTimeoutMs,
+    http: {
+      requestTimeout: config.requestTimeoutMs,
+      headersTimeout: config.requestTimeoutMs,
+      connectionsCheckingInterval: REQUEST_TIMEOUT_CHECK_MS,
+    },
     // Fastify refuses some URLs before Nest sees the request; give them the same body
     // shape as every other error, and never echo a long URL back in full.
     frameworkErrors: (error: Error & { statusCode?: number }, _request: FastifyRequest, reply: FastifyReply) => {
@@ -56,34 +73,6 @@ export async function createApp(config: AppConfig, options: { logger?: false } =
   });
   await app.init();
   return app;
-}
-
-/**
- * A request Node's HTTP parser cannot read (headers too large, garbage, too slow) never
- * reaches Fastify's routes; Fastify's own answer has no `code`. This one writes the
- * same body as every other error, then closes the socket as Node and Fastify do.
- */
-function answerClientError(err: NodeJS.ErrnoException, socket: Socket): void {
-  if (err.code === 'ECONNRESET' || socket.destroyed) return;
-  // A request read earlier on this connection is still being answered (pipelining):
-  // an answer written now would be taken for that request's. Close instead; its
-  // client sees a cut connection, not a false answer.
-  if ((socket as Socket & { _httpMessage?: unknown })._httpMessage) {
-    socket.destroy(err);
-    return;
-  }
-  let known: AppError;
-  if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') known = new FRAMEWORK_ERRORS[408]('the request did not arrive in time');
-  else if (err.code === 'HPE_HEADER_OVERFLOW') known = new FRAMEWORK_ERRORS[431]('the request headers are too large');
-  else known = new BadRequestError('the request is not valid HTTP');
-  const body = JSON.stringify(errorBody(known));
-  if (socket.writable) {
-    socket.write(
-      `HTTP/1.1 ${known.status} ${STATUS_CODES[known.status]}\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
-        `Content-Type: application/json; charset=utf-8\r\nConnection: close\r\n\r\n${body}`,
-    );
-  }
-  socket.destroy(err);
 }
 
 /** LOG_LEVEL names the least severe level shown: `log` shows error, warn and log. */

@@ -3,6 +3,7 @@ import { Logger } from '@nestjs/common';
 import type { Redis } from 'ioredis';
 import { ConfigError, loadConfig } from './config/app-config';
 import { createApp } from './create-app';
+import { OpenRequests } from './open-requests';
 import { REDIS_CLIENT } from './redis/redis.constants';
 
 /**
@@ -34,16 +35,21 @@ async function main(): Promise<void> {
   const app = await createApp(config);
   const logger = new Logger('Main');
 
+  const open = new OpenRequests(app.getHttpServer());
+
   // Our own signal handling instead of enableShutdownHooks(): Nest re-raises the
   // signal after closing, which ends the process with 143, not 0. app.close()
   // stops accepting, lets in-flight purchases finish (each releases its lock),
-  // then closes Redis.
+  // then closes Redis. SHUTDOWN_TIMEOUT_MS bounds it: what is still open then is
+  // cut and the process exits, 0 if only slow clients were cut (each answered 408),
+  // 1 if a request in progress or the closing itself was.
   let closing = false;
   for (const signal of ['SIGTERM', 'SIGINT'] as const) {
     process.on(signal, () => {
       if (closing) return;
       closing = true;
-      logger.log(`${signal}: finishing in-flight requests, then closing`);
+      logger.log(`${signal}: finishing in-flight requests, then closing (at most ${config.shutdownTimeoutMs} ms)`);
+      setTimeout(() => process.exit(cutAtDeadline(open, config.shutdownTimeoutMs, logger)), config.shutdownTimeoutMs);
       app.close().then(
         () => process.exit(0),
         (err: Error) => {
@@ -61,6 +67,31 @@ async function main(): Promise<void> {
   }
   await app.listen({ port: config.port, host: config.host, backlog: LISTEN_BACKLOG });
   logger.log(`seckill listening on ${await app.getUrl()}`);
+}
+
+/** Cuts what the shutdown deadline found open, says what, and returns the exit code. */
+function cutAtDeadline(open: OpenRequests, timeoutMs: number, logger: Logger): number {
+  const passed = `shutdown deadline (${timeoutMs} ms) passed`;
+  const { unfinished, inProgress } = open.cut();
+  if (unfinished > 0) {
+    logger.warn(
+      `${passed}: answered ${unfinished} unfinished request${unfinished === 1 ? '' : 's'} 408 REQUEST_TIMEOUT (sent too slowly)`,
+    );
+  }
+  if (inProgress.length > 0) {
+    const shown =
+      inProgress.slice(0, 10).join(', ') + (inProgress.length > 10 ? `, and ${inProgress.length - 10} more` : '');
+    logger.error(
+      `${passed}: cut ${inProgress.length} request${inProgress.length === 1 ? '' : 's'} in progress: ${shown} (closed without an answer)`,
+    );
+    return 1;
+  }
+  if (unfinished === 0) {
+    // No connection was open: the closing itself (Redis, the lock's connections) hung.
+    logger.error(`${passed}: no request was open, but the app had not finished closing (Redis, the locks)`);
+    return 1;
+  }
+  return 0;
 }
 
 function redisReady(client: Redis, waitMs: number): Promise<boolean> {

@@ -356,6 +356,36 @@ describe('HTTP API', () => {
       expect(String(res.body.message).length).toBeLessThan(300);
     });
 
+    it('answers a request whose body stops halfway 408 REQUEST_TIMEOUT after REQUEST_TIMEOUT_MS, and closes it', async () => {
+      const slow = await startTestApp({
+        REDIS_URL: stack.redis.url,
+        KEY_PREFIX: uniquePrefix('slow'),
+        REQUEST_TIMEOUT_MS: '1000',
+      });
+      try {
+        const { hostname, port } = new URL(slow.url);
+        const started = Date.now();
+        const answer = await new Promise<string>((resolve, reject) => {
+          const socket = connect(Number(port), hostname, () =>
+            socket.write(
+              'POST /api/orders HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n' +
+                '{"productId":"p","userId":"u1"'.padEnd(50, ' '),
+            ),
+          );
+          let text = '';
+          socket.setEncoding('utf8').on('data', (chunk: string) => (text += chunk));
+          socket.on('error', reject).on('close', () => resolve(text));
+        });
+        // Node checks the deadline once a second: answered between 1 s and about 2 s.
+        expect(Date.now() - started).toBeGreaterThanOrEqual(1_000);
+        const [head, body] = answer.split('\r\n\r\n');
+        expect(head).toMatch(/^HTTP\/1\.1 408 /);
+        expect(JSON.parse(body)).toEqual({ statusCode: 408, code: 'REQUEST_TIMEOUT', message: expect.any(String) });
+      } finally {
+        await slow.close();
+      }
+    });
+
     it('answers an unknown route with 404 NOT_FOUND', async () => {
       const res = await request(t.url, 'DELETE', '/api/orders');
       expect(res.status).toBe(404);

@@ -1,5 +1,7 @@
 import { ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
+import { request as httpRequest } from 'node:http';
+import { connect } from 'node:net';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
@@ -10,11 +12,14 @@ import { closeClient, startTestRedis, TestRedis, uniquePrefix } from './helpers/
 
 const MAIN = join(__dirname, '..', 'dist', 'src', 'main.js');
 
+/** How much longer than SHUTDOWN_TIMEOUT_MS a busy machine may take to exit. */
+const EXIT_SLACK_MS = 5_000;
+
 /** The built app as a real process, as `npm start` runs it. */
 describe('the built app (dist/src/main.js) as a process', () => {
   let redis: TestRedis;
   let client: Redis;
-  let app: ChildProcess | undefined;
+  const started: ChildProcess[] = [];
 
   beforeAll(async () => {
     if (!existsSync(MAIN))
@@ -24,7 +29,7 @@ describe('the built app (dist/src/main.js) as a process', () => {
   });
 
   afterAll(async () => {
-    if (app?.exitCode === null) app.kill('SIGKILL');
+    for (const app of started) if (app.exitCode === null && app.signalCode === null) app.kill('SIGKILL');
     await closeClient(client);
     await redis?.stop();
   });
@@ -42,11 +47,11 @@ describe('the built app (dist/src/main.js) as a process', () => {
     expect(lines[0]).toContain(`seckill: invalid configuration: ${message}`);
   });
 
-  it('on SIGTERM lets in-flight purchases finish, releases their locks, closes Redis and exits 0', async () => {
-    const prefix = uniquePrefix('shutdown');
+  /** Starts dist/src/main.js on a free port and waits until /health says 200. */
+  async function startApp(prefix: string, env: Record<string, string> = {}) {
     const port = await freePort();
     let output = '';
-    app = spawn(process.execPath, [MAIN], {
+    const app = spawn(process.execPath, [MAIN], {
       env: {
         ...process.env,
         REDIS_URL: redis.url,
@@ -54,35 +59,152 @@ describe('the built app (dist/src/main.js) as a process', () => {
         ADMIN_TOKEN,
         PORT: String(port),
         HOST: '127.0.0.1',
+        ...env,
       },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
+    started.push(app);
     app.stdout!.on('data', (d) => (output += d));
     app.stderr!.on('data', (d) => (output += d));
-    const exited = new Promise<number | null>((resolve) => app!.once('exit', (code) => resolve(code)));
+    const exited = new Promise<number | null>((resolve) => app.once('exit', (code) => resolve(code)));
     const url = `http://127.0.0.1:${port}`;
     await waitForHealth(url);
+    return { app, port, url, exited, output: () => output };
+  }
+
+  /**
+   * POST /api/orders on a connection of its own, sending the body once the app has read
+   * the headers (`Expect: 100-continue`, which Node answers `100 Continue`): from then on
+   * the request is certainly the app's, not bytes in a socket buffer that closing would reset.
+   */
+  function purchaseOnceRead(port: number, order: unknown) {
+    const body = JSON.stringify(order);
+    let read!: () => void;
+    const headersRead = new Promise<void>((resolve) => (read = resolve));
+    const answer = new Promise<{ status: number; body: Record<string, unknown> }>((resolve, reject) => {
+      const req = httpRequest({
+        host: '127.0.0.1',
+        port,
+        method: 'POST',
+        path: '/api/orders',
+        agent: false,
+        headers: {
+          'content-type': 'application/json',
+          'content-length': Buffer.byteLength(body),
+          expect: '100-continue',
+        },
+      });
+      req.on('continue', () => {
+        read();
+        req.end(body);
+      });
+      req.on('response', (res) => {
+        let text = '';
+        res.setEncoding('utf8').on('data', (d: string) => (text += d));
+        res.on('end', () => resolve({ status: res.statusCode!, body: JSON.parse(text) }));
+      });
+      req.on('error', reject);
+      req.flushHeaders();
+    });
+    return { headersRead, answer };
+  }
+
+  /** The exit code, or 'still running' if the process outlives `withinMs`. */
+  function exitWithin(exited: Promise<number | null>, withinMs: number): Promise<number | null | 'still running'> {
+    return Promise.race([exited, sleep(withinMs, 'still running' as const, { ref: false })]);
+  }
+
+  it('on SIGTERM lets in-flight purchases finish, releases their locks, closes Redis and exits 0', async () => {
+    const prefix = uniquePrefix('shutdown');
+    const { app, port, url, exited, output } = await startApp(prefix);
     await startSale(url, 'drain', 100);
 
-    // Another process holds the lock for a moment, so our purchases are certainly
-    // in flight (waiting for it) when SIGTERM arrives.
+    // Another process holds the lock until the app is closing, so our purchases are
+    // certainly in flight (waiting for it) when SIGTERM arrives, and go on after it.
     const k = new KeyLayout(prefix).product('drain');
-    await client.set(k.lock, 'another-holder', 'PX', 1_000);
+    await client.set(k.lock, 'another-holder', 'PX', 30_000);
     const purchases = Array.from({ length: 30 }, (_, i) =>
-      request(url, 'POST', '/api/orders', { json: { productId: 'drain', userId: `u${i}` } }),
+      purchaseOnceRead(port, { productId: 'drain', userId: `u${i}` }),
     );
-    await sleep(300);
+    await Promise.all(purchases.map((p) => p.headersRead));
     app.kill('SIGTERM');
+    while (!output().includes('SIGTERM: finishing in-flight requests')) await sleep(10);
+    await client.del(k.lock);
 
-    const answers = await Promise.all(purchases);
+    const answers = await Promise.all(purchases.map((p) => p.answer));
     expect(answers.map((a) => a.status)).toEqual(Array(30).fill(201));
     expect(await exited).toBe(0);
-    expect(output).toContain('SIGTERM: finishing in-flight requests');
+    expect(output()).toContain('SIGTERM: finishing in-flight requests');
     expect(await client.xlen(k.orders)).toBe(30);
     expect(await client.get(k.stock)).toBe('70');
     expect(await client.exists(k.lock)).toBe(0);
     // The app's own connection is gone: only ours is left.
     const names = (await client.client('LIST')) as string;
     expect(names).not.toContain('name=seckill');
+  });
+
+  it('on SIGTERM answers a client that sent half its body 408 REQUEST_TIMEOUT at SHUTDOWN_TIMEOUT_MS and exits 0', async () => {
+    const { app, port, exited, output } = await startApp(uniquePrefix('slow-client'), { SHUTDOWN_TIMEOUT_MS: '1000' });
+
+    const socket = connect(port, '127.0.0.1');
+    socket.setEncoding('utf8');
+    let received = '';
+    socket.on('data', (d: string) => (received += d));
+    socket.on('error', () => {}); // a reset is judged below, by what arrived
+    const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+    // `Expect: 100-continue` makes the app say when it has read the headers and is
+    // waiting for the body (Node answers `100 Continue`): the request is certainly
+    // under way, not merely in a socket buffer, when SIGTERM arrives.
+    socket.write(
+      'POST /api/orders HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n' +
+        'Content-Length: 100\r\nExpect: 100-continue\r\n\r\n',
+    );
+    await new Promise<void>((resolve) => {
+      const check = () => received.includes('100 Continue') && (socket.off('data', check), resolve());
+      socket.on('data', check);
+    });
+    socket.write('{"productId":"slow","userId":"u1"'.padEnd(50, ' ')); // 50 of the 100 bytes
+
+    const sent = Date.now();
+    app.kill('SIGTERM');
+    expect(await exitWithin(exited, 1_000 + EXIT_SLACK_MS)).toBe(0);
+    expect(Date.now() - sent).toBeGreaterThanOrEqual(1_000);
+    await closed;
+    const answer = received.slice(received.indexOf('\r\n\r\n') + 4); // after the 100 Continue
+    expect(answer).toMatch(/^HTTP\/1\.1 408 Request Timeout\r\n/);
+    expect(JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4))).toMatchObject({
+      statusCode: 408,
+      code: 'REQUEST_TIMEOUT',
+    });
+    expect(output()).toMatch(/shutdown deadline \(1000 ms\) passed: answered 1 unfinished request 408/);
+  });
+
+  it('at SHUTDOWN_TIMEOUT_MS cuts a purchase still in progress, logs it and exits 1', async () => {
+    const prefix = uniquePrefix('cut');
+    const { app, url, exited, output } = await startApp(prefix, {
+      SHUTDOWN_TIMEOUT_MS: '1000',
+      LOCK_WAIT_MS: '60000',
+    });
+    await startSale(url, 'held', 10);
+    // Another process holds the lock far past the deadline: the purchase can only wait.
+    const k = new KeyLayout(prefix).product('held');
+    await client.set(k.lock, 'another-holder', 'PX', 60_000);
+    const purchase = request(url, 'POST', '/api/orders', { json: { productId: 'held', userId: 'u1' } }).then(
+      (res) => res.status,
+      () => 'no answer',
+    );
+    // The buyer is waiting for the lock once the app listens for its release.
+    while (((await client.pubsub('NUMSUB', `${k.lock}:released`)) as [string, number])[1] === 0) await sleep(10);
+
+    const sent = Date.now();
+    app.kill('SIGTERM');
+    expect(await exitWithin(exited, 1_000 + EXIT_SLACK_MS)).toBe(1);
+    expect(Date.now() - sent).toBeGreaterThanOrEqual(1_000);
+    expect(await purchase).toBe('no answer'); // the connection was closed
+    expect(output()).toMatch(/shutdown deadline \(1000 ms\) passed: cut 1 request in progress: POST \/api\/orders/);
+    // Nothing was written: the purchase never got the lock.
+    expect(await client.get(k.stock)).toBe('10');
+    expect(await client.xlen(k.orders)).toBe(0);
+    await client.del(k.lock);
   });
 });

@@ -54,6 +54,10 @@ export interface AppConfig {
   readonly lockStrategy: LockStrategyName;
   readonly lockTtlMs: number;
   readonly lockWaitMs: number;
+  /** How long a client may take to send one whole request (headers and body) before 408. */
+  readonly requestTimeoutMs: number;
+  /** From SIGTERM/SIGINT to exit at the latest: what is still open then is cut (src/main.ts). */
+  readonly shutdownTimeoutMs: number;
   readonly adminToken: string;
   readonly keyPrefix: string;
   readonly allowUnsafe: boolean;
@@ -68,6 +72,10 @@ export const CONFIG_DEFAULTS = Object.freeze({
   lockStrategy: 'lock',
   lockTtlMs: 10_000,
   lockWaitMs: 5_000,
+  requestTimeoutMs: 10_000,
+  // Above LOCK_WAIT_MS, so a buyer waiting for the lock at SIGTERM still gets its 201 or
+  // LOCK_TIMEOUT; below `docker stop`'s 10 s, so the app exits on its own before SIGKILL.
+  shutdownTimeoutMs: 8_000,
   keyPrefix: 'seckill:',
   allowUnsafe: false,
   logLevel: 'log',
@@ -82,6 +90,8 @@ export const CONFIG_ENV_NAMES = [
   'LOCK_STRATEGY',
   'LOCK_TTL_MS',
   'LOCK_WAIT_MS',
+  'REQUEST_TIMEOUT_MS',
+  'SHUTDOWN_TIMEOUT_MS',
   'ADMIN_TOKEN',
   'KEY_PREFIX',
   'ALLOW_UNSAFE',
@@ -112,6 +122,10 @@ export function loadConfig(env: Env): AppConfig {
     // round trip alone could outlive the lock.
     lockTtlMs: int(env, 'LOCK_TTL_MS', CONFIG_DEFAULTS.lockTtlMs, 100, 3_600_000),
     lockWaitMs: int(env, 'LOCK_WAIT_MS', CONFIG_DEFAULTS.lockWaitMs, 0, 600_000),
+    // Node checks request deadlines once a second (create-app.ts), so less than a
+    // second would not be kept; no upper limit would let a slow client hold a socket forever.
+    requestTimeoutMs: int(env, 'REQUEST_TIMEOUT_MS', CONFIG_DEFAULTS.requestTimeoutMs, 1_000, 600_000),
+    shutdownTimeoutMs: int(env, 'SHUTDOWN_TIMEOUT_MS', CONFIG_DEFAULTS.shutdownTimeoutMs, 100, 600_000),
     adminToken: adminToken(env),
     keyPrefix: keyPrefix(env),
     allowUnsafe: bool(env, 'ALLOW_UNSAFE', CONFIG_DEFAULTS.allowUnsafe),

@@ -1,0 +1,48 @@
+import { STATUS_CODES } from 'node:http';
+import type { Socket } from 'node:net';
+import { errorBody } from './error.filter';
+import { AppError, BadRequestError, FRAMEWORK_ERRORS } from './errors';
+
+/** What a request that never arrived in time is answered: Node's request timeout, or the shutdown deadline. */
+export function requestTimeoutError(): AppError {
+  return new FRAMEWORK_ERRORS[408]('the request did not arrive in time');
+}
+
+/**
+ * A request Node's HTTP parser cannot read (headers too large, garbage, too slow) never
+ * reaches Fastify's routes; Fastify's own answer has no `code`. This one writes the
+ * same body as every other error, then closes the socket as Node and Fastify do.
+ */
+export function answerClientError(err: NodeJS.ErrnoException, socket: Socket): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  // A request read in full earlier on this connection is still being answered
+  // (pipelining): an answer written now would be taken for that request's. Close
+  // instead; its client sees a cut connection, not a false answer. (A request still
+  // arriving, timed out or malformed halfway, is the one the error is about: answered.)
+  const pending = (socket as Socket & { _httpMessage?: { req?: { complete?: boolean } } })._httpMessage;
+  if (pending?.req?.complete) {
+    socket.destroy(err);
+    return;
+  }
+  let known: AppError;
+  if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') known = requestTimeoutError();
+  else if (err.code === 'HPE_HEADER_OVERFLOW') known = new FRAMEWORK_ERRORS[431]('the request headers are too large');
+  else known = new BadRequestError('the request is not valid HTTP');
+  answerOnSocket(socket, known);
+}
+
+/**
+ * Writes `error` as a whole HTTP response straight onto the socket and closes it. Only
+ * for a socket on which no response has begun: the bytes would otherwise land inside one.
+ */
+export function answerOnSocket(socket: Socket, error: AppError): void {
+  if (socket.destroyed) return;
+  const body = JSON.stringify(errorBody(error));
+  if (socket.writable) {
+    socket.write(
+      `HTTP/1.1 ${error.status} ${STATUS_CODES[error.status]}\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
+        `Content-Type: application/json; charset=utf-8\r\nConnection: close\r\n\r\n${body}`,
+    );
+  }
+  socket.destroy();
+}

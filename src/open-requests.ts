@@ -1,0 +1,59 @@
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+import { answerOnSocket, requestTimeoutError } from './errors/client-error';
+
+/** What the shutdown deadline found still open, and did with it. */
+export interface Cut {
+  /** Requests that had not fully arrived (or not even begun): each answered 408 REQUEST_TIMEOUT. */
+  readonly unfinished: number;
+  /** `METHOD /url` of each request our code had received whole and not yet answered: its connection was closed. */
+  readonly inProgress: readonly string[];
+}
+
+/**
+ * Every open connection of the HTTP server and the request it is serving, so that a
+ * shutdown deadline can tell a slow client from work under way. Fastify's close()
+ * waits for both, and Node stops its request-timeout checks once close() begins, so
+ * without a deadline one client that sends half a body holds the process forever.
+ */
+export class OpenRequests {
+  /** A connection and its request now, or null between requests (or before the first is read). */
+  private readonly connections = new Map<Socket, { req: IncomingMessage; res: ServerResponse } | null>();
+
+  constructor(server: Server) {
+    server.on('connection', (socket: Socket) => {
+      this.connections.set(socket, null);
+      socket.once('close', () => this.connections.delete(socket));
+    });
+    server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+      const socket = req.socket;
+      if (!this.connections.has(socket)) return;
+      const current = { req, res };
+      this.connections.set(socket, current);
+      res.once('close', () => {
+        if (this.connections.get(socket) === current) this.connections.set(socket, null);
+      });
+    });
+  }
+
+  /**
+   * Ends every connection still open. A request still arriving gets the answer Node's
+   * request timeout would have given (408, nothing was done); a request in progress
+   * cannot be answered truthfully here (its purchase may be mid-write), so its
+   * connection is closed without an answer and it is reported.
+   */
+  cut(): Cut {
+    let unfinished = 0;
+    const inProgress: string[] = [];
+    for (const [socket, current] of this.connections) {
+      if (current && (current.req.complete || current.res.headersSent)) {
+        inProgress.push(`${current.req.method} ${current.req.url}`);
+        socket.destroy();
+      } else {
+        unfinished++;
+        answerOnSocket(socket, requestTimeoutError());
+      }
+    }
+    return { unfinished, inProgress };
+  }
+}
