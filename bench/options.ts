@@ -4,7 +4,7 @@
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { ROOT } from '../harness/paths';
-import { LOCK_STRATEGY_NAMES, LockStrategyName } from '../src/config/app-config';
+import { CONFIG_DEFAULTS, LOCK_STRATEGY_NAMES, LockStrategyName } from '../src/config/app-config';
 
 export interface BenchOptions {
   readonly buyers: number;
@@ -33,7 +33,7 @@ export const USAGE = `usage: npm run bench -- [options]
   --connections C   concurrent connections                            (1000)
   --stock S         units on sale                                     (1000)
   --quantity Q      units per purchase (also the per-user limit)      (1)
-  --strategy LIST   comma-separated: ${LOCK_STRATEGY_NAMES.join(', ')}, or all  (lock)
+  --strategy LIST   comma-separated: ${LOCK_STRATEGY_NAMES.join(', ')}, or all  (${CONFIG_DEFAULTS.lockStrategy}: the app's default)
   --workers LIST    app processes sharing the port (node:cluster); a
                     list (1,2) runs every strategy with each count    (1)
   --warmup N        warm-up requests on a separate product            (10000)
@@ -50,7 +50,7 @@ export function parseOptions(argv: string[]): BenchOptions {
     connections: { type: 'string', default: '1000' },
     stock: { type: 'string', default: '1000' },
     quantity: { type: 'string', default: '1' },
-    strategy: { type: 'string', default: 'lock' },
+    strategy: { type: 'string', default: CONFIG_DEFAULTS.lockStrategy },
     workers: { type: 'string', default: '1' },
     warmup: { type: 'string', default: '10000' },
     redis: { type: 'string' },

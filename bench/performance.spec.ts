@@ -1,3 +1,4 @@
+import { CONFIG_DEFAULTS } from '../src/config/app-config';
 import { BEGIN, END, judgeTargets, replaceSection } from './performance';
 import type { Row } from './report';
 
@@ -27,20 +28,22 @@ describe('README Performance section', () => {
     );
   });
 
-  it('judges each target from the ratios of one run, and says which are missed', () => {
+  it('judges each target for the default strategy from the ratios of one run, and says which are missed', () => {
+    const measured = CONFIG_DEFAULTS.lockStrategy;
     const headline = report([
       row('baseline', 1, {}),
-      row('lock', 1, { throughput: 6000, vsBaseline: { throughput: 0.6, p99: 1.1 } }),
-      row('lock', 2, { throughput: 5000, vsBaseline: { throughput: 0.5, p99: 2 } }),
+      row(measured, 1, { throughput: 6000, vsBaseline: { throughput: 0.6, p99: 1.1 } }),
+      row(measured, 2, { throughput: 5000, vsBaseline: { throughput: 0.5, p99: 2 } }),
     ]);
-    const contended = report([row('lock', 1, { salesPerSec: 4000 }), row('atomic', 1, { salesPerSec: 4500 })]);
+    const contended = report([row(measured, 1, { salesPerSec: 4000 }), row('atomic', 1, { salesPerSec: 4500 })]);
     expect(judgeTargets(headline, contended).map((t) => [t.met, t.measured])).toEqual([
       [false, '0.60x'],
       [true, '1.10x'],
       [true, '0.89x (4000 vs 4500)'],
       [false, 'invariants hold, 0.83x (5000 vs 6000 req/s)'],
     ]);
-    const broken = report([...headline.rows.slice(0, 2), row('lock', 2, { throughput: 9000, pass: false })]);
+    expect(judgeTargets(headline, contended)[0].goal).toBe(`headline: \`${measured}\` throughput >= 1.0x the baseline`);
+    const broken = report([...headline.rows.slice(0, 2), row(measured, 2, { throughput: 9000, pass: false })]);
     expect(judgeTargets(broken, contended)[3]).toMatchObject({
       met: false,
       measured: expect.stringContaining('INVARIANT BROKEN'),

@@ -177,9 +177,14 @@ describe('HTTP API', () => {
     it('records the order in the stream with the id the buyer was given', async () => {
       await startSale(t.url, 'logged', 3);
       const res = await buy('logged', 'carol');
-      const entries = await client.xrange(keys.product('logged').orders, '-', '+');
+      const k = keys.product('logged');
+      const entries = await client.xrange(k.orders, '-', '+');
       expect(entries).toHaveLength(1);
-      expect(entries[0][1]).toEqual(['orderId', res.body.orderId, 'userId', 'carol', 'quantity', '1']);
+      // The default strategy (`fenced`) also records the fencing token the order was
+      // written under, the one the product's meta says was applied last.
+      const fence = await client.hget(k.meta, 'fence');
+      expect(fence).toMatch(/^\d+$/);
+      expect(entries[0][1]).toEqual(['orderId', res.body.orderId, 'userId', 'carol', 'quantity', '1', 'fence', fence]);
     });
 
     it('answers INSUFFICIENT_STOCK when fewer are left than asked, and sells the rest', async () => {
@@ -397,7 +402,7 @@ describe('HTTP API', () => {
     it('is 200 while Redis answers', async () => {
       const res = await request(t.url, 'GET', '/health');
       expect(res.status).toBe(200);
-      expect(res.body).toEqual({ status: 'ok', redis: 'up', strategy: 'lock', unsafe: false, lostLocks: 0 });
+      expect(res.body).toEqual({ status: 'ok', redis: 'up', strategy: 'fenced', unsafe: false, lostLocks: 0 });
     });
 
     it("says unsafe, and names the hook, when the fault suite's FAULT_STOP_AT is set", async () => {
@@ -409,7 +414,12 @@ describe('HTTP API', () => {
       });
       try {
         const res = await request(hooked.url, 'GET', '/health');
-        expect(res.body).toMatchObject({ status: 'ok', strategy: 'lock', unsafe: true, faultStopAt: 'before-write:2' });
+        expect(res.body).toMatchObject({
+          status: 'ok',
+          strategy: 'fenced',
+          unsafe: true,
+          faultStopAt: 'before-write:2',
+        });
       } finally {
         await hooked.close();
       }

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse } from 'yaml';
-import { CONFIG_ENV_NAMES, loadConfig } from '../src/config/app-config';
+import { CONFIG_DEFAULTS, CONFIG_ENV_NAMES, loadConfig } from '../src/config/app-config';
 
 /** Docker cannot run here, so the file itself is checked against the config schema. */
 describe('docker-compose.yml', () => {
@@ -37,5 +37,7 @@ describe('docker-compose.yml', () => {
     );
     expect(() => loadConfig(resolved)).not.toThrow();
     expect(loadConfig(resolved).port).toBe(3000);
+    // Compose's default strategy is the app's, not a second opinion.
+    expect(loadConfig(resolved).lockStrategy).toBe(CONFIG_DEFAULTS.lockStrategy);
   });
 });

@@ -10,7 +10,7 @@ describe('loadConfig', () => {
       host: '0.0.0.0',
       redisUrl: REQUIRED.REDIS_URL,
       redlockUrls: [],
-      lockStrategy: 'lock',
+      lockStrategy: 'fenced',
       lockTtlMs: 10_000,
       lockWaitMs: 5_000,
       requestTimeoutMs: 10_000,
@@ -131,7 +131,7 @@ describe('loadConfig', () => {
   it('treats blank values as unset', () => {
     expect(loadConfig({ ...REQUIRED, PORT: '  ', LOCK_STRATEGY: '' })).toMatchObject({
       port: 3000,
-      lockStrategy: 'lock',
+      lockStrategy: 'fenced',
     });
   });
 });

@@ -69,7 +69,11 @@ export interface AppConfig {
 export const CONFIG_DEFAULTS = Object.freeze({
   port: 3000,
   host: '0.0.0.0',
-  lockStrategy: 'lock',
+  // The default write is one Lua script that Redis runs only if no later lock was
+  // issued, so a holder paused past its TTL, or a write delayed or replayed past the
+  // next acquisition, changes nothing. `lock` stays the textbook lock whose MULTI
+  // nothing checks: it shows that late write (docs/strategies.md).
+  lockStrategy: 'fenced',
   lockTtlMs: 10_000,
   lockWaitMs: 5_000,
   requestTimeoutMs: 10_000,
