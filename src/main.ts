@@ -82,7 +82,7 @@ function cutAtDeadline(open: OpenRequests, timeoutMs: number, logger: Logger): n
     const shown =
       inProgress.slice(0, 10).join(', ') + (inProgress.length > 10 ? `, and ${inProgress.length - 10} more` : '');
     logger.error(
-      `${passed}: cut ${inProgress.length} request${inProgress.length === 1 ? '' : 's'} in progress: ${shown} (closed without an answer)`,
+      `${passed}: ${inProgress.length} request${inProgress.length === 1 ? '' : 's'} in progress answered 503 OUTCOME_UNKNOWN: ${shown} (its purchase may have been mid-write)`,
     );
     return 1;
   }

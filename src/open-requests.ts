@@ -1,12 +1,14 @@
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { answerOnSocket, requestTimeoutError } from './errors/client-error';
+import { errorBody } from './errors/error.filter';
+import { OutcomeUnknownError } from './errors/errors';
 
 /** What the shutdown deadline found still open, and did with it. */
 export interface Cut {
   /** Requests that had not fully arrived (or not even begun): each answered 408 REQUEST_TIMEOUT. */
   readonly unfinished: number;
-  /** `METHOD /url` of each request our code had received whole and not yet answered: its connection was closed. */
+  /** `METHOD /url` of each request our code had received whole and not yet answered: answered 503 OUTCOME_UNKNOWN (or, if its answer had begun, cut). */
   readonly inProgress: readonly string[];
 }
 
@@ -38,9 +40,10 @@ export class OpenRequests {
 
   /**
    * Ends every connection still open. A request still arriving gets the answer Node's
-   * request timeout would have given (408, nothing was done); a request in progress
-   * cannot be answered truthfully here (its purchase may be mid-write), so its
-   * connection is closed without an answer and it is reported.
+   * request timeout would have given (408, nothing was done). A request in progress
+   * may be mid-write: it is answered the truth, 503 OUTCOME_UNKNOWN (retry with the
+   * same Idempotency-Key to learn which), then its connection is closed; one whose
+   * answer had begun is just closed. Each is reported.
    */
   cut(): Cut {
     let unfinished = 0;
@@ -48,7 +51,18 @@ export class OpenRequests {
     for (const [socket, current] of this.connections) {
       if (current && (current.req.complete || current.res.headersSent)) {
         inProgress.push(`${current.req.method} ${current.req.url}`);
-        socket.destroy();
+        if (!current.res.headersSent) {
+          const body = JSON.stringify(errorBody(new OutcomeUnknownError()));
+          current.res.writeHead(503, {
+            'content-type': 'application/json; charset=utf-8',
+            'content-length': Buffer.byteLength(body),
+            'retry-after': '1',
+            connection: 'close',
+          });
+          current.res.end(body, () => socket.destroy());
+        } else {
+          socket.destroy();
+        }
       } else {
         unfinished++;
         answerOnSocket(socket, requestTimeoutError());
