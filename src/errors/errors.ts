@@ -74,19 +74,18 @@ export const FRAMEWORK_ERRORS: Readonly<Record<number, new (detail: string) => A
  */
 export const BadRequestError = createError('BAD_REQUEST', 400, (detail: string) => detail);
 
-/** The same Idempotency-Key with another request body (IETF httpapi Idempotency-Key draft: 422). */
+/** The same Idempotency-Key (keys are scoped to a product) with another user or quantity (the IETF draft's 422). */
 export class IdempotencyKeyMismatchError extends createError(
   'IDEMPOTENCY_KEY_MISMATCH',
   422,
-  () => 'this Idempotency-Key was already used with another request (product, user or quantity); use a new key',
+  () => 'this Idempotency-Key was already used for this product with another user or quantity; use a new key',
 ) {}
 
 /** Another request with the same Idempotency-Key is still being decided (the draft's 409). */
-export class IdempotencyKeyInUseError extends createError(
-  'IDEMPOTENCY_KEY_IN_USE',
-  409,
-  (waitMs: number) =>
-    `a request with this Idempotency-Key is still being decided; retry with the same key in ${Math.ceil(waitMs / 1000)} s`,
+export class IdempotencyKeyInUseError extends createError('IDEMPOTENCY_KEY_IN_USE', 409, (waitMs: number) =>
+  waitMs > 0
+    ? `a request with this Idempotency-Key is still being decided (${Math.ceil(waitMs / 1000)} s at most); retry with the same key`
+    : 'another request now decides this Idempotency-Key; retry with the same key to learn its outcome',
 ) {}
 
 // ---------------------------------------------------------------- the sale's rules (final answers)

@@ -31,9 +31,14 @@ describe('Idempotency-Key claims in Redis', () => {
     expect(await idempotencyClaim.run(redis, [k.idem], 'key', 'c3', 'other', CLAIM_TTL_MS, OUTCOME_TTL_MS)).toEqual([
       'MISMATCH',
     ]);
-    // An abandoned claim (its process died) is taken over once it is older than the TTL.
-    expect(await idempotencyClaim.run(redis, [k.idem], 'key', 'c4', 'fp', 0, OUTCOME_TTL_MS)).toEqual(['CLAIMED']);
-    expect(await redis.hget(k.idem, 'key')).toMatch(/^P\|c4\|/);
+    // The claimer's deadline decides, not the retrier's settings.
+    expect((await idempotencyClaim.run(redis, [k.idem], 'key', 'c4', 'fp', 0, OUTCOME_TTL_MS))[0]).toBe('IN_FLIGHT');
+    // An abandoned claim (its process died) is taken over once its own deadline passed.
+    await idempotencyClaim.run(redis, [k.idem], 'short', 'c5', 'fp', 0, OUTCOME_TTL_MS);
+    expect(await idempotencyClaim.run(redis, [k.idem], 'short', 'c6', 'fp', CLAIM_TTL_MS, OUTCOME_TTL_MS)).toEqual([
+      'CLAIMED',
+    ]);
+    expect(await redis.hget(k.idem, 'short')).toMatch(/^P\|c6\|/);
     expect(await redis.pttl(k.idem)).toBeGreaterThan(OUTCOME_TTL_MS - 60_000);
   });
 

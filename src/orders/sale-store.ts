@@ -4,7 +4,7 @@ import { execAll } from '../redis/exec-all';
 import type { ProductKeys } from '../redis/key-layout';
 import { fencedWrite, ScriptClient } from '../redis/lua-scripts';
 import { isOutcomeUnknown } from '../redis/redis-errors';
-import { OrderRequest, OUTCOME_TTL_MS, outcomeRecord } from './order';
+import { Claim, OrderRequest, OUTCOME_TTL_MS, outcomeRecord } from './order';
 import type { SaleState } from './sale-rules';
 
 /** A product's limit and stock (null: no sale), and each asking buyer's units, as read in one round trip. */
@@ -12,6 +12,8 @@ export interface SaleRead {
   readonly sale: { readonly perUserLimit: number; readonly stock: number } | null;
   /** Units bought so far, per buyer asked for, in the order asked. */
   readonly bought: readonly number[];
+  /** The Idempotency-Key fields asked for, as they are now (claims or outcomes; null if absent). */
+  readonly claims: readonly (string | null)[];
 }
 
 /**
@@ -23,18 +25,30 @@ export async function readSale(
   redis: Pick<Redis, 'pipeline'>,
   k: ProductKeys,
   userIds: readonly string[],
+  claimKeys: readonly string[] = [],
 ): Promise<SaleRead> {
-  const [limit, stock, bought] = (await execAll(
-    redis
-      .pipeline()
-      .hget(k.meta, 'perUserLimit')
-      .get(k.stock)
-      .hmget(k.buyers, ...userIds),
-  )) as [string | null, string | null, (string | null)[]];
+  const pipeline = redis
+    .pipeline()
+    .hget(k.meta, 'perUserLimit')
+    .get(k.stock)
+    .hmget(k.buyers, ...userIds);
+  if (claimKeys.length > 0) pipeline.hmget(k.idem, ...claimKeys);
+  const [limit, stock, bought, claims] = (await execAll(pipeline)) as [
+    string | null,
+    string | null,
+    (string | null)[],
+    (string | null)[] | undefined,
+  ];
   return {
     sale: limit === null || stock === null ? null : { perUserLimit: Number(limit), stock: Number(stock) },
     bought: bought.map((b) => Number(b ?? 0)),
+    claims: claims ?? [],
   };
+}
+
+/** Whether a claim field read from Redis is still `claim`'s (not given up, taken over or decided). */
+export function stillClaimed(held: string | null | undefined, claim: Claim): boolean {
+  return held?.startsWith(`P|${claim.claimId}|`) ?? false;
 }
 
 /** The state the rules see for the `i`th buyer of a read (null: the product has no sale). */

@@ -183,4 +183,21 @@ describe('BatchedPurchases (lock coalescing) against a real Redis', () => {
     await releaseLock.run(redis, [k.lock], 'another-process', releasedChannel(k.lock));
     expect(await b).toMatchObject({ ok: { userId: 'b', remaining: 4 } });
   });
+
+  it('leaves out a keyed buyer whose claim lapsed before deciding, so the buyer after it is not refused for its units', async () => {
+    const { redis, k, batches } = await sale(1, 1);
+    // a's claim on its Idempotency-Key is gone (given up, or taken over by a retry).
+    const claim = { key: 'key-a', claimId: 'claim-a', fingerprint: 'fp-a' };
+    const [a, b] = await Promise.all([
+      batches.purchase({ productId: 'phone', userId: 'a', quantity: 1, claim }).then(
+        (o) => ({ ok: o.userId }),
+        (err: { code?: string }) => ({ refused: err.code }),
+      ),
+      buy(batches, 'b'),
+    ]);
+    expect(a).toEqual({ refused: 'IDEMPOTENCY_KEY_IN_USE' });
+    expect(b).toMatchObject({ ok: { userId: 'b', remaining: 0 } });
+    expect(await redis.get(k.stock)).toBe('0');
+    expect(await redis.hgetall(k.buyers)).toEqual({ b: '1' });
+  });
 });

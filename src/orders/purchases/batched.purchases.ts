@@ -10,7 +10,7 @@ import { REDIS_CLIENT } from '../../redis/redis.constants';
 import { FaultStop } from '../fault-stop';
 import { acknowledge, Order, OrderRequest } from '../order';
 import { refusal } from '../sale-rules';
-import { buyerState, readSale, writeOrders } from '../sale-store';
+import { buyerState, readSale, stillClaimed, writeOrders } from '../sale-store';
 import { LockedPurchases } from './purchase-path';
 
 /** Most buyers served by one hold: bounds the write and keeps the hold far inside the TTL. */
@@ -143,11 +143,17 @@ export class BatchedPurchases extends LockedPurchases {
     const buyers = unsettled(batch);
     for (const buyer of buyers) clearTimeout(buyer.timer);
     if (buyers.length === 0) return [];
+    const keyed = buyers.filter((b) => b.order.claim);
     const read = await readSale(
       this.redis,
       k,
       buyers.map((b) => b.order.userId),
+      keyed.map((b) => b.order.claim!.key),
     );
+    // A keyed buyer whose claim is no longer its own (another request decides that
+    // key) is left out before anything is decided, so no one after it is refused
+    // for units it would not take.
+    const lapsed = new Set(keyed.filter((b, i) => !stillClaimed(read.claims[i], b.order.claim!)));
     // The rules, buyer after buyer, against the stock and counts the earlier buyers
     // of this batch leave behind.
     let stock = read.sale?.stock ?? 0;
@@ -155,6 +161,10 @@ export class BatchedPurchases extends LockedPurchases {
     const accepted: { buyer: Buyer; orderId: string; remaining: number }[] = [];
     const answers: (() => void)[] = [];
     buyers.forEach((buyer, i) => {
+      if (lapsed.has(buyer)) {
+        answers.push(() => buyer.reject(new IdempotencyKeyInUseError(0)));
+        return;
+      }
       const { userId, quantity } = buyer.order;
       const bought = owned.get(userId) ?? read.bought[i];
       const no = refusal(buyer.order, read.sale && { ...read.sale, stock, bought });

@@ -12,7 +12,7 @@ import { KeyLayout, ProductKeys } from '../../redis/key-layout';
 import { REDIS_CLIENT } from '../../redis/redis.constants';
 import { acknowledge, Order, OrderRequest } from '../order';
 import { refusal } from '../sale-rules';
-import { buyerState, orderWrite, queueOrder, readSale, SaleRead } from '../sale-store';
+import { buyerState, orderWrite, queueOrder, readSale, SaleRead, stillClaimed } from '../sale-store';
 import { PurchasePath, PurchaseStatus } from './purchase-path';
 import { SoldOutSignals } from './sold-out-signals';
 
@@ -157,7 +157,6 @@ export class OptimisticPurchases extends PurchasePath implements OnApplicationSh
   /** For a request with an Idempotency-Key: its claim must still be its own (else another request decides the key). */
   private async checkClaim(c: Redis, k: ProductKeys, order: OrderRequest): Promise<void> {
     if (!order.claim) return;
-    const held = await c.hget(k.idem, order.claim.key);
-    if (!held?.startsWith(`P|${order.claim.claimId}|`)) throw new IdempotencyKeyInUseError(0);
+    if (!stillClaimed(await c.hget(k.idem, order.claim.key), order.claim)) throw new IdempotencyKeyInUseError(0);
   }
 }

@@ -2,14 +2,16 @@
   Claim an Idempotency-Key for one request (IETF httpapi "The Idempotency-Key HTTP
   Header Field"), or say what became of it. A field of the product's idempotency
   hash holds, per key, either
-    P|<claim id>|<claimed at, ms>|<fingerprint>   a request is deciding it
+    P|<claim id>|<in flight until, ms>|<fingerprint>   a request is deciding it
     D|<fingerprint>|<orderId>|<quantity>|<remaining>   its order was written
   The write that places the order replaces the claim with the outcome in the same
   script (fenced-write-6.lua, purchase-5.lua) or MULTI, only while the claim is its own.
 
   KEYS[1]  idempotency hash
   ARGV[1]  Idempotency-Key   ARGV[2]  claim id (new, random)   ARGV[3]  fingerprint
-  ARGV[4]  how long a claim may stay in flight, in ms (after that a retry takes it over)
+  ARGV[4]  how long this claim may stay in flight, in ms, by the claimer's own settings
+           (stored in the claim, so a retry from an app configured otherwise judges
+           it by the same deadline; after it a retry takes the claim over)
   ARGV[5]  how long the hash is kept after its last claim, in ms
   Returns  {'CLAIMED'}: this request decides the key
            {'DONE', orderId, quantity, remaining}: the order was written; answer it again
@@ -28,17 +30,16 @@ if held then
     end
     return {'DONE', orderId, tonumber(quantity), tonumber(remaining)}
   end
-  local at, fingerprint = string.match(held, '^P|[^|]*|([^|]*)|(.*)$')
+  local untilMs, fingerprint = string.match(held, '^P|[^|]*|([^|]*)|(.*)$')
   if fingerprint ~= ARGV[3] then
     return {'MISMATCH'}
   end
-  local age = nowMs - tonumber(at)
-  if age < tonumber(ARGV[4]) then
-    return {'IN_FLIGHT', tonumber(ARGV[4]) - age}
+  if nowMs < tonumber(untilMs) then
+    return {'IN_FLIGHT', tonumber(untilMs) - nowMs}
   end
   -- Abandoned (its process died mid-purchase): this request takes it over, and the
   -- old claim's write, should it still arrive, no longer matches.
 end
-redis.call('HSET', KEYS[1], ARGV[1], 'P|' .. ARGV[2] .. '|' .. nowMs .. '|' .. ARGV[3])
+redis.call('HSET', KEYS[1], ARGV[1], 'P|' .. ARGV[2] .. '|' .. (nowMs + tonumber(ARGV[4])) .. '|' .. ARGV[3])
 redis.call('PEXPIRE', KEYS[1], ARGV[5])
 return {'CLAIMED'}
