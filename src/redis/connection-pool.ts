@@ -24,6 +24,9 @@ export class ConnectionPool {
   async use<T>(deadline: number, timedOut: () => Error, fn: (connection: Redis) => Promise<T>): Promise<T> {
     const connection = await this.take(deadline, timedOut);
     try {
+      // Lent only once connected: the connections have no offline queue, which would
+      // send a command that already timed out once the connection comes back.
+      await ready(connection, deadline, timedOut);
       return await fn(connection);
     } finally {
       this.give(connection);
@@ -68,4 +71,21 @@ export class ConnectionPool {
     if (next) next(connection);
     else this.idle.push(connection);
   }
+}
+
+/** Resolves once `connection` is ready; rejects with `timedOut()` at `deadline`, or if it ends. */
+function ready(connection: Redis, deadline: number, timedOut: () => Error): Promise<void> {
+  if (connection.status === 'ready') return Promise.resolve();
+  return new Promise<void>((resolve, reject) => {
+    const done = (err?: Error) => {
+      clearTimeout(timer);
+      connection.off('ready', onReady).off('end', onEnd);
+      if (err) reject(err);
+      else resolve();
+    };
+    const onReady = () => done();
+    const onEnd = () => done(timedOut());
+    const timer = setTimeout(() => done(timedOut()), Math.max(0, deadline - Date.now()));
+    connection.on('ready', onReady).on('end', onEnd);
+  });
 }

@@ -60,12 +60,13 @@ export class OptimisticPurchases extends PurchasePath implements OnApplicationSh
   ) {
     super();
     this.waitMs = config.lockWaitMs;
-    // The offline queue lets a fresh connection take commands while it connects;
-    // the shared client's command timeout still bounds every call.
+    // No offline queue: a command queued while a connection reconnects, then timed
+    // out, would still be sent when it comes back (a late EXEC). The pool lends a
+    // connection only once it is ready.
     this.pool = new ConnectionPool(
       () =>
         redis.duplicate({
-          enableOfflineQueue: true,
+          enableOfflineQueue: false,
           // WATCH ... EXEC is one conversation per connection, sent exactly as written.
           enableAutoPipelining: false,
         }),
