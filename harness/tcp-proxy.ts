@@ -10,8 +10,9 @@ import { createServer, Server, Socket } from 'node:net';
  * Faults:
  * - `loseReplyTo(marker)`: the request reaches Redis (so the write is applied), its
  *   reply is thrown away and the client's connection is cut: a lost reply.
- * - `holdRequest(marker)`: the request is kept in the proxy (Redis never sees it)
- *   until `release()`: a write held in the network; `drop()` throws it away instead.
+ * - `holdRequest(marker)`: the request, and what its connection sends after it, is
+ *   kept in the proxy (Redis never sees it) until `release()`: a write held in the
+ *   network; `drop()` throws it away instead.
  * - `partition()` / `heal()`: every byte both ways is thrown away; new connections
  *   are accepted and go nowhere (a blackhole, not a refusal).
  */
@@ -22,8 +23,8 @@ export interface TcpProxy {
   /** The next request containing `marker` reaches Redis; its reply is dropped and the client cut. */
   loseReplyTo(marker: string): Promise<void>;
   /**
-   * The next request containing `marker` (and everything the client sends after it)
-   * is held in the proxy. Resolves once a request has been held.
+   * The next request containing `marker`, and everything its connection sends after
+   * it, is held in the proxy (other connections pass). Resolves once it is held.
    */
   holdRequest(marker: string): Promise<void>;
   /** Sends what was held on to Redis, in order, and passes traffic again. */
@@ -48,8 +49,7 @@ export async function startTcpProxy(target: { host?: string; port: number }): Pr
   const pairs = new Set<Pair>();
   let partitioned = false;
   let loseReply: { marker: string; done: () => void } | null = null;
-  let holding: { marker: string; held: boolean; chunks: { pair: Pair; data: Buffer }[]; done: () => void } | null =
-    null;
+  let holding: { marker: string; pair: Pair | null; chunks: Buffer[]; done: () => void } | null = null;
   let carried = '';
 
   const server: Server = createServer((client) => {
@@ -62,10 +62,12 @@ export async function startTcpProxy(target: { host?: string; port: number }): Pr
 
     client.on('data', (data: Buffer) => {
       if (partitioned) return;
-      if (holding && (holding.held || data.includes(holding.marker))) {
-        holding.chunks.push({ pair, data });
-        if (!holding.held) {
-          holding.held = true;
+      // Held: the request with the marker, and what its connection sends after it
+      // (TCP keeps a connection's bytes in order); other connections pass.
+      if (holding && (holding.pair === pair || (holding.pair === null && data.includes(holding.marker)))) {
+        holding.chunks.push(data);
+        if (holding.pair === null) {
+          holding.pair = pair;
           holding.done();
         }
         return;
@@ -108,14 +110,14 @@ export async function startTcpProxy(target: { host?: string; port: number }): Pr
     port,
     loseReplyTo: (marker) => new Promise<void>((resolve) => (loseReply = { marker, done: resolve })),
     holdRequest: (marker) =>
-      new Promise<void>((resolve) => (holding = { marker, held: false, chunks: [], done: resolve })),
+      new Promise<void>((resolve) => (holding = { marker, pair: null, chunks: [], done: resolve })),
     release() {
       const held = holding;
       holding = null;
-      for (const { pair, data } of held?.chunks ?? []) {
-        if (pair.server.destroyed) continue;
+      if (!held?.pair || held.pair.server.destroyed) return;
+      for (const data of held.chunks) {
         carried += data.toString('latin1');
-        pair.server.write(data);
+        held.pair.server.write(data);
       }
     },
     drop() {
