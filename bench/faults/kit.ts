@@ -24,6 +24,12 @@ export interface Size {
 export interface Context {
   /** Smaller sales: the subset `npm test` runs. */
   readonly quick: boolean;
+  /**
+   * The network scenarios require every OUTCOME_UNKNOWN to be resolved by its retry
+   * with the same Idempotency-Key (the order back if it was written, one purchase if
+   * not). Off until the app honours the header: a retry cannot learn of a written order before.
+   */
+  readonly checkRetries: boolean;
   readonly log: (line: string) => void;
 }
 
@@ -182,6 +188,9 @@ export async function verdict(
   const inStream = new Set(sale.orders.map((o) => o.orderId));
   const lost = load.orderIds.filter((id) => !inStream.has(id)).length;
   if (lost > 0) problems.push(`${lost} acknowledged orders are not in the stream`);
+  // A write applied twice (a command resent after a reconnect) shows as one orderId twice.
+  const twice = sale.orders.length - inStream.size;
+  if (twice > 0) problems.push(`${twice} orders written twice (the same orderId twice in the stream)`);
   if (sale.initialStock !== sale.stockLeft + units) {
     problems.push(`stock not conserved: ${sale.initialStock} != ${sale.stockLeft} left + ${units} ordered`);
   }
