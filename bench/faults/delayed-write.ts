@@ -38,7 +38,7 @@ export function delayedWrite(ctx: Context, strategy: NetworkStrategy): Promise<O
       name: `delayed write (${strategy}, 2 apps)`,
       oversellIsTheLesson: lesson,
       story:
-        `${WRITE_NAME[strategy]} of app A (pid ${a.app.pid}) held in the network for ${n(delayMs)} ms` +
+        `app A's (pid ${a.app.pid}) first write (${WRITE_NAME[strategy]}) held in the network for ${n(delayMs)} ms` +
         (takesLock(strategy) ? `, past the lock's TTL (${TTL_MS} ms)` : '') +
         `, while app B (pid ${b.app.pid}) sold the ${n(stockAtHold)} units left; delivered: A's buyers were told ` +
         `${codesSeen(aLoad, Object.keys(aLoad.codes))}` +

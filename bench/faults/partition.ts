@@ -40,7 +40,7 @@ export function partition(ctx: Context, strategy: NetworkStrategy): Promise<Outc
       oversellIsTheLesson: lesson,
       story:
         `app A (pid ${a.app.pid}) cut off from Redis for ${n(cutMs)} ms (command timeout ${n(COMMAND_TIMEOUT_MS)} ms) ` +
-        `with ${WRITE_NAME[strategy]} in the network` +
+        `with its write (${WRITE_NAME[strategy]}) in the network` +
         (takesLock(strategy) ? `, holding the lock (TTL ${TTL_MS} ms)` : '') +
         `; app B (pid ${b.app.pid}) sold ${n(soldWhileCut)} units meanwhile; A's buyers were told ` +
         `${codesSeen(aLoad, Object.keys(aLoad.codes))}; healed, A's late write ` +

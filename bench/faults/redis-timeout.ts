@@ -39,7 +39,7 @@ export function redisTimeout(ctx: Context, strategy: NetworkStrategy): Promise<O
     return stage.judge([load], retries, {
       name: `timeout before a write (${strategy})`,
       story:
-        `CLIENT PAUSE WRITE for ${n(pauseMs)} ms with ${WRITE_NAME[strategy]} delivered into it ` +
+        `CLIENT PAUSE WRITE for ${n(pauseMs)} ms with the first write (${WRITE_NAME[strategy]}) delivered into it ` +
         `(command timeout ${n(COMMAND_TIMEOUT_MS)} ms); unpaused once its buyers were told OUTCOME_UNKNOWN, and Redis ran it`,
       checks: [
         () => (retries.written > 0 ? null : 'no OUTCOME_UNKNOWN buyer had an order: the write did not run late'),

@@ -28,8 +28,8 @@ export function redisUnreachable(ctx: Context, strategy: NetworkStrategy): Promi
     return stage.judge([load], retries, {
       name: `Redis unreachable (${strategy})`,
       story:
-        `${WRITE_NAME[strategy]} held (and all its connection sent after it) until its buyers were told ` +
-        `OUTCOME_UNKNOWN, ${n(outageMs)} ms (command timeout ${n(COMMAND_TIMEOUT_MS)} ms), then dropped and the connection cut`,
+        `the first write (${WRITE_NAME[strategy]}), and all its connection sent after it, held until its buyers were ` +
+        `told OUTCOME_UNKNOWN, ${n(outageMs)} ms (command timeout ${n(COMMAND_TIMEOUT_MS)} ms), then dropped and the connection cut`,
       checks: [
         () =>
           retries.retried > retries.written

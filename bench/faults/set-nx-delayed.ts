@@ -1,7 +1,7 @@
 import { COMMAND_TIMEOUT_MS } from '../../src/redis/create-client';
 import { readSale } from '../verdict';
 import { codesSeen, Context, n, Outcome, waitUntil } from './kit';
-import { ACQUIRE_MARKER, ACQUIRE_STANDS_IN, armed, NetworkStrategy, onNetworkStage, takesLock } from './network-stage';
+import { ACQUIRE_MARKER, ACQUIRE_NAME, armed, NetworkStrategy, onNetworkStage, takesLock } from './network-stage';
 
 /** A lock an orphaning SET NX would leave: far longer than a buyer's wait, so the next buyers would all time out. */
 const TTL_MS = 10_000;
@@ -42,7 +42,7 @@ export function setNxDelayed(ctx: Context, strategy: NetworkStrategy): Promise<O
       name: `SET NX delayed (${name})`,
       soldOut: true,
       story:
-        `${ACQUIRE_STANDS_IN[strategy]} held in the network for ${n(heldMs)} ms (command timeout ${n(COMMAND_TIMEOUT_MS)} ms), ` +
+        `the first ${ACQUIRE_NAME[strategy]} held in the network for ${n(heldMs)} ms (command timeout ${n(COMMAND_TIMEOUT_MS)} ms), ` +
         `its wave of ${WAVE_1} buyers told ${codesSeen(wave1, Object.keys(wave1.codes))}; then delivered and run` +
         (takesLock(strategy)
           ? `: lock key right after: ${lockAfter === null ? 'free' : 'held'} (TTL ${n(TTL_MS)} ms)`
