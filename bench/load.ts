@@ -1,4 +1,5 @@
 import autocannon from 'autocannon';
+import { randomBytes } from 'node:crypto';
 
 export interface LoadOptions {
   readonly url: string;
@@ -13,6 +14,25 @@ export interface LoadOptions {
   readonly userPrefix?: string;
   /** Aborting it ends the load early (its app was killed); what was answered is kept. */
   readonly signal?: AbortSignal;
+  /**
+   * Send an Idempotency-Key header with every request, a fresh key for each (so one
+   * per buyer when there are no duplicates: a duplicate is a second purchase, not a
+   * retry), as a client that may retry does. Off by default.
+   */
+  readonly idempotencyKeys?: boolean;
+  /** Called with every answer, for a caller that keeps the history (who was told what). */
+  readonly onAnswer?: (answer: Answer) => void;
+}
+
+/** One answer the load received, and the request it answered. */
+export interface Answer {
+  readonly userId: string;
+  /** The request's Idempotency-Key, when the load sends them. */
+  readonly idempotencyKey?: string;
+  readonly status: number;
+  /** The error `code`, or CREATED for a 201 (as LoadResult.codes counts them). */
+  readonly code: string;
+  readonly orderId?: string;
 }
 
 export interface LoadResult {
@@ -33,9 +53,10 @@ export interface LoadResult {
   readonly latency: { p50: number; p90: number; p99: number; max: number };
 }
 
-/** autocannon's per-connection context: the userId of the request in flight. */
+/** autocannon's per-connection context: the request in flight. */
 interface BuyerContext {
   userId: string;
+  idempotencyKey?: string;
 }
 
 /** The userIds to send, in sending order: every buyer once, plus duplicates, shuffled. */
@@ -61,6 +82,8 @@ export async function runLoad(options: LoadOptions, progress: { done: number } =
   const codes: Record<string, number> = {};
   const orderIds: string[] = [];
   const answered = new Set<string>();
+  // Keys unique to this run, so two loads on one sale never share one.
+  const run = randomBytes(6).toString('hex');
   let next = 0;
   let lastAnswerAt = Date.now();
 
@@ -78,9 +101,14 @@ export async function runLoad(options: LoadOptions, progress: { done: number } =
         headers: { 'content-type': 'application/json' },
         setupRequest: (request, context: object) => {
           const userId = ids[next++];
-          (context as BuyerContext).userId = userId;
+          const buyer = context as BuyerContext;
+          buyer.userId = userId;
+          buyer.idempotencyKey = options.idempotencyKeys ? `${run}-${next}` : undefined;
           return {
             ...request,
+            ...(buyer.idempotencyKey
+              ? { headers: { ...request.headers, 'idempotency-key': buyer.idempotencyKey } }
+              : {}),
             body: JSON.stringify({ productId: options.productId, userId, quantity: options.quantity }),
           };
         },
@@ -92,7 +120,10 @@ export async function runLoad(options: LoadOptions, progress: { done: number } =
           const parsed = parse(body);
           const key = code === 201 ? 'CREATED' : String(parsed.code ?? `HTTP_${code}`);
           codes[key] = (codes[key] ?? 0) + 1;
-          if (code === 201 && typeof parsed.orderId === 'string') orderIds.push(parsed.orderId);
+          const orderId = code === 201 && typeof parsed.orderId === 'string' ? parsed.orderId : undefined;
+          if (orderId) orderIds.push(orderId);
+          const { userId, idempotencyKey } = context as BuyerContext;
+          options.onAnswer?.({ userId, idempotencyKey, status: code, code: key, orderId });
         },
       },
     ],

@@ -15,6 +15,14 @@ import { createServer, Server, Socket } from 'node:net';
  *   network; `drop()` throws it away instead.
  * - `partition()` / `heal()`: every byte both ways is thrown away; new connections
  *   are accepted and go nowhere (a blackhole, not a refusal).
+ *
+ * A connection never goes on after losing bytes: TCP delivers a connection's bytes
+ * in order or resets it, and a Redis client that went on would match later replies
+ * to the lost requests. So `drop()` cuts the connection it threw bytes away from,
+ * and `heal()` every connection that lost bytes in the partition.
+ *
+ * `idle()` says when Redis has answered every request sent so far (the proxy counts
+ * RESP requests and replies), so a test knows a released write has run.
  */
 export interface TcpProxy {
   /** redis://127.0.0.1:<port> of the proxy: give it to the app instead of Redis's URL. */
@@ -29,12 +37,17 @@ export interface TcpProxy {
   holdRequest(marker: string): Promise<void>;
   /** Sends what was held on to Redis, in order, and passes traffic again. */
   release(): void;
-  /** Throws away what was held, and passes traffic again. */
+  /** Throws away what was held and cuts its connection (the client sees it drop); passes traffic again. */
   drop(): void;
   /** From now on nothing passes, either way. */
   partition(): void;
-  /** Traffic passes again (connections cut during the partition stay cut). */
+  /** Traffic passes again; connections that lost bytes in the partition are cut. */
   heal(): void;
+  /**
+   * Resolves once Redis has answered every complete request clients sent through the
+   * proxy (a released write has run), or their connections are gone.
+   */
+  idle(): Promise<void>;
   /** Bytes the proxy carried from clients to Redis, for a test to see what was sent. */
   readonly sent: () => string;
   close(): Promise<void>;
@@ -45,12 +58,32 @@ interface Pair {
   readonly server: Socket;
 }
 
+/** Requests a client sent and replies Redis gave on one connection, counted as complete RESP values. */
+interface Traffic {
+  readonly requests: RespCounter;
+  readonly replies: RespCounter;
+}
+
 export async function startTcpProxy(target: { host?: string; port: number }): Promise<TcpProxy> {
   const pairs = new Set<Pair>();
   let partitioned = false;
   let loseReply: { marker: string; done: () => void } | null = null;
   let holding: { marker: string; pair: Pair | null; chunks: Buffer[]; done: () => void } | null = null;
   let carried = '';
+  const counts = new Map<Pair, Traffic>();
+  const lostInPartition = new Set<Pair>();
+  let idleWaiters: (() => void)[] = [];
+  const settle = () => {
+    if (idleWaiters.length === 0) return;
+    for (const { requests, replies } of counts.values()) if (replies.values < requests.values) return;
+    const waiters = idleWaiters;
+    idleWaiters = [];
+    for (const resolve of waiters) resolve();
+  };
+  const cut = (pair: Pair) => {
+    pair.client.destroy();
+    pair.server.destroy();
+  };
 
   const server: Server = createServer((client) => {
     const upstream = new Socket();
@@ -94,10 +127,25 @@ export async function startTcpProxy(target: { host?: string; port: number }): Pr
       }
       client.write(data);
     });
+    // Counted apart from the forwarding above, whatever happens to the bytes: a
+    // request counts once the client sent it, a reply once Redis did.
+    const traffic: Traffic = { requests: new RespCounter(), replies: new RespCounter() };
+    counts.set(pair, traffic);
+    client.on('data', (data: Buffer) => {
+      traffic.requests.feed(data);
+      if (partitioned) lostInPartition.add(pair);
+    });
+    upstream.on('data', (data: Buffer) => {
+      traffic.replies.feed(data);
+      if (partitioned) lostInPartition.add(pair);
+      settle();
+    });
     const end = () => {
       pairs.delete(pair);
+      counts.delete(pair);
       client.destroy();
       upstream.destroy();
+      settle();
     };
     client.on('close', end).on('error', end);
     upstream.on('close', end).on('error', end);
@@ -121,14 +169,23 @@ export async function startTcpProxy(target: { host?: string; port: number }): Pr
       }
     },
     drop() {
+      const held = holding;
       holding = null;
+      if (held?.pair) cut(held.pair);
     },
     partition() {
       partitioned = true;
     },
     heal() {
       partitioned = false;
+      for (const pair of lostInPartition) cut(pair);
+      lostInPartition.clear();
     },
+    idle: () =>
+      new Promise<void>((resolve) => {
+        idleWaiters.push(resolve);
+        settle();
+      }),
     sent: () => carried,
     close: async () => {
       for (const { client, server: upstream } of pairs) {
@@ -139,4 +196,50 @@ export async function startTcpProxy(target: { host?: string; port: number }): Pr
     },
   };
   return proxy;
+}
+
+/**
+ * Counts complete RESP values in a byte stream that arrives in chunks (a request is
+ * an array of bulk strings; a reply may nest arrays). Only the bytes of an
+ * incomplete value at the end are kept.
+ */
+class RespCounter {
+  values = 0;
+  private pending: Buffer = Buffer.alloc(0);
+
+  feed(data: Buffer): void {
+    this.pending = this.pending.length === 0 ? data : Buffer.concat([this.pending, data]);
+    let at = 0;
+    for (let end = valueEnd(this.pending, at); end !== -1; end = valueEnd(this.pending, at)) {
+      this.values++;
+      at = end;
+    }
+    this.pending = this.pending.subarray(at);
+  }
+}
+
+/** Where the RESP value starting at `at` ends, or -1 if `buf` does not hold all of it yet. */
+function valueEnd(buf: Buffer, at: number): number {
+  if (at >= buf.length) return -1;
+  const eol = buf.indexOf('\r\n', at);
+  if (eol === -1) return -1;
+  const type = String.fromCharCode(buf[at]);
+  const size = Number(buf.toString('latin1', at + 1, eol));
+  switch (type) {
+    case '+':
+    case '-':
+    case ':':
+      return eol + 2;
+    case '$':
+      // A null bulk string ($-1) has no body.
+      if (size < 0) return eol + 2;
+      return eol + 2 + size + 2 <= buf.length ? eol + 2 + size + 2 : -1;
+    case '*': {
+      let end = eol + 2;
+      for (let i = 0; i < size && end !== -1; i++) end = valueEnd(buf, end);
+      return end;
+    }
+    default:
+      throw new Error(`not RESP: ${JSON.stringify(buf.toString('latin1', at, Math.min(eol, at + 40)))}`);
+  }
 }

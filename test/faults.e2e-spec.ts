@@ -5,11 +5,12 @@ const ROOT = join(__dirname, '..');
 
 /**
  * The CI-sized fault suite (`npm run faults -- --quick`): real app and redis-server
- * processes, SIGKILL / SIGSTOP / SIGTERM / CLIENT PAUSE under load, verdicts read
- * from Redis. Every scenario must print a PASS line.
+ * processes, SIGKILL / SIGSTOP / SIGTERM / CLIENT PAUSE under load, and a TCP proxy
+ * between each app and Redis that loses a reply and delays a write; verdicts read
+ * from Redis and from the buyers' answers. Every scenario must print a PASS line.
  */
 describe('fault suite (scripts/faults.js --quick)', () => {
-  it('keeps every promise through a killed holder, a paused holder, a Redis restart and pause, and Redlock node loss', () => {
+  it('keeps every promise through a killed holder, a paused holder, a Redis restart and pause, Redlock node loss, a lost reply and a delayed write', () => {
     const run = spawnSync(process.execPath, [join(ROOT, 'scripts', 'faults.js'), '--quick'], {
       cwd: ROOT,
       encoding: 'utf8',
@@ -35,6 +36,8 @@ describe('fault suite (scripts/faults.js --quick)', () => {
       'redlock',
       'redlock',
       'redlock',
+      'lost reply (fenced)',
+      'delayed write (fenced, 2 apps)',
     ]);
     for (const line of lines) expect(line).toMatch(/invariants hold/);
     // The paused holder, stopped by its own fault hook: another app sold while it slept,
@@ -45,5 +48,10 @@ describe('fault suite (scripts/faults.js --quick)', () => {
     }
     expect(paused('lock')).toMatch(/OVERSOLD [1-9]/);
     expect(paused('fenced')).toMatch(/refused by the fence \(STALE_LOCK ×[1-9]/);
+    // Network faults through a TCP proxy: a buyer told OUTCOME_UNKNOWN for a write that
+    // was applied once; a write delayed past the TTL that the fence refused.
+    const line = (name: string) => lines.find((l) => l.includes(name))!;
+    expect(line('lost reply (fenced)')).toMatch(/OUTCOME_UNKNOWN ×[1-9][\d,]* \([1-9][\d,]* of them written\)/);
+    expect(line('delayed write (fenced, 2 apps)')).toMatch(/past the lock's TTL .* nothing of it written/);
   }, 300_000);
 });

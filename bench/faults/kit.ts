@@ -24,6 +24,12 @@ export interface Size {
 export interface Context {
   /** Smaller sales: the subset `npm test` runs. */
   readonly quick: boolean;
+  /**
+   * The network scenarios require every OUTCOME_UNKNOWN to be resolved by its retry
+   * with the same Idempotency-Key (the order back if it was written, one purchase if
+   * not). Off until the app honours the header: a retry cannot learn of a written order before.
+   */
+  readonly checkRetries: boolean;
   readonly log: (line: string) => void;
 }
 

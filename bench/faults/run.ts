@@ -5,22 +5,34 @@
  * counted), never for a lucky moment, so each line is the same on every run.
  *
  *   npm run faults                      every scenario at full size
- *   npm run faults -- --quick           smaller sales (the subset `npm test` runs)
- *   npm run faults -- --only killed,paused-fenced
+ *   npm run faults -- --quick           the CI subset with smaller sales (what `npm test` runs)
+ *   npm run faults -- lost-reply partition-lock    scenarios by name, or every strategy of one
+ *   npm run faults -- --only killed,paused-fenced  the same, comma-separated
+ *   npm run faults -- --check-retries   (or FAULTS_CHECK_RETRIES=1) every OUTCOME_UNKNOWN
+ *                                       must be resolved by its retry with the same key
  *
  * One line per scenario: name, requests, 201s, 5xx, sold, stock left, invariants,
  * and what happened. Exit 1 if any scenario breaks a promise it must keep.
  */
 import { parseArgs } from 'node:util';
 import { stopAll } from '../../harness/processes';
+import { delayedWrite } from './delayed-write';
 import { holderKilled } from './holder-killed';
 import { holderPaused } from './holder-paused';
 import { Context, fiveXx, n, Outcome } from './kit';
+import { lostReply } from './lost-reply';
+import { NetworkStrategy } from './network-stage';
+import { partition } from './partition';
 import { redisPaused } from './redis-paused';
 import { redisRestarted } from './redis-restarted';
+import { redisTimeout } from './redis-timeout';
+import { redisUnreachable } from './redis-unreachable';
 import { redlockNodes } from './redlock-nodes';
+import { setNxDelayed } from './set-nx-delayed';
 
-const SCENARIOS: Record<string, (ctx: Context) => Promise<Outcome | Outcome[]>> = {
+type Scenario = (ctx: Context) => Promise<Outcome | Outcome[]>;
+
+const PROCESS_FAULTS: Record<string, Scenario> = {
   killed: holderKilled,
   'paused-lock': (ctx) => holderPaused(ctx, 'lock'),
   'paused-fenced': (ctx) => holderPaused(ctx, 'fenced'),
@@ -28,6 +40,40 @@ const SCENARIOS: Record<string, (ctx: Context) => Promise<Outcome | Outcome[]>> 
   'redis-paused': redisPaused,
   redlock: redlockNodes,
 };
+
+/**
+ * Network faults between each app and Redis (a TCP proxy per app), each for the
+ * default strategy and the lock-free two; plain `lock` too where a late write is
+ * its lesson, and for the SET NX it sends.
+ */
+const SAFE: NetworkStrategy[] = ['fenced', 'atomic', 'optimistic'];
+const NETWORK: [string, (ctx: Context, strategy: NetworkStrategy) => Promise<Outcome>, NetworkStrategy[]][] = [
+  ['lost-reply', lostReply, SAFE],
+  ['unreachable', redisUnreachable, SAFE],
+  ['partition', partition, ['lock', ...SAFE]],
+  ['timeout', redisTimeout, SAFE],
+  ['delayed-write', delayedWrite, ['lock', ...SAFE]],
+  ['set-nx-delayed', setNxDelayed, ['lock', ...SAFE]],
+];
+const NETWORK_FAULTS: Record<string, Scenario> = Object.fromEntries(
+  NETWORK.flatMap(([name, scenario, strategies]) =>
+    strategies.map((strategy) => [`${name}-${strategy}`, (ctx: Context) => scenario(ctx, strategy)]),
+  ),
+);
+
+const SCENARIOS: Record<string, Scenario> = { ...PROCESS_FAULTS, ...NETWORK_FAULTS };
+
+/**
+ * What `--quick` runs: every process fault, and the network faults CI needs (a lost
+ * reply, a delayed write) for the default strategy; each a few seconds, none timed.
+ */
+const QUICK = [...Object.keys(PROCESS_FAULTS), 'lost-reply-fenced', 'delayed-write-fenced'];
+
+/** Scenario names for a name given on the command line: itself, or every strategy of it (`lost-reply`). */
+function expand(name: string): string[] {
+  if (name in SCENARIOS) return [name];
+  return Object.keys(SCENARIOS).filter((key) => key.startsWith(`${name}-`));
+}
 
 export function formatLine(o: Outcome): string {
   const load = o.load;
@@ -44,17 +90,27 @@ export function formatLine(o: Outcome): string {
 }
 
 async function main(): Promise<number> {
-  const { values } = parseArgs({
+  const { values, positionals } = parseArgs({
     args: process.argv.slice(2),
-    options: { quick: { type: 'boolean', default: false }, only: { type: 'string' } },
+    options: {
+      quick: { type: 'boolean', default: false },
+      only: { type: 'string' },
+      'check-retries': { type: 'boolean', default: false },
+    },
+    allowPositionals: true,
   });
-  const names = values.only ? values.only.split(',') : Object.keys(SCENARIOS);
-  const unknown = names.filter((name) => !(name in SCENARIOS));
+  const asked = [...(values.only ? values.only.split(',') : []), ...positionals];
+  const unknown = asked.filter((name) => expand(name).length === 0);
   if (unknown.length > 0) {
     process.stderr.write(`unknown scenario ${unknown.join(', ')}; known: ${Object.keys(SCENARIOS).join(', ')}\n`);
     return 2;
   }
-  const ctx: Context = { quick: values.quick ?? false, log: (line) => process.stderr.write(`[faults] ${line}\n`) };
+  const names = asked.length > 0 ? [...new Set(asked.flatMap(expand))] : values.quick ? QUICK : Object.keys(SCENARIOS);
+  const ctx: Context = {
+    quick: values.quick ?? false,
+    checkRetries: (values['check-retries'] ?? false) || process.env.FAULTS_CHECK_RETRIES === '1',
+    log: (line) => process.stderr.write(`[faults] ${line}\n`),
+  };
   let failed = false;
   for (const name of names) {
     ctx.log(`${name}...`);

@@ -6,7 +6,7 @@ import { Redis } from 'ioredis';
  * so a command stuck on a dead socket fails (503 REDIS_UNAVAILABLE) instead of waiting
  * for a reconnect that may never come.
  */
-const COMMAND_TIMEOUT_MS = 2_000;
+export const COMMAND_TIMEOUT_MS = 2_000;
 
 /**
  * An ioredis client as the app uses them all (the main one, Redlock's nodes): fail

@@ -1,0 +1,59 @@
+import { COMMAND_TIMEOUT_MS } from '../../src/redis/create-client';
+import { codesSeen, Context, holderPid, n, Outcome, waitUntil } from './kit';
+import { armed, NetworkStrategy, onNetworkStage, takesLock, WRITE_MARKER, WRITE_NAME } from './network-stage';
+
+const TTL_MS = 500;
+/** App A's buyers: its first write is the one delayed; the rest only wait. */
+const A_BUYERS = 10;
+
+/**
+ * App A's write is held in the network past the lock's TTL, but not past the
+ * command timeout: the proxy holds it (and what A's connection sends after it) until
+ * app B, on its own proxy, has taken the lock and sold every unit left, then
+ * delivers it. A hears Redis's real answer to its late write. Under plain `lock` it
+ * is applied and acknowledged, an oversold order (the lesson); `fenced` refuses it
+ * (STALE_LOCK), `atomic`'s script finds the stock gone, `optimistic`'s EXEC finds a
+ * WATCHed key changed: nothing written.
+ */
+export function delayedWrite(ctx: Context, strategy: NetworkStrategy): Promise<Outcome> {
+  const stock = ctx.quick ? 50 : 200;
+  return onNetworkStage(ctx, strategy, { apps: 2, ttlMs: TTL_MS, stock }, async (stage) => {
+    const { client, k } = stage;
+    const [a, b] = stage.apps;
+    const held = armed(a.proxy.holdRequest(WRITE_MARKER[strategy]));
+    const aLoading = stage.load(a, A_BUYERS, 'a-');
+    await waitUntil("app A's write to be held", async () => held.fired());
+    const holder = takesLock(strategy) ? await holderPid(client, k) : null;
+    const stockAtHold = Number(await client.get(k.stock));
+    const bLoading = stage.load(b, 2 * stock, 'b-');
+    await waitUntil('app B to sell every unit left', async () => Number(await client.get(k.stock)) <= 0);
+    const delayMs = Date.now() - held.at();
+    a.proxy.release();
+    await a.proxy.idle();
+    const [aLoad, bLoad] = await Promise.all([aLoading, bLoading]);
+    const retries = await stage.retryUnknown();
+    const lesson = strategy === 'lock';
+    const timedOut = stage.count('OUTCOME_UNKNOWN', a) > 0;
+    return stage.judge([aLoad, bLoad], retries, {
+      name: `delayed write (${strategy}, 2 apps)`,
+      oversellIsTheLesson: lesson,
+      story:
+        `app A's (pid ${a.app.pid}) first write (${WRITE_NAME[strategy]}) held in the network for ${n(delayMs)} ms` +
+        (takesLock(strategy) ? `, past the lock's TTL (${TTL_MS} ms)` : '') +
+        `, while app B (pid ${b.app.pid}) sold the ${n(stockAtHold)} units left; delivered: A's buyers were told ` +
+        `${codesSeen(aLoad, Object.keys(aLoad.codes))}` +
+        (timedOut ? ` (past the command timeout of ${n(COMMAND_TIMEOUT_MS)} ms)` : '') +
+        (lesson
+          ? '; the late write went through after B had sold out: the failure fencing prevents'
+          : '; nothing of it written'),
+      checks: [
+        () =>
+          holder === null || holder === a.app.pid
+            ? null
+            : `the lock was held by pid ${holder}, not by the delayed app ${a.app.pid}`,
+        () => (stockAtHold > 0 ? null : 'nothing was left for app B to sell'),
+        () => (lesson || retries.written === 0 ? null : `A's late write placed ${retries.written} orders`),
+      ],
+    });
+  });
+}

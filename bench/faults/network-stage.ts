@@ -1,0 +1,389 @@
+/**
+ * What the network scenarios share: apps that each reach the suite's private Redis
+ * through a TCP proxy of their own (harness/tcp-proxy.ts, the nemesis); loads that
+ * send an Idempotency-Key per buyer and keep every answer; the retry of every
+ * OUTCOME_UNKNOWN with its key and body; and the verdict, from Redis and from the
+ * buyers' answers.
+ */
+import type { Redis } from 'ioredis';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { request, startSale } from '../../harness/http';
+import { RunningApp, stopAll } from '../../harness/processes';
+import { startPrivateRedis } from '../../harness/redis';
+import { startTcpProxy, TcpProxy } from '../../harness/tcp-proxy';
+import { COMMAND_TIMEOUT_MS } from '../../src/redis/create-client';
+import { KeyLayout, ProductKeys } from '../../src/redis/key-layout';
+import { fencedAcquire, fencedWrite, purchase } from '../../src/redis/lua-scripts';
+import { Answer, LoadResult, runLoad } from '../load';
+import { readSale } from '../verdict';
+import {
+  apps,
+  codesSeen,
+  Context,
+  harnessClient,
+  n,
+  Outcome,
+  PREFIX,
+  PRODUCT,
+  SaleVerdict,
+  TOKEN,
+  verdict,
+} from './kit';
+
+/** The strategies the network scenarios run: the default, the lock-free two, and plain `lock` for its lessons. */
+export type NetworkStrategy = 'lock' | 'fenced' | 'atomic' | 'optimistic';
+
+/** Whether a strategy takes a lock (and so has an owner token in `:lock` and a TTL). */
+export const takesLock = (strategy: NetworkStrategy) => strategy === 'lock' || strategy === 'fenced';
+
+// ioredis sends command names in lower case, each a RESP bulk string.
+const EXEC = '$4\r\nexec\r\n';
+
+/** The request that carries each strategy's write of orders: a fault armed on it hits the write. */
+export const WRITE_MARKER: Record<NetworkStrategy, string> = {
+  lock: EXEC,
+  fenced: fencedWrite.sha1,
+  atomic: purchase.sha1,
+  optimistic: EXEC,
+};
+
+/** Each strategy's write, in words. */
+export const WRITE_NAME: Record<NetworkStrategy, string> = {
+  lock: 'MULTI/EXEC',
+  fenced: 'fenced-write script',
+  atomic: 'purchase script',
+  optimistic: 'WATCHed MULTI/EXEC',
+};
+
+/**
+ * The request that takes the lock (SET NX, or the fenced-acquire script). The
+ * lock-free strategies take none: their first request of a purchase stands in (the
+ * purchase script itself; WATCH).
+ */
+export const ACQUIRE_MARKER: Record<NetworkStrategy, string> = {
+  lock: '$3\r\nset\r\n',
+  fenced: fencedAcquire.sha1,
+  atomic: purchase.sha1,
+  optimistic: '$5\r\nwatch\r\n',
+};
+
+/** The request ACQUIRE_MARKER finds, in words. */
+export const ACQUIRE_NAME: Record<NetworkStrategy, string> = {
+  lock: 'SET NX',
+  fenced: 'fenced-acquire script (SET NX PX and INCR of the fence)',
+  atomic: 'purchase script (it takes no lock)',
+  optimistic: 'WATCH (it takes no lock)',
+};
+
+/**
+ * A buyer's wait budget (LOCK_WAIT_MS): longer than the command timeout, so a
+ * command that times out is answered as such and not as the buyer's LOCK_TIMEOUT.
+ */
+export const WAIT_MS = 3_000;
+
+/**
+ * No buyer waits past its deadline: it waits for the lock up to its budget, and
+ * around that wait are at most five commands, each bounded by the command timeout:
+ * the locked read, the write and the lock's release (a buyer is answered after it),
+ * and with an Idempotency-Key the claim before and its release after. Plus 3 s of
+ * slack for two busy cores.
+ */
+export const MAX_ANSWER_MS = WAIT_MS + 5 * COMMAND_TIMEOUT_MS + 3_000;
+
+/** 503s that say "nothing was written" or "unknown", the answers a network fault may cause. */
+const NETWORK_503 = [
+  'OUTCOME_UNKNOWN',
+  'REDIS_UNAVAILABLE',
+  'LOCK_TIMEOUT',
+  'LOCK_EXPIRED',
+  'STALE_LOCK',
+  'CONTENTION',
+];
+
+/** Answers that say the order was not written and will not be. */
+const NOT_WRITTEN = new Set([
+  ...NETWORK_503.filter((c) => c !== 'OUTCOME_UNKNOWN'),
+  'SOLD_OUT',
+  'INSUFFICIENT_STOCK',
+  'LIMIT_REACHED',
+]);
+
+/**
+ * How long a retry asks again while the server says the first request with its key
+ * is still in flight (409 IDEMPOTENCY_KEY_IN_USE): a claim whose write was lost
+ * lapses after the wait budget plus the command timeouts.
+ */
+const IN_FLIGHT_BOUND_MS = 20_000;
+
+export interface NetworkApp {
+  readonly app: RunningApp;
+  /** The app's own way to Redis: REDIS_URL is this proxy's. */
+  readonly proxy: TcpProxy;
+}
+
+/** A buyer's answer, and which app gave it (a retry goes back there). */
+interface Told extends Answer {
+  readonly via: NetworkApp;
+}
+
+/** What the retries of the OUTCOME_UNKNOWN buyers found. */
+export interface Retries {
+  readonly retried: number;
+  /** 201 with the order that had been written for it. */
+  readonly returned: number;
+  /** 201 with a new order: nothing had been written for it. */
+  readonly afresh: number;
+  /** Retries whose answer does not say what became of the first request, by code. */
+  readonly unresolved: Record<string, number>;
+  /** Retries told IDEMPOTENCY_KEY_IN_USE first, which asked again until decided. */
+  readonly waitedInFlight: number;
+  /** orderId of every 201 a retry got. */
+  readonly orderIds: string[];
+  /** The buyers whose first request had been written, per the stream before the retries. */
+  readonly written: number;
+}
+
+export interface NetworkStage {
+  readonly client: Redis;
+  readonly k: ProductKeys;
+  readonly apps: NetworkApp[];
+  /** A load of `buyers` fresh buyers (ids prefixed) against one app, each with an Idempotency-Key. */
+  load(target: NetworkApp, buyers: number, userPrefix: string): Promise<LoadResult>;
+  /** Answers so far with this code (from `target` only, if given). */
+  count(code: string, target?: NetworkApp): number;
+  /** Retries every OUTCOME_UNKNOWN once with its key and body; call with the faults healed. */
+  retryUnknown(): Promise<Retries>;
+  /** The scenario's line, checked (see `judge` below). */
+  judge(loads: LoadResult[], retries: Retries, options: JudgeOptions): Promise<Outcome>;
+}
+
+export interface JudgeOptions {
+  readonly name: string;
+  /** What happened, in words; the common figures (OUTCOME_UNKNOWN, retries, slowest answer) are added. */
+  readonly story: string;
+  /** Plain `lock`'s oversell is the lesson: it must happen, and the line says so. */
+  readonly oversellIsTheLesson?: boolean;
+  /** Demand exceeded the stock once the fault was over: the sale must sell out. */
+  readonly soldOut?: boolean;
+  /** Checks of the scenario's own: each returns a broken promise, or null. */
+  readonly checks?: ((v: SaleVerdict) => string | null)[];
+}
+
+export interface StageOptions {
+  readonly apps: 1 | 2;
+  readonly ttlMs: number;
+  readonly stock: number;
+}
+
+/**
+ * Starts Redis, one proxy and one app per `options.apps`, buys one unit of a warm-up
+ * product through each app (so every script the strategy runs is cached in Redis and
+ * each app's connections are up: an armed marker then hits the request itself, not a
+ * NOSCRIPT round), starts the sale, runs `scenario`, and stops everything.
+ */
+export async function onNetworkStage(
+  ctx: Context,
+  strategy: NetworkStrategy,
+  options: StageOptions,
+  scenario: (stage: NetworkStage) => Promise<Outcome>,
+): Promise<Outcome> {
+  const redis = await startPrivateRedis();
+  const client = harnessClient(redis.url);
+  const proxies: TcpProxy[] = [];
+  try {
+    const env = { LOCK_TTL_MS: String(options.ttlMs), LOCK_WAIT_MS: String(WAIT_MS) };
+    const stageApps: NetworkApp[] = [];
+    for (let i = 0; i < options.apps; i++) {
+      const proxy = await startTcpProxy({ port: redis.port });
+      proxies.push(proxy);
+      const [app] = await apps(1, strategy, proxy.url, env);
+      stageApps.push({ app, proxy });
+    }
+    await startSale(stageApps[0].app.url, TOKEN, 'warm-up', stageApps.length, 1);
+    for (const [i, { app }] of stageApps.entries()) {
+      const warm = await request(app.url, 'POST', '/api/orders', { json: { productId: 'warm-up', userId: `w${i}` } });
+      if (warm.status !== 201) throw new Error(`warm-up purchase: ${warm.status} ${JSON.stringify(warm.body)}`);
+    }
+    await startSale(stageApps[0].app.url, TOKEN, PRODUCT, options.stock, 1);
+    return await scenario(stage(ctx, client, stageApps));
+  } finally {
+    await client.quit();
+    // The apps first, so none is left reconnecting through a closed proxy.
+    await stopAll();
+    await Promise.all(proxies.map((p) => p.close()));
+  }
+}
+
+function stage(ctx: Context, client: Redis, stageApps: NetworkApp[]): NetworkStage {
+  const k = new KeyLayout(PREFIX).product(PRODUCT);
+  const told: Told[] = [];
+  const retryAnswers: Answer[] = [];
+
+  return {
+    client,
+    k,
+    apps: stageApps,
+    load: (target, buyers, userPrefix) =>
+      runLoad({
+        url: target.app.url,
+        productId: PRODUCT,
+        buyers,
+        duplicates: 0,
+        connections: Math.min(buyers, 20),
+        quantity: 1,
+        userPrefix,
+        idempotencyKeys: true,
+        onAnswer: (answer) => told.push({ ...answer, via: target }),
+      }),
+    count: (code, target) => told.filter((t) => t.code === code && (!target || t.via === target)).length,
+
+    async retryUnknown() {
+      const unknown = told.filter((t) => t.code === 'OUTCOME_UNKNOWN');
+      const before = ordersByUser(await readSale(client, k));
+      const outcomes = await Promise.all(unknown.map((t) => retry(t)));
+      retryAnswers.push(...outcomes.map((o) => o.answer));
+      const unresolved: Record<string, number> = {};
+      let returned = 0;
+      let afresh = 0;
+      let written = 0;
+      outcomes.forEach(({ answer }, i) => {
+        const earlier = before.get(unknown[i].userId) ?? [];
+        if (earlier.length > 0) written++;
+        if (answer.orderId && earlier.includes(answer.orderId)) returned++;
+        else if (answer.orderId && earlier.length === 0) afresh++;
+        // Resolved: the order it had, or (none written) a purchase now or a final refusal.
+        const resolved =
+          earlier.length > 0
+            ? answer.orderId !== undefined && earlier.includes(answer.orderId)
+            : answer.orderId !== undefined || answer.code === 'SOLD_OUT' || answer.code === 'INSUFFICIENT_STOCK';
+        if (!resolved) {
+          const why = `${answer.code}${earlier.length > 0 ? ' (written)' : ''}`;
+          unresolved[why] = (unresolved[why] ?? 0) + 1;
+        }
+      });
+      return {
+        retried: unknown.length,
+        returned,
+        afresh,
+        unresolved,
+        waitedInFlight: outcomes.filter((o) => o.waited).length,
+        orderIds: outcomes.flatMap((o) => (o.answer.orderId ? [o.answer.orderId] : [])),
+        written,
+      };
+    },
+
+    async judge(loads, r, options) {
+      const v = await verdict(client, k, loads, [], NETWORK_503, {
+        soldOut: options.soldOut ?? false,
+        maxAnswerMs: MAX_ANSWER_MS,
+        oversellIsTheLesson: options.oversellIsTheLesson,
+      });
+      const sale = await readSale(client, k);
+      const byUser = ordersByUser(sale);
+      const inStream = new Set(sale.orders.map((o) => o.orderId));
+      // Every 201, the retries' too, is an order in the stream (verdict checked the loads').
+      const missing = r.orderIds.filter((id) => !inStream.has(id)).length;
+      if (missing > 0) v.problems.push(`${missing} orders acknowledged to a retry are not in the stream`);
+      // Every order is of one unit: as many stream entries as units sold.
+      if (sale.orders.length !== sale.initialStock - sale.stockLeft) {
+        v.problems.push(
+          `${sale.orders.length} orders in the stream, but ${sale.initialStock - sale.stockLeft} units sold`,
+        );
+      }
+      // An order belongs to a buyer told 201 or OUTCOME_UNKNOWN: never to one told
+      // that nothing was written (a 503 that says so, or a refusal), nor to one told nothing.
+      const answersOf = new Map<string, Answer[]>();
+      for (const a of [...told, ...retryAnswers]) answersOf.set(a.userId, [...(answersOf.get(a.userId) ?? []), a]);
+      const falseNo = [...byUser.keys()].filter((user) =>
+        (answersOf.get(user) ?? []).every((a) => NOT_WRITTEN.has(a.code)),
+      );
+      if (falseNo.length > 0) {
+        v.problems.push(`${falseNo.length} orders written for buyers told nothing was written (e.g. ${falseNo[0]})`);
+      }
+      // No Idempotency-Key answered with two different orders.
+      const perKey = new Map<string, Set<string>>();
+      for (const a of [...told, ...retryAnswers]) {
+        if (a.idempotencyKey && a.orderId)
+          perKey.set(a.idempotencyKey, (perKey.get(a.idempotencyKey) ?? new Set()).add(a.orderId));
+      }
+      const twoOrders = [...perKey.values()].filter((ids) => ids.size > 1).length;
+      if (twoOrders > 0) v.problems.push(`${twoOrders} Idempotency-Keys answered with two different orders`);
+      const unresolved = Object.values(r.unresolved).reduce((a, b) => a + b, 0);
+      if (ctx.checkRetries && unresolved > 0) {
+        v.problems.push(
+          `retry resolution: ${unresolved} of ${r.retried} OUTCOME_UNKNOWN retries unresolved (${tally(r.unresolved)})`,
+        );
+      }
+      if (options.oversellIsTheLesson && v.oversold === 0)
+        v.problems.push('the late write did not oversell: the lesson was not shown');
+      for (const check of options.checks ?? []) {
+        const broken = check(v);
+        if (broken) v.problems.push(broken);
+      }
+      return { name: options.name, ...v, story: `${options.story}; ${common(v, r, unresolved, ctx.checkRetries)}` };
+    },
+  };
+}
+
+/** One retry of a request answered OUTCOME_UNKNOWN: the same key and body, to the same app. */
+async function retry(t: Told): Promise<{ answer: Answer; waited: boolean }> {
+  const headers: Record<string, string> = t.idempotencyKey ? { 'idempotency-key': t.idempotencyKey } : {};
+  const deadline = Date.now() + IN_FLIGHT_BOUND_MS;
+  for (let waited = false; ; waited = true) {
+    const res = await request(t.via.app.url, 'POST', '/api/orders', {
+      json: { productId: PRODUCT, userId: t.userId, quantity: 1 },
+      headers,
+    });
+    const code = res.status === 201 ? 'CREATED' : String(res.body?.code ?? `HTTP_${res.status}`);
+    // "Still being decided" is no answer yet: ask again when the server says to, as a client would.
+    if (code === 'IDEMPOTENCY_KEY_IN_USE' && Date.now() < deadline) {
+      await sleep(Number(res.headers.get('retry-after') ?? 0.5) * 1_000);
+      continue;
+    }
+    const orderId = res.status === 201 && typeof res.body?.orderId === 'string' ? res.body.orderId : undefined;
+    return {
+      answer: { userId: t.userId, idempotencyKey: t.idempotencyKey, status: res.status, code, orderId },
+      waited,
+    };
+  }
+}
+
+function ordersByUser(sale: { orders: { userId: string; orderId: string }[] }): Map<string, string[]> {
+  const by = new Map<string, string[]>();
+  for (const o of sale.orders) by.set(o.userId, [...(by.get(o.userId) ?? []), o.orderId]);
+  return by;
+}
+
+const tally = (counts: Record<string, number>) =>
+  Object.entries(counts)
+    .map(([code, k]) => `${code} ×${n(k)}`)
+    .join(', ');
+
+/** The figures every network line ends with. */
+function common(v: SaleVerdict, r: Retries, unresolved: number, checked: boolean): string {
+  const retried =
+    r.retried === 0
+      ? 'nothing to retry'
+      : `retried each once with its key and body: ${n(r.returned)} got their written order back, ${n(r.afresh)} bought afresh` +
+        (unresolved > 0 ? `, ${n(unresolved)} unresolved (${tally(r.unresolved)})` : '') +
+        (r.waitedInFlight > 0 ? `, ${n(r.waitedInFlight)} first told IDEMPOTENCY_KEY_IN_USE` : '');
+  const resolution = checked
+    ? 'retry resolution checked'
+    : 'retry resolution not checked until Idempotency-Key lands (FAULTS_CHECK_RETRIES=1 checks it)';
+  return (
+    `${codesSeen(v.load, ['OUTCOME_UNKNOWN'])} (${n(r.written)} of them written); ${retried}; ${resolution}; ` +
+    `slowest answer ${n(v.load.latency.max)} ms (bound ${n(MAX_ANSWER_MS)})`
+  );
+}
+
+/**
+ * A proxy fault's promise: whether it has fired yet (a state to wait for, or to find
+ * never came), and when (Date.now(), NaN before).
+ */
+export function armed(fault: Promise<void>): { fired: () => boolean; at: () => number } {
+  let at = NaN;
+  void fault.then(() => {
+    at = Date.now();
+  });
+  return { fired: () => !Number.isNaN(at), at: () => at };
+}

@@ -1,0 +1,59 @@
+import { COMMAND_TIMEOUT_MS } from '../../src/redis/create-client';
+import { codesSeen, Context, holderPid, n, Outcome, waitUntil } from './kit';
+import { armed, NetworkStrategy, onNetworkStage, takesLock, WRITE_MARKER, WRITE_NAME } from './network-stage';
+
+const TTL_MS = 500;
+/** App A's buyers: its first write is the one cut off; the rest only wait. */
+const A_BUYERS = 10;
+
+/**
+ * App A is partitioned from Redis while it holds the lock, its write sent and not
+ * arrived (the proxy holds it and everything A's connection sends after it), for
+ * longer than the lock's TTL and the command timeout. App B, on its own proxy, takes
+ * the lock once the TTL has run out and sells the stock out. Once B's buyers and A's
+ * (its write's buyers told OUTCOME_UNKNOWN) are all answered, the partition heals
+ * and what A sent arrives, late, as TCP delivers it. Under plain `lock` nothing in
+ * Redis checks that write and it oversells (the lesson); the others write nothing.
+ */
+export function partition(ctx: Context, strategy: NetworkStrategy): Promise<Outcome> {
+  const stock = ctx.quick ? 50 : 200;
+  return onNetworkStage(ctx, strategy, { apps: 2, ttlMs: TTL_MS, stock }, async (stage) => {
+    const { client, k } = stage;
+    const [a, b] = stage.apps;
+    const held = armed(a.proxy.holdRequest(WRITE_MARKER[strategy]));
+    const aLoading = stage.load(a, A_BUYERS, 'a-');
+    await waitUntil("app A's write to be held", async () => held.fired());
+    const holder = takesLock(strategy) ? await holderPid(client, k) : null;
+    const stockAtCut = Number(await client.get(k.stock));
+    // B sells while A is cut off (under a lock, once A's TTL has run out), then A's
+    // buyers are all answered, the held write's by the command timeout.
+    const bLoad = await stage.load(b, 2 * stock, 'b-');
+    const aLoad = await aLoading;
+    const soldWhileCut = stockAtCut - Number(await client.get(k.stock));
+    const cutMs = Date.now() - held.at();
+    a.proxy.release();
+    await a.proxy.idle();
+    const retries = await stage.retryUnknown();
+    const lesson = strategy === 'lock';
+    return stage.judge([aLoad, bLoad], retries, {
+      name: `partition (${strategy}, 2 apps)`,
+      oversellIsTheLesson: lesson,
+      story:
+        `app A (pid ${a.app.pid}) cut off from Redis for ${n(cutMs)} ms (command timeout ${n(COMMAND_TIMEOUT_MS)} ms) ` +
+        `with its write (${WRITE_NAME[strategy]}) in the network` +
+        (takesLock(strategy) ? `, holding the lock (TTL ${TTL_MS} ms)` : '') +
+        `; app B (pid ${b.app.pid}) sold ${n(soldWhileCut)} units meanwhile; A's buyers were told ` +
+        `${codesSeen(aLoad, Object.keys(aLoad.codes))}; healed, A's late write ` +
+        (lesson ? 'went through after B had sold out: the failure fencing prevents' : 'wrote nothing'),
+      checks: [
+        () =>
+          holder === null || holder === a.app.pid
+            ? null
+            : `the lock was held by pid ${holder}, not by the cut-off app ${a.app.pid}`,
+        () => (soldWhileCut > 0 ? null : 'app B sold nothing while A was cut off'),
+        () => (stage.count('OUTCOME_UNKNOWN', a) > 0 ? null : "no buyer of A's held write was told OUTCOME_UNKNOWN"),
+        () => (lesson || retries.written === 0 ? null : `A's late write placed ${retries.written} orders`),
+      ],
+    });
+  });
+}
