@@ -367,9 +367,7 @@ function common(v: SaleVerdict, r: Retries, unresolved: number, checked: boolean
       : `retried each once with its key and body: ${n(r.returned)} got their written order back, ${n(r.afresh)} bought afresh` +
         (unresolved > 0 ? `, ${n(unresolved)} unresolved (${tally(r.unresolved)})` : '') +
         (r.waitedInFlight > 0 ? `, ${n(r.waitedInFlight)} first told IDEMPOTENCY_KEY_IN_USE` : '');
-  const resolution = checked
-    ? 'retry resolution checked'
-    : 'retry resolution not checked until Idempotency-Key lands (FAULTS_CHECK_RETRIES=1 checks it)';
+  const resolution = checked ? 'retry resolution checked' : 'retry resolution not checked (--no-check-retries)';
   return (
     `${codesSeen(v.load, ['OUTCOME_UNKNOWN'])} (${n(r.written)} of them written); ${retried}; ${resolution}; ` +
     `slowest answer ${n(v.load.latency.max)} ms (bound ${n(MAX_ANSWER_MS)})`
