@@ -13,12 +13,13 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { dirname, relative } from 'node:path';
 import { startSale } from '../harness/http';
+import { retryFailed } from './retries';
 import { BASELINE_MAIN, ROOT } from '../harness/paths';
 import { RunningApp, startApp, stopAll, track } from '../harness/processes';
 import { REDLOCK_NODE, startPrivateRedis } from '../harness/redis';
 import { UNSAFE_STRATEGIES } from '../src/config/app-config';
 import { KeyLayout } from '../src/redis/key-layout';
-import { LoadResult, runLoad } from './load';
+import { Answer, LoadResult, runLoad } from './load';
 import { BenchOptions, parseOptions, Target, USAGE, UsageError } from './options';
 import { startProgress } from './progress';
 import { formatReport, Row } from './report';
@@ -167,7 +168,8 @@ async function measuredSale(run: Run, t: RowApp): Promise<{ load: LoadResult; ve
     const progress = { done: 0 };
     const k = t.keys.product(productId);
     const reporter = startProgress(t.label, requests(options), progress, () => run.client.get(k.stock), options.stock);
-    const load = await runLoad(
+    const answers: Answer[] = [];
+    const first = await runLoad(
       {
         url: t.app.url,
         productId,
@@ -175,9 +177,25 @@ async function measuredSale(run: Run, t: RowApp): Promise<{ load: LoadResult; ve
         duplicates: options.duplicates,
         connections: options.connections,
         quantity: options.quantity,
+        idempotencyKeys: options.keys,
+        ...(options.retries > 0 ? { onAnswer: (a: Answer) => answers.push(a) } : {}),
       },
       progress,
     ).finally(() => reporter.stop());
+    let load = first;
+    if (options.retries > 0) {
+      const retried = await retryFailed(t.app.url, productId, options.quantity, answers, options.retries, first);
+      load = retried.load;
+      const { buyers, sent, outcomes, replayed } = retried.summary;
+      run.log(
+        `${t.label}: --retries ${options.retries}: ${buyers} buyers told 503 retried with their key (${sent} requests): ` +
+          `${
+            Object.entries(outcomes)
+              .map(([code, n]) => `${code} ×${n}`)
+              .join(', ') || 'none'
+          }; ${replayed} answered an order placed earlier`,
+      );
+    }
     const verdict = judge(await readSale(run.client, k), load, options.quantity);
     if (verdict.oversold > 0 || attempt >= attempts) return { load, verdict, attempts: attempt };
     run.log(`${t.label}: sale ${attempt} did not oversell; running it again`);

@@ -20,6 +20,10 @@ export interface BenchOptions {
   readonly out: string;
   /** Also run the minimal node:http baseline first, and give every row its ratios to it. */
   readonly baseline: boolean;
+  /** Send an Idempotency-Key with every purchase (implied by retries > 0). */
+  readonly keys: boolean;
+  /** Times a buyer told 503 retries with its key after the load. */
+  readonly retries: number;
 }
 
 /** What a row runs: a strategy of the app, or the baseline server. */
@@ -39,6 +43,9 @@ export const USAGE = `usage: npm run bench -- [options]
   --warmup N        warm-up requests on a separate product            (10000)
   --baseline        first run bench/baselines/atomic-http.ts (node:http + one Lua
                     script, no framework, no lock) and show every row as a ratio to it
+  --keys            send an Idempotency-Key with every purchase (a fresh key each)
+  --retries N       after the load, each buyer told 503 retries up to N times with
+                    its key and body (implies --keys)                    (0)
   --redis URL       use this Redis instead of starting a private one
   --out FILE        JSON results                    (bench/results/<timestamp>.json)
 `;
@@ -56,6 +63,8 @@ export function parseOptions(argv: string[]): BenchOptions {
     redis: { type: 'string' },
     out: { type: 'string' },
     baseline: { type: 'boolean', default: false },
+    keys: { type: 'boolean', default: false },
+    retries: { type: 'string', default: '0' },
     help: { type: 'boolean', short: 'h' },
   } as const;
   let parsed;
@@ -102,6 +111,8 @@ export function parseOptions(argv: string[]): BenchOptions {
     warmup: int('warmup', values.warmup!, 0, 1_000_000),
     redis: values.redis,
     baseline: values.baseline ?? false,
+    keys: (values.keys ?? false) || int('retries', values.retries!, 0, 100) > 0,
+    retries: int('retries', values.retries!, 0, 100),
     out: resolve(values.out ?? join(ROOT, 'bench', 'results', `${stamp}.json`)),
   };
 }
