@@ -22,6 +22,19 @@ export type Attempt<T> = { readonly got: T } | { readonly waitMs: number };
  * connection per process; a channel is subscribed while anyone waits on it.
  */
 export class ReleaseSubscriber {
+  /**
+   * How the subscriber connection is duplicated from the app's client: commands wait
+   * in the offline queue while it connects, one at a time as written, and no ready
+   * check: ioredis sends a SUBSCRIBE issued between 'connect' and its INFO ready check
+   * at once, the check's reply then finds the connection in subscriber mode, and the
+   * first SUBSCRIBE still queued is rejected (a buyer's 500).
+   */
+  static readonly CONNECTION_OPTIONS = {
+    enableOfflineQueue: true,
+    enableAutoPipelining: false,
+    enableReadyCheck: false,
+  } as const;
+
   private connection?: Redis;
   private readonly channels = new Map<string, Channel>();
   /** Waits ended by a release message rather than by their timeout. */

@@ -64,9 +64,7 @@ export class SetNxLockStrategy implements Lock {
     private readonly redis: Pick<Redis, 'set' | 'duplicate'> & ScriptClient,
     protected readonly options: LockOptions,
   ) {
-    this.subscriber = new ReleaseSubscriber(() =>
-      redis.duplicate({ enableOfflineQueue: true, enableAutoPipelining: false }),
-    );
+    this.subscriber = new ReleaseSubscriber(() => redis.duplicate(ReleaseSubscriber.CONNECTION_OPTIONS));
   }
 
   /** Release messages that woke a waiting contender before its fallback timeout. */

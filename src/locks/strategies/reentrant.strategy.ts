@@ -82,9 +82,7 @@ export class ReentrantStrategy implements Lock {
     private readonly redis: Pick<Redis, 'duplicate'> & ScriptClient,
     private readonly options: ReentrantOptions,
   ) {
-    this.subscriber = new ReleaseSubscriber(() =>
-      redis.duplicate({ enableOfflineQueue: true, enableAutoPipelining: false }),
-    );
+    this.subscriber = new ReleaseSubscriber(() => redis.duplicate(ReleaseSubscriber.CONNECTION_OPTIONS));
   }
 
   get lostLocks(): number {

@@ -1,0 +1,34 @@
+import type { Redis } from 'ioredis';
+import { useTestRedis } from '../../test/helpers/redis';
+import { createRedisClient } from '../redis/create-client';
+import { ReleaseSubscriber } from './release-subscriber';
+
+describe('ReleaseSubscriber against a real Redis', () => {
+  const { url } = useTestRedis();
+
+  it('joins a second channel while its new connection is still starting up: both subscribe', async () => {
+    const base = createRedisClient(url(), 'test');
+    const subscribers: ReleaseSubscriber[] = [];
+    try {
+      await new Promise((resolve) => base.once('ready', resolve));
+      let second: Promise<void> | undefined;
+      // The connection the strategies give it; the second channel is joined at its
+      // 'connect', before it is ready: the moment a contended buyer can hit.
+      const rs = new ReleaseSubscriber(() => {
+        const connection: Redis = base.duplicate(ReleaseSubscriber.CONNECTION_OPTIONS);
+        connection.once('connect', () => {
+          second = rs.join('b:released');
+        });
+        return connection;
+      });
+      subscribers.push(rs);
+      await rs.join('a:released');
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      expect(second).toBeDefined();
+      await expect(second).resolves.toBeUndefined();
+    } finally {
+      await Promise.all(subscribers.map((s) => s.close()));
+      base.disconnect();
+    }
+  });
+});
