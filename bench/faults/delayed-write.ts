@@ -1,6 +1,6 @@
 import { COMMAND_TIMEOUT_MS } from '../../src/redis/create-client';
-import { codesSeen, Context, holderPid, n, Outcome, waitUntil } from './kit';
-import { armed, NetworkStrategy, onNetworkStage, takesLock, WRITE_MARKER, WRITE_NAME } from './network-stage';
+import { codesSeen, Context, n, Outcome, waitUntil } from './kit';
+import { holdFirstWriteOfA, NetworkStrategy, onNetworkStage, takesLock, WRITE_NAME } from './network-stage';
 
 const TTL_MS = 500;
 /** App A's buyers: its first write is the one delayed; the rest only wait. */
@@ -19,12 +19,7 @@ export function delayedWrite(ctx: Context, strategy: NetworkStrategy): Promise<O
   const stock = ctx.quick ? 50 : 200;
   return onNetworkStage(ctx, strategy, { apps: 2, ttlMs: TTL_MS, stock }, async (stage) => {
     const { client, k } = stage;
-    const [a, b] = stage.apps;
-    const held = armed(a.proxy.holdRequest(WRITE_MARKER[strategy]));
-    const aLoading = stage.load(a, A_BUYERS, 'a-');
-    await waitUntil("app A's write to be held", async () => held.fired());
-    const holder = takesLock(strategy) ? await holderPid(client, k) : null;
-    const stockAtHold = Number(await client.get(k.stock));
+    const { a, b, held, aLoading, stockAtHold, heldByA } = await holdFirstWriteOfA(stage, strategy, A_BUYERS);
     const bLoading = stage.load(b, 2 * stock, 'b-');
     await waitUntil('app B to sell every unit left', async () => Number(await client.get(k.stock)) <= 0);
     const delayMs = Date.now() - held.at();
@@ -47,10 +42,7 @@ export function delayedWrite(ctx: Context, strategy: NetworkStrategy): Promise<O
           ? '; the late write went through after B had sold out: the failure fencing prevents'
           : '; nothing of it written'),
       checks: [
-        () =>
-          holder === null || holder === a.app.pid
-            ? null
-            : `the lock was held by pid ${holder}, not by the delayed app ${a.app.pid}`,
+        heldByA('delayed'),
         () => (stockAtHold > 0 ? null : 'nothing was left for app B to sell'),
         () => (lesson || retries.written === 0 ? null : `A's late write placed ${retries.written} orders`),
       ],

@@ -19,6 +19,7 @@ import { readSale } from '../verdict';
 import {
   apps,
   codesSeen,
+  holderPid,
   Context,
   harnessClient,
   n,
@@ -28,6 +29,7 @@ import {
   SaleVerdict,
   TOKEN,
   verdict,
+  waitUntil,
 } from './kit';
 
 /** The strategies the network scenarios run: the default, the lock-free two, and plain `lock` for its lessons. */
@@ -384,4 +386,25 @@ export function armed(fault: Promise<void>): { fired: () => boolean; at: () => n
     at = Date.now();
   });
   return { fired: () => !Number.isNaN(at), at: () => at };
+}
+
+/**
+ * The start of a late-write scenario on a two-app stage: app A's first write (and what
+ * A's connection sends after it) held in its proxy while A's buyers load; the pid
+ * holding the lock and the stock left at that moment.
+ */
+export async function holdFirstWriteOfA(stage: NetworkStage, strategy: NetworkStrategy, aBuyers: number) {
+  const { client, k } = stage;
+  const [a, b] = stage.apps;
+  const held = armed(a.proxy.holdRequest(WRITE_MARKER[strategy]));
+  const aLoading = stage.load(a, aBuyers, 'a-');
+  await waitUntil("app A's write to be held", async () => held.fired());
+  const holder = takesLock(strategy) ? await holderPid(client, k) : null;
+  const stockAtHold = Number(await client.get(k.stock));
+  /** A check: under a lock, the held write's app held it. */
+  const heldByA = (role: string) => () =>
+    holder === null || holder === a.app.pid
+      ? null
+      : `the lock was held by pid ${holder}, not by the ${role} app ${a.app.pid}`;
+  return { a, b, held, aLoading, stockAtHold, heldByA };
 }

@@ -1,6 +1,6 @@
 import { COMMAND_TIMEOUT_MS } from '../../src/redis/create-client';
-import { codesSeen, Context, holderPid, n, Outcome, waitUntil } from './kit';
-import { armed, NetworkStrategy, onNetworkStage, takesLock, WRITE_MARKER, WRITE_NAME } from './network-stage';
+import { codesSeen, Context, n, Outcome } from './kit';
+import { holdFirstWriteOfA, NetworkStrategy, onNetworkStage, takesLock, WRITE_NAME } from './network-stage';
 
 const TTL_MS = 500;
 /** App A's buyers: its first write is the one cut off; the rest only wait. */
@@ -19,12 +19,14 @@ export function partition(ctx: Context, strategy: NetworkStrategy): Promise<Outc
   const stock = ctx.quick ? 50 : 200;
   return onNetworkStage(ctx, strategy, { apps: 2, ttlMs: TTL_MS, stock }, async (stage) => {
     const { client, k } = stage;
-    const [a, b] = stage.apps;
-    const held = armed(a.proxy.holdRequest(WRITE_MARKER[strategy]));
-    const aLoading = stage.load(a, A_BUYERS, 'a-');
-    await waitUntil("app A's write to be held", async () => held.fired());
-    const holder = takesLock(strategy) ? await holderPid(client, k) : null;
-    const stockAtCut = Number(await client.get(k.stock));
+    const {
+      a,
+      b,
+      held,
+      aLoading,
+      stockAtHold: stockAtCut,
+      heldByA,
+    } = await holdFirstWriteOfA(stage, strategy, A_BUYERS);
     // B sells while A is cut off (under a lock, once A's TTL has run out), then A's
     // buyers are all answered, the held write's by the command timeout.
     const bLoad = await stage.load(b, 2 * stock, 'b-');
@@ -46,10 +48,7 @@ export function partition(ctx: Context, strategy: NetworkStrategy): Promise<Outc
         `${codesSeen(aLoad, Object.keys(aLoad.codes))}; healed, A's late write ` +
         (lesson ? 'went through after B had sold out: the failure fencing prevents' : 'wrote nothing'),
       checks: [
-        () =>
-          holder === null || holder === a.app.pid
-            ? null
-            : `the lock was held by pid ${holder}, not by the cut-off app ${a.app.pid}`,
+        heldByA('cut-off'),
         () => (soldWhileCut > 0 ? null : 'app B sold nothing while A was cut off'),
         () => (stage.count('OUTCOME_UNKNOWN', a) > 0 ? null : "no buyer of A's held write was told OUTCOME_UNKNOWN"),
         () => (lesson || retries.written === 0 ? null : `A's late write placed ${retries.written} orders`),

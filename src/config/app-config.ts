@@ -77,8 +77,9 @@ export const CONFIG_DEFAULTS = Object.freeze({
   lockTtlMs: 10_000,
   lockWaitMs: 5_000,
   requestTimeoutMs: 10_000,
-  // Above LOCK_WAIT_MS, so a buyer waiting for the lock at SIGTERM still gets its 201 or
-  // LOCK_TIMEOUT; below `docker stop`'s 10 s, so the app exits on its own before SIGKILL.
+  // Below `docker stop`'s 10 s, so the app exits on its own before SIGKILL; above the
+  // default LOCK_WAIT_MS, so a buyer waiting for the lock at SIGTERM usually hears 201 or
+  // LOCK_TIMEOUT first (one still in progress at the deadline hears OUTCOME_UNKNOWN).
   shutdownTimeoutMs: 8_000,
   keyPrefix: 'seckill:',
   allowUnsafe: false,
