@@ -7,6 +7,7 @@ import { AppConfig, LOG_LEVELS } from './config/app-config';
 import { answerClientError } from './errors/client-error';
 import { errorBody } from './errors/error.filter';
 import { FRAMEWORK_ERRORS, ValidationFailedError } from './errors/errors';
+import { checkBodiesWithRouteSchemas, STRICT_AJV } from './validation/schema-checked';
 
 /** Bodies larger than this are refused with 413 before they are parsed. */
 export const BODY_LIMIT_BYTES = 16 * 1024;
@@ -28,6 +29,7 @@ export async function createApp(config: AppConfig, options: { logger?: false } =
   const adapter = new FastifyAdapter({
     bodyLimit: BODY_LIMIT_BYTES,
     return503OnClosing: false,
+    ajv: STRICT_AJV,
     // A client that sends headers and half a body would otherwise hold its socket
     // forever: Fastify turns Node's request timeout off by default. Past it, Node raises
     // ERR_HTTP_REQUEST_TIMEOUT and answerClientError answers 408. The headers get the
@@ -50,6 +52,8 @@ export async function createApp(config: AppConfig, options: { logger?: false } =
     clientErrorHandler: answerClientError,
   });
   const fastify = adapter.getInstance();
+  // Before Nest registers its routes, which is when the hook sees them.
+  checkBodiesWithRouteSchemas(fastify);
   // Only JSON bodies: Fastify would otherwise parse text/plain into a string and
   // hand it to validation; refusing it up front gives a clear 415.
   fastify.removeContentTypeParser('text/plain');

@@ -1,6 +1,10 @@
 import { Body, Controller, Headers, Post, Res } from '@nestjs/common';
+import { RouteSchema } from '@nestjs/platform-fastify';
 import type { FastifyReply } from 'fastify';
+import { ErrorBody, errorBody } from '../errors/error.filter';
+import { AppError } from '../errors/errors';
 import { CreateOrderDto } from './dto/create-order.dto';
+import { CREATE_ORDER_ROUTE_SCHEMA } from './dto/create-order.schema';
 import { Idempotency, parseIdempotencyKey } from './idempotency';
 import type { Order, OrderLine } from './order';
 import { PurchasePath } from './purchases/purchase-path';
@@ -19,15 +23,26 @@ export class OrdersController {
    * in flight, 422 for the key with another body.
    */
   @Post()
+  @RouteSchema(CREATE_ORDER_ROUTE_SCHEMA)
   async create(
     @Body() body: CreateOrderDto,
     @Headers('idempotency-key') rawKey: string | undefined,
     @Res({ passthrough: true }) reply: FastifyReply,
-  ): Promise<Order> {
+  ): Promise<Order | ErrorBody> {
     const line: OrderLine = { productId: body.productId, userId: body.userId, quantity: body.quantity };
-    if (rawKey === undefined) return this.purchases.purchase(line);
-    const { order, replayed } = await this.idempotency.purchase(line, parseIdempotencyKey(rawKey));
-    if (replayed) void reply.header('idempotent-replayed', 'true');
-    return order;
+    try {
+      if (rawKey === undefined) return await this.purchases.purchase(line);
+      const { order, replayed } = await this.idempotency.purchase(line, parseIdempotencyKey(rawKey));
+      if (replayed) void reply.header('idempotent-replayed', 'true');
+      return order;
+    } catch (err) {
+      // Most answers of a sale are refusals: answered here, the body ErrorFilter would
+      // write, without a rejection unwinding through Nest's exception zone to find it.
+      if (err instanceof AppError && err.status === 409) {
+        void reply.status(409);
+        return errorBody(err);
+      }
+      throw err;
+    }
   }
 }

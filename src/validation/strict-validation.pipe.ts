@@ -1,8 +1,14 @@
 import { ArgumentMetadata, ValidationError, ValidationPipe } from '@nestjs/common';
 import { ValidationFailedError } from '../errors/errors';
+import { isSchemaChecked } from './schema-checked';
 
-/** Keys ValidationPipe deletes before validating (prototype-pollution guard), so they would pass unseen. */
-const PROTOTYPE_KEYS = ['__proto__', 'constructor', 'prototype'];
+/**
+ * Keys that would pass unseen: ValidationPipe deletes `__proto__`, `constructor` and
+ * `prototype` before validating (prototype-pollution guard), and class-validator's
+ * whitelist looks a key up in a plain object, so a key that names a member of
+ * Object.prototype (`toString`, `valueOf`, `hasOwnProperty`, ...) counts as declared.
+ */
+const hiddenKey = (key: string): boolean => key === 'prototype' || key in Object.prototype;
 
 interface FieldErrors {
   field: string;
@@ -21,8 +27,10 @@ function failed(fields: FieldErrors[]): ValidationFailedError {
  *
  * Nest's ValidationPipe silently deletes `constructor` and `prototype` keys from a
  * body before validating it, so `{"productId":"p","userId":"u","constructor":0}`
- * would be accepted as if the key were not there (found by test/fuzz.e2e-spec.ts).
- * They are refused here like any other unknown field.
+ * would be accepted as if the key were not there (found by test/fuzz.e2e-spec.ts), and
+ * class-validator's whitelist let `"toString":"x"` through (found by comparing it with
+ * the route's JSON Schema, json-schema.spec.ts). They are refused here like any other
+ * unknown field.
  */
 export class StrictValidationPipe extends ValidationPipe {
   constructor() {
@@ -39,8 +47,13 @@ export class StrictValidationPipe extends ValidationPipe {
   }
 
   override async transform(value: unknown, metadata: ArgumentMetadata): Promise<unknown> {
+    // The route's compiled schema, derived from this same DTO, accepted it already
+    // (json-schema.ts: never looser than the DTO): only the DTO's defaults are left to apply.
+    if (metadata.type === 'body' && metadata.metatype && isSchemaChecked(value)) {
+      return Object.assign(new metadata.metatype(), value);
+    }
     if (metadata.type === 'body' && typeof value === 'object' && value !== null) {
-      const hidden = Object.keys(value).filter((key) => PROTOTYPE_KEYS.includes(key));
+      const hidden = Object.keys(value).filter(hiddenKey);
       if (hidden.length > 0) {
         throw failed(hidden.map((key) => ({ field: key, messages: [`property ${key} should not exist`] })));
       }

@@ -1,7 +1,11 @@
-import { IsInt, Matches, Max, Min, ValidateIf } from 'class-validator';
+import { IsInt, Matches, Max, Min } from 'class-validator';
 import { ID_PATTERN, ID_RULE, MAX_QUANTITY } from '../../sale/sale-limits';
+import { Omittable } from '../../validation/omittable';
 
-/** Body of POST /api/orders. The product's own perUserLimit is checked by the service. */
+/**
+ * Body of POST /api/orders. The product's own perUserLimit is checked by the service.
+ * The route's JSON Schema is derived from these decorators (create-order.schema.ts).
+ */
 export class CreateOrderDto {
   @Matches(ID_PATTERN, { message: `productId ${ID_RULE}` })
   readonly productId!: string;
@@ -10,7 +14,7 @@ export class CreateOrderDto {
   readonly userId!: string;
 
   /** Omitted means 1; null is refused, not defaulted. */
-  @ValidateIf((_dto, value) => value !== undefined)
+  @Omittable()
   // Decorators run bottom-up and only the first failure is reported: type first.
   @Max(MAX_QUANTITY)
   @Min(1)

@@ -1,5 +1,6 @@
-import { IsInt, Max, Min, ValidateIf } from 'class-validator';
+import { IsInt, Max, Min } from 'class-validator';
 import { MAX_PER_USER_LIMIT, MAX_STOCK } from '../../sale/sale-limits';
+import { Omittable } from '../../validation/omittable';
 
 /** Body of PUT /api/products/:id. */
 export class StartSaleDto {
@@ -9,7 +10,7 @@ export class StartSaleDto {
   readonly stock!: number;
 
   /** Units one user may buy in this sale. Omitted means 1; null is refused, not defaulted. */
-  @ValidateIf((_dto, value) => value !== undefined)
+  @Omittable()
   // Decorators run bottom-up and only the first failure is reported: type first.
   @Max(MAX_PER_USER_LIMIT)
   @Min(1)

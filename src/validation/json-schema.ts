@@ -1,0 +1,61 @@
+import { getMetadataStorage, ValidationTypes } from 'class-validator';
+import { PRESENT } from './omittable';
+
+/** A JSON Schema (draft 7, as Fastify's ajv reads it) for a flat body of strings and integers. */
+export interface BodySchema {
+  readonly type: 'object';
+  readonly additionalProperties: false;
+  readonly required: readonly string[];
+  readonly properties: Readonly<Record<string, Readonly<Record<string, unknown>>>>;
+}
+
+/** What each class-validator rule is in JSON Schema; a rule missing here stops the derivation. */
+const RULES: Readonly<Record<string, (constraints: readonly unknown[]) => Record<string, unknown>>> = {
+  matches: ([pattern, modifiers]) => {
+    if (!(pattern instanceof RegExp) || pattern.flags !== '' || modifiers !== undefined) {
+      throw new Error('only a flagless RegExp has the same meaning in JSON Schema');
+    }
+    return { type: 'string', pattern: pattern.source };
+  },
+  isInt: () => ({ type: 'integer' }),
+  min: ([min]) => ({ minimum: min }),
+  max: ([max]) => ({ maximum: max }),
+};
+
+/**
+ * The JSON Schema of a class-validator DTO, derived from its decorators, so the DTO
+ * stays the one definition of the body. The schema must never accept a body the DTO
+ * refuses (the route takes what it accepts without asking class-validator again), so a
+ * decorator it cannot translate exactly is an error at start-up, not a looser schema:
+ * unknown rules, `each`, groups, and any conditional other than Omittable. Unknown
+ * fields are refused as the StrictValidationPipe refuses them (forbidNonWhitelisted).
+ */
+export function bodySchemaOf(dto: new () => object): BodySchema {
+  const metadatas = getMetadataStorage().getTargetValidationMetadatas(dto, '', true, false);
+  const properties: Record<string, Record<string, unknown>> = {};
+  const omittable = new Set<string>();
+  for (const meta of metadatas) {
+    const where = `@${meta.name ?? meta.type} on ${dto.name}.${meta.propertyName}`;
+    const property = (properties[meta.propertyName] ??= {});
+    if (meta.each || (meta.groups?.length ?? 0) > 0 || meta.always) {
+      throw new Error(`no JSON Schema for ${where}: each, groups and always are not translated`);
+    }
+    if (meta.type === ValidationTypes.CONDITIONAL_VALIDATION && meta.constraints[0] === PRESENT) {
+      omittable.add(meta.propertyName);
+      continue;
+    }
+    const rule = meta.type === ValidationTypes.CUSTOM_VALIDATION && meta.name ? RULES[meta.name] : undefined;
+    if (!rule) throw new Error(`no JSON Schema for ${where}: add the rule to src/validation/json-schema.ts`);
+    try {
+      Object.assign(property, rule(meta.constraints ?? []));
+    } catch (err) {
+      throw new Error(`no JSON Schema for ${where}: ${(err as Error).message}`, { cause: err });
+    }
+  }
+  return {
+    type: 'object',
+    additionalProperties: false,
+    required: Object.keys(properties).filter((name) => !omittable.has(name)),
+    properties,
+  };
+}

@@ -1,0 +1,90 @@
+import { ValidationPipe } from '@nestjs/common';
+import { errorBody } from '../src/errors/error.filter';
+import { SoldOutError } from '../src/errors/errors';
+import { request, startSale } from './helpers/app';
+import { startTestStack, TestStack } from './helpers/stack';
+
+/**
+ * POST /api/orders' compiled path: the route's JSON Schema (derived from CreateOrderDto)
+ * takes a valid body without class-validator, a refused one still gets class-validator's
+ * 400, and the 201 and 409 bodies come out of compiled serializers byte for byte as
+ * JSON.stringify wrote them.
+ */
+describe('POST /api/orders hot path', () => {
+  let stack: TestStack;
+  let classValidator: jest.SpyInstance;
+
+  beforeAll(async () => {
+    stack = await startTestStack('hot-path');
+  });
+  afterAll(() => stack?.close());
+  beforeEach(() => {
+    classValidator = jest.spyOn(ValidationPipe.prototype, 'transform');
+  });
+  afterEach(() => classValidator.mockRestore());
+
+  const raw = async (body: string) => {
+    const res = await fetch(`${stack.url}/api/orders`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body,
+    });
+    return { status: res.status, type: res.headers.get('content-type'), text: await res.text() };
+  };
+
+  it('takes a valid body without running class-validator, and writes the 201 field by field', async () => {
+    await startSale(stack.url, 'fast', 2);
+    classValidator.mockClear(); // the admin route's own validation
+    const res = await raw('{"productId":"fast","userId":"u1"}');
+    expect(res.status).toBe(201);
+    const order = JSON.parse(res.text);
+    expect(res.text).toBe(
+      JSON.stringify({ orderId: order.orderId, productId: 'fast', userId: 'u1', quantity: 1, remaining: 1 }),
+    );
+    expect(classValidator).not.toHaveBeenCalled();
+  });
+
+  it('answers the 409 with the bytes ErrorFilter would write', async () => {
+    await startSale(stack.url, 'gone', 0);
+    classValidator.mockClear(); // the admin route's own validation
+    const res = await raw('{"productId":"gone","userId":"u1","quantity":1}');
+    expect(res.status).toBe(409);
+    expect(res.type).toBe('application/json; charset=utf-8');
+    expect(res.text).toBe(JSON.stringify(errorBody(new SoldOutError('gone'))));
+    expect(classValidator).not.toHaveBeenCalled();
+  });
+
+  // Fastify's ajv defaults would coerce "2" to 2 and drop the unknown field, and the
+  // schema would then pass a body class-validator refuses (fails without STRICT_AJV).
+  it.each([
+    ['a quantity as a string', '{"productId":"strict","userId":"u1","quantity":"2"}', 'quantity'],
+    ['an unknown field', '{"productId":"strict","userId":"u1","extra":1}', 'extra'],
+    ['a field named after Object.prototype', '{"productId":"strict","userId":"u1","toString":"x"}', 'toString'],
+    ['null for the omittable quantity', '{"productId":"strict","userId":"u1","quantity":null}', 'quantity'],
+  ])("refuses %s with class-validator's 400 and changes nothing", async (_what, body, field) => {
+    await startSale(stack.url, 'strict', 5);
+    classValidator.mockClear(); // the admin route's own validation
+    const k = stack.keys.product('strict');
+    const res = await raw(body);
+    expect(res.status).toBe(400);
+    expect(JSON.parse(res.text)).toMatchObject({ statusCode: 400, code: 'VALIDATION_FAILED', errors: [{ field }] });
+    expect(await stack.client.get(k.stock)).toBe('5');
+    expect(await stack.client.xlen(k.orders)).toBe(0);
+  });
+
+  it('still serves an Idempotency-Key retry through the same route', async () => {
+    await startSale(stack.url, 'keyed', 3);
+    const first = await request(stack.url, 'POST', '/api/orders', {
+      json: { productId: 'keyed', userId: 'u1' },
+      headers: { 'idempotency-key': 'k-1' },
+    });
+    const again = await request(stack.url, 'POST', '/api/orders', {
+      json: { productId: 'keyed', userId: 'u1' },
+      headers: { 'idempotency-key': 'k-1' },
+    });
+    expect(first.status).toBe(201);
+    expect(again.status).toBe(201);
+    expect(again.headers.get('idempotent-replayed')).toBe('true');
+    expect(again.body).toEqual(first.body);
+  });
+});
