@@ -293,6 +293,9 @@ export function cli(): void {
       process.exit(code);
     })
     .catch(async (err: Error) => {
+      // What was in flight when a signal stopped the apps and Redis fails with them
+      // (a closed connection): the signal's handler exits, with its own code.
+      if (stopping) return;
       process.stderr.write(
         err instanceof UsageError ? `${err.message}\n\n${USAGE}` : `[bench] failed: ${err.stack ?? err.message}\n`,
       );
