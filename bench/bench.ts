@@ -19,6 +19,7 @@ import { RunningApp, startApp, stopAll, track } from '../harness/processes';
 import { REDLOCK_NODE, startPrivateRedis } from '../harness/redis';
 import { UNSAFE_STRATEGIES } from '../src/config/app-config';
 import { KeyLayout } from '../src/redis/key-layout';
+import { Cost, startMeter } from './cost';
 import { Answer, LoadResult, runLoad } from './load';
 import { BenchOptions, parseOptions, Target, USAGE, UsageError } from './options';
 import { startProgress } from './progress';
@@ -97,10 +98,10 @@ async function runRow(run: Run, target: Target, workers: number): Promise<Row> {
   const t = await startTarget(run, target, workers);
   try {
     await warmUp(run, t);
-    const { load, verdict, attempts } = await measuredSale(run, t);
+    const { load, verdict, attempts, cost } = await measuredSale(run, t);
     const exitCode = await t.app.stop();
     if (exitCode !== 0) verdict.problems.push(`the app exited ${exitCode} on SIGTERM instead of 0`);
-    return toRow(run, t, load, verdict, attempts, exitCode);
+    return toRow(run, t, { load, verdict, attempts, cost }, exitCode);
   } finally {
     await t.app.stop();
     await cleanUp(run, t);
@@ -158,7 +159,7 @@ async function warmUp(run: Run, t: RowApp): Promise<void> {
  * nothing is run again on a fresh product, and the row says so. Only
  * CONTROL_ATTEMPTS blind sales in a row mean the bench cannot see it.
  */
-async function measuredSale(run: Run, t: RowApp): Promise<{ load: LoadResult; verdict: Verdict; attempts: number }> {
+async function measuredSale(run: Run, t: RowApp): Promise<Measured> {
   const { options } = run;
   const attempts = t.target === 'none' ? CONTROL_ATTEMPTS : 1;
   for (let attempt = 1; ; attempt++) {
@@ -169,6 +170,8 @@ async function measuredSale(run: Run, t: RowApp): Promise<{ load: LoadResult; ve
     const k = t.keys.product(productId);
     const reporter = startProgress(t.label, requests(options), progress, () => run.client.get(k.stock), options.stock);
     const answers: Answer[] = [];
+    // The cost is the pass's alone: after the sale's setup, before the retries and the verdict.
+    const meter = await startMeter(run.client, t.app.pid);
     const first = await runLoad(
       {
         url: t.app.url,
@@ -182,6 +185,10 @@ async function measuredSale(run: Run, t: RowApp): Promise<{ load: LoadResult; ve
       },
       progress,
     ).finally(() => reporter.stop());
+    const cost = await meter.stop(first.sent, async () => {
+      const left = await run.client.get(k.stock);
+      return left === null ? 0 : options.stock - Number(left);
+    });
     let load = first;
     if (options.retries > 0) {
       const retried = await retryFailed(t.app.url, productId, options.quantity, answers, options.retries, first);
@@ -197,19 +204,22 @@ async function measuredSale(run: Run, t: RowApp): Promise<{ load: LoadResult; ve
       );
     }
     const verdict = judge(await readSale(run.client, k), load, options.quantity);
-    if (verdict.oversold > 0 || attempt >= attempts) return { load, verdict, attempts: attempt };
+    if (verdict.oversold > 0 || attempt >= attempts) return { load, verdict, attempts: attempt, cost };
     run.log(`${t.label}: sale ${attempt} did not oversell; running it again`);
   }
 }
 
-function toRow(
-  run: Run,
-  t: RowApp,
-  load: LoadResult,
-  verdict: Verdict,
-  attempts: number,
-  exitCode: number | null,
-): Row {
+/** What one row's measured sale gave. */
+interface Measured {
+  readonly load: LoadResult;
+  readonly verdict: Verdict;
+  /** Sales run (the `none` control may need more than one). */
+  readonly attempts: number;
+  /** Of the last sale's pass. */
+  readonly cost: Cost;
+}
+
+function toRow(run: Run, t: RowApp, { load, verdict, attempts, cost }: Measured, exitCode: number | null): Row {
   const { options } = run;
   const allHold = Object.values(verdict.invariants).every(Boolean);
   return {
@@ -230,6 +240,7 @@ function toRow(
     timeouts: load.timeouts,
     ...verdict,
     attempts,
+    cost,
     pass: t.unsafe ? !allHold : allHold && exitCode === 0,
   };
 }

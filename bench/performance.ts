@@ -136,13 +136,7 @@ export function renderSection(runs: { scenario: Scenario; report: Report }[], ta
   ];
   for (const { scenario, report } of runs) {
     lines.push(`**${heading(scenario, report)}**`, '', '```sh', report.command, '```', '');
-    lines.push(
-      formatReport(report.rows)
-        .text.split('\n')
-        .filter((l) => l.startsWith('|'))
-        .join('\n'),
-      '',
-    );
+    lines.push(formatReport(report.rows).tables, '');
   }
   lines.push('| target | measured | met |', '|---|---|---|');
   for (const t of targets) lines.push(`| ${t.goal} | ${t.measured} | ${t.met ? 'yes' : '**no**'} |`);

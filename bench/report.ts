@@ -1,3 +1,4 @@
+import type { Cost } from './cost';
 import type { Verdict } from './verdict';
 
 /** One strategy's result, as written to the JSON file. */
@@ -21,6 +22,8 @@ export interface Row extends Verdict {
   readonly timeouts: number;
   /** With --baseline: this row's throughput and p99 divided by the baseline's, same run. */
   readonly vsBaseline?: { throughput: number; p99: number };
+  /** What the measured pass cost the app and Redis (bench/cost.ts). */
+  readonly cost: Cost;
   /** Measured sales run: more than 1 only for a `none` control that did not oversell at first. */
   readonly attempts: number;
   readonly pass: boolean;
@@ -39,6 +42,7 @@ export const FAILURE_SHOWN_BY: Readonly<Record<string, string>> = {
 };
 
 const n = (x: number | null) => (x === null ? '-' : x.toLocaleString('en-US'));
+const label = (r: Row) => `${r.strategy}${r.workers > 1 ? ` ×${r.workers}` : ''}`;
 
 function result(row: Row): string {
   const broken = Object.entries(row.invariants)
@@ -50,8 +54,31 @@ function result(row: Row): string {
   return test ? `FLAGGED: no failure under plain load; shown by ${test}` : 'FLAGGED: no failure seen';
 }
 
-/** Markdown table plus one verdict line per strategy; `failed` decides the exit code. */
-export function formatReport(rows: Row[]): { text: string; failed: boolean } {
+/**
+ * What each row's pass cost. A separate table, so the first one keeps the columns
+ * other tools read. Per sale counts all of the pass's Redis work, sold-out answers
+ * included: it is a product's price on one shard in a contended sale.
+ */
+function costTable(rows: Row[]): string[] {
+  const header =
+    '| strategy | app CPU µs/req | Redis CPU µs/req | Redis CPU µs/sale | Redis cmds/sale | sales/s ceiling (1 Redis thread) |';
+  const lines = [header, `|${header.slice(1).replace(/[^|]+/g, '---')}`];
+  const fixed = (x: number | null, digits: number) => (x === null ? '-' : x.toFixed(digits));
+  for (const r of rows) {
+    const c = r.cost;
+    lines.push(
+      `| ${label(r)} | ${fixed(c.appCpuUsPerRequest, 1)} | ${fixed(c.redisCpuUsPerRequest, 2)} | ` +
+        `${fixed(c.redisCpuUsPerSale, 1)} | ${fixed(c.redisCommandsPerSale, 2)} | ${n(c.salesPerSecCeiling)} |`,
+    );
+  }
+  return lines;
+}
+
+/**
+ * Markdown tables (the figures, then the costs) plus one verdict line per strategy;
+ * `tables` is the tables alone, `failed` decides the exit code.
+ */
+export function formatReport(rows: Row[]): { text: string; tables: string; failed: boolean } {
   const ratios = rows.some((r) => r.vsBaseline);
   const header =
     '| strategy | result | req/s | p50 ms | p99 ms | max ms | 201 | 409 | 5xx | sold | left | oversold | sell-out ms | sales/s |' +
@@ -63,13 +90,14 @@ export function formatReport(rows: Row[]): { text: string; failed: boolean } {
         .filter(([s]) => s.startsWith(prefix))
         .reduce((a, [, k]) => a + k, 0);
     lines.push(
-      `| ${r.strategy}${r.workers > 1 ? ` ×${r.workers}` : ''} | ${result(r)} | ${n(r.throughput)} | ${r.latency.p50} | ${r.latency.p99} | ` +
+      `| ${label(r)} | ${result(r)} | ${n(r.throughput)} | ${r.latency.p50} | ${r.latency.p99} | ` +
         `${r.latency.max} | ${n(r.status['201'] ?? 0)} | ${n(r.status['409'] ?? 0)} | ${n(count('5'))} | ${n(r.sold)} | ` +
         `${n(r.stockLeft)} | ${n(r.oversold)} | ${n(r.sellOutMs)} | ${n(r.salesPerSec)} |` +
         (ratios ? ` ${r.vsBaseline?.throughput.toFixed(2) ?? '-'}x | ${r.vsBaseline?.p99.toFixed(2) ?? '-'}x |` : ''),
     );
   }
-  lines.push('');
+  lines.push('', ...costTable(rows), '');
+  const tables = lines.join('\n').trimEnd();
   let failed = false;
   for (const r of rows) {
     const allHold = Object.values(r.invariants).every(Boolean);
@@ -103,5 +131,5 @@ export function formatReport(rows: Row[]): { text: string; failed: boolean } {
     // The negative control must oversell, or the bench is blind.
     if (r.strategy === 'none' && r.oversold === 0) failed = true;
   }
-  return { text: lines.join('\n'), failed };
+  return { text: lines.join('\n'), tables, failed };
 }

@@ -22,6 +22,22 @@ function listening(port: number): Promise<boolean> {
 const ports = (output: string, pattern: RegExp) => [...output.matchAll(pattern)].map((m) => Number(m[1]));
 
 /**
+ * A row's cost figures (bench/cost.ts) are there and make sense: CPU and commands are
+ * positive and finite; the per-sale ones exist exactly when something was sold.
+ */
+function expectCost(row: { strategy: string; cost: Record<string, any> }, sold: number): void {
+  const { measured, ...figures } = row.cost;
+  const perSale = ['redisCpuUsPerSale', 'redisCommandsPerSale', 'salesPerSecCeiling'];
+  for (const [name, value] of Object.entries(figures)) {
+    const label = `${row.strategy}: cost.${name}`;
+    if (sold === 0 && perSale.includes(name)) expect({ [label]: value }).toEqual({ [label]: null });
+    else expect({ [label]: Number.isFinite(value) && value > 0 }).toEqual({ [label]: true });
+  }
+  expect(Object.keys(figures).sort()).toEqual(['appCpuUsPerRequest', 'redisCpuUsPerRequest', ...perSale].sort());
+  expect(measured.sold).toBe(sold);
+}
+
+/**
  * `npm run bench` end to end at a tiny size: real processes, real Redis, the
  * verdict read back from the JSON file it writes.
  */
@@ -100,6 +116,13 @@ describe('bench (scripts/bench.js)', () => {
 
     expect(run.stdout).toContain('| lock | PASS |');
     expect(run.stdout).toMatch(/verdict: none oversold by \d+/);
+    // What the pass cost, in the JSON and in a table of its own after the first.
+    expectCost(lock, 50);
+    expectCost(none, none.sold);
+    expect(lock.cost.measured).toMatchObject({ requests: 3000, sold: 50 });
+    expect(run.stdout).toMatch(
+      /\n\n\| strategy \| app CPU µs\/req \| Redis CPU µs\/req \|.*\n.*\n\| lock \| [\d.]+ \|/,
+    );
     // Nothing it started is left running.
     const started = [
       ...ports(output, /private Redis at redis:\/\/127\.0\.0\.1:(\d+)/g),
@@ -182,6 +205,8 @@ describe('bench (scripts/bench.js)', () => {
     expect(lock).toMatchObject({ strategy: 'lock', pass: true, sold: 20 });
     expect(lock.vsBaseline.throughput).toBeCloseTo(lock.throughput / baseline.throughput, 2);
     expect(run.stdout).toContain('req/s vs baseline');
+    // Each row's cost is its own: the baseline server, one app process, a primary and its two workers.
+    for (const row of [baseline, lock, lock2]) expectCost(row, 20);
   });
 
   it('exits 1 when the none control cannot oversell, after trying three sales', () => {
