@@ -14,7 +14,7 @@ import { cpus } from 'node:os';
 import { dirname, relative } from 'node:path';
 import { startSale } from '../harness/http';
 import { retryFailed } from './retries';
-import { BASELINE_MAIN, ROOT } from '../harness/paths';
+import { BASELINE_MAIN, FASTIFY_ROUTE_MAIN, ROOT } from '../harness/paths';
 import { RunningApp, startApp, stopAll, track } from '../harness/processes';
 import { REDLOCK_NODE, startPrivateRedis } from '../harness/redis';
 import { UNSAFE_STRATEGIES } from '../src/config/app-config';
@@ -24,10 +24,16 @@ import { Answer, LoadResult, runLoad } from './load';
 import { BenchOptions, parseOptions, Target, USAGE, UsageError } from './options';
 import { startProgress } from './progress';
 import { formatReport, Row } from './report';
-import { judge, readSale, Verdict } from './verdict';
+import { judge, readSale, SaleSnapshot, Verdict } from './verdict';
 
 /** Sales the `none` control gets to show an oversell before the bench calls itself blind. */
 const CONTROL_ATTEMPTS = 3;
+
+/** The comparison servers' entry points; every other target is a strategy of the app. */
+const SERVERS: Partial<Record<Target, string>> = { baseline: BASELINE_MAIN, 'fastify-route': FASTIFY_ROUTE_MAIN };
+
+/** The bare Fastify route keeps no stock: its verdict is about its answers alone, of a product sold out from the start. */
+const NOTHING_STORED: SaleSnapshot = { initialStock: 0, perUserLimit: 1, stockLeft: 0, orders: [], buyers: {} };
 
 /** What every row of one bench run shares. */
 interface Run {
@@ -61,11 +67,11 @@ async function main(): Promise<number> {
   const rows: Row[] = [];
   const pairs: [Target, number][] = [
     ...(options.baseline ? [['baseline', 1] as [Target, number]] : []),
+    ...(options.soldOutPath ? [['fastify-route', 1] as [Target, number]] : []),
     ...options.strategies.flatMap((s) => options.workers.map((w): [Target, number] => [s, w])),
   ];
   for (const [target, workers] of pairs) rows.push(await runRow(run, target, workers));
-  const baseline = rows.find((r) => r.strategy === 'baseline');
-  const compared = baseline ? rows.map((r) => withRatios(r, baseline)) : rows;
+  const compared = withRatios(rows);
   await writeResults(run, compared);
   const { text, failed } = formatReport(compared);
   process.stdout.write(`${text}\n`);
@@ -109,13 +115,13 @@ async function runRow(run: Run, target: Target, workers: number): Promise<Row> {
 }
 
 async function startTarget(run: Run, target: Target, workers: number): Promise<RowApp> {
-  const unsafe = target !== 'baseline' && UNSAFE_STRATEGIES.includes(target);
+  const unsafe = (UNSAFE_STRATEGIES as readonly string[]).includes(target);
   const prefix = `bench:${run.runId}:${target}:x${workers}:`;
   const label = workers > 1 ? `${target} ×${workers}` : target;
   const token = randomBytes(18).toString('base64url');
   const app = await startApp({
     workers,
-    main: target === 'baseline' ? BASELINE_MAIN : undefined,
+    main: SERVERS[target],
     env: {
       REDIS_URL: run.redisUrl,
       ...(target === 'redlock' ? { REDLOCK_URLS: run.redlockUrls } : {}),
@@ -203,7 +209,8 @@ async function measuredSale(run: Run, t: RowApp): Promise<Measured> {
           }; ${replayed} answered an order placed earlier`,
       );
     }
-    const verdict = judge(await readSale(run.client, k), load, options.quantity);
+    const sale = t.target === 'fastify-route' ? NOTHING_STORED : await readSale(run.client, k);
+    const verdict = judge(sale, load, options.quantity);
     if (verdict.oversold > 0 || attempt >= attempts) return { load, verdict, attempts: attempt, cost };
     run.log(`${t.label}: sale ${attempt} did not oversell; running it again`);
   }
@@ -275,16 +282,27 @@ function requests(options: BenchOptions): number {
   return options.buyers + Math.round(options.buyers * options.duplicates);
 }
 
-/** Throughput and p99 as multiples of the baseline's, measured in the same run. */
-function withRatios(row: Row, baseline: Row): Row {
+/**
+ * Each row's figures as multiples of the comparison servers' measured in the same run:
+ * throughput and p99 of the baseline's, app CPU per request of the bare Fastify route's.
+ */
+function withRatios(rows: Row[]): Row[] {
   const ratio = (a: number, b: number) => Math.round((a / Math.max(b, 1)) * 100) / 100;
-  return {
+  const baseline = rows.find((r) => r.strategy === 'baseline');
+  const routeCpu = rows.find((r) => r.strategy === 'fastify-route')?.cost.appCpuUsPerRequest;
+  return rows.map((row) => ({
     ...row,
-    vsBaseline: {
-      throughput: ratio(row.throughput, baseline.throughput),
-      p99: ratio(row.latency.p99, baseline.latency.p99),
-    },
-  };
+    ...(baseline && {
+      vsBaseline: {
+        throughput: ratio(row.throughput, baseline.throughput),
+        p99: ratio(row.latency.p99, baseline.latency.p99),
+      },
+    }),
+    ...(routeCpu &&
+      row.cost.appCpuUsPerRequest !== null && {
+        vsFastifyRoute: { appCpuPerRequest: Math.round((row.cost.appCpuUsPerRequest / routeCpu) * 100) / 100 },
+      }),
+  }));
 }
 
 /** Entry point (scripts/bench.js): runs main, stops everything it started, exits. */

@@ -24,10 +24,22 @@ export interface BenchOptions {
   readonly keys: boolean;
   /** Times a buyer told 503 retries with its key after the load. */
   readonly retries: number;
+  /**
+   * Measure the sold-out path: stock 0, so every purchase is answered SOLD_OUT, and
+   * first run bench/baselines/fastify-route.ts, whose app CPU per request every row is
+   * compared with.
+   */
+  readonly soldOutPath: boolean;
 }
 
-/** What a row runs: a strategy of the app, or the baseline server. */
-export type Target = LockStrategyName | 'baseline';
+/** What a row runs: a strategy of the app, or one of the comparison servers in bench/baselines. */
+export type Target = LockStrategyName | 'baseline' | 'fastify-route';
+
+/** Sizes that differ under --sold-out-path: nothing to sell, so a cheaper load of more requests per connection. */
+const SIZES = {
+  sale: { buyers: '100000', connections: '1000', stock: '1000' },
+  soldOutPath: { buyers: '50000', connections: '200', stock: '0' },
+} as const;
 
 export const USAGE = `usage: npm run bench -- [options]
 
@@ -43,6 +55,11 @@ export const USAGE = `usage: npm run bench -- [options]
   --warmup N        warm-up requests on a separate product            (10000)
   --baseline        first run bench/baselines/atomic-http.ts (node:http + one Lua
                     script, no framework, no lock) and show every row as a ratio to it
+  --sold-out-path   measure the sold-out path: stock 0, so every purchase is answered
+                    SOLD_OUT (--buyers 50000 and --connections 200 unless given), and
+                    first run bench/baselines/fastify-route.ts (bare Fastify, the app's
+                    route schema, 409 without Redis), giving every row its app CPU per
+                    request as a ratio to that route's
   --keys            send an Idempotency-Key with every purchase (a fresh key each)
   --retries N       after the load, each buyer told 503 retries up to N times with
                     its key and body (implies --keys)                    (0)
@@ -52,10 +69,11 @@ export const USAGE = `usage: npm run bench -- [options]
 
 export function parseOptions(argv: string[]): BenchOptions {
   const flags = {
-    buyers: { type: 'string', default: '100000' },
+    // Defaults from SIZES, which depend on --sold-out-path.
+    buyers: { type: 'string' },
     duplicates: { type: 'string', default: '0' },
-    connections: { type: 'string', default: '1000' },
-    stock: { type: 'string', default: '1000' },
+    connections: { type: 'string' },
+    stock: { type: 'string' },
     quantity: { type: 'string', default: '1' },
     strategy: { type: 'string', default: CONFIG_DEFAULTS.lockStrategy },
     workers: { type: 'string', default: '1' },
@@ -65,6 +83,7 @@ export function parseOptions(argv: string[]): BenchOptions {
     baseline: { type: 'boolean', default: false },
     keys: { type: 'boolean', default: false },
     retries: { type: 'string', default: '0' },
+    'sold-out-path': { type: 'boolean', default: false },
     help: { type: 'boolean', short: 'h' },
   } as const;
   let parsed;
@@ -99,12 +118,18 @@ export function parseOptions(argv: string[]): BenchOptions {
   if (values.redis !== undefined && !/^rediss?:\/\//.test(values.redis)) {
     throw new UsageError(`--redis must be a redis:// URL, got "${values.redis}"`);
   }
+  const soldOutPath = values['sold-out-path'] ?? false;
+  const size = soldOutPath ? SIZES.soldOutPath : SIZES.sale;
+  const stock = int('stock', values.stock ?? size.stock, 0, 10_000_000);
+  if (soldOutPath && stock !== 0) {
+    throw new UsageError(`--sold-out-path measures a sold-out product: --stock must be 0, got ${stock}`);
+  }
   const stamp = new Date().toISOString().replace(/[:.]/g, '-');
   return {
-    buyers: int('buyers', values.buyers!, 1, 10_000_000),
+    buyers: int('buyers', values.buyers ?? size.buyers, 1, 10_000_000),
     duplicates,
-    connections: int('connections', values.connections!, 1, 20_000),
-    stock: int('stock', values.stock!, 0, 10_000_000),
+    connections: int('connections', values.connections ?? size.connections, 1, 20_000),
+    stock,
     quantity: int('quantity', values.quantity!, 1, 100),
     strategies: names as LockStrategyName[],
     workers: [...new Set(values.workers!.split(',').map((w) => int('workers', w.trim(), 1, 64)))],
@@ -113,6 +138,7 @@ export function parseOptions(argv: string[]): BenchOptions {
     baseline: values.baseline ?? false,
     keys: (values.keys ?? false) || int('retries', values.retries!, 0, 100) > 0,
     retries: int('retries', values.retries!, 0, 100),
+    soldOutPath,
     out: resolve(values.out ?? join(ROOT, 'bench', 'results', `${stamp}.json`)),
   };
 }

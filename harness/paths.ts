@@ -16,3 +16,5 @@ export const APP_MAIN = join(ROOT, 'dist', 'src', 'main.js');
 export const APP_CLUSTER = join(ROOT, 'dist', 'bench', 'app-cluster.js');
 /** The minimal node:http server every bench row is compared with (`--baseline`). */
 export const BASELINE_MAIN = join(ROOT, 'dist', 'bench', 'baselines', 'atomic-http.js');
+/** Bare Fastify answering every purchase SOLD_OUT, the sold-out path's yardstick (`--sold-out-path`). */
+export const FASTIFY_ROUTE_MAIN = join(ROOT, 'dist', 'bench', 'baselines', 'fastify-route.js');
