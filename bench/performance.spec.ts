@@ -4,8 +4,9 @@ import type { Row } from './report';
 
 type Report = Parameters<typeof judgeTargets>[0];
 
-function row(strategy: string, workers: number, fields: Partial<Row>): Row {
-  return { strategy, workers, pass: true, throughput: 1000, salesPerSec: 100, ...fields } as Row;
+function row(strategy: string, workers: number, fields: Partial<Row>, cost: Partial<Row['cost']> = {}): Row {
+  const measured = { appCpuUsPerRequest: 100, redisCpuUsPerRequest: 5, redisCpuUsPerSale: 30, ...cost };
+  return { strategy, workers, pass: true, throughput: 1000, salesPerSec: 100, ...fields, cost: measured } as Row;
 }
 
 function report(rows: Row[]): Report {
@@ -35,18 +36,51 @@ describe('README Performance section', () => {
       row(measured, 1, { throughput: 6000, vsBaseline: { throughput: 0.6, p99: 1.1 } }),
       row(measured, 2, { throughput: 5000, vsBaseline: { throughput: 0.5, p99: 2 } }),
     ]);
-    const contended = report([row(measured, 1, { salesPerSec: 4000 }), row('atomic', 1, { salesPerSec: 4500 })]);
-    expect(judgeTargets(headline, contended).map((t) => [t.met, t.measured])).toEqual([
+    const contended = report([
+      row(measured, 1, { salesPerSec: 4000 }, { redisCpuUsPerSale: 24.5 }),
+      row('atomic', 1, { salesPerSec: 4500 }, { redisCpuUsPerSale: 28 }),
+    ]);
+    const soldOut = report([
+      row('fastify-route', 1, {}, { appCpuUsPerRequest: 120 }),
+      row(measured, 1, {}, { appCpuUsPerRequest: 180 }),
+    ]);
+    expect(judgeTargets(headline, contended, soldOut).map((t) => [t.met, t.measured])).toEqual([
       [false, '0.60x'],
-      [true, '1.10x'],
-      [true, '0.89x (4000 vs 4500)'],
+      [false, '1.10x'],
+      [false, '0.89x (4000 vs 4500)'],
+      [false, '1.50x (180 vs 120 µs)'],
+      [true, '0.88x (24.5 vs 28 µs)'],
       [false, 'invariants hold, 0.83x (5000 vs 6000 req/s)'],
     ]);
-    expect(judgeTargets(headline, contended)[0].goal).toBe(`headline: \`${measured}\` throughput >= 1.0x the baseline`);
+    expect(judgeTargets(headline, contended, soldOut)[0].goal).toBe(
+      `headline: \`${measured}\` throughput >= 1.0x the baseline`,
+    );
     const broken = report([...headline.rows.slice(0, 2), row(measured, 2, { throughput: 9000, pass: false })]);
-    expect(judgeTargets(broken, contended)[3]).toMatchObject({
+    expect(judgeTargets(broken, contended, soldOut)[5]).toMatchObject({
       met: false,
       measured: expect.stringContaining('INVARIANT BROKEN'),
     });
+  });
+
+  it('meets the ratio targets at their bounds, and misses a cost target that was not measured', () => {
+    const measured = CONFIG_DEFAULTS.lockStrategy;
+    const headline = report([
+      row(measured, 1, { throughput: 6000, vsBaseline: { throughput: 1, p99: 1 } }),
+      row(measured, 2, { throughput: 6000 }),
+    ]);
+    const contended = report([row(measured, 1, {}), row('atomic', 1, {})]);
+    const soldOut = report([
+      row('fastify-route', 1, {}, { appCpuUsPerRequest: 100 }),
+      row(measured, 1, {}, { appCpuUsPerRequest: 130 }),
+    ]);
+    expect(judgeTargets(headline, contended, soldOut).every((t) => t.met)).toBe(true);
+    // Without /proc there is no app CPU; a sale that sold nothing has no Redis CPU per sale.
+    const blind = report([row('fastify-route', 1, {}, { appCpuUsPerRequest: null }), row(measured, 1, {})]);
+    const unsold = report([row(measured, 1, {}, { redisCpuUsPerSale: null }), row('atomic', 1, {})]);
+    expect(
+      judgeTargets(headline, unsold, blind)
+        .filter((t) => !t.met)
+        .map((t) => t.measured),
+    ).toEqual(['not measured (no /proc)', 'not measured (nothing sold)']);
   });
 });
