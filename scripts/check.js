@@ -7,7 +7,7 @@
  */
 const path = require('node:path');
 const { spawnSync } = require('node:child_process');
-const { ROOT, ensureDependencies } = require('./setup');
+const { ROOT, relaunchOnSupportedNode, ensureDependencies } = require('./setup');
 
 const bin = (pkg, file) => path.join(ROOT, 'node_modules', pkg, file);
 const TOOLS = {
@@ -19,13 +19,17 @@ const TOOLS = {
   typecheck: [[bin('typescript', 'bin/tsc'), '--noEmit', '-p', 'tsconfig.json']],
 };
 
-const task = process.argv[2];
-if (!(task in TOOLS)) {
-  process.stderr.write(`usage: node scripts/check.js ${Object.keys(TOOLS).join('|')}\n`);
-  process.exit(2);
-}
-ensureDependencies();
-for (const args of TOOLS[task]) {
-  const status = spawnSync(process.execPath, args, { cwd: ROOT, stdio: 'inherit' }).status ?? 1;
-  if (status !== 0) process.exit(status);
+if (!relaunchOnSupportedNode()) main();
+
+function main() {
+  const task = process.argv[2];
+  if (!(task in TOOLS)) {
+    process.stderr.write(`usage: node scripts/check.js ${Object.keys(TOOLS).join('|')}\n`);
+    process.exit(2);
+  }
+  ensureDependencies();
+  for (const args of TOOLS[task]) {
+    const status = spawnSync(process.execPath, args, { cwd: ROOT, stdio: 'inherit' }).status ?? 1;
+    if (status !== 0) process.exit(status);
+  }
 }

@@ -4,10 +4,14 @@
  * then run the fault suite (bench/faults/run.ts).
  */
 const path = require('node:path');
-const { ROOT, log, ensureDependencies, ensureBuilt } = require('./setup');
+const { ROOT, log, relaunchOnSupportedNode, ensureDependencies, ensureBuilt } = require('./setup');
 const { provideRedisServerOrExit } = require('./redis-server');
 
-ensureDependencies();
-ensureBuilt();
-provideRedisServerOrExit(log);
-require(path.join(ROOT, 'dist', 'bench', 'faults', 'run.js')).cli();
+if (!relaunchOnSupportedNode()) main();
+
+function main() {
+  ensureDependencies();
+  ensureBuilt();
+  provideRedisServerOrExit(log);
+  require(path.join(ROOT, 'dist', 'bench', 'faults', 'run.js')).cli();
+}

@@ -4,8 +4,12 @@
  * Performance section from real bench runs (bench/performance.ts).
  */
 const path = require('node:path');
-const { ROOT, ensureDependencies, ensureBuilt } = require('./setup');
+const { ROOT, relaunchOnSupportedNode, ensureDependencies, ensureBuilt } = require('./setup');
 
-ensureDependencies();
-ensureBuilt();
-require(path.join(ROOT, 'dist', 'bench', 'performance.js')).cli();
+if (!relaunchOnSupportedNode()) main();
+
+function main() {
+  ensureDependencies();
+  ensureBuilt();
+  require(path.join(ROOT, 'dist', 'bench', 'performance.js')).cli();
+}

@@ -1,17 +1,163 @@
 'use strict';
 /**
- * What `npm start` and `npm test` do before anything else on a fresh clone:
- * install dependencies if they are missing, and build if dist/ is missing or older
- * than the sources. Zero dependencies: it runs before `npm ci` has.
+ * What `npm start` and `npm test` do before anything else on a fresh clone: run on a
+ * Node the project supports, install dependencies if they are missing, and build if
+ * dist/ is missing or older than the sources. Zero dependencies: it runs before
+ * `npm ci` has.
  */
-const { spawnSync } = require('node:child_process');
+const { spawn, spawnSync } = require('node:child_process');
 const fs = require('node:fs');
+const os = require('node:os');
 const path = require('node:path');
 
 const ROOT = path.resolve(__dirname, '..');
 
 function log(line) {
   process.stderr.write(`[seckill] ${line}\n`);
+}
+
+/** The oldest Node major the project runs on (package.json's engines). */
+const MIN_NODE_MAJOR = 22;
+/**
+ * The Node a launcher on an older one installs and runs itself on: the npm registry's
+ * node-<platform>-<arch> package of this version is the official binary (bin/node).
+ */
+const NODE_VERSION = '24.21.0';
+const NODE_DIR = path.join(ROOT, '.data', `node-v${NODE_VERSION}`);
+/** Set for the relaunched child (the old Node's version), so it never relaunches again. */
+const RELAUNCHED_FROM = 'SECKILL_RELAUNCHED_FROM';
+
+/**
+ * The first thing every launcher does. On Node >= MIN_NODE_MAJOR it does nothing and
+ * returns false. On an older Node it installs NODE_VERSION into .data/ (once; later
+ * runs reuse it), runs this same launcher again on it with the same arguments, that
+ * Node's folder first on PATH (a `node` spawned by name is the new one too), and
+ * returns true: the caller must then do nothing more, this process only passes the
+ * signals it gets on to the child and exits as the child does.
+ * SECKILL_SYSTEM_NODE=1 stays on the older Node.
+ * @param {{ announce?: boolean }} [options] announce: log which Node runs even when
+ *   no relaunch was needed (the test launcher, so that CI's log shows it).
+ */
+function relaunchOnSupportedNode({ announce = false } = {}) {
+  const from = process.env[RELAUNCHED_FROM];
+  if (from) {
+    // Our children run on this Node already (process.execPath, PATH): none relaunches.
+    delete process.env[RELAUNCHED_FROM];
+    log(
+      `running on Node ${process.version} (installed from the npm registry because the system Node ${from} is older than ${MIN_NODE_MAJOR})`,
+    );
+    return false;
+  }
+  if (Number(process.versions.node.split('.')[0]) >= MIN_NODE_MAJOR) {
+    if (announce) log(`running on Node ${process.version}`);
+    return false;
+  }
+  if (process.env.SECKILL_SYSTEM_NODE === '1') {
+    log(
+      `running on Node ${process.version}, older than ${MIN_NODE_MAJOR}, because SECKILL_SYSTEM_NODE=1 (unsupported)`,
+    );
+    return false;
+  }
+  const node = installedNode() ?? installNode();
+  const child = spawn(node, [...process.execArgv, ...process.argv.slice(1)], {
+    stdio: 'inherit',
+    env: {
+      ...process.env,
+      [RELAUNCHED_FROM]: process.version,
+      PATH: [path.dirname(node), process.env.PATH].filter(Boolean).join(path.delimiter),
+    },
+  });
+  // Ctrl-C reaches the child from the terminal as well; a signal sent to this pid alone
+  // (SIGTERM from a supervisor, SIGHUP) reaches it only through here. The launchers
+  // take a repeated signal as one stop.
+  const forward = (signal) => {
+    if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+  };
+  const signals = ['SIGINT', 'SIGTERM', 'SIGHUP'];
+  for (const signal of signals) process.on(signal, forward);
+  child.once('error', (err) => {
+    log(`could not run ${node}: ${err.message}`);
+    process.exit(1);
+  });
+  child.once('exit', (code, signal) => {
+    if (code !== null) process.exit(code);
+    // Killed by a signal: end the same way, so that whoever waits on us sees it.
+    for (const s of signals) process.off(s, forward);
+    process.kill(process.pid, signal);
+    setTimeout(() => process.exit(128 + (os.constants.signals[signal] ?? 1)), 1000).unref();
+  });
+  return true;
+}
+
+/** NODE_VERSION's binary in NODE_DIR if it is there and runs, else null. */
+function installedNode(dir = NODE_DIR) {
+  const pkg = path.join(dir, 'node_modules', `node-${process.platform}-${process.arch}`);
+  let bin;
+  try {
+    bin = path.join(pkg, JSON.parse(fs.readFileSync(path.join(pkg, 'package.json'), 'utf8')).bin.node);
+  } catch {
+    return null;
+  }
+  const run = spawnSync(bin, ['--version'], { encoding: 'utf8', timeout: 30_000 });
+  return run.status === 0 && run.stdout.trim() === `v${NODE_VERSION}` ? bin : null;
+}
+
+/**
+ * Installs NODE_VERSION into NODE_DIR with npm (which checks the tarball's integrity)
+ * and returns its binary, or exits with what to do instead. npm installs into a
+ * folder of this process's own, renamed into place once the binary runs: an
+ * interrupted install leaves nothing that looks complete, and of two launchers
+ * installing at once, one wins and the other uses its copy.
+ */
+function installNode() {
+  const pkg = `node-${process.platform}-${process.arch}@${NODE_VERSION}`;
+  const rel = path.relative(ROOT, NODE_DIR);
+  log(
+    `Node ${process.version} is older than ${MIN_NODE_MAJOR}: installing Node ${NODE_VERSION} (${pkg}) from the npm registry into ${rel}/`,
+  );
+  const parent = path.dirname(NODE_DIR);
+  fs.mkdirSync(parent, { recursive: true });
+  // What an install cut short (its launcher gone) left behind.
+  const prefix = `${path.basename(NODE_DIR)}.partial-`;
+  for (const entry of fs.readdirSync(parent)) {
+    if (entry.startsWith(prefix) && !isAlive(Number(entry.slice(prefix.length)))) {
+      fs.rmSync(path.join(parent, entry), { recursive: true, force: true });
+    }
+  }
+  const partial = `${NODE_DIR}.partial-${process.pid}`;
+  const fail = (why) => {
+    fs.rmSync(partial, { recursive: true, force: true });
+    log(`could not install Node ${NODE_VERSION}: ${why}`);
+    log(
+      `install Node ${MIN_NODE_MAJOR} or newer yourself (24 is the target; \`nvm install\` reads .nvmrc), or set SECKILL_SYSTEM_NODE=1 to try Node ${process.version}`,
+    );
+    process.exit(1);
+  };
+  fs.mkdirSync(partial);
+  const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
+  const args = ['install', '--prefix', partial, '--no-save', '--no-package-lock', '--ignore-scripts'];
+  // npm's output goes to stderr: a launcher's stdout may be a report someone parses.
+  const result = spawnSync(npm, [...args, '--no-audit', '--no-fund', pkg], { cwd: partial, stdio: ['ignore', 2, 2] });
+  if (result.status !== 0) fail(`\`${npm} install ${pkg}\` failed (exit ${result.status ?? result.signal})`);
+  if (!installedNode(partial)) fail(`the binary npm installed does not run, or is not v${NODE_VERSION}`);
+  if (fs.existsSync(NODE_DIR) && !installedNode()) fs.rmSync(NODE_DIR, { recursive: true, force: true });
+  try {
+    fs.renameSync(partial, NODE_DIR);
+  } catch (err) {
+    // Another launcher installed it meanwhile: use that copy.
+    if (!installedNode()) fail(`could not move it into ${rel}/: ${err.message}`);
+    fs.rmSync(partial, { recursive: true, force: true });
+  }
+  return installedNode() ?? fail(`${rel}/ does not hold a working v${NODE_VERSION}`);
+}
+
+function isAlive(pid) {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return err.code === 'EPERM';
+  }
 }
 
 function run(command, args) {
@@ -82,4 +228,4 @@ function ensureBuilt() {
   run(process.execPath, BUILD.args);
 }
 
-module.exports = { ROOT, log, ensureDependencies, ensureBuilt };
+module.exports = { ROOT, log, relaunchOnSupportedNode, ensureDependencies, ensureBuilt };

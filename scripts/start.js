@@ -13,7 +13,7 @@ const { randomBytes } = require('node:crypto');
 const fs = require('node:fs');
 const path = require('node:path');
 const { parseEnv } = require('node:util');
-const { ROOT, log, ensureDependencies, ensureBuilt } = require('./setup');
+const { ROOT, log, relaunchOnSupportedNode, ensureDependencies, ensureBuilt } = require('./setup');
 const { provideRedisServerOrExit, startRedis, REDLOCK_NODE } = require('./redis-server');
 
 const DATA_DIR = path.join(ROOT, '.data', 'redis');
@@ -148,7 +148,11 @@ async function main() {
   process.exit(stopping && code === 0 ? 0 : code);
 }
 
-main().catch((err) => {
-  log(err.stack ?? String(err));
-  process.exit(1);
-});
+// An older Node relaunches this file on Node 24 and only passes its signals on: the
+// relaunched launcher is the one that owns the app's group and Redis, as below.
+if (!relaunchOnSupportedNode()) {
+  main().catch((err) => {
+    log(err.stack ?? String(err));
+    process.exit(1);
+  });
+}

@@ -6,25 +6,30 @@
  */
 const { spawnSync } = require('node:child_process');
 const path = require('node:path');
-const { ROOT, log, ensureDependencies, ensureBuilt } = require('./setup');
+const { ROOT, log, relaunchOnSupportedNode, ensureDependencies, ensureBuilt } = require('./setup');
 const { provideRedisServerOrExit } = require('./redis-server');
 
-ensureDependencies();
-provideRedisServerOrExit(log);
-// The process, bench and fault tests run the built app and bench as real processes.
-ensureBuilt();
-const jest = path.join(ROOT, 'node_modules', 'jest', 'bin', 'jest.js');
-const run = (args) => spawnSync(process.execPath, [jest, ...args], { cwd: ROOT, stdio: 'inherit' }).status ?? 1;
+// The Node that runs the tests, said in the log.
+if (!relaunchOnSupportedNode({ announce: true })) main();
 
-const args = process.argv.slice(2);
-if (args.length > 0) process.exit(run(args));
-// Everything, in two passes. The suites that load the machine with whole apps under
-// burst (the bench and the fault suite) measure races and pauses: run beside each
-// other on two cores, the `none` control once failed to show its oversell. So the
-// rest runs two files at a time, then these run one after the other. The start:dev
-// test is among them because `nest start --watch` deletes and rebuilds dist/, which
-// the others run.
-const HEAVY = ['test/bench.e2e-spec.ts', 'test/faults.e2e-spec.ts', 'test/watch.e2e-spec.ts'];
-const first = run(['--testPathIgnorePatterns', '/node_modules/', '/dist/', ...HEAVY]);
-const second = run(['--runInBand', ...HEAVY]);
-process.exit(first || second);
+function main() {
+  ensureDependencies();
+  provideRedisServerOrExit(log);
+  // The process, bench and fault tests run the built app and bench as real processes.
+  ensureBuilt();
+  const jest = path.join(ROOT, 'node_modules', 'jest', 'bin', 'jest.js');
+  const run = (args) => spawnSync(process.execPath, [jest, ...args], { cwd: ROOT, stdio: 'inherit' }).status ?? 1;
+
+  const args = process.argv.slice(2);
+  if (args.length > 0) process.exit(run(args));
+  // Everything, in two passes. The suites that load the machine with whole apps under
+  // burst (the bench and the fault suite) measure races and pauses: run beside each
+  // other on two cores, the `none` control once failed to show its oversell. So the
+  // rest runs two files at a time, then these run one after the other. The start:dev
+  // test is among them because `nest start --watch` deletes and rebuilds dist/, which
+  // the others run.
+  const HEAVY = ['test/bench.e2e-spec.ts', 'test/faults.e2e-spec.ts', 'test/watch.e2e-spec.ts'];
+  const first = run(['--testPathIgnorePatterns', '/node_modules/', '/dist/', ...HEAVY]);
+  const second = run(['--runInBand', ...HEAVY]);
+  process.exit(first || second);
+}

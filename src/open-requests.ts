@@ -1,4 +1,4 @@
-import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import type { Server, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { answerOnSocket, requestTimeoutError } from './errors/client-error';
 import { errorBody } from './errors/error.filter';
@@ -19,22 +19,16 @@ export interface Cut {
  * without a deadline one client that sends half a body holds the process forever.
  */
 export class OpenRequests {
-  /** A connection and its request now, or null between requests (or before the first is read). */
-  private readonly connections = new Map<Socket, { req: IncomingMessage; res: ServerResponse } | null>();
+  private readonly connections = new Set<Socket>();
 
+  // Only connections are tracked, not each request: a listener per request cost about
+  // 1% of the app's CPU under a burst. A connection's request in progress is the one
+  // whose response Node has attached to it (`_httpMessage`: set when the request is
+  // read, cleared when its answer is done, as client-error.ts also reads it).
   constructor(server: Server) {
     server.on('connection', (socket: Socket) => {
-      this.connections.set(socket, null);
+      this.connections.add(socket);
       socket.once('close', () => this.connections.delete(socket));
-    });
-    server.on('request', (req: IncomingMessage, res: ServerResponse) => {
-      const socket = req.socket;
-      if (!this.connections.has(socket)) return;
-      const current = { req, res };
-      this.connections.set(socket, current);
-      res.once('close', () => {
-        if (this.connections.get(socket) === current) this.connections.set(socket, null);
-      });
     });
   }
 
@@ -48,7 +42,9 @@ export class OpenRequests {
   cut(): Cut {
     let unfinished = 0;
     const inProgress: string[] = [];
-    for (const [socket, current] of this.connections) {
+    for (const socket of this.connections) {
+      const res = (socket as Socket & { _httpMessage?: ServerResponse | null })._httpMessage;
+      const current = res?.req ? { req: res.req, res } : null;
       if (current && (current.req.complete || current.res.headersSent)) {
         inProgress.push(`${current.req.method} ${current.req.url}`);
         if (!current.res.headersSent) {

@@ -9,6 +9,14 @@ export interface BodySchema {
   readonly properties: Readonly<Record<string, Readonly<Record<string, unknown>>>>;
 }
 
+/** The DTO each derived schema came from, for the route that uses it (schema-checked.ts). */
+const DTOS = new WeakMap<object, new () => object>();
+
+/** The DTO a body schema was derived from, if it was. */
+export function dtoOf(schema: unknown): (new () => object) | undefined {
+  return typeof schema === 'object' && schema !== null ? DTOS.get(schema) : undefined;
+}
+
 /** What each class-validator rule is in JSON Schema; a rule missing here stops the derivation. */
 const RULES: Readonly<Record<string, (constraints: readonly unknown[]) => Record<string, unknown>>> = {
   matches: ([pattern, modifiers]) => {
@@ -52,10 +60,12 @@ export function bodySchemaOf(dto: new () => object): BodySchema {
       throw new Error(`no JSON Schema for ${where}: ${(err as Error).message}`, { cause: err });
     }
   }
-  return {
+  const schema: BodySchema = {
     type: 'object',
     additionalProperties: false,
     required: Object.keys(properties).filter((name) => !omittable.has(name)),
     properties,
   };
+  DTOS.set(schema, dto);
+  return schema;
 }

@@ -1,11 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
-
-/** Bodies a route's compiled JSON Schema accepted in full, for StrictValidationPipe to take as they are. */
-const checked = new WeakSet<object>();
-
-export function isSchemaChecked(body: unknown): body is object {
-  return typeof body === 'object' && body !== null && checked.has(body);
-}
+import { dtoOf } from './json-schema';
 
 /**
  * Fastify's ajv settings for route schemas: check, never change. Its defaults coerce
@@ -17,25 +11,33 @@ export const STRICT_AJV = {
 } as const;
 
 /**
- * A route with a body schema (`@RouteSchema({ body })`) validates with the compiled
- * schema first. A body it accepts is marked, and the pipe takes it without running
- * class-validator: the hot path's whole validation is one compiled function. A body it
- * refuses is not answered by Fastify (attachValidation): it goes on to the pipe, where
- * class-validator refuses it with the same 400 body as on every other route.
+ * True for a body that a route's compiled schema accepted: only checkBodiesWithRouteSchemas
+ * makes DTO instances of bodies (a JSON parser makes plain objects, and Fastify refuses
+ * `__proto__` keys), so an instance of the DTO the pipe expects is one the schema took.
+ */
+export function isSchemaChecked(body: unknown, dto: unknown): boolean {
+  return typeof dto === 'function' && dto !== Object && body instanceof dto;
+}
+
+/**
+ * A route with a body schema derived from a DTO (`@RouteSchema({ body: bodySchemaOf(Dto) })`)
+ * validates with the compiled schema first. A body it accepts becomes an instance of the
+ * DTO (defaults applied), which the pipe takes without running class-validator: the hot
+ * path's whole validation is one compiled function. A body it refuses is not answered by
+ * Fastify (attachValidation): it goes on to the pipe as it came, where class-validator
+ * refuses it with the same 400 body as on every other route.
  */
 export function checkBodiesWithRouteSchemas(fastify: FastifyInstance): void {
   fastify.addHook('onRoute', (route) => {
-    if (!route.schema?.body) return;
+    const Dto = dtoOf(route.schema?.body);
+    if (!Dto) return;
     route.attachValidation = true;
+    const asDto = (request: FastifyRequest, _reply: FastifyReply, done: HookHandlerDoneFunction): void => {
+      if (request.validationError === undefined) request.body = Object.assign(new Dto(), request.body);
+      done();
+    };
     const own =
       route.preHandler === undefined ? [] : Array.isArray(route.preHandler) ? route.preHandler : [route.preHandler];
-    route.preHandler = [markChecked, ...own];
+    route.preHandler = [asDto, ...own];
   });
-}
-
-function markChecked(request: FastifyRequest, _reply: FastifyReply, done: HookHandlerDoneFunction): void {
-  if (request.validationError === undefined && typeof request.body === 'object' && request.body !== null) {
-    checked.add(request.body);
-  }
-  done();
 }

@@ -48,10 +48,8 @@ export class StrictValidationPipe extends ValidationPipe {
 
   override async transform(value: unknown, metadata: ArgumentMetadata): Promise<unknown> {
     // The route's compiled schema, derived from this same DTO, accepted it already
-    // (json-schema.ts: never looser than the DTO): only the DTO's defaults are left to apply.
-    if (metadata.type === 'body' && metadata.metatype && isSchemaChecked(value)) {
-      return Object.assign(new metadata.metatype(), value);
-    }
+    // (json-schema.ts: never looser than the DTO) and made it a DTO with its defaults.
+    if (metadata.type === 'body' && isSchemaChecked(value, metadata.metatype)) return value;
     if (metadata.type === 'body' && typeof value === 'object' && value !== null) {
       const hidden = Object.keys(value).filter(hiddenKey);
       if (hidden.length > 0) {
