@@ -72,10 +72,12 @@ async function main(): Promise<number> {
   ];
   for (const [target, workers] of pairs) rows.push(await runRow(run, target, workers));
   const compared = withRatios(rows);
-  await writeResults(run, compared);
+  const machine = await writeResults(run, compared);
   const { text, failed } = formatReport(compared);
   process.stdout.write(`${text}\n`);
   run.log(`results: ${relative(process.cwd(), options.out)}`);
+  // Figures mean little without what ran them: the Node of the app and the bench alike.
+  run.log(`ran on Node ${machine.node}, Redis ${machine.redis}, ${machine.cpus} × ${machine.cpuModel}`);
   return failed ? 1 : 0;
 }
 
@@ -258,7 +260,10 @@ async function cleanUp(run: Run, t: RowApp): Promise<void> {
   await run.client.del(...t.products.flatMap((id) => Object.values(t.keys.product(id))));
 }
 
-async function writeResults(run: Run, rows: Row[]): Promise<void> {
+async function writeResults(
+  run: Run,
+  rows: Row[],
+): Promise<{ cpus: number; cpuModel: string; node: string; redis: string }> {
   const { options } = run;
   const redisVersion = /redis_version:(\S+)/.exec(await run.client.info('server'))?.[1] ?? 'unknown';
   const report = {
@@ -275,6 +280,7 @@ async function writeResults(run: Run, rows: Row[]): Promise<void> {
   };
   mkdirSync(dirname(options.out), { recursive: true });
   writeFileSync(options.out, `${JSON.stringify(report, null, 2)}\n`);
+  return report.machine;
 }
 
 /** Every buyer once, plus the duplicates. */
