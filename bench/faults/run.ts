@@ -132,8 +132,14 @@ async function main(): Promise<number> {
 
 /** Entry point (scripts/faults.js). */
 export function cli(): void {
+  // A second signal (Ctrl-C pressed twice) is the same stop, not a reason to skip its clean-up.
+  let stopping = false;
   for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-    process.on(signal, () => void stopAll().finally(() => process.exit(130)));
+    process.on(signal, () => {
+      if (stopping) return;
+      stopping = true;
+      void stopAll().finally(() => process.exit(130));
+    });
   }
   main().then(
     async (code) => {
