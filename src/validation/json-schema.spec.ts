@@ -22,6 +22,20 @@ class WithFlags {
   @Matches(/^a+$/i)
   readonly s!: string;
 }
+class TwoPatterns {
+  @Matches(/^a/)
+  @Matches(/b$/)
+  readonly s!: string;
+}
+class IntAndPattern {
+  @IsInt()
+  @Matches(/^\d+$/)
+  readonly n!: number;
+}
+class ShortText {
+  @Matches(/^.{1,2}$/)
+  readonly s!: string;
+}
 class WithOmittable {
   @Omittable()
   @IsInt()
@@ -51,6 +65,21 @@ describe('bodySchemaOf', () => {
     expect(() => bodySchemaOf(WithEmail)).toThrow('no JSON Schema for @isEmail on WithEmail.email');
     expect(() => bodySchemaOf(WithOtherCondition)).toThrow(/conditionalValidation on WithOtherCondition\.n/);
     expect(() => bodySchemaOf(WithFlags)).toThrow(/flagless RegExp/);
+    // One keyword twice would be the second rule replacing the first.
+    expect(() => bodySchemaOf(TwoPatterns)).toThrow(/a second rule for "pattern"/);
+    expect(() => bodySchemaOf(IntAndPattern)).toThrow(/a second rule for "type"/);
+  });
+
+  it('means by a pattern what the RegExp means: code units, not code points', async () => {
+    const validate = new Ajv(STRICT_AJV.customOptions).compile(bodySchemaOf(ShortText));
+    const pipe = new StrictValidationPipe();
+    for (const s of ['ab', 'abc', '\u{1F600}', '\u{1F600}\u{1F600}']) {
+      const byDto = await pipe.transform({ s }, { type: 'body', metatype: ShortText }).then(
+        () => true,
+        () => false,
+      );
+      expect({ s, bySchema: validate({ s }) }).toEqual({ s, bySchema: byDto });
+    }
   });
 
   /**

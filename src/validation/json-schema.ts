@@ -20,6 +20,8 @@ export function dtoOf(schema: unknown): (new () => object) | undefined {
 /** What each class-validator rule is in JSON Schema; a rule missing here stops the derivation. */
 const RULES: Readonly<Record<string, (constraints: readonly unknown[]) => Record<string, unknown>>> = {
   matches: ([pattern, modifiers]) => {
+    // Compiled by ajv without its default `u` flag (STRICT_AJV), a flagless source means
+    // what the RegExp means: `.` and `{1,2}` count UTF-16 code units in both.
     if (!(pattern instanceof RegExp) || pattern.flags !== '' || modifiers !== undefined) {
       throw new Error('only a flagless RegExp has the same meaning in JSON Schema');
     }
@@ -55,7 +57,14 @@ export function bodySchemaOf(dto: new () => object): BodySchema {
     const rule = meta.type === ValidationTypes.CUSTOM_VALIDATION && meta.name ? RULES[meta.name] : undefined;
     if (!rule) throw new Error(`no JSON Schema for ${where}: add the rule to src/validation/json-schema.ts`);
     try {
-      Object.assign(property, rule(meta.constraints ?? []));
+      const keywords = rule(meta.constraints ?? []);
+      // Two rules on one keyword (two patterns, a string and an integer) would be one
+      // overwriting the other: a looser schema. JSON Schema has no such field here.
+      const clash = Object.keys(keywords).find(
+        (keyword) => keyword in property && property[keyword] !== keywords[keyword],
+      );
+      if (clash) throw new Error(`a second rule for "${clash}" would replace the first`);
+      Object.assign(property, keywords);
     } catch (err) {
       throw new Error(`no JSON Schema for ${where}: ${(err as Error).message}`, { cause: err });
     }

@@ -4,10 +4,18 @@ import { dtoOf } from './json-schema';
 /**
  * Fastify's ajv settings for route schemas: check, never change. Its defaults coerce
  * types ("2" would become 2), fill defaults and drop unknown fields, each of which
- * would let a body through that class-validator refuses.
+ * would let a body through that class-validator refuses; and ajv compiles a `pattern`
+ * with the `u` flag, under which `.{1,2}` takes two emoji that class-validator's RegExp
+ * (no flag) counts as four characters.
  */
 export const STRICT_AJV = {
-  customOptions: { coerceTypes: false, useDefaults: false, removeAdditional: false, allErrors: false },
+  customOptions: {
+    coerceTypes: false,
+    useDefaults: false,
+    removeAdditional: false,
+    allErrors: false,
+    unicodeRegExp: false,
+  },
 } as const;
 
 /**
