@@ -72,6 +72,20 @@ describe('POST /api/orders hot path', () => {
     expect(await stack.client.xlen(k.orders)).toBe(0);
   });
 
+  it('lists a key named after an Object.prototype member after the fields class-validator refuses', async () => {
+    const res = await raw('{"productId":"strict","userId":"u1","quantity":"2","toString":"x"}');
+    expect(res.status).toBe(400);
+    expect(JSON.parse(res.text)).toEqual({
+      statusCode: 400,
+      code: 'VALIDATION_FAILED',
+      message: 'quantity must be an integer number; property toString should not exist',
+      errors: [
+        { field: 'quantity', messages: ['quantity must be an integer number'] },
+        { field: 'toString', messages: ['property toString should not exist'] },
+      ],
+    });
+  });
+
   it('still serves an Idempotency-Key retry through the same route', async () => {
     await startSale(stack.url, 'keyed', 3);
     const first = await request(stack.url, 'POST', '/api/orders', {

@@ -2,13 +2,17 @@ import { ArgumentMetadata, ValidationError, ValidationPipe } from '@nestjs/commo
 import { ValidationFailedError } from '../errors/errors';
 import { isSchemaChecked } from './schema-checked';
 
+/** Keys ValidationPipe deletes before validating (prototype-pollution guard), so they would pass unseen. */
+const PROTOTYPE_KEYS = ['__proto__', 'constructor', 'prototype'];
+
 /**
- * Keys that would pass unseen: ValidationPipe deletes `__proto__`, `constructor` and
- * `prototype` before validating (prototype-pollution guard), and class-validator's
- * whitelist looks a key up in a plain object, so a key that names a member of
- * Object.prototype (`toString`, `valueOf`, `hasOwnProperty`, ...) counts as declared.
+ * Keys class-validator's whitelist takes for declared fields: it looks a key up in a
+ * plain object, so one that names a member of Object.prototype (`toString`, `valueOf`,
+ * `hasOwnProperty`, ...) passes as if the DTO had it.
  */
-const hiddenKey = (key: string): boolean => key === 'prototype' || key in Object.prototype;
+const inheritedKey = (key: string): boolean => key in Object.prototype && !PROTOTYPE_KEYS.includes(key);
+
+const notAllowed = (key: string): FieldErrors => ({ field: key, messages: [`property ${key} should not exist`] });
 
 interface FieldErrors {
   field: string;
@@ -50,12 +54,22 @@ export class StrictValidationPipe extends ValidationPipe {
     // The route's compiled schema, derived from this same DTO, accepted it already
     // (json-schema.ts: never looser than the DTO) and made it a DTO with its defaults.
     if (metadata.type === 'body' && isSchemaChecked(value, metadata.metatype)) return value;
-    if (metadata.type === 'body' && typeof value === 'object' && value !== null) {
-      const hidden = Object.keys(value).filter(hiddenKey);
-      if (hidden.length > 0) {
-        throw failed(hidden.map((key) => ({ field: key, messages: [`property ${key} should not exist`] })));
-      }
+    if (metadata.type !== 'body' || typeof value !== 'object' || value === null) {
+      return super.transform(value, metadata);
     }
-    return super.transform(value, metadata);
+    const keys = Object.keys(value);
+    const deleted = keys.filter((key) => PROTOTYPE_KEYS.includes(key));
+    if (deleted.length > 0) throw failed(deleted.map(notAllowed));
+    const inherited = keys.filter(inheritedKey);
+    if (inherited.length === 0) return super.transform(value, metadata);
+    // Listed after whatever else class-validator finds wrong, as an unknown field is.
+    let fields: FieldErrors[] = [];
+    try {
+      await super.transform(value, metadata);
+    } catch (err) {
+      if (!(err instanceof ValidationFailedError)) throw err;
+      fields = [...((err.errors as FieldErrors[] | undefined) ?? [])];
+    }
+    throw failed([...fields, ...inherited.map(notAllowed)]);
   }
 }
