@@ -4,7 +4,7 @@
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { ROOT } from '../harness/paths';
-import { CONFIG_DEFAULTS, LOCK_STRATEGY_NAMES, LockStrategyName } from '../src/config/app-config';
+import { CONFIG_DEFAULTS, LOCK_STRATEGY_NAMES, LockStrategyName, UNSAFE_STRATEGIES } from '../src/config/app-config';
 
 export interface BenchOptions {
   readonly buyers: number;
@@ -123,6 +123,14 @@ export function parseOptions(argv: string[]): BenchOptions {
   const stock = int('stock', values.stock ?? size.stock, 0, 10_000_000);
   if (soldOutPath && stock !== 0) {
     throw new UsageError(`--sold-out-path measures a sold-out product: --stock must be 0, got ${stock}`);
+  }
+  // With nothing to sell, an unsafe strategy cannot show its oversell, and the bench would
+  // count its control as blind and fail.
+  const unsafe = names.filter((name) => UNSAFE_STRATEGIES.includes(name as LockStrategyName));
+  if (soldOutPath && unsafe.length > 0) {
+    throw new UsageError(
+      `--sold-out-path measures the sold-out path of the safe strategies; ${unsafe.join(', ')} cannot oversell a sold-out product`,
+    );
   }
   const stamp = new Date().toISOString().replace(/[:.]/g, '-');
   return {

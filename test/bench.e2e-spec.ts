@@ -292,5 +292,11 @@ describe('bench (scripts/bench.js)', () => {
     });
     expect(soldOut.status).toBe(2);
     expect(soldOut.stderr).toContain('--sold-out-path measures a sold-out product: --stock must be 0, got 5');
+    const unsafe = spawnSync(process.execPath, [BENCH, '--sold-out-path', '--strategy', 'fenced,none'], {
+      cwd: ROOT,
+      encoding: 'utf8',
+    });
+    expect(unsafe.status).toBe(2);
+    expect(unsafe.stderr).toContain('none cannot oversell a sold-out product');
   });
 });
