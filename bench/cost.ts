@@ -11,7 +11,7 @@ import type { Redis } from 'ioredis';
 export interface Cost {
   /** CPU time (user + sys) of the app's processes over the pass, per request; null without /proc (not Linux). */
   readonly appCpuUsPerRequest: number | null;
-  /** Redis's CPU time (used_cpu_user + used_cpu_sys) over the pass, per request. */
+  /** Redis's main-thread CPU time (used_cpu_*_main_thread) over the pass, per request. */
   readonly redisCpuUsPerRequest: number;
   /** The same per unit sold (sold-out answers' work included); null when the pass sold nothing. */
   readonly redisCpuUsPerSale: number | null;
@@ -102,8 +102,12 @@ export async function sampleRedis(redis: Redis): Promise<RedisSample> {
   for (const [, command, n] of stats.matchAll(/^cmdstat_(\S+?):calls=(\d+)/gm)) {
     if (command !== 'info') calls[command] = Number(n);
   }
-  // getrusage of the whole server, in seconds with µs digits.
-  return { cpuUs: Math.round((field('used_cpu_user') + field('used_cpu_sys')) * 1e6), calls };
+  // getrusage of the main thread, the one a shard's commands run on (Redis 6.2+), in
+  // seconds with µs digits; of the whole server (with its fsync and I/O threads) on an
+  // older Redis.
+  const mainThread = field('used_cpu_user_main_thread') + field('used_cpu_sys_main_thread');
+  const seconds = Number.isFinite(mainThread) ? mainThread : field('used_cpu_user') + field('used_cpu_sys');
+  return { cpuUs: Math.round(seconds * 1e6), calls };
 }
 
 /** utime + stime of the processes in clock ticks (/proc/<pid>/stat), summed; null without /proc. */

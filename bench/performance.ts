@@ -136,7 +136,7 @@ export function judgeTargets(headline: Report, contended: Report, soldOut: Repor
       goal: `sold-out path: \`${MEASURED}\` app CPU per request <= 1.3x a bare Fastify route with the same schema`,
       measured:
         cpuRatio === null
-          ? 'not measured (no /proc)'
+          ? 'not measured (no /proc, or too few requests for its 10 ms ticks)'
           : `${x(cpuRatio)} (${soldOutApp.cost.appCpuUsPerRequest} vs ${route.cost.appCpuUsPerRequest} µs)`,
       met: cpuRatio !== null && cpuRatio <= 1.3,
     },
@@ -166,7 +166,7 @@ export function renderSection(runs: { scenario: Scenario; report: Report }[], ta
     'so the targets are ratios between rows of one run, never absolute times.',
     '',
     "Each run's second table is what its measured pass cost: the app's CPU time (user + sys of",
-    "its processes, from `/proc`) per request; Redis's CPU time and commands (INFO cpu and",
+    "its processes, from `/proc`) per request; Redis's main-thread CPU time and commands (INFO cpu and",
     'commandstats deltas; each command a Lua script runs counts, beside its EVALSHA) per',
     "request and per unit sold, the sold-out answers' share included; and the ceiling that",
     'cost implies, 1 s / Redis CPU per sale: the sales per second at which one product fills',
