@@ -50,6 +50,8 @@ export interface TcpProxy {
   idle(): Promise<void>;
   /** Bytes the proxy carried from clients to Redis, for a test to see what was sent. */
   readonly sent: () => string;
+  /** Requests (complete RESP values) clients have sent through the proxy so far, held ones included. */
+  readonly requests: () => number;
   close(): Promise<void>;
 }
 
@@ -187,6 +189,7 @@ export async function startTcpProxy(target: { host?: string; port: number }): Pr
         settle();
       }),
     sent: () => carried,
+    requests: () => [...counts.values()].reduce((n, { requests }) => n + requests.values, 0),
     close: async () => {
       for (const { client, server: upstream } of pairs) {
         client.destroy();

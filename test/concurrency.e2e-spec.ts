@@ -1,5 +1,6 @@
 import { Redis } from 'ioredis';
 import { LOCK_STRATEGY_NAMES, LockStrategyName, UNSAFE_STRATEGIES } from '../src/config/app-config';
+import { startTcpProxy, TcpProxy } from '../harness/tcp-proxy';
 import { KeyLayout } from '../src/redis/key-layout';
 import { ADMIN_TOKEN, startTestApp, TestApp } from './helpers/app';
 import { closeClient, startTestRedis, TestRedis, uniquePrefix } from './helpers/redis';
@@ -23,7 +24,20 @@ interface SaleOutcome {
  * have), sharing one Redis: 500 distinct buyers at once for a stock of 100. The
  * verdict is read from Redis, not from the apps' answers.
  */
-async function runSale(redisUrl: string, strategy: LockStrategyName, redlockUrls: string): Promise<SaleOutcome> {
+/**
+ * `holdReads`: each app reaches Redis through its own TCP proxy, which holds the app's
+ * first stock read and everything its connection sends after it until every buyer's
+ * first read (3 commands: the sale's limit, its stock, the buyer's count) has been
+ * sent, then lets them all through at once. Every buyer has then read the same stock
+ * before any of them writes: the race a lock closes, made to happen on every run
+ * instead of on a lucky one.
+ */
+async function runSale(
+  redisUrl: string,
+  strategy: LockStrategyName,
+  redlockUrls: string,
+  options: { holdReads?: boolean } = {},
+): Promise<SaleOutcome> {
   const prefix = uniquePrefix(`race-${strategy}`);
   // The wait budget is raised from 5 s because this test proves exclusion and
   // accounting, not latency: the apps and 500 clients share one test process, and a
@@ -36,7 +50,12 @@ async function runSale(redisUrl: string, strategy: LockStrategyName, redlockUrls
     LOCK_WAIT_MS: '20000',
     REDLOCK_URLS: redlockUrls,
   };
-  const apps: TestApp[] = [await startTestApp(env), await startTestApp(env)];
+  const target = { port: Number(new URL(redisUrl).port) };
+  const proxies: TcpProxy[] = options.holdReads ? [await startTcpProxy(target), await startTcpProxy(target)] : [];
+  const apps: TestApp[] = [
+    await startTestApp({ ...env, REDIS_URL: proxies[0]?.url ?? redisUrl }),
+    await startTestApp({ ...env, REDIS_URL: proxies[1]?.url ?? redisUrl }),
+  ];
   const client = new Redis(redisUrl);
   try {
     const setup = await fetch(`${apps[0].url}/api/products/hot`, {
@@ -46,8 +65,11 @@ async function runSale(redisUrl: string, strategy: LockStrategyName, redlockUrls
     });
     expect(setup.status).toBe(200);
 
+    // HGET of the sale's perUserLimit: the first command of a buyer's read.
+    const held = proxies.map((p) => p.holdRequest('perUserLimit'));
+    const sentBefore = proxies.map((p) => p.requests());
     // fetch's default agent opens a connection per concurrent request: all 500 are in flight together.
-    const answers = await Promise.all(
+    const answered = Promise.all(
       Array.from({ length: BUYERS }, async (_, i) => {
         const res = await fetch(`${apps[i % 2].url}/api/orders`, {
           method: 'POST',
@@ -57,6 +79,13 @@ async function runSale(redisUrl: string, strategy: LockStrategyName, redlockUrls
         return { status: res.status, body: (await res.json()) as { code?: string; orderId?: string } };
       }),
     );
+    if (options.holdReads) {
+      await Promise.all(held);
+      const sent = () => proxies.reduce((n, p, i) => n + p.requests() - sentBefore[i], 0);
+      while (sent() < 3 * BUYERS) await new Promise((resolve) => setTimeout(resolve, 5));
+      for (const proxy of proxies) proxy.release();
+    }
+    const answers = await answered;
 
     const k = new KeyLayout(prefix).product('hot');
     const [stock, orders, buyers, entries] = await Promise.all([
@@ -80,6 +109,7 @@ async function runSale(redisUrl: string, strategy: LockStrategyName, redlockUrls
   } finally {
     await closeClient(client);
     await Promise.all(apps.map((a) => a.close()));
+    await Promise.all(proxies.map((p) => p.close()));
   }
 }
 
@@ -117,7 +147,7 @@ describe('500 concurrent buyers, stock 100, two app instances', () => {
   });
 
   it('none: the same sale without a lock oversells (proves the check can see it)', async () => {
-    const sale = await runSale(redis.url, 'none', redlockUrls());
+    const sale = await runSale(redis.url, 'none', redlockUrls(), { holdReads: true });
     expect(sale.sold).toBeGreaterThan(STOCK);
     expect(sale.stockLeft).toBeLessThan(0);
     expect(sale.orders).toBeGreaterThan(STOCK);
