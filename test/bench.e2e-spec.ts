@@ -40,6 +40,19 @@ function expectCost(row: { strategy: string; cost: Record<string, any> }, sold: 
 }
 
 /**
+ * Runs the bench with `args` and `--out out`, and expects it to exit `status` (showing
+ * what it said if not); returns its output and the report it wrote.
+ */
+function runBench(args: string[], out: string, timeout: number, status = 0) {
+  const run = spawnSync(process.execPath, [BENCH, ...args, '--out', out], { cwd: ROOT, encoding: 'utf8', timeout });
+  expect({ status: run.status, output: run.status === status ? '' : `${run.stdout}\n${run.stderr}` }).toEqual({
+    status,
+    output: '',
+  });
+  return { run, report: JSON.parse(readFileSync(out, 'utf8')) };
+}
+
+/**
  * `npm run bench` end to end at a tiny size: real processes, real Redis, the
  * verdict read back from the JSON file it writes.
  */
@@ -58,29 +71,12 @@ describe('bench (scripts/bench.js)', () => {
   // 228 in four trial runs; with 100 connections it sometimes did not oversell).
   it('proves the lock sells exactly the stock and the unlocked control oversells, then cleans up', async () => {
     const out = join(dir, 'tiny.json');
-    const run = spawnSync(
-      process.execPath,
-      [
-        BENCH,
-        '--buyers',
-        '3000',
-        '--stock',
-        '50',
-        '--connections',
-        '500',
-        '--warmup',
-        '200',
-        '--strategy',
-        'lock,none',
-        '--out',
-        out,
-      ],
-      { cwd: ROOT, encoding: 'utf8', timeout: 110_000 },
+    const { run, report } = runBench(
+      ['--buyers', '3000', '--stock', '50', '--connections', '500', '--warmup', '200', '--strategy', 'lock,none'],
+      out,
+      110_000,
     );
     const output = `${run.stdout}\n${run.stderr}`;
-    // On failure, show what the bench said.
-    expect({ status: run.status, output: run.status === 0 ? '' : output }).toEqual({ status: 0, output: '' });
-    const report = JSON.parse(readFileSync(out, 'utf8'));
     expect(report.machine).toMatchObject({
       cpus: expect.any(Number),
       node: process.version,
@@ -166,10 +162,8 @@ describe('bench (scripts/bench.js)', () => {
 
   it('--baseline runs the minimal node:http server first and gives every row its ratios to it; --workers 1,2 runs both', () => {
     const out = join(dir, 'baseline.json');
-    const run = spawnSync(
-      process.execPath,
+    const { run, report } = runBench(
       [
-        BENCH,
         '--baseline',
         '--strategy',
         'lock',
@@ -183,17 +177,11 @@ describe('bench (scripts/bench.js)', () => {
         '100',
         '--warmup',
         '0',
-        '--out',
-        out,
       ],
-      { cwd: ROOT, encoding: 'utf8', timeout: 60_000 },
+      out,
+      60_000,
     );
-    // On failure, show what the bench said.
-    expect({ status: run.status, output: run.status === 0 ? '' : `${run.stdout}${run.stderr}` }).toEqual({
-      status: 0,
-      output: '',
-    });
-    const [baseline, lock, lock2] = JSON.parse(readFileSync(out, 'utf8')).rows;
+    const [baseline, lock, lock2] = report.rows;
     expect(lock2).toMatchObject({ strategy: 'lock', workers: 2, pass: true, sold: 20, stockLeft: 0 });
     expect(run.stdout).toContain('| lock ×2 | PASS |');
     expect(baseline).toMatchObject({
@@ -213,29 +201,12 @@ describe('bench (scripts/bench.js)', () => {
 
   it('--sold-out-path runs the bare Fastify route first, sells nothing, and gives every row its app CPU ratio to the route', () => {
     const out = join(dir, 'sold-out.json');
-    const run = spawnSync(
-      process.execPath,
-      [
-        BENCH,
-        '--sold-out-path',
-        '--strategy',
-        'lock',
-        '--buyers',
-        '2000',
-        '--connections',
-        '50',
-        '--warmup',
-        '200',
-        '--out',
-        out,
-      ],
-      { cwd: ROOT, encoding: 'utf8', timeout: 60_000 },
+    const { run, report } = runBench(
+      ['--sold-out-path', '--strategy', 'lock', '--buyers', '2000', '--connections', '50', '--warmup', '200'],
+      out,
+      60_000,
     );
-    expect({ status: run.status, output: run.status === 0 ? '' : `${run.stdout}${run.stderr}` }).toEqual({
-      status: 0,
-      output: '',
-    });
-    const [route, lock] = JSON.parse(readFileSync(out, 'utf8')).rows;
+    const [route, lock] = report.rows;
     for (const row of [route, lock]) {
       expect(row).toMatchObject({ stock: 0, sold: 0, pass: true, status: { '409': 2000 }, codes: { SOLD_OUT: 2000 } });
       expectCost(row, 0);
@@ -255,29 +226,16 @@ describe('bench (scripts/bench.js)', () => {
   it('exits 1 when the none control cannot oversell, after trying three sales', () => {
     // Stock above demand: there is nothing to oversell, so the control must come out blind.
     const out = join(dir, 'blind.json');
-    const run = spawnSync(
-      process.execPath,
-      [
-        BENCH,
-        '--strategy',
-        'none',
-        '--buyers',
-        '300',
-        '--stock',
-        '1000',
-        '--connections',
-        '50',
-        '--warmup',
-        '0',
-        '--out',
-        out,
-      ],
-      { cwd: ROOT, encoding: 'utf8', timeout: 60_000 },
+    const { run, report } = runBench(
+      ['--strategy', 'none', '--buyers', '300', '--stock', '1000', '--connections', '50', '--warmup', '0'],
+      out,
+      60_000,
+      1,
     );
     expect(run.status).toBe(1);
     expect(run.stdout).toContain('verdict: none did NOT oversell');
     expect(run.stderr.match(/did not oversell; running it again/g)).toHaveLength(2);
-    const [row] = JSON.parse(readFileSync(out, 'utf8')).rows;
+    const [row] = report.rows;
     expect(row).toMatchObject({ strategy: 'none', attempts: 3, oversold: 0, pass: false });
   });
 
