@@ -10,6 +10,8 @@
  * is no stock to set: everything is sold out) and GET /health 200. Env: PORT, HOST.
  */
 import Fastify from 'fastify';
+import { errorBody } from '../../src/errors/error.filter';
+import { SoldOutError } from '../../src/errors/errors';
 import { CREATE_ORDER_ROUTE_SCHEMA } from '../../src/orders/dto/create-order.schema';
 import { STRICT_AJV } from '../../src/validation/schema-checked';
 
@@ -19,8 +21,7 @@ const LISTEN_BACKLOG = 4096;
 const app = Fastify({ ajv: STRICT_AJV });
 
 app.post<{ Body: { productId: string } }>('/api/orders', { schema: CREATE_ORDER_ROUTE_SCHEMA }, (request, reply) => {
-  const { productId } = request.body;
-  void reply.code(409).send({ statusCode: 409, code: 'SOLD_OUT', message: `product "${productId}" is sold out` });
+  void reply.code(409).send(errorBody(new SoldOutError(request.body.productId)));
 });
 app.put('/api/products/:id', (_request, reply) => void reply.send({ status: 'sold out' }));
 app.get('/health', (_request, reply) => void reply.send({ status: 'ok' }));
