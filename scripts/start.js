@@ -13,22 +13,13 @@ const { randomBytes } = require('node:crypto');
 const fs = require('node:fs');
 const path = require('node:path');
 const { parseEnv } = require('node:util');
-const { ROOT, log, relaunchOnSupportedNode, ensureDependencies, ensureBuilt } = require('./setup');
+const { ROOT, log, isAlive, relaunchOnSupportedNode, ensureDependencies, ensureBuilt } = require('./setup');
 const { provideRedisServerOrExit, startRedis, REDLOCK_NODE } = require('./redis-server');
 
 const DATA_DIR = path.join(ROOT, '.data', 'redis');
 const PID_FILE = path.join(DATA_DIR, 'launcher.pid');
 const NEST = path.join(ROOT, 'node_modules', '@nestjs', 'cli', 'bin', 'nest.js');
 const WATCH = process.argv.includes('--watch');
-
-function isAlive(pid) {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 /** How long the app's process group may take to exit after its leader did, before SIGKILL. */
 const GROUP_EXIT_MS = 15_000;
