@@ -9,6 +9,9 @@ describe('loadConfig', () => {
       port: 3000,
       host: '0.0.0.0',
       redisUrl: REQUIRED.REDIS_URL,
+      redisCluster: null,
+      redisWaitReplicas: 0,
+      redisWaitTimeoutMs: 500,
       redlockUrls: [],
       lockStrategy: 'fenced',
       lockTtlMs: 10_000,
@@ -38,8 +41,12 @@ describe('loadConfig', () => {
       KEY_PREFIX: 'shop:',
       ALLOW_UNSAFE: '1',
       LOG_LEVEL: 'debug',
+      REDIS_WAIT_REPLICAS: '1',
+      REDIS_WAIT_TIMEOUT_MS: '250',
     });
     expect(config).toMatchObject({
+      redisWaitReplicas: 1,
+      redisWaitTimeoutMs: 250,
       port: 8080,
       host: '127.0.0.1',
       lockStrategy: 'none',
@@ -100,6 +107,21 @@ describe('loadConfig', () => {
     ],
     [{ FAULT_STOP_AT: 'before-write:0', ALLOW_UNSAFE: '1' }, 'FAULT_STOP_AT must be <point>:<n>'],
     [{ FAULT_STOP_AT: 'before-write', ALLOW_UNSAFE: '1' }, 'FAULT_STOP_AT must be <point>:<n>'],
+    [{ REDIS_CLUSTER_NODES: 'a:1,b:2' }, 'REDIS_CLUSTER_NODES and REDIS_URL are both set'],
+    [{ REDIS_URL: undefined, REDIS_CLUSTER_NODES: 'a:1,,b:2' }, 'REDIS_CLUSTER_NODES has an empty entry'],
+    [{ REDIS_URL: undefined, REDIS_CLUSTER_NODES: 'a:1,a:1' }, 'REDIS_CLUSTER_NODES lists the same node twice'],
+    [{ REDIS_URL: undefined, REDIS_CLUSTER_NODES: 'a' }, 'REDIS_CLUSTER_NODES entry "a" needs a port'],
+    [{ REDIS_URL: undefined, REDIS_CLUSTER_NODES: 'http://a:1' }, 'REDIS_CLUSTER_NODES must start with redis://'],
+    [
+      { REDIS_URL: undefined, REDIS_CLUSTER_NODES: 'redis://a:1/2' },
+      'REDIS_CLUSTER_NODES entry "redis://a:1/2" names a database',
+    ],
+    [
+      { REDIS_URL: undefined, REDIS_CLUSTER_NODES: 'redis://:x@a:1,rediss://:x@b:1' },
+      'REDIS_CLUSTER_NODES entries disagree on the scheme, user or password',
+    ],
+    [{ REDIS_WAIT_REPLICAS: '-1' }, 'REDIS_WAIT_REPLICAS must be an integer from 0 to 16'],
+    [{ REDIS_WAIT_TIMEOUT_MS: '0' }, 'REDIS_WAIT_TIMEOUT_MS must be an integer from 1 to 60000'],
   ])('refuses %j with one line naming the variable', (overrides, message) => {
     const env = { ...REQUIRED, ...overrides };
     expect(() => loadConfig(env)).toThrow(ConfigError);
@@ -125,6 +147,31 @@ describe('loadConfig', () => {
     expect(loadConfig({ ...REQUIRED, FAULT_STOP_AT: 'before-write:3', ALLOW_UNSAFE: '1' }).faultStopAt).toEqual({
       point: 'before-write',
       nth: 3,
+    });
+  });
+
+  it('reads REDIS_CLUSTER_NODES as the seed nodes of a cluster, with its login and TLS for every node', () => {
+    const bare = loadConfig({ ADMIN_TOKEN: REQUIRED.ADMIN_TOKEN, REDIS_CLUSTER_NODES: '10.0.0.1:7000, node-b:7001' });
+    expect(bare.redisUrl).toBeNull();
+    expect(bare.redisCluster).toEqual({
+      nodes: [
+        { host: '10.0.0.1', port: 7000 },
+        { host: 'node-b', port: 7001 },
+      ],
+      tls: false,
+    });
+    const secured = loadConfig({
+      ADMIN_TOKEN: REQUIRED.ADMIN_TOKEN,
+      REDIS_CLUSTER_NODES: 'rediss://app:s%40cret@a:7000,b:7001',
+    });
+    expect(secured.redisCluster).toEqual({
+      nodes: [
+        { host: 'a', port: 7000 },
+        { host: 'b', port: 7001 },
+      ],
+      username: 'app',
+      password: 's@cret',
+      tls: true,
     });
   });
 

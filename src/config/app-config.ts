@@ -48,7 +48,14 @@ export type LogLevel = (typeof LOG_LEVELS)[number];
 export interface AppConfig {
   readonly port: number;
   readonly host: string;
-  readonly redisUrl: string;
+  /** The standalone Redis; null in cluster mode. */
+  readonly redisUrl: string | null;
+  /** REDIS_CLUSTER_NODES: the Redis Cluster to use instead of REDIS_URL; null in standalone mode. */
+  readonly redisCluster: RedisClusterConfig | null;
+  /** REDIS_WAIT_REPLICAS: replicas that must acknowledge an order's write before 201 (0: no WAIT). */
+  readonly redisWaitReplicas: number;
+  /** REDIS_WAIT_TIMEOUT_MS: how long WAIT may take before the order is answered OUTCOME_UNKNOWN. */
+  readonly redisWaitTimeoutMs: number;
   /** Independent Redis nodes for LOCK_STRATEGY=redlock; empty otherwise. */
   readonly redlockUrls: readonly string[];
   readonly lockStrategy: LockStrategyName;
@@ -64,6 +71,16 @@ export interface AppConfig {
   readonly logLevel: LogLevel;
   /** FAULT_STOP_AT; null in every real deployment. */
   readonly faultStopAt: FaultStop | null;
+}
+
+/** Where a Redis Cluster's seed nodes are and how to log in to every node (REDIS_CLUSTER_NODES). */
+export interface RedisClusterConfig {
+  /** Seed nodes: the client learns the rest (masters, replicas, slots) from them. */
+  readonly nodes: readonly { readonly host: string; readonly port: number }[];
+  readonly username?: string;
+  readonly password?: string;
+  /** rediss:// entries: TLS to every node. */
+  readonly tls: boolean;
 }
 
 export const CONFIG_DEFAULTS = Object.freeze({
@@ -84,6 +101,8 @@ export const CONFIG_DEFAULTS = Object.freeze({
   keyPrefix: 'seckill:',
   allowUnsafe: false,
   logLevel: 'log',
+  redisWaitReplicas: 0,
+  redisWaitTimeoutMs: 500,
 } as const satisfies Partial<AppConfig>);
 
 /** Every environment variable the app reads; docker-compose.yml is checked against it. */
@@ -91,6 +110,9 @@ export const CONFIG_ENV_NAMES = [
   'PORT',
   'HOST',
   'REDIS_URL',
+  'REDIS_CLUSTER_NODES',
+  'REDIS_WAIT_REPLICAS',
+  'REDIS_WAIT_TIMEOUT_MS',
   'REDLOCK_URLS',
   'LOCK_STRATEGY',
   'LOCK_TTL_MS',
@@ -120,7 +142,10 @@ export function loadConfig(env: Env): AppConfig {
   const config: AppConfig = {
     port: int(env, 'PORT', CONFIG_DEFAULTS.port, 0, 65_535),
     host: host(env),
-    redisUrl: redisUrl(env, 'REDIS_URL'),
+    ...redisTarget(env),
+    // WAIT needs replicas to answer it; more than a handful per master is not a sale's setup.
+    redisWaitReplicas: int(env, 'REDIS_WAIT_REPLICAS', CONFIG_DEFAULTS.redisWaitReplicas, 0, 16),
+    redisWaitTimeoutMs: int(env, 'REDIS_WAIT_TIMEOUT_MS', CONFIG_DEFAULTS.redisWaitTimeoutMs, 1, 60_000),
     redlockUrls: redlockUrls(env),
     lockStrategy: oneOf(env, 'LOCK_STRATEGY', LOCK_STRATEGY_NAMES, CONFIG_DEFAULTS.lockStrategy),
     // The TTL bounds the damage of a crashed holder; below 100 ms a slow Redis
@@ -215,15 +240,65 @@ function host(env: Env): string {
   return value;
 }
 
-function redisUrl(env: Env, name: string): string {
-  return checkRedisUrl(name, raw(env, name));
+/** REDIS_URL (standalone) or REDIS_CLUSTER_NODES (cluster): exactly one of them. */
+function redisTarget(env: Env): Pick<AppConfig, 'redisUrl' | 'redisCluster'> {
+  const url = raw(env, 'REDIS_URL');
+  const nodes = raw(env, 'REDIS_CLUSTER_NODES');
+  if (nodes === undefined) return { redisUrl: checkRedisUrl('REDIS_URL', url), redisCluster: null };
+  if (url !== undefined) {
+    throw new ConfigError(
+      'REDIS_CLUSTER_NODES',
+      'and REDIS_URL are both set: set REDIS_URL for one Redis, or REDIS_CLUSTER_NODES for a Redis Cluster, not both',
+    );
+  }
+  return { redisUrl: null, redisCluster: redisCluster(nodes) };
+}
+
+/**
+ * `host:port,host:port` or `redis[s]://[user:password@]host:port,...`: the seed nodes
+ * of a Redis Cluster. Credentials and TLS apply to every node the client finds, so
+ * the URL entries must agree on them.
+ */
+function redisCluster(value: string): RedisClusterConfig {
+  const name = 'REDIS_CLUSTER_NODES';
+  const entries = value.split(',').map((e) => e.trim());
+  if (entries.includes('')) throw new ConfigError(name, `has an empty entry: "${value}"`);
+  const parsed = entries.map((entry) => {
+    const url = checkRedisUrl(name, /^[a-z]+:\/\//i.test(entry) ? entry : `redis://${entry}`);
+    const { protocol, hostname, port, username, password, pathname } = new URL(url);
+    if (!port || !/^\d+$/.test(port)) throw new ConfigError(name, `entry "${entry}" needs a port (host:port)`);
+    if (pathname !== '' && pathname !== '/' && pathname !== '/0') {
+      throw new ConfigError(name, `entry "${entry}" names a database: a Redis Cluster has only database 0`);
+    }
+    return {
+      node: { host: hostname.replace(/^\[(.*)\]$/, '$1'), port: Number(port) },
+      login: `${protocol}|${decodeURIComponent(username)}|${decodeURIComponent(password)}`,
+      tls: protocol === 'rediss:',
+      username: decodeURIComponent(username),
+      password: decodeURIComponent(password),
+    };
+  });
+  // A bare host:port carries no login: it takes the one the URL entries give, if any.
+  const logins = new Set(parsed.filter((_, i) => /^[a-z]+:\/\//i.test(entries[i])).map((p) => p.login));
+  if (logins.size > 1) {
+    throw new ConfigError(name, 'entries disagree on the scheme, user or password: every node is reached the same way');
+  }
+  const keys = parsed.map((p) => `${p.node.host}:${p.node.port}`);
+  if (new Set(keys).size !== keys.length) throw new ConfigError(name, 'lists the same node twice');
+  const first = parsed.find((_, i) => /^[a-z]+:\/\//i.test(entries[i])) ?? parsed[0];
+  return {
+    nodes: parsed.map((p) => p.node),
+    ...(first.username ? { username: first.username } : {}),
+    ...(first.password ? { password: first.password } : {}),
+    tls: first.tls,
+  };
 }
 
 function checkRedisUrl(name: string, value: string | undefined): string {
   if (value === undefined) {
     throw new ConfigError(
       name,
-      'is required (for example redis://127.0.0.1:6380/0); `npm start` starts a private Redis and sets it for you',
+      'is required (for example redis://127.0.0.1:6380/0), or REDIS_CLUSTER_NODES for a Redis Cluster; `npm start` starts a private Redis and sets it for you',
     );
   }
   let url: URL;
