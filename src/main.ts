@@ -1,6 +1,6 @@
 import 'reflect-metadata';
 import { Logger } from '@nestjs/common';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from './redis/create-client';
 import { ConfigError, loadConfig } from './config/app-config';
 import { createApp } from './create-app';
 import { OpenRequests } from './open-requests';
@@ -60,7 +60,7 @@ async function main(): Promise<void> {
     });
   }
 
-  if (!(await redisReady(app.get<Redis>(REDIS_CLIENT), REDIS_READY_WAIT_MS))) {
+  if (!(await redisReady(app.get<RedisClient>(REDIS_CLIENT), REDIS_READY_WAIT_MS))) {
     logger.warn(
       `Redis is not reachable after ${REDIS_READY_WAIT_MS} ms; listening anyway (purchases get 503 until it is)`,
     );
@@ -94,7 +94,7 @@ function cutAtDeadline(open: OpenRequests, timeoutMs: number, logger: Logger): n
   return 0;
 }
 
-function redisReady(client: Redis, waitMs: number): Promise<boolean> {
+function redisReady(client: RedisClient, waitMs: number): Promise<boolean> {
   if (client.status === 'ready') return Promise.resolve(true);
   return new Promise((resolve) => {
     const done = (ok: boolean) => {

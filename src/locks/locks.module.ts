@@ -1,8 +1,7 @@
 import { DynamicModule, Inject, Module, OnApplicationShutdown, Optional } from '@nestjs/common';
-import type { Redis } from 'ioredis';
 import { AppConfig, LockName, LockStrategyName } from '../config/app-config';
 import { APP_CONFIG } from '../config/config.constants';
-import { createRedisClient } from '../redis/create-client';
+import { createRedisClient, type RedisClient } from '../redis/create-client';
 import { REDIS_CLIENT } from '../redis/redis.constants';
 import { Lock } from './lock';
 import { ExpiryTimestampStrategy } from './strategies/expiry-timestamp.strategy';
@@ -17,7 +16,7 @@ import { SetnxThenExpireStrategy } from './strategies/setnx-then-expire.strategy
 import { UncheckedDelStrategy } from './strategies/unchecked-del.strategy';
 
 /** LOCK_STRATEGY value -> lock; the config's list of lock names is checked against it at compile time. */
-const LOCKS: Record<LockName, (redis: Redis, config: AppConfig) => Lock> = {
+const LOCKS: Record<LockName, (redis: RedisClient, config: AppConfig) => Lock> = {
   lock: (redis, config) => new SetNxLockStrategy(redis, timing(config)),
   fenced: (redis, config) => new FencedLockStrategy(redis, timing(config)),
   reentrant: (redis, config) => new ReentrantStrategy(redis, timing(config)),

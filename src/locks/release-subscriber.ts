@@ -1,5 +1,4 @@
-import type { Redis } from 'ioredis';
-import { closeRedisClient } from '../redis/create-client';
+import { closeRedisClient, duplicateClient, type RedisClient } from '../redis/create-client';
 
 interface Channel {
   /** Messages seen so far: a waiter that read it before its attempt knows if it missed one. */
@@ -8,7 +7,11 @@ interface Channel {
   readonly wake: Set<() => void>;
 }
 
-/** Where a lock's release script announces that `lockKey` is free. */
+/**
+ * Where a lock's release script announces that `lockKey` is free: a shard channel
+ * (SPUBLISH) with the lock key's hash tag, so on a Redis Cluster the message stays on
+ * the product's own shard instead of being broadcast to every node.
+ */
 export function releasedChannel(lockKey: string): string {
   return `${lockKey}:released`;
 }
@@ -18,8 +21,9 @@ export type Attempt<T> = { readonly got: T } | { readonly waitMs: number };
 
 /**
  * Waiting by pub/sub instead of polling (Redisson's LockPubSub): the release script
- * PUBLISHes on the lock's channel, and whoever waits wakes at once. One subscriber
- * connection per process; a channel is subscribed while anyone waits on it.
+ * SPUBLISHes on the lock's channel, and whoever waits wakes at once. One subscriber
+ * client per process (on a cluster, ioredis keeps one connection per shard); a channel
+ * is subscribed (SSUBSCRIBE, Redis 7 sharded pub/sub) while anyone waits on it.
  */
 export class ReleaseSubscriber {
   /**
@@ -35,12 +39,23 @@ export class ReleaseSubscriber {
     enableReadyCheck: false,
   } as const;
 
-  private connection?: Redis;
+  private connection?: RedisClient;
   private readonly channels = new Map<string, Channel>();
   /** Waits ended by a release message rather than by their timeout. */
   wakeups = 0;
 
-  constructor(private readonly create: () => Redis) {}
+  constructor(private readonly create: () => RedisClient) {}
+
+  /**
+   * A subscriber for the release messages of locks on `client`'s Redis: its own client,
+   * made on first use. On a cluster, ioredis' sharded subscribers send each SSUBSCRIBE
+   * to the shard that owns the channel's slot, and follow the slot when it moves.
+   */
+  static of(client: RedisClient): ReleaseSubscriber {
+    return new ReleaseSubscriber(() =>
+      duplicateClient(client, ReleaseSubscriber.CONNECTION_OPTIONS, { shardedSubscribers: true }),
+    );
+  }
 
   /** Subscribes to `channel` (resolving once Redis confirms) while anyone waits on it. */
   async join(channel: string): Promise<void> {
@@ -49,14 +64,14 @@ export class ReleaseSubscriber {
       state = { generation: 0, members: 0, wake: new Set() };
       this.channels.set(channel, state);
     }
-    if (state.members++ === 0) await this.subscriber().subscribe(channel);
+    if (state.members++ === 0) await this.subscriber().ssubscribe(channel);
   }
 
   leave(channel: string): void {
     const state = this.channels.get(channel);
     if (!state || --state.members > 0) return;
     this.channels.delete(channel);
-    void this.connection?.unsubscribe(channel).catch(() => undefined);
+    void this.connection?.sunsubscribe(channel).catch(() => undefined);
   }
 
   /**
@@ -108,10 +123,10 @@ export class ReleaseSubscriber {
     if (c) await closeRedisClient(c);
   }
 
-  private subscriber(): Redis {
+  private subscriber(): RedisClient {
     if (!this.connection) {
       this.connection = this.create();
-      this.connection.on('message', (channel: string) => {
+      this.connection.on('smessage', (channel: string) => {
         const state = this.channels.get(channel);
         if (!state) return;
         state.generation++;

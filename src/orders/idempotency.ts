@@ -1,5 +1,5 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../redis/create-client';
 import { createHash, randomBytes } from 'node:crypto';
 import { AppConfig } from '../config/app-config';
 import { APP_CONFIG } from '../config/config.constants';
@@ -58,7 +58,7 @@ export class Idempotency {
   private readonly claimTtlMs: number;
 
   constructor(
-    @Inject(REDIS_CLIENT) private readonly redis: Redis,
+    @Inject(REDIS_CLIENT) private readonly redis: RedisClient,
     private readonly keys: KeyLayout,
     private readonly purchases: PurchasePath,
     @Inject(APP_CONFIG) config: AppConfig,

@@ -1,5 +1,5 @@
 import { Inject, Injectable } from '@nestjs/common';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../redis/create-client';
 import { UnknownProductError } from '../errors/errors';
 import { PurchasePath } from '../orders/purchases/purchase-path';
 import { execAll } from '../redis/exec-all';
@@ -11,7 +11,7 @@ import { Product } from './product';
 @Injectable()
 export class ProductsService {
   constructor(
-    @Inject(REDIS_CLIENT) private readonly redis: Redis,
+    @Inject(REDIS_CLIENT) private readonly redis: RedisClient,
     private readonly purchases: PurchasePath,
     private readonly keys: KeyLayout,
   ) {}

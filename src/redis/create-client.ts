@@ -1,5 +1,13 @@
 import { Logger } from '@nestjs/common';
-import { Redis } from 'ioredis';
+import { Cluster, type ClusterOptions, Redis, type RedisOptions } from 'ioredis';
+import type { AppConfig, RedisClusterConfig } from '../config/app-config';
+
+/**
+ * What the app talks to: one Redis (REDIS_URL) or a Redis Cluster
+ * (REDIS_CLUSTER_NODES). Both speak the same commands; every key of a product shares
+ * the hash tag `{p:<id>}`, so each script and MULTI of a product runs on one node.
+ */
+export type RedisClient = Redis | Cluster;
 
 /**
  * Upper bound on one command's round trip. A purchase must end in a definite answer,
@@ -8,48 +16,124 @@ import { Redis } from 'ioredis';
  */
 export const COMMAND_TIMEOUT_MS = 2_000;
 
+/** How every connection to a Redis node is made, standalone or in a cluster. */
+const CONNECTION_OPTIONS = {
+  // No offline queue and one retry per request: while Redis is away, buyers
+  // get an immediate 503 instead of piling up behind a reconnect.
+  enableOfflineQueue: false,
+  maxRetriesPerRequest: 1,
+  // Never send a command twice. ioredis would resend every command that had no
+  // reply when a connection dropped, writes included: a purchase whose EXEC was
+  // applied but whose reply was lost would run again and sell twice. A write with
+  // no reply is an unknown outcome (OUTCOME_UNKNOWN), for the caller to resolve.
+  autoResendUnfulfilledCommands: false,
+  commandTimeout: COMMAND_TIMEOUT_MS,
+  connectionName: 'seckill',
+  // On shutdown a socket that will not close cleanly is destroyed after this.
+  disconnectTimeout: 500,
+} as const satisfies RedisOptions;
+
+/** The app's client: the cluster when REDIS_CLUSTER_NODES is set, else REDIS_URL's Redis. */
+export function createAppRedisClient(config: Pick<AppConfig, 'redisUrl' | 'redisCluster'>): RedisClient {
+  if (config.redisCluster) return createRedisCluster(config.redisCluster, 'Redis');
+  return createRedisClient(config.redisUrl!, 'Redis');
+}
+
 /**
  * An ioredis client as the app uses them all (the main one, Redlock's nodes): fail
  * fast while Redis is away, log each outage once.
  */
 export function createRedisClient(url: string, name: string): Redis {
-  const logger = new Logger(name);
   const client = new Redis(url, {
-    // No offline queue and one retry per request: while Redis is away, buyers
-    // get an immediate 503 instead of piling up behind a reconnect.
-    enableOfflineQueue: false,
-    maxRetriesPerRequest: 1,
-    // Never send a command twice. ioredis would resend every command that had no
-    // reply when a connection dropped, writes included: a purchase whose EXEC was
-    // applied but whose reply was lost would run again and sell twice. A write with
-    // no reply is an unknown outcome (OUTCOME_UNKNOWN), for the caller to resolve.
-    autoResendUnfulfilledCommands: false,
-    commandTimeout: COMMAND_TIMEOUT_MS,
-    connectionName: 'seckill',
-    // On shutdown a socket that will not close cleanly is destroyed after this.
-    disconnectTimeout: 500,
+    ...CONNECTION_OPTIONS,
     // Commands issued in the same event-loop tick leave in one socket write: under a
     // burst, thousands of buyers' reads cost a handful of syscalls, not one each.
     enableAutoPipelining: true,
   });
-  // ioredis emits one error per failed reconnect; say it once per outage.
+  reportOutages(client, name, () => redactUrl(url));
+  return client;
+}
+
+/**
+ * ioredis' Cluster client over `cluster`'s seed nodes, with the standalone client's
+ * rules on every node connection. What the cluster adds, and what it must not do:
+ * - A MOVED, ASK, TRYAGAIN or CLUSTERDOWN reply means the node did not run the
+ *   command, so ioredis sending it again (to the slot's new owner, after ASKING, or
+ *   after a pause) is safe, and is how a slot migration stays invisible to buyers.
+ * - A connection that closes under a command is not: the node may have run it. ioredis
+ *   would send it again to another node after `retryDelayOnFailover`; 0 turns that off,
+ *   and the caller sees the same unknown outcome it sees standalone.
+ */
+export function createRedisCluster(cluster: RedisClusterConfig, name: string): Cluster {
+  const client = new Cluster(
+    cluster.nodes.map((n) => ({ host: n.host, port: n.port })),
+    clusterOptions(cluster),
+  );
+  reportOutages(client, name, () => `the cluster at ${cluster.nodes.map((n) => `${n.host}:${n.port}`).join(',')}`);
+  return client;
+}
+
+function clusterOptions(cluster: RedisClusterConfig): ClusterOptions {
+  return {
+    enableOfflineQueue: false,
+    enableAutoPipelining: true,
+    retryDelayOnFailover: 0,
+    // A failover or a slot move answers CLUSTERDOWN or TRYAGAIN for a moment: try again
+    // soon, a bounded number of times (maxRedirections), then the buyer gets a 503.
+    retryDelayOnClusterDown: 100,
+    retryDelayOnTryAgain: 50,
+    maxRedirections: 16,
+    // Learn a promoted replica or a moved slot within a second even with no MOVED to say so.
+    slotsRefreshInterval: 1_000,
+    scaleReads: 'master',
+    redisOptions: {
+      ...CONNECTION_OPTIONS,
+      ...(cluster.username ? { username: cluster.username } : {}),
+      ...(cluster.password ? { password: cluster.password } : {}),
+      ...(cluster.tls ? { tls: {} } : {}),
+    },
+  };
+}
+
+/**
+ * A second client to the same Redis or cluster with `options` on its connections:
+ * for a cluster the options are merged into every node connection's (keeping the
+ * login and TLS), which `Cluster#duplicate` alone would replace.
+ */
+export function duplicateClient(
+  client: RedisClient,
+  options: Partial<RedisOptions>,
+  clusterOptions: Partial<ClusterOptions> = {},
+): RedisClient {
+  if (!(client instanceof Cluster)) return client.duplicate(options);
+  const { enableOfflineQueue, enableAutoPipelining } = options;
+  return client.duplicate(undefined, {
+    ...(enableOfflineQueue !== undefined ? { enableOfflineQueue } : {}),
+    ...(enableAutoPipelining !== undefined ? { enableAutoPipelining } : {}),
+    ...clusterOptions,
+    redisOptions: { ...client.options.redisOptions, ...options },
+  });
+}
+
+/** QUIT a client that is connected (replies on the wire still arrive); just drop one that is not. */
+export async function closeRedisClient(client: RedisClient): Promise<void> {
+  if (client.status === 'ready') await client.quit().catch(() => client.disconnect());
+  else client.disconnect();
+}
+
+/** ioredis emits one error per failed reconnect; say it once per outage. */
+function reportOutages(client: RedisClient, name: string, target: () => string): void {
+  const logger = new Logger(name);
   let outageReported = false;
   client.on('ready', () => {
     outageReported = false;
-    logger.log(`connected to ${redactUrl(url)}`);
+    logger.log(`connected to ${target()}`);
   });
   client.on('error', (err: Error) => {
     if (outageReported) return;
     outageReported = true;
     logger.warn(`unavailable: ${err.message}`);
   });
-  return client;
-}
-
-/** QUIT a client that is connected (replies on the wire still arrive); just drop one that is not. */
-export async function closeRedisClient(client: Redis): Promise<void> {
-  if (client.status === 'ready') await client.quit().catch(() => client.disconnect());
-  else client.disconnect();
 }
 
 function redactUrl(url: string): string {

@@ -13,7 +13,7 @@ const TRANSIENT_REPLIES = /^(LOADING|BUSY|MASTERDOWN|READONLY|TRYAGAIN|CLUSTERDO
  * the reconnect budget for the request ran out.
  */
 const CONNECTION_ERRORS =
-  /Connection is closed|Stream isn't writeable|Command timed out|Reached the max retries|ECONNREFUSED|ECONNRESET|EPIPE|ETIMEDOUT|EHOSTUNREACH/;
+  /Connection is closed|Stream isn't writeable|Command timed out|Reached the max retries|ECONNREFUSED|ECONNRESET|EPIPE|ETIMEDOUT|EHOSTUNREACH|Cluster isn't ready|Too many Cluster redirections|Cluster is ended|Failed to refresh slots cache|None of startup nodes is available/;
 
 /** True when `err` means Redis could not be reached, so the answer is 503, not 500. */
 export function isRedisUnavailable(err: unknown): boolean {
@@ -23,10 +23,12 @@ export function isRedisUnavailable(err: unknown): boolean {
 }
 
 /**
- * Errors that say the command was never sent: the client was not connected, so the
- * server cannot have run it.
+ * Errors that say the command was never sent: the client was not connected (or, on a
+ * cluster, not ready), so the server cannot have run it; or every node it went to
+ * redirected or refused it without running it.
  */
-const NOT_SENT = /Stream isn't writeable|ECONNREFUSED|EHOSTUNREACH/;
+const NOT_SENT =
+  /Stream isn't writeable|ECONNREFUSED|EHOSTUNREACH|Cluster isn't ready|Too many Cluster redirections\. Last error: (?:ReplyError: )?(?:MOVED|ASK|TRYAGAIN|CLUSTERDOWN)\b/;
 
 /**
  * True when a write may or may not have run: it was sent, and its reply never came

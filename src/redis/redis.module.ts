@@ -1,14 +1,13 @@
 import { Global, Inject, Module, OnApplicationShutdown } from '@nestjs/common';
-import { Redis } from 'ioredis';
 import { AppConfig } from '../config/app-config';
 import { APP_CONFIG } from '../config/config.constants';
 import { KeyLayout } from './key-layout';
 import { REDIS_CLIENT } from './redis.constants';
-import { closeRedisClient, createRedisClient } from './create-client';
+import { closeRedisClient, createAppRedisClient, type RedisClient } from './create-client';
 
 /**
- * redis/: the shared ioredis client behind REDIS_CLIENT (closed on shutdown), the key
- * layout, and the Lua scripts (src/redis/scripts/<name>-<numberOfKeys>.lua).
+ * redis/: the shared ioredis client behind REDIS_CLIENT (one Redis, or a Redis Cluster;
+ * closed on shutdown), the key layout, and the Lua scripts (src/redis/scripts/<name>-<numberOfKeys>.lua).
  */
 @Global()
 @Module({
@@ -16,7 +15,7 @@ import { closeRedisClient, createRedisClient } from './create-client';
     {
       provide: REDIS_CLIENT,
       inject: [APP_CONFIG],
-      useFactory: (config: AppConfig): Redis => createRedisClient(config.redisUrl, 'Redis'),
+      useFactory: (config: AppConfig): RedisClient => createAppRedisClient(config),
     },
     {
       provide: KeyLayout,
@@ -27,7 +26,7 @@ import { closeRedisClient, createRedisClient } from './create-client';
   exports: [REDIS_CLIENT, KeyLayout],
 })
 export class RedisModule implements OnApplicationShutdown {
-  constructor(@Inject(REDIS_CLIENT) private readonly redis: Redis) {}
+  constructor(@Inject(REDIS_CLIENT) private readonly redis: RedisClient) {}
 
   /**
    * Runs after the HTTP server has closed, so no purchase still needs the client.

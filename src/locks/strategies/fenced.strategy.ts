@@ -1,7 +1,7 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../../redis/create-client';
 import { StaleLockError } from '../../errors/errors';
 import { fenceKeyFor } from '../../redis/key-layout';
-import { fencedAcquire, ScriptClient } from '../../redis/lua-scripts';
+import { fencedAcquire } from '../../redis/lua-scripts';
 import { Hold, UsingOptions } from '../lock';
 import { LockOptions, SetNxLockStrategy } from './lock.strategy';
 
@@ -25,7 +25,7 @@ import { LockOptions, SetNxLockStrategy } from './lock.strategy';
  */
 export class FencedLockStrategy extends SetNxLockStrategy {
   constructor(
-    private readonly fencing: Pick<Redis, 'set' | 'duplicate'> & ScriptClient,
+    private readonly fencing: RedisClient,
     options: LockOptions,
   ) {
     super(fencing, options);

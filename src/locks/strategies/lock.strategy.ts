@@ -1,8 +1,8 @@
 import { Logger } from '@nestjs/common';
 import { randomBytes } from 'node:crypto';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../../redis/create-client';
 import { LockTimeoutError } from '../../errors/errors';
-import { releaseLock, ScriptClient } from '../../redis/lua-scripts';
+import { releaseLock } from '../../redis/lua-scripts';
 import { backoffMs } from '../backoff';
 import { BestEffortUndo } from '../best-effort-undo';
 import { holdInLine, Lease } from '../hold-in-line';
@@ -37,7 +37,7 @@ export interface LockLease extends Lease {
  *   plain DEL, which would delete another owner's lock after ours expired.
  * - Wait: in this process, callers for one key queue in a LocalQueue and only the
  *   head contends. It tries SET NX, and while another process holds the lock it
- *   waits for the release message (release-lock PUBLISHes it), with a jittered
+ *   waits for the release message (release-lock SPUBLISHes it), with a jittered
  *   timeout only for a lock that expires instead; one deadline bounds both waits, so
  *   other processes' holders are not drowned in retries.
  * - Validity: the hold is trusted for TTL minus a clock-drift allowance (Redlock's
@@ -61,10 +61,10 @@ export class SetNxLockStrategy implements Lock {
   private readonly undo = new BestEffortUndo(this.logger);
 
   constructor(
-    private readonly redis: Pick<Redis, 'set' | 'duplicate'> & ScriptClient,
+    private readonly redis: RedisClient,
     protected readonly options: LockOptions,
   ) {
-    this.subscriber = new ReleaseSubscriber(() => redis.duplicate(ReleaseSubscriber.CONNECTION_OPTIONS));
+    this.subscriber = ReleaseSubscriber.of(redis);
   }
 
   /** Release messages that woke a waiting contender before its fallback timeout. */

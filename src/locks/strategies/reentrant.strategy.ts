@@ -1,15 +1,9 @@
 import { Logger } from '@nestjs/common';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../../redis/create-client';
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { randomBytes } from 'node:crypto';
 import { LockExpiredError, LockTimeoutError } from '../../errors/errors';
-import {
-  reentrantAcquire,
-  reentrantReenter,
-  reentrantRelease,
-  reentrantRenew,
-  ScriptClient,
-} from '../../redis/lua-scripts';
+import { reentrantAcquire, reentrantReenter, reentrantRelease, reentrantRenew } from '../../redis/lua-scripts';
 import { BestEffortUndo } from '../best-effort-undo';
 import { driftMs } from '../drift';
 import { LocalQueue } from '../local-queue';
@@ -55,7 +49,7 @@ interface Held {
  *   assertValid() checks it before a write, whether or not a timer could run.
  * - Re-entry requires still owning the lock (reentrant-reenter-1.lua): a lost outer
  *   hold is not silently replaced by a fresh one; it is counted and refused.
- * - Waiting: release PUBLISHes on the lock's channel and the waiter at the head of
+ * - Waiting: release SPUBLISHes on the lock's channel and the waiter at the head of
  *   this process's line wakes on it (ReleaseSubscriber) instead of polling; each
  *   wait is bounded by the other lock's PTTL, the wait budget, and 1 s.
  * - An acquisition that fails without a reply (timed out, connection lost) may still
@@ -79,10 +73,10 @@ export class ReentrantStrategy implements Lock {
   renewals = 0;
 
   constructor(
-    private readonly redis: Pick<Redis, 'duplicate'> & ScriptClient,
+    private readonly redis: RedisClient,
     private readonly options: ReentrantOptions,
   ) {
-    this.subscriber = new ReleaseSubscriber(() => redis.duplicate(ReleaseSubscriber.CONNECTION_OPTIONS));
+    this.subscriber = ReleaseSubscriber.of(redis);
   }
 
   get lostLocks(): number {

@@ -1,5 +1,5 @@
 import { Inject, Injectable } from '@nestjs/common';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../../redis/create-client';
 import { randomUUID } from 'node:crypto';
 import { AppConfig } from '../../config/app-config';
 import { APP_CONFIG } from '../../config/config.constants';
@@ -57,7 +57,7 @@ export class BatchedPurchases extends LockedPurchases {
   constructor(
     lock: Lock,
     keys: KeyLayout,
-    @Inject(REDIS_CLIENT) private readonly redis: Redis,
+    @Inject(REDIS_CLIENT) private readonly redis: RedisClient,
     @Inject(APP_CONFIG) config: AppConfig,
     private readonly faults: FaultStop,
   ) {

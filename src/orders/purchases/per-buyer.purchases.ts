@@ -1,5 +1,5 @@
 import { Inject, Injectable } from '@nestjs/common';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../../redis/create-client';
 import { randomUUID } from 'node:crypto';
 import { Hold, Lock } from '../../locks/lock';
 import { KeyLayout, ProductKeys } from '../../redis/key-layout';
@@ -26,7 +26,7 @@ export class PerBuyerPurchases extends LockedPurchases {
   constructor(
     lock: Lock,
     keys: KeyLayout,
-    @Inject(REDIS_CLIENT) protected readonly redis: Redis,
+    @Inject(REDIS_CLIENT) protected readonly redis: RedisClient,
     protected readonly faults: FaultStop,
   ) {
     super(lock, keys);

@@ -1,5 +1,5 @@
 import { Inject, Injectable } from '@nestjs/common';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../../redis/create-client';
 import { Hold, Lock } from '../../locks/lock';
 import { KeyLayout, ProductKeys } from '../../redis/key-layout';
 import { REDIS_CLIENT } from '../../redis/redis.constants';
@@ -15,7 +15,7 @@ import { PerBuyerPurchases } from './per-buyer.purchases';
  */
 @Injectable()
 export class ReentrantPurchases extends PerBuyerPurchases {
-  constructor(lock: Lock, keys: KeyLayout, @Inject(REDIS_CLIENT) redis: Redis, faults: FaultStop) {
+  constructor(lock: Lock, keys: KeyLayout, @Inject(REDIS_CLIENT) redis: RedisClient, faults: FaultStop) {
     super(lock, keys, redis, faults);
   }
 

@@ -1,5 +1,5 @@
 import { Inject, Injectable } from '@nestjs/common';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../../redis/create-client';
 import { randomUUID } from 'node:crypto';
 import {
   AppError,
@@ -31,7 +31,7 @@ import { PurchasePath, PurchaseStatus } from './purchase-path';
 @Injectable()
 export class ScriptedPurchases extends PurchasePath {
   constructor(
-    @Inject(REDIS_CLIENT) private readonly redis: Redis,
+    @Inject(REDIS_CLIENT) private readonly redis: RedisClient,
     private readonly keys: KeyLayout,
   ) {
     super();

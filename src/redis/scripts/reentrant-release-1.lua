@@ -1,6 +1,6 @@
 --[[
   Leave a reentrant lock once (Redisson's unlockInnerAsync): decrement our hold
-  count; at zero delete the lock and PUBLISH, so waiters wake now instead of at the
+  count; at zero delete the lock and SPUBLISH, so waiters wake now instead of at the
   end of their bounded wait. Only the owner can touch it.
 
   KEYS[1]  lock hash
@@ -18,5 +18,5 @@ if redis.call('HINCRBY', KEYS[1], ARGV[1], -1) > 0 then
   return 0
 end
 redis.call('DEL', KEYS[1])
-redis.call('PUBLISH', ARGV[3], 'released')
+redis.call('SPUBLISH', ARGV[3], 'released')
 return 1

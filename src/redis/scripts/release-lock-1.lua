@@ -17,7 +17,7 @@
 ]]
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('DEL', KEYS[1])
-  redis.call('PUBLISH', ARGV[2], 'released')
+  redis.call('SPUBLISH', ARGV[2], 'released')
   return 1
 end
 return 0
