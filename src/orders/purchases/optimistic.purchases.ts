@@ -7,16 +7,17 @@ import { APP_CONFIG } from '../../config/config.constants';
 import { ContentionError, IdempotencyKeyInUseError } from '../../errors/errors';
 import { backoffMs } from '../../locks/backoff';
 import { LocalQueue } from '../../locks/local-queue';
-import { ConnectionPool } from '../../redis/connection-pool';
+import type { RedisClient } from '../../redis/create-client';
 import { KeyLayout, ProductKeys } from '../../redis/key-layout';
 import { REDIS_CLIENT } from '../../redis/redis.constants';
+import { moved, WatchConnections } from '../../redis/watch-connections';
 import { acknowledge, Order, OrderRequest } from '../order';
 import { refusal } from '../sale-rules';
 import { buyerState, orderWrite, queueOrder, readSale, SaleRead, stillClaimed } from '../sale-store';
 import { PurchasePath, PurchaseStatus } from './purchase-path';
 import { SoldOutSignals } from './sold-out-signals';
 
-/** Dedicated connections per process; more would only add losers to every race. */
+/** Dedicated connections per process (per master on a cluster); more would only add losers to every race. */
 const POOL_SIZE = 8;
 const MAX_ATTEMPTS = 200;
 const BACKOFF_CAP_MS = 16;
@@ -45,7 +46,7 @@ const BACKOFF_CAP_MS = 16;
  */
 @Injectable()
 export class OptimisticPurchases extends PurchasePath implements OnApplicationShutdown {
-  private readonly pool: ConnectionPool;
+  private readonly pool: WatchConnections;
   private readonly waitMs: number;
   private readonly soldOut = new SoldOutSignals();
   /** Attempts that found their wait budget spent while queued behind this process's others. */
@@ -54,7 +55,7 @@ export class OptimisticPurchases extends PurchasePath implements OnApplicationSh
   conflicts = 0;
 
   constructor(
-    @Inject(REDIS_CLIENT) private readonly redis: Redis,
+    @Inject(REDIS_CLIENT) private readonly redis: RedisClient,
     private readonly keys: KeyLayout,
     @Inject(APP_CONFIG) config: AppConfig,
   ) {
@@ -62,14 +63,15 @@ export class OptimisticPurchases extends PurchasePath implements OnApplicationSh
     this.waitMs = config.lockWaitMs;
     // No offline queue: a command queued while a connection reconnects, then timed
     // out, would still be sent when it comes back (a late EXEC). The pool lends a
-    // connection only once it is ready.
-    this.pool = new ConnectionPool(
-      () =>
-        redis.duplicate({
-          enableOfflineQueue: false,
-          // WATCH ... EXEC is one conversation per connection, sent exactly as written.
-          enableAutoPipelining: false,
-        }),
+    // connection only once it is ready. On a cluster each connection goes to the
+    // product's master (WatchConnections).
+    this.pool = new WatchConnections(
+      redis,
+      {
+        enableOfflineQueue: false,
+        // WATCH ... EXEC is one conversation per connection, sent exactly as written.
+        enableAutoPipelining: false,
+      },
       POOL_SIZE,
     );
   }
@@ -111,11 +113,13 @@ export class OptimisticPurchases extends PurchasePath implements OnApplicationSh
     try {
       for (let attempt = 1; ; attempt++) {
         const left = await this.pool.use(
+          k.stock,
           deadline,
           () => new ContentionError(attempt - 1, this.waitMs),
           (c) => this.attempt(c, k, order, orderId),
         );
-        if (left !== null) return left;
+        // A slot that moved counts as a conflict: nothing was applied, try again on its new master.
+        if (left !== null && left !== moved) return left;
         this.conflicts++;
         if (attempt >= MAX_ATTEMPTS || Date.now() >= deadline) throw new ContentionError(attempt, this.waitMs);
         await sleep(backoffMs(attempt - 1, deadline - Date.now(), BACKOFF_CAP_MS));
