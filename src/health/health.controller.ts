@@ -1,30 +1,29 @@
 import { Controller, Get, HttpStatus, Inject, Res } from '@nestjs/common';
 import type { FastifyReply } from 'fastify';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../redis/create-client';
 import { AppConfig, UNSAFE_STRATEGIES } from '../config/app-config';
 import { APP_CONFIG } from '../config/config.constants';
 import { PurchasePath } from '../orders/purchases/purchase-path';
 import { REDIS_CLIENT } from '../redis/redis.constants';
+import { redisStatus } from './redis-status';
 
 @Controller('health')
 export class HealthController {
   constructor(
-    @Inject(REDIS_CLIENT) private readonly redis: Redis,
+    @Inject(REDIS_CLIENT) private readonly redis: RedisClient,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     private readonly purchases: PurchasePath,
   ) {}
 
   /**
-   * 200 when Redis answers PING (and, for Redlock, a majority of its lock nodes do),
-   * 503 otherwise; says which strategy is running.
+   * 200 when Redis answers PING (on a cluster: every slot is served and every master
+   * answers; each master is listed) and, for Redlock, a majority of its lock nodes do;
+   * 503 otherwise. Says which strategy is running.
    */
   @Get()
   async check(@Res({ passthrough: true }) reply: FastifyReply) {
-    const [redis, { lostLocks, lockNodes }] = await Promise.all([
-      this.redis.ping().then(
-        () => 'up' as const,
-        () => 'down' as const,
-      ),
+    const [{ redis, cluster }, { lostLocks, lockNodes }] = await Promise.all([
+      redisStatus(this.redis),
       this.purchases.status(),
     ]);
     const { faultStopAt } = this.config;
@@ -33,6 +32,7 @@ export class HealthController {
     return {
       status: ok ? 'ok' : 'unavailable',
       redis,
+      ...(cluster ? { cluster } : {}),
       ...(lockNodes ? { lockNodes } : {}),
       strategy: this.config.lockStrategy,
       // An unsafe strategy, or the fault suite's self-stop hook: either way not for a real sale.
