@@ -158,9 +158,10 @@ export class ContentionError extends createError('CONTENTION', 503, (attempts: n
 export class OutcomeUnknownError extends createError(
   'OUTCOME_UNKNOWN',
   503,
-  () =>
+  (detail?: string) =>
+    detail ??
     'the order was sent to Redis but its answer was lost: it may or may not have been placed; ' +
-    'retry with the same Idempotency-Key to learn which (a retry without one may buy a second time)',
+      'retry with the same Idempotency-Key to learn which (a retry without one may buy a second time)',
 ) {}
 
 /** Fewer than a majority of the Redlock nodes answer, so no lock can be granted. */

@@ -8,19 +8,22 @@ import { CREATE_ORDER_ROUTE_SCHEMA } from './dto/create-order.schema';
 import { Idempotency, parseIdempotencyKey } from './idempotency';
 import type { Order, OrderLine } from './order';
 import { PurchasePath } from './purchases/purchase-path';
+import { ReplicaAcks } from './replica-acks';
 
 @Controller('api/orders')
 export class OrdersController {
   constructor(
     private readonly purchases: PurchasePath,
     private readonly idempotency: Idempotency,
+    private readonly replicas: ReplicaAcks,
   ) {}
 
   /**
    * 201 with the order; 409 SOLD_OUT / INSUFFICIENT_STOCK / LIMIT_REACHED; 404
    * UNKNOWN_PRODUCT; 503 (see errors.ts). With an Idempotency-Key: a retry gets the
    * first answer's order again (`Idempotent-Replayed: true`), 409 while the first is
-   * in flight, 422 for the key with another body.
+   * in flight, 422 for the key with another body. With REDIS_WAIT_REPLICAS, a 201 only
+   * once that many replicas have the order (ReplicaAcks).
    */
   @Post()
   @RouteSchema(CREATE_ORDER_ROUTE_SCHEMA)
@@ -31,8 +34,13 @@ export class OrdersController {
   ): Promise<Order | ErrorBody> {
     const line: OrderLine = { productId: body.productId, userId: body.userId, quantity: body.quantity };
     try {
-      if (rawKey === undefined) return await this.purchases.purchase(line);
+      if (rawKey === undefined) {
+        const order = await this.purchases.purchase(line);
+        if (this.replicas.enabled) await this.replicas.confirm(line.productId);
+        return order;
+      }
       const { order, replayed } = await this.idempotency.purchase(line, parseIdempotencyKey(rawKey));
+      if (this.replicas.enabled) await this.replicas.confirm(line.productId);
       if (replayed) void reply.header('idempotent-replayed', 'true');
       return order;
     } catch (err) {

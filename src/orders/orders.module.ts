@@ -11,6 +11,7 @@ import { PerBuyerPurchases } from './purchases/per-buyer.purchases';
 import { PurchasePath } from './purchases/purchase-path';
 import { ReentrantPurchases } from './purchases/reentrant.purchases';
 import { ScriptedPurchases } from './purchases/scripted.purchases';
+import { ReplicaAcks } from './replica-acks';
 
 /** LOCK_STRATEGY value -> the way a purchase is made; the config's list of names is checked against it at compile time. */
 const PURCHASE_PATHS: Record<LockStrategyName, Type<PurchasePath>> = {
@@ -49,6 +50,7 @@ export class OrdersModule {
         { provide: PurchasePath, useClass: PURCHASE_PATHS[config.lockStrategy] },
         { provide: FaultStop, inject: [APP_CONFIG], useFactory: (c: AppConfig) => new FaultStop(c.faultStopAt) },
         Idempotency,
+        ReplicaAcks,
         Announcement,
       ],
       exports: [PurchasePath],
