@@ -193,8 +193,8 @@ describe('the built app (dist/src/main.js) as a process', () => {
       (res) => res.body.code as string,
       () => 'no answer',
     );
-    // The buyer is waiting for the lock once the app listens for its release.
-    while (((await client.pubsub('NUMSUB', `${k.lock}:released`)) as [string, number])[1] === 0) await sleep(10);
+    // The buyer is waiting for the lock once the app listens for its release (a shard channel).
+    while (((await client.pubsub('SHARDNUMSUB', `${k.lock}:released`)) as [string, number])[1] === 0) await sleep(10);
 
     const sent = Date.now();
     app.kill('SIGTERM');
