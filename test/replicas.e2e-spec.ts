@@ -1,0 +1,79 @@
+import { Redis } from 'ioredis';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { PrivateRedis, startPrivateRedis } from '../harness/redis';
+import type { LockStrategyName } from '../src/config/app-config';
+import { KeyLayout } from '../src/redis/key-layout';
+import { request, startSale, startTestApp } from './helpers/app';
+import { closeClient, uniquePrefix } from './helpers/redis';
+
+/**
+ * REDIS_WAIT_REPLICAS against a real master and a real replica: a 201 only once the
+ * replica has the order. A replica that stops answering (SIGSTOP) turns the next
+ * order into 503 OUTCOME_UNKNOWN, with the order on the master, for every way a
+ * purchase writes (the shared client, or optimistic's own WATCH connection, where
+ * WAIT must follow the write to count it).
+ */
+describe('REDIS_WAIT_REPLICAS', () => {
+  let master: PrivateRedis;
+  let replica: PrivateRedis;
+  let client: Redis;
+
+  beforeAll(async () => {
+    master = await startPrivateRedis();
+    replica = await startPrivateRedis();
+    const r = new Redis(replica.url);
+    await r.replicaof('127.0.0.1', master.port);
+    while (!/master_link_status:up/.test(await r.info('replication'))) await sleep(20);
+    await r.quit();
+    client = new Redis(master.url);
+  });
+
+  afterAll(async () => {
+    await closeClient(client);
+    await replica?.remove();
+    await master?.remove();
+  });
+
+  it.each<LockStrategyName>(['fenced', 'atomic', 'optimistic'])(
+    '%s: 201 once the replica has the order; with the replica stopped, 503 OUTCOME_UNKNOWN and the order on the master',
+    async (strategy) => {
+      const prefix = uniquePrefix(`wait-${strategy}`);
+      const app = await startTestApp({
+        REDIS_URL: master.url,
+        KEY_PREFIX: prefix,
+        LOCK_STRATEGY: strategy,
+        REDIS_WAIT_REPLICAS: '1',
+        REDIS_WAIT_TIMEOUT_MS: '300',
+      });
+      try {
+        await startSale(app.url, 'phone', 10);
+        const k = new KeyLayout(prefix).product('phone');
+
+        const first = await request(app.url, 'POST', '/api/orders', { json: { productId: 'phone', userId: 'u1' } });
+        expect(first.status).toBe(201);
+
+        // The replica has acknowledged everything written so far (WAIT asks it), so a
+        // WAIT sent on a connection that did not carry the next order would return at once.
+        await client.set(`${prefix}synced`, '1');
+        expect(await client.wait(1, 5_000)).toBe(1);
+        process.kill(replica.pid, 'SIGSTOP');
+        try {
+          const second = await request(app.url, 'POST', '/api/orders', {
+            json: { productId: 'phone', userId: 'u2' },
+          });
+          expect(second.status).toBe(503);
+          expect(second.body.code).toBe('OUTCOME_UNKNOWN');
+          expect(second.body.message).toContain('only 0 of the 1 replicas');
+        } finally {
+          process.kill(replica.pid, 'SIGCONT');
+        }
+        // Written to the master all the same: unconfirmed, not undone.
+        expect(await client.xlen(k.orders)).toBe(2);
+        expect(await client.hget(k.buyers, 'u2')).toBe('1');
+      } finally {
+        await app.close();
+      }
+    },
+    30_000,
+  );
+});
