@@ -24,7 +24,7 @@ import { BenchOptions, parseOptions, Target, USAGE, UsageError } from './options
 import { startProgress } from './progress';
 import { formatReport, ProductRow, Row } from './report';
 import { BenchClient, connect, RunRedis, startRunRedis } from './run-redis';
-import { judge, judgeProducts, ProductVerdict, readSale, SaleSnapshot, Verdict } from './verdict';
+import { judge, judgeProducts, passes, ProductVerdict, readSale, SaleSnapshot, Verdict } from './verdict';
 
 /** Sales the `none` control gets to show an oversell before the bench calls itself blind. */
 const CONTROL_ATTEMPTS = 3;
@@ -183,10 +183,8 @@ async function measuredSale(run: Run, t: RowApp): Promise<Measured> {
   const { options } = run;
   const attempts = t.target === 'none' ? CONTROL_ATTEMPTS : 1;
   for (let attempt = 1; ; attempt++) {
-    const ids = productIds(
-      options,
-      attempt === 1 ? 'hot' : `hot-${attempt}`,
-      (i) => (attempt === 1 ? `p${i}` : `p${i}-${attempt}`),
+    const ids = productIds(options, attempt === 1 ? 'hot' : `hot-${attempt}`, (i) =>
+      attempt === 1 ? `p${i}` : `p${i}-${attempt}`,
     );
     const productId = ids[0];
     t.products.push(...ids);
@@ -237,9 +235,7 @@ async function measuredSale(run: Run, t: RowApp): Promise<Measured> {
     if (ids.length === 1) {
       verdict = judge(await sale(productId), load, options.quantity);
     } else {
-      const parts = await Promise.all(
-        ids.map(async (id) => ({ id, sale: await sale(id), load: load.byProduct![id] })),
-      );
+      const parts = await Promise.all(ids.map(async (id) => ({ id, sale: await sale(id), load: load.byProduct![id] })));
       ({ total: verdict, products } = judgeProducts(parts, load, options.quantity));
     }
     if (verdict.oversold > 0 || attempt >= attempts) return { load, verdict, products, attempts: attempt, cost };
@@ -262,14 +258,15 @@ interface Measured {
   readonly cost: Cost;
 }
 
-function toRow(run: Run, t: RowApp, { load, verdict, products, attempts, cost }: Measured, exitCode: number | null): Row {
+function toRow(
+  run: Run,
+  t: RowApp,
+  { load, verdict, products, attempts, cost }: Measured,
+  exitCode: number | null,
+): Row {
   const { options } = run;
-  const allHold = Object.values(verdict.invariants).every(Boolean);
   // A product passes as its row does: a safe strategy keeps its invariants, an unsafe one shows it breaks them.
-  const productRows = products?.map((p): ProductRow => {
-    const held = Object.values(p.invariants).every(Boolean);
-    return { ...p, pass: t.unsafe ? !held : held };
-  });
+  const productRows = products?.map((p): ProductRow => ({ ...p, pass: passes(p.invariants, t.unsafe) }));
   return {
     strategy: t.target,
     unsafe: t.unsafe,
@@ -291,7 +288,7 @@ function toRow(run: Run, t: RowApp, { load, verdict, products, attempts, cost }:
     attempts,
     cost,
     ...(productRows && { products: productRows }),
-    pass: t.unsafe ? !allHold : allHold && exitCode === 0,
+    pass: passes(verdict.invariants, t.unsafe) && (t.unsafe || exitCode === 0),
   };
 }
 

@@ -110,7 +110,8 @@ export function costOf(requests: number, sold: number, appCpuMs: number | null, 
   const redisCpuUs = nodes.reduce((sum, n) => sum + n.cpuUs, 0);
   const redisCommands: Record<string, number> = {};
   for (const n of nodes) {
-    for (const [command, calls] of Object.entries(n.commands)) redisCommands[command] = (redisCommands[command] ?? 0) + calls;
+    for (const [command, calls] of Object.entries(n.commands))
+      redisCommands[command] = (redisCommands[command] ?? 0) + calls;
   }
   const count = (calls: Record<string, number>) => Object.values(calls).reduce((a, b) => a + b, 0);
   const commands = count(redisCommands);

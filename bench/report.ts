@@ -97,7 +97,8 @@ function costTable(rows: Row[]): string[] {
  */
 function productTable(rows: Row[]): string[] {
   if (!rows.some((r) => r.products)) return [];
-  const header = '| strategy | product | result | requests | 201 | 409 | 5xx | sold | stock | left | oversold | sell-out ms |';
+  const header =
+    '| strategy | product | result | requests | 201 | 409 | 5xx | sold | stock | left | oversold | sell-out ms |';
   const lines = [header, `|${header.slice(1).replace(/[^|]+/g, '---')}`];
   for (const r of rows) {
     for (const p of r.products ?? []) {
@@ -176,7 +177,9 @@ export function formatReport(rows: Row[]): { text: string; tables: string; faile
       lines.push(`verdict: ${r.strategy} FAILED: ${r.problems.join('; ')}`);
     } else if (r.oversold > 0) {
       const retried = r.attempts > 1 ? ` in sale ${r.attempts} (the earlier ones did not oversell)` : '';
-      const where = r.products ? ` in ${r.products.filter((p) => p.oversold > 0).length} of ${r.products.length} products` : '';
+      const where = r.products
+        ? ` in ${r.products.filter((p) => p.oversold > 0).length} of ${r.products.length} products`
+        : '';
       lines.push(
         `verdict: ${r.strategy} oversold by ${n(r.oversold)}${where}${retried} (${n(r.sold)} units sold of ${n(r.stock)}) — expected: it is unsafe`,
       );

@@ -64,10 +64,11 @@ export function connect(redis: RunRedis): {
   meters: MeteredNode[];
   close(): Promise<void>;
 } {
-  const quit = (c: Redis | Cluster) => c.quit().then(
-    () => undefined,
-    () => c.disconnect(),
-  );
+  const quit = (c: Redis | Cluster) =>
+    c.quit().then(
+      () => undefined,
+      () => c.disconnect(),
+    );
   if (redis.appEnv.REDIS_CLUSTER_NODES !== undefined) {
     const cluster = new Cluster(redis.nodes.map((n) => hostPort(n.url)));
     const perNode = redis.nodes.map((n) => ({ name: n.name, client: new Redis(n.url) }));

@@ -168,6 +168,15 @@ export function judge(sale: SaleSnapshot, load: ProductLoad, quantity: number): 
 }
 
 /**
+ * Whether a result passes: a safe strategy keeps every invariant; an unsafe one (a
+ * negative control) passes when it shows that it breaks one.
+ */
+export function passes(invariants: Invariants, unsafe: boolean): boolean {
+  const allHold = Object.values(invariants).every(Boolean);
+  return unsafe ? !allHold : allHold;
+}
+
+/**
  * A sale spread over several products (`--products N`): each product judged on its own
  * (its stock, its orders, its buyers' answers), and the whole. The whole's figures are
  * totals; one of its invariants holds only if it holds for the whole and for every
@@ -179,15 +188,13 @@ export function judgeProducts(
   load: ProductLoad,
   quantity: number,
 ): { total: Verdict; products: ProductVerdict[] } {
-  const products = parts.map(
-    ({ id, sale, load: own }): ProductVerdict => ({
-      id,
-      stock: sale.initialStock,
-      requests: own.sent,
-      status: own.status,
-      ...judge(sale, own, quantity),
-    }),
-  );
+  const products = parts.map(({ id, sale, load: own }): ProductVerdict => ({
+    id,
+    stock: sale.initialStock,
+    requests: own.sent,
+    status: own.status,
+    ...judge(sale, own, quantity),
+  }));
   const whole = judge(mergeSales(parts.map((p) => p.sale)), load, quantity);
   const invariants = { ...whole.invariants };
   for (const name of Object.keys(invariants) as (keyof Invariants)[]) {
