@@ -140,7 +140,7 @@ describe('bench (scripts/bench.js)', () => {
 
   // Stock 20 a product and 500 connections: each product's opening burst (about 167
   // connections) is far above its stock, so the unlocked control oversells some product
-  // (all three products on the first sale, in both trial runs), within its three sales.
+  // (it did in every run tried), within its three sales.
   it('--products 3 judges each product from Redis on its own, with totals; a product the control oversold fails it as a safe row', () => {
     const out = join(dir, 'products.json');
     const { run, report } = runBench(
