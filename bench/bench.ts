@@ -7,7 +7,6 @@
  * Exit code 1 when a safe strategy breaks an invariant, or when the `none` control
  * fails to oversell (a bench that cannot see overselling proves nothing).
  */
-import { Redis } from 'ioredis';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
@@ -19,12 +18,13 @@ import { RunningApp, startApp, stopAll, track } from '../harness/processes';
 import { REDLOCK_NODE, startPrivateRedis } from '../harness/redis';
 import { UNSAFE_STRATEGIES } from '../src/config/app-config';
 import { KeyLayout } from '../src/redis/key-layout';
-import { Cost, startMeter } from './cost';
+import { Cost, MeteredNode, startMeter } from './cost';
 import { Answer, LoadResult, runLoad } from './load';
 import { BenchOptions, parseOptions, Target, USAGE, UsageError } from './options';
 import { startProgress } from './progress';
-import { formatReport, Row } from './report';
-import { judge, readSale, SaleSnapshot, Verdict } from './verdict';
+import { formatReport, ProductRow, Row } from './report';
+import { BenchClient, connect, RunRedis, startRunRedis } from './run-redis';
+import { judge, judgeProducts, passes, ProductVerdict, readSale, SaleSnapshot, Verdict } from './verdict';
 
 /** Sales the `none` control gets to show an oversell before the bench calls itself blind. */
 const CONTROL_ATTEMPTS = 3;
@@ -38,11 +38,14 @@ const NOTHING_STORED: SaleSnapshot = { initialStock: 0, perUserLimit: 1, stockLe
 /** What every row of one bench run shares. */
 interface Run {
   readonly options: BenchOptions;
-  readonly redisUrl: string;
+  /** Where the sales are kept: one server or a cluster's masters. */
+  readonly redis: RunRedis;
   /** Redlock's lock nodes, when a redlock row runs. */
   readonly redlockUrls: string;
-  /** For the verdict, read from Redis itself. */
-  readonly client: Redis;
+  /** For the sales' setup reads and the verdict, read from Redis itself. */
+  readonly client: BenchClient;
+  /** A connection to each node of `redis`, for the cost's INFO samples. */
+  readonly meters: MeteredNode[];
   /** Keeps this run's keys apart from any other's in a Redis the user named. */
   readonly runId: string;
   readonly log: (line: string) => void;
@@ -87,11 +90,7 @@ async function main(): Promise<number> {
 /** The Redis servers (unless --redis names one) and the verdict's client. */
 async function prepare(options: BenchOptions): Promise<Run> {
   const log = (line: string) => process.stderr.write(`[bench] ${line}\n`);
-  let redisUrl = options.redis;
-  if (!redisUrl) {
-    redisUrl = (await startPrivateRedis({ appendonly: true })).url;
-    log(`private Redis at ${redisUrl} (AOF everysec, removed afterwards)`);
-  }
+  const redis = await startRunRedis(options, log);
   // Redlock's lock nodes: three more private servers, whatever --redis says.
   let redlockUrls = '';
   if (options.strategies.includes('redlock')) {
@@ -99,9 +98,10 @@ async function prepare(options: BenchOptions): Promise<Run> {
     redlockUrls = (await Promise.all([1, 2, 3].map(() => startPrivateRedis(REDLOCK_NODE)))).map((n) => n.url).join(',');
     log(`Redlock lock nodes at ${redlockUrls} (AOF, appendfsync always)`);
   }
-  const client = new Redis(redisUrl);
-  track({ stop: () => client.quit().catch(() => client.disconnect()) });
-  return { options, redisUrl, redlockUrls, client, runId: Date.now().toString(36), log };
+  const { client, meters, close } = connect(redis);
+  // Its clients, then what was started for the run (stopping a server twice is harmless).
+  track({ stop: () => close().then(() => redis.stop()) });
+  return { options, redis, redlockUrls, client, meters, runId: Date.now().toString(36), log };
 }
 
 /** One row: a fresh app for the target, warmed up, one measured sale (or up to three for the control), judged. */
@@ -110,10 +110,10 @@ async function runRow(run: Run, target: Target, workers: number): Promise<Row> {
   try {
     // The control is not measured for speed: it runs cold (see measuredSale).
     if (target !== 'none') await warmUp(run, t);
-    const { load, verdict, attempts, cost } = await measuredSale(run, t);
+    const measured = await measuredSale(run, t);
     const exitCode = await t.app.stop();
-    if (exitCode !== 0) verdict.problems.push(`the app exited ${exitCode} on SIGTERM instead of 0`);
-    return toRow(run, t, { load, verdict, attempts, cost }, exitCode);
+    if (exitCode !== 0) measured.verdict.problems.push(`the app exited ${exitCode} on SIGTERM instead of 0`);
+    return toRow(run, t, measured, exitCode);
   } finally {
     await t.app.stop();
     await cleanUp(run, t);
@@ -130,7 +130,7 @@ async function startTarget(run: Run, target: Target, workers: number): Promise<R
       workers,
       main: SERVERS[target],
       env: {
-        REDIS_URL: run.redisUrl,
+        ...run.redis.appEnv,
         ...(target === 'redlock' ? { REDLOCK_URLS: run.redlockUrls } : {}),
         ADMIN_TOKEN: token,
         LOCK_STRATEGY: target,
@@ -154,12 +154,15 @@ async function startTarget(run: Run, target: Target, workers: number): Promise<R
 async function warmUp(run: Run, t: RowApp): Promise<void> {
   const { options } = run;
   if (options.warmup === 0) return;
+  // Per product: each of N warm-up products gets 1/N of the requests, as each measured one does.
   const warmStock = Math.max(1, Math.round((options.warmup * options.stock) / requests(options)));
-  t.products.push('warmup');
-  await startSale(t.app.url, t.token, 'warmup', warmStock, options.quantity);
+  const ids = productIds(options, 'warmup', (i) => `warmup-${i}`);
+  t.products.push(...ids);
+  await Promise.all(ids.map((id) => startSale(t.app.url, t.token, id, warmStock, options.quantity)));
   await runLoad({
     url: t.app.url,
-    productId: 'warmup',
+    productId: ids[0],
+    ...(ids.length > 1 && { productIds: ids }),
     buyers: options.warmup,
     duplicates: 0,
     connections: options.connections,
@@ -180,19 +183,27 @@ async function measuredSale(run: Run, t: RowApp): Promise<Measured> {
   const { options } = run;
   const attempts = t.target === 'none' ? CONTROL_ATTEMPTS : 1;
   for (let attempt = 1; ; attempt++) {
-    const productId = attempt === 1 ? 'hot' : `hot-${attempt}`;
-    t.products.push(productId);
-    await startSale(t.app.url, t.token, productId, options.stock, options.quantity);
+    const ids = productIds(options, attempt === 1 ? 'hot' : `hot-${attempt}`, (i) =>
+      attempt === 1 ? `p${i}` : `p${i}-${attempt}`,
+    );
+    const productId = ids[0];
+    t.products.push(...ids);
+    await Promise.all(ids.map((id) => startSale(t.app.url, t.token, id, options.stock, options.quantity)));
     const progress = { done: 0 };
-    const k = t.keys.product(productId);
-    const reporter = startProgress(t.label, requests(options), progress, () => run.client.get(k.stock), options.stock);
+    const stockKeys = ids.map((id) => t.keys.product(id).stock);
+    // Units left over all the products (one GET each: on a cluster they sit in different slots).
+    const left = async () =>
+      (await Promise.all(stockKeys.map((key) => run.client.get(key)))).reduce((sum, v) => sum + Number(v ?? 0), 0);
+    const onSale = options.stock * ids.length;
+    const reporter = startProgress(t.label, requests(options), progress, async () => String(await left()), onSale);
     const answers: Answer[] = [];
     // The cost is the pass's alone: after the sale's setup, before the retries and the verdict.
-    const meter = await startMeter(run.client, t.app.pid);
+    const meter = await startMeter(run.meters, t.app.pid);
     const first = await runLoad(
       {
         url: t.app.url,
         productId,
+        ...(ids.length > 1 && { productIds: ids }),
         buyers: options.buyers,
         duplicates: options.duplicates,
         connections: options.connections,
@@ -202,10 +213,7 @@ async function measuredSale(run: Run, t: RowApp): Promise<Measured> {
       },
       progress,
     ).finally(() => reporter.stop());
-    const cost = await meter.stop(first.sent, async () => {
-      const left = await run.client.get(k.stock);
-      return left === null ? 0 : options.stock - Number(left);
-    });
+    const cost = await meter.stop(first.sent, async () => onSale - (await left()));
     let load = first;
     if (options.retries > 0) {
       const retried = await retryFailed(t.app.url, productId, options.quantity, answers, options.retries, first);
@@ -220,9 +228,17 @@ async function measuredSale(run: Run, t: RowApp): Promise<Measured> {
           }; ${replayed} answered an order placed earlier`,
       );
     }
-    const sale = t.target === 'fastify-route' ? NOTHING_STORED : await readSale(run.client, k);
-    const verdict = judge(sale, load, options.quantity);
-    if (verdict.oversold > 0 || attempt >= attempts) return { load, verdict, attempts: attempt, cost };
+    const sale = (id: string) =>
+      t.target === 'fastify-route' ? Promise.resolve(NOTHING_STORED) : readSale(run.client, t.keys.product(id));
+    let verdict: Verdict;
+    let products: ProductVerdict[] | undefined;
+    if (ids.length === 1) {
+      verdict = judge(await sale(productId), load, options.quantity);
+    } else {
+      const parts = await Promise.all(ids.map(async (id) => ({ id, sale: await sale(id), load: load.byProduct![id] })));
+      ({ total: verdict, products } = judgeProducts(parts, load, options.quantity));
+    }
+    if (verdict.oversold > 0 || attempt >= attempts) return { load, verdict, products, attempts: attempt, cost };
     run.log(`${t.label}: sale ${attempt} did not oversell; running it again in a fresh app`);
     const exitCode = await t.app.stop();
     if (exitCode !== 0) run.log(`${t.label}: the app exited ${exitCode} on SIGTERM instead of 0`);
@@ -234,22 +250,31 @@ async function measuredSale(run: Run, t: RowApp): Promise<Measured> {
 interface Measured {
   readonly load: LoadResult;
   readonly verdict: Verdict;
+  /** With --products N > 1: each product's own verdict (`verdict` is then the totals). */
+  readonly products?: ProductVerdict[];
   /** Sales run (the `none` control may need more than one). */
   readonly attempts: number;
   /** Of the last sale's pass. */
   readonly cost: Cost;
 }
 
-function toRow(run: Run, t: RowApp, { load, verdict, attempts, cost }: Measured, exitCode: number | null): Row {
+function toRow(
+  run: Run,
+  t: RowApp,
+  { load, verdict, products, attempts, cost }: Measured,
+  exitCode: number | null,
+): Row {
   const { options } = run;
-  const allHold = Object.values(verdict.invariants).every(Boolean);
+  // A product passes as its row does: a safe strategy keeps its invariants, an unsafe one shows it breaks them.
+  const productRows = products?.map((p): ProductRow => ({ ...p, pass: passes(p.invariants, t.unsafe) }));
   return {
     strategy: t.target,
     unsafe: t.unsafe,
     buyers: options.buyers,
     requests: requests(options),
     connections: options.connections,
-    stock: options.stock,
+    // All of the row's products together (each has its own in `products`).
+    stock: options.stock * options.products,
     quantity: options.quantity,
     workers: t.workers,
     durationMs: load.durationMs,
@@ -262,14 +287,16 @@ function toRow(run: Run, t: RowApp, { load, verdict, attempts, cost }: Measured,
     ...verdict,
     attempts,
     cost,
-    pass: t.unsafe ? !allHold : allHold && exitCode === 0,
+    ...(productRows && { products: productRows }),
+    pass: passes(verdict.invariants, t.unsafe) && (t.unsafe || exitCode === 0),
   };
 }
 
 /** In a Redis the user named, remove what this row wrote, and only that. */
 async function cleanUp(run: Run, t: RowApp): Promise<void> {
-  if (!run.options.redis || t.products.length === 0) return;
-  await run.client.del(...t.products.flatMap((id) => Object.values(t.keys.product(id))));
+  if (!run.options.redis) return;
+  // One DEL per product: its keys share a slot, different products' may not.
+  for (const id of t.products) await run.client.del(...Object.values(t.keys.product(id)));
 }
 
 async function writeResults(
@@ -277,7 +304,7 @@ async function writeResults(
   rows: Row[],
 ): Promise<{ cpus: number; cpuModel: string; node: string; redis: string }> {
   const { options } = run;
-  const redisVersion = /redis_version:(\S+)/.exec(await run.client.info('server'))?.[1] ?? 'unknown';
+  const redisVersion = /redis_version:(\S+)/.exec(await run.meters[0].client.info('server'))?.[1] ?? 'unknown';
   const report = {
     command: `npm run bench -- ${process.argv.slice(2).join(' ')}`.trim(),
     date: new Date().toISOString(),
@@ -293,6 +320,16 @@ async function writeResults(
   mkdirSync(dirname(options.out), { recursive: true });
   writeFileSync(options.out, `${JSON.stringify(report, null, 2)}\n`);
   return report.machine;
+}
+
+/**
+ * The products one sale of a row sells: `one` alone (today's single product), or with
+ * --products N, N of them named by `many(1..N)`: `p1`..`pN` for the measured sale. Each id is its own hash tag {p:<id>}, so
+ * on a cluster each product's keys share a slot and the products spread over slots.
+ */
+function productIds(options: BenchOptions, one: string, many: (i: number) => string): string[] {
+  if (options.products === 1) return [one];
+  return Array.from({ length: options.products }, (_, i) => many(i + 1));
 }
 
 /** Every buyer once, plus the duplicates. */

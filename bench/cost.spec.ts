@@ -34,19 +34,53 @@ describe('cost of a pass', () => {
     const before = await sampleRedis(client);
     for (let i = 0; i < 10; i++) await client.set(`cost:k${i}`, i);
     await client.eval("redis.call('incr', KEYS[1]); return redis.call('incr', KEYS[1])", 1, 'cost:n');
-    const cost = costOf(11, 2, null, before, await sampleRedis(client));
+    const cost = costOf(11, 2, null, [{ node: 'one', before, after: await sampleRedis(client) }]);
     expect(cost.measured.redisCommands).toEqual({ set: 10, eval: 1, incr: 2 });
     expect(cost.redisCommandsPerSale).toBe(6.5);
     expect(cost.redisCpuUsPerRequest).toBeGreaterThan(0);
     expect(cost.salesPerSecCeiling).toBe(Math.round(1e6 / cost.redisCpuUsPerSale!));
     expect(cost.appCpuUsPerRequest).toBeNull();
+    // One node: it has all of it.
+    expect(cost.shards).toEqual([
+      {
+        node: 'one',
+        cpuUs: expect.any(Number),
+        cpuUsPerSale: cost.redisCpuUsPerSale,
+        commands: 13,
+        commandsPerSale: 6.5,
+        share: 1,
+      },
+    ]);
+    expect(Math.round(cost.shards[0].cpuUs / 100) / 10).toBe(cost.measured.redisCpuMs);
     // Nothing sold: no per-sale figures, rather than a division by zero.
-    expect(costOf(11, 0, 5, before, before)).toMatchObject({
+    expect(costOf(11, 0, 5, [{ node: 'one', before, after: before }])).toMatchObject({
       appCpuUsPerRequest: 454.5,
       redisCpuUsPerSale: null,
       redisCommandsPerSale: null,
       salesPerSecCeiling: null,
+      shards: [{ node: 'one', cpuUs: 0, cpuUsPerSale: null, commands: 0, commandsPerSale: null, share: 1 }],
     });
+  });
+
+  it('sums several nodes into the totals and gives each its part: CPU, commands, share of the CPU', () => {
+    const sample = (cpuUs: number, calls: Record<string, number>) => ({ cpuUs, calls });
+    const cost = costOf(100, 10, null, [
+      { node: 'a:1', before: sample(1_000, { evalsha: 5 }), after: sample(4_000, { evalsha: 35, get: 2 }) },
+      { node: 'b:2', before: sample(500, {}), after: sample(1_500, { evalsha: 10 }) },
+      { node: 'c:3', before: sample(0, { get: 1 }), after: sample(0, { get: 1 }) },
+    ]);
+    expect(cost).toMatchObject({
+      redisCpuUsPerRequest: 40,
+      redisCpuUsPerSale: 400,
+      redisCommandsPerSale: 4.2,
+      salesPerSecCeiling: 2_500,
+      measured: { redisCpuMs: 4, redisCommands: { evalsha: 40, get: 2 } },
+    });
+    expect(cost.shards).toEqual([
+      { node: 'a:1', cpuUs: 3_000, cpuUsPerSale: 300, commands: 32, commandsPerSale: 3.2, share: 0.75 },
+      { node: 'b:2', cpuUs: 1_000, cpuUsPerSale: 100, commands: 10, commandsPerSale: 1, share: 0.25 },
+      { node: 'c:3', cpuUs: 0, cpuUsPerSale: 0, commands: 0, commandsPerSale: 0, share: 0 },
+    ]);
   });
 
   const linux = process.platform === 'linux' ? it : it.skip;
@@ -62,7 +96,8 @@ describe('cost of a pass', () => {
       expect(childrenOf(parent.pid!)).toEqual([child]);
 
       const client = redis.client();
-      const [tree, childAlone] = await Promise.all([startMeter(client, parent.pid!), startMeter(client, child)]);
+      const nodes = [{ name: 'one', client }];
+      const [tree, childAlone] = await Promise.all([startMeter(nodes, parent.pid!), startMeter(nodes, child)]);
       parent.stdin!.write('go\n');
       expect((await lines.next()).value).toBe('done');
       // The child is idle again: both read the same ticks of it at the end.

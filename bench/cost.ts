@@ -1,8 +1,10 @@
 /**
  * What one measured pass cost: the app's CPU per request, read from its processes' own
- * CPU time, and Redis's CPU and commands per request and per sale, read from INFO.
- * A Redis shard runs a product's commands on one thread, so Redis CPU per sale is what
- * finally limits how fast one product can sell on one shard: 1 s / (CPU per sale).
+ * CPU time, and Redis's CPU and commands per request and per sale, read from INFO of
+ * every Redis node the run uses (one standalone server, or each master of a cluster),
+ * in total and per node. A Redis shard runs a product's commands on one thread, so
+ * Redis CPU per sale is what finally limits how fast one product can sell on one
+ * shard: 1 s / (CPU per sale); the per-node split shows whether many products spread.
  */
 import { spawnSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
@@ -19,7 +21,9 @@ export interface Cost {
   readonly redisCommandsPerSale: number | null;
   /** 1e6 / redisCpuUsPerSale: sales per second at which this product would fill one Redis thread. */
   readonly salesPerSecCeiling: number | null;
-  /** The deltas the figures come from. */
+  /** Each node's part, in the order given to startMeter (a standalone Redis: one, with all of it). */
+  readonly shards: ShardCost[];
+  /** The deltas the figures come from, summed over the nodes. */
   readonly measured: {
     readonly requests: number;
     readonly sold: number;
@@ -30,9 +34,38 @@ export interface Cost {
   };
 }
 
+/** One Redis node's part of a pass. */
+export interface ShardCost {
+  /** host:port. */
+  readonly node: string;
+  /** Its main-thread CPU time over the pass. */
+  readonly cpuUs: number;
+  /** cpuUs per unit sold in the whole pass: the nodes' figures add up to redisCpuUsPerSale. Null when nothing sold. */
+  readonly cpuUsPerSale: number | null;
+  /** Commands it ran (its commandstats delta, the bench's INFO left out). */
+  readonly commands: number;
+  /** commands per unit sold in the whole pass, as cpuUsPerSale. */
+  readonly commandsPerSale: number | null;
+  /** Its fraction of the pass's Redis CPU, 0 to 1 (1 for a standalone Redis). */
+  readonly share: number;
+}
+
+/** A Redis node to meter: its name, and a connection to that node alone (INFO is per node). */
+export interface MeteredNode {
+  readonly name: string;
+  readonly client: Pick<Redis, 'info'>;
+}
+
 interface RedisSample {
   readonly cpuUs: number;
   readonly calls: Record<string, number>;
+}
+
+/** One node's samples at both ends of a pass. */
+export interface NodeSamples {
+  readonly node: string;
+  readonly before: RedisSample;
+  readonly after: RedisSample;
 }
 
 /**
@@ -41,51 +74,68 @@ interface RedisSample {
  * `sold` is read by the caller (units sold in the pass), after stop() has sampled.
  */
 export async function startMeter(
-  redis: Redis,
+  nodes: readonly MeteredNode[],
   pid: number,
 ): Promise<{ stop(requests: number, sold: () => Promise<number>): Promise<Cost> }> {
   // The workers exist once the app is healthy; read the same processes at both ends.
   const pids = [pid, ...childrenOf(pid)];
   const appBefore = cpuTicks(pids);
-  const redisBefore = await sampleRedis(redis);
+  const sampleAll = () => Promise.all(nodes.map((n) => sampleRedis(n.client)));
+  const redisBefore = await sampleAll();
   return {
     stop: async (requests, sold) => {
-      const redisAfter = await sampleRedis(redis);
+      const redisAfter = await sampleAll();
       const appAfter = cpuTicks(pids);
       return costOf(
         requests,
         await sold(),
         appBefore === null || appAfter === null ? null : ((appAfter - appBefore) * 1000) / clockTicksPerSecond(),
-        redisBefore,
-        redisAfter,
+        nodes.map((n, i) => ({ node: n.name, before: redisBefore[i], after: redisAfter[i] })),
       );
     },
   };
 }
 
-export function costOf(
-  requests: number,
-  sold: number,
-  appCpuMs: number | null,
-  before: RedisSample,
-  after: RedisSample,
-): Cost {
-  const redisCpuUs = after.cpuUs - before.cpuUs;
-  const redisCommands: Record<string, number> = {};
-  for (const [command, calls] of Object.entries(after.calls)) {
-    const delta = calls - (before.calls[command] ?? 0);
-    if (delta > 0) redisCommands[command] = delta;
-  }
-  const commands = Object.values(redisCommands).reduce((a, b) => a + b, 0);
+export function costOf(requests: number, sold: number, appCpuMs: number | null, samples: readonly NodeSamples[]): Cost {
   const perRequest = (x: number) => x / Math.max(requests, 1);
   const perSale = (x: number) => (sold > 0 ? x / sold : null);
+  const nodes = samples.map(({ node, before, after }) => {
+    const commands: Record<string, number> = {};
+    for (const [command, calls] of Object.entries(after.calls)) {
+      const delta = calls - (before.calls[command] ?? 0);
+      if (delta > 0) commands[command] = delta;
+    }
+    return { node, cpuUs: after.cpuUs - before.cpuUs, commands };
+  });
+  const redisCpuUs = nodes.reduce((sum, n) => sum + n.cpuUs, 0);
+  const redisCommands: Record<string, number> = {};
+  for (const n of nodes) {
+    for (const [command, calls] of Object.entries(n.commands))
+      redisCommands[command] = (redisCommands[command] ?? 0) + calls;
+  }
+  const count = (calls: Record<string, number>) => Object.values(calls).reduce((a, b) => a + b, 0);
+  const commands = count(redisCommands);
   const cpuPerSale = perSale(redisCpuUs);
+  const shards = nodes.map((n): ShardCost => {
+    const cpu = perSale(n.cpuUs);
+    const calls = count(n.commands);
+    return {
+      node: n.node,
+      cpuUs: n.cpuUs,
+      cpuUsPerSale: cpu === null ? null : round(cpu, 1),
+      commands: calls,
+      commandsPerSale: sold > 0 ? round(calls / sold, 2) : null,
+      // One node has all of it, even when Redis was idle; else its part of the whole (0 if none was measured).
+      share: nodes.length === 1 ? 1 : round(n.cpuUs / Math.max(redisCpuUs, 1), 3),
+    };
+  });
   return {
     appCpuUsPerRequest: appCpuMs === null ? null : round(perRequest(appCpuMs * 1000), 1),
     redisCpuUsPerRequest: round(perRequest(redisCpuUs), 2),
     redisCpuUsPerSale: cpuPerSale === null ? null : round(cpuPerSale, 1),
     redisCommandsPerSale: sold > 0 ? round(commands / sold, 2) : null,
     salesPerSecCeiling: cpuPerSale ? Math.round(1e6 / cpuPerSale) : null,
+    shards,
     measured: { requests, sold, appCpuMs, redisCpuMs: round(redisCpuUs / 1000, 1), redisCommands },
   };
 }
@@ -95,7 +145,7 @@ export function costOf(
  * (the progress line's GET, one every 5 s or 4 a second on a terminal, stays in: a
  * handful against thousands); their CPU, tens of µs each, is within the noise.
  */
-export async function sampleRedis(redis: Redis): Promise<RedisSample> {
+export async function sampleRedis(redis: Pick<Redis, 'info'>): Promise<RedisSample> {
   const [cpu, stats] = await Promise.all([redis.info('cpu'), redis.info('commandstats')]);
   const field = (name: string) => Number(new RegExp(`^${name}:([\\d.]+)`, 'm').exec(cpu)?.[1] ?? NaN);
   const calls: Record<string, number> = {};

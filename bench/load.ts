@@ -4,6 +4,12 @@ import { randomBytes } from 'node:crypto';
 export interface LoadOptions {
   readonly url: string;
   readonly productId: string;
+  /**
+   * Spread the buyers over these products instead of `productId`: buyer i buys
+   * productIds[i % n], every one of its requests (duplicates included) to that product,
+   * so a per-user limit holds per product. The result then counts each product apart.
+   */
+  readonly productIds?: readonly string[];
   /** Distinct userIds, one purchase request each. */
   readonly buyers: number;
   /** Fraction of extra requests that reuse an earlier userId. */
@@ -51,13 +57,38 @@ export interface LoadResult {
   readonly startedAt: number;
   readonly durationMs: number;
   readonly latency: { p50: number; p90: number; p99: number; max: number };
+  /** With `productIds`: what each product's buyers were answered. */
+  readonly byProduct?: Readonly<Record<string, ProductLoad>>;
 }
+
+/**
+ * The part of a load the verdict reads, for the whole load or one product's share of it.
+ * A product's share has no errors or timeouts of its own (autocannon counts them for
+ * the whole load, without the request): a request that failed so is one sent to the
+ * product and never answered, which its accounting sees.
+ */
+export type ProductLoad = Pick<
+  LoadResult,
+  'sent' | 'status' | 'codes' | 'errors' | 'timeouts' | 'orderIds' | 'distinctBuyers' | 'startedAt'
+>;
 
 /** autocannon's per-connection context: the request in flight. */
 interface BuyerContext {
   userId: string;
+  productId: string;
   idempotencyKey?: string;
 }
+
+/** One product's tally while the load runs. */
+interface Tally {
+  sent: number;
+  readonly status: Record<string, number>;
+  readonly codes: Record<string, number>;
+  readonly orderIds: string[];
+  readonly answered: Set<string>;
+}
+
+const tally = (): Tally => ({ sent: 0, status: {}, codes: {}, orderIds: [], answered: new Set() });
 
 /** The userIds to send, in sending order: every buyer once, plus duplicates, shuffled. */
 export function buyerSequence(buyers: number, duplicates: number, random = Math.random, prefix = 'b'): string[] {
@@ -77,7 +108,13 @@ export function buyerSequence(buyers: number, duplicates: number, random = Math.
  * `progress.done` is updated as answers arrive, for a live progress line.
  */
 export async function runLoad(options: LoadOptions, progress: { done: number } = { done: 0 }): Promise<LoadResult> {
-  const ids = buyerSequence(options.buyers, options.duplicates, Math.random, options.userPrefix);
+  const prefix = options.userPrefix ?? 'b';
+  const ids = buyerSequence(options.buyers, options.duplicates, Math.random, prefix);
+  const spread = options.productIds;
+  // Buyer i's product, round-robin, looked up by userId (a duplicate is a buyer asking again).
+  const productOf = new Map<string, string>();
+  for (let i = 0; spread && i < options.buyers; i++) productOf.set(`${prefix}${i}`, spread[i % spread.length]);
+  const tallies = new Map<string, Tally>((spread ?? []).map((id) => [id, tally()]));
   const status: Record<string, number> = {};
   const codes: Record<string, number> = {};
   const orderIds: string[] = [];
@@ -103,13 +140,16 @@ export async function runLoad(options: LoadOptions, progress: { done: number } =
           const userId = ids[next++];
           const buyer = context as BuyerContext;
           buyer.userId = userId;
+          buyer.productId = productOf.get(userId) ?? options.productId;
+          const product = tallies.get(buyer.productId);
+          if (product) product.sent++;
           buyer.idempotencyKey = options.idempotencyKeys ? `${run}-${next}` : undefined;
           return {
             ...request,
             ...(buyer.idempotencyKey
               ? { headers: { ...request.headers, 'idempotency-key': buyer.idempotencyKey } }
               : {}),
-            body: JSON.stringify({ productId: options.productId, userId, quantity: options.quantity }),
+            body: JSON.stringify({ productId: buyer.productId, userId, quantity: options.quantity }),
           };
         },
         onResponse: (code, body, context: object) => {
@@ -122,7 +162,14 @@ export async function runLoad(options: LoadOptions, progress: { done: number } =
           codes[key] = (codes[key] ?? 0) + 1;
           const orderId = code === 201 && typeof parsed.orderId === 'string' ? parsed.orderId : undefined;
           if (orderId) orderIds.push(orderId);
-          const { userId, idempotencyKey } = context as BuyerContext;
+          const { userId, productId, idempotencyKey } = context as BuyerContext;
+          const product = tallies.get(productId);
+          if (product) {
+            product.status[code] = (product.status[code] ?? 0) + 1;
+            product.codes[key] = (product.codes[key] ?? 0) + 1;
+            product.answered.add(userId);
+            if (orderId) product.orderIds.push(orderId);
+          }
           options.onAnswer?.({ userId, idempotencyKey, status: code, code: key, orderId });
         },
       },
@@ -141,6 +188,23 @@ export async function runLoad(options: LoadOptions, progress: { done: number } =
     // one-second tick, which would pad every run by up to a second.
     durationMs: Math.max(lastAnswerAt - startedAt, 1),
     latency: { p50: result.latency.p50, p90: result.latency.p90, p99: result.latency.p99, max: result.latency.max },
+    ...(spread && {
+      byProduct: Object.fromEntries(
+        [...tallies].map(([id, t]): [string, ProductLoad] => [
+          id,
+          {
+            sent: t.sent,
+            status: t.status,
+            codes: t.codes,
+            errors: 0,
+            timeouts: 0,
+            orderIds: t.orderIds,
+            distinctBuyers: t.answered.size,
+            startedAt,
+          },
+        ]),
+      ),
+    }),
   };
 }
 

@@ -30,6 +30,10 @@ export interface BenchOptions {
    * compared with.
    */
   readonly soldOutPath: boolean;
+  /** Products each row sells at once, --stock units each; the buyers are spread over them round-robin. */
+  readonly products: number;
+  /** Run on a private Redis Cluster of this many masters (at least 3) instead of one server. */
+  readonly cluster?: number;
 }
 
 /** What a row runs: a strategy of the app, or one of the comparison servers in bench/baselines. */
@@ -47,7 +51,7 @@ export const USAGE = `usage: npm run bench -- [options]
   --duplicates F    extra requests reusing an earlier buyer, as a
                     fraction of --buyers (0.1 = 10% more requests)   (0)
   --connections C   concurrent connections                            (1000)
-  --stock S         units on sale                                     (1000)
+  --stock S         units on sale, per product                        (1000)
   --quantity Q      units per purchase (also the per-user limit)      (1)
   --strategy LIST   comma-separated: ${LOCK_STRATEGY_NAMES.join(', ')}, or all  (${CONFIG_DEFAULTS.lockStrategy}: the app's default)
   --workers LIST    app processes sharing the port (node:cluster); a
@@ -63,6 +67,12 @@ export const USAGE = `usage: npm run bench -- [options]
   --keys            send an Idempotency-Key with every purchase (a fresh key each)
   --retries N       after the load, each buyer told 503 retries up to N times with
                     its key and body (implies --keys)                    (0)
+  --products N      sell N products at once (p1..pN, each in its own hash slot),
+                    each with --stock units; buyer i buys product i mod N, so
+                    per-user limits hold per product. Each product is judged on its
+                    own, plus totals                                   (1)
+  --cluster K       run on a private Redis Cluster of K masters (K >= 3) started
+                    for the run, instead of one Redis server
   --redis URL       use this Redis instead of starting a private one
   --out FILE        JSON results                    (bench/results/<timestamp>.json)
 `;
@@ -84,6 +94,8 @@ export function parseOptions(argv: string[]): BenchOptions {
     keys: { type: 'boolean', default: false },
     retries: { type: 'string', default: '0' },
     'sold-out-path': { type: 'boolean', default: false },
+    products: { type: 'string', default: '1' },
+    cluster: { type: 'string' },
     help: { type: 'boolean', short: 'h' },
   } as const;
   let parsed;
@@ -132,9 +144,31 @@ export function parseOptions(argv: string[]): BenchOptions {
       `--sold-out-path measures the sold-out path of the safe strategies; ${unsafe.join(', ')} cannot oversell a sold-out product`,
     );
   }
+  const buyers = int('buyers', values.buyers ?? size.buyers, 1, 10_000_000);
+  const products = int('products', values.products!, 1, 1000);
+  if (products > buyers) {
+    throw new UsageError(`--products ${products} needs at least as many buyers, got --buyers ${buyers}`);
+  }
+  const retries = int('retries', values.retries!, 0, 100);
+  if (products > 1 && retries > 0) {
+    throw new UsageError('--retries runs with one product only; drop --products or --retries');
+  }
+  let cluster: number | undefined;
+  if (values.cluster !== undefined) {
+    if (/^\d+$/.test(values.cluster) && Number(values.cluster) < 3) {
+      throw new UsageError(
+        `--cluster needs at least 3 masters (Redis Cluster will not form with fewer), got ${values.cluster}`,
+      );
+    }
+    cluster = int('cluster', values.cluster, 3, 32);
+    // Both name where the data lives: one of them must go.
+    if (values.redis !== undefined) throw new UsageError('--cluster starts its own Redis: it cannot go with --redis');
+    // bench/baselines/atomic-http.ts speaks to one Redis server only.
+    if (values.baseline) throw new UsageError('--baseline runs on one Redis server: it cannot go with --cluster');
+  }
   const stamp = new Date().toISOString().replace(/[:.]/g, '-');
   return {
-    buyers: int('buyers', values.buyers ?? size.buyers, 1, 10_000_000),
+    buyers,
     duplicates,
     connections: int('connections', values.connections ?? size.connections, 1, 20_000),
     stock,
@@ -144,9 +178,11 @@ export function parseOptions(argv: string[]): BenchOptions {
     warmup: int('warmup', values.warmup!, 0, 1_000_000),
     redis: values.redis,
     baseline: values.baseline ?? false,
-    keys: (values.keys ?? false) || int('retries', values.retries!, 0, 100) > 0,
-    retries: int('retries', values.retries!, 0, 100),
+    keys: (values.keys ?? false) || retries > 0,
+    retries,
     soldOutPath,
+    products,
+    ...(cluster !== undefined && { cluster }),
     out: resolve(values.out ?? join(ROOT, 'bench', 'results', `${stamp}.json`)),
   };
 }

@@ -1,7 +1,16 @@
 import type { Cost } from './cost';
-import type { Verdict } from './verdict';
+import type { ProductVerdict, Verdict } from './verdict';
 
-/** One strategy's result, as written to the JSON file. */
+/** One product of a row that sold several (--products N): its own verdict, and whether it passed as its row must. */
+export interface ProductRow extends ProductVerdict {
+  readonly pass: boolean;
+}
+
+/**
+ * One strategy's result, as written to the JSON file. With --products N > 1 its sale
+ * figures and invariants are the totals over the products (an invariant holds when it
+ * holds for every one), `stock` is all the units on sale, and `products` has each one.
+ */
 export interface Row extends Verdict {
   readonly strategy: string;
   /** A deliberately broken strategy: its row passes when it shows its failure. */
@@ -28,6 +37,9 @@ export interface Row extends Verdict {
   readonly vsFastifyRoute?: { appCpuPerRequest: number };
   /** Measured sales run: more than 1 only for a `none` control that did not oversell at first. */
   readonly attempts: number;
+  /** With --products N > 1: each product's figures and invariants. */
+  readonly products?: ProductRow[];
+  /** False when any product (or the totals) fails. */
   readonly pass: boolean;
 }
 
@@ -80,7 +92,48 @@ function costTable(rows: Row[]): string[] {
 }
 
 /**
- * Markdown tables (the figures, then the costs) plus one verdict line per strategy;
+ * With --products N > 1, one line per product of each row: the same sale columns, so a
+ * failing product is found at a glance among a dozen.
+ */
+function productTable(rows: Row[]): string[] {
+  if (!rows.some((r) => r.products)) return [];
+  const header =
+    '| strategy | product | result | requests | 201 | 409 | 5xx | sold | stock | left | oversold | sell-out ms |';
+  const lines = [header, `|${header.slice(1).replace(/[^|]+/g, '---')}`];
+  for (const r of rows) {
+    for (const p of r.products ?? []) {
+      const fiveXx = Object.entries(p.status)
+        .filter(([s]) => s.startsWith('5'))
+        .reduce((a, [, k]) => a + k, 0);
+      const broken = Object.entries(p.invariants)
+        .filter(([, ok]) => !ok)
+        .map(([name]) => name)
+        .join(', ');
+      lines.push(
+        `| ${label(r)} | ${p.id} | ${productResult(r, p.pass, broken)} | ${n(p.requests)} | ` +
+          `${n(p.status['201'] ?? 0)} | ${n(p.status['409'] ?? 0)} | ${n(fiveXx)} | ${n(p.sold)} | ${n(p.stock)} | ` +
+          `${n(p.stockLeft)} | ${n(p.oversold)} | ${n(p.sellOutMs)} |`,
+      );
+    }
+  }
+  return ['', ...lines];
+}
+
+/** As the row's result, short: an unsafe strategy's product passes when it shows its failure. */
+function productResult(row: Row, pass: boolean, broken: string): string {
+  if (row.unsafe) return pass ? `failure shown (${broken})` : 'no failure seen';
+  return pass ? 'PASS' : `FAIL (${broken || 'app exit'})`;
+}
+
+/** `shard 127.0.0.1:7001 34% · 127.0.0.1:7002 33% · …`: whether a row's Redis work spread over the nodes. */
+export function shardSplit(row: Row): string {
+  const parts = row.cost.shards.map((s) => `${s.node} ${Math.round(s.share * 100)}%`);
+  return `per-shard CPU split: ${label(row)}: shard ${parts.join(' · ')}`;
+}
+
+/**
+ * Markdown tables (the figures, the costs, each product's line when there are several)
+ * plus one verdict line per strategy and, on more than one Redis node, its CPU split;
  * `tables` is the tables alone, `failed` decides the exit code.
  */
 export function formatReport(rows: Row[]): { text: string; tables: string; failed: boolean } {
@@ -101,7 +154,7 @@ export function formatReport(rows: Row[]): { text: string; tables: string; faile
         (ratios ? ` ${r.vsBaseline?.throughput.toFixed(2) ?? '-'}x | ${r.vsBaseline?.p99.toFixed(2) ?? '-'}x |` : ''),
     );
   }
-  lines.push('', ...costTable(rows), '');
+  lines.push('', ...costTable(rows), ...productTable(rows), '');
   const tables = lines.join('\n').trimEnd();
   let failed = false;
   const route = rows.find((r) => r.strategy === 'fastify-route');
@@ -113,17 +166,22 @@ export function formatReport(rows: Row[]): { text: string; tables: string; faile
         `verdict: fastify-route answered all ${n(r.requests)} requests, none with a 5xx (it has no store to check)`,
       );
     } else if (!r.unsafe && r.pass) {
+      const each = r.products ? ` over ${r.products.length} products` : '';
       lines.push(
-        `verdict: ${r.strategy} sold ${n(r.sold)} of ${n(r.stock)} to ${n(r.distinctBuyers)} buyers; ` +
-          `every invariant holds (checked from Redis) — ${n(r.requests)} requests in ${(r.durationMs / 1000).toFixed(1)} s`,
+        `verdict: ${r.strategy} sold ${n(r.sold)} of ${n(r.stock)}${each} to ${n(r.distinctBuyers)} buyers; ` +
+          `every invariant holds${r.products ? ' for each product' : ''} (checked from Redis) — ` +
+          `${n(r.requests)} requests in ${(r.durationMs / 1000).toFixed(1)} s`,
       );
     } else if (!r.unsafe) {
       failed = true;
       lines.push(`verdict: ${r.strategy} FAILED: ${r.problems.join('; ')}`);
     } else if (r.oversold > 0) {
       const retried = r.attempts > 1 ? ` in sale ${r.attempts} (the earlier ones did not oversell)` : '';
+      const where = r.products
+        ? ` in ${r.products.filter((p) => p.oversold > 0).length} of ${r.products.length} products`
+        : '';
       lines.push(
-        `verdict: ${r.strategy} oversold by ${n(r.oversold)}${retried} (${n(r.sold)} units sold of ${n(r.stock)}) — expected: it is unsafe`,
+        `verdict: ${r.strategy} oversold by ${n(r.oversold)}${where}${retried} (${n(r.sold)} units sold of ${n(r.stock)}) — expected: it is unsafe`,
       );
     } else if (!allHold) {
       const classic = FAILURE_SHOWN_BY[r.strategy]
@@ -142,6 +200,7 @@ export function formatReport(rows: Row[]): { text: string; tables: string; faile
     // The negative control must oversell, or the bench is blind.
     if (r.strategy === 'none' && r.oversold === 0) failed = true;
   }
+  for (const r of rows) if (r.cost.shards.length > 1) lines.push(shardSplit(r));
   for (const r of rows) {
     if (!route || r === route || !r.vsFastifyRoute) continue;
     lines.push(

@@ -1,5 +1,5 @@
 import type { LoadResult } from './load';
-import { judge, OrderEntry, SaleSnapshot } from './verdict';
+import { judge, judgeProducts, OrderEntry, passes, SaleSnapshot } from './verdict';
 
 const T0 = 1_700_000_000_000;
 
@@ -127,5 +127,80 @@ describe('judge', () => {
     // The same order answered twice (a retry with its Idempotency-Key) is still once.
     const replayed = { ...load, status: { ...load.status, '201': 4 }, orderIds: [...load.orderIds, load.orderIds[0]] };
     expect(judge(sale, replayed, 1).invariants).toMatchObject({ exactlyOnce: true, conservation: true });
+  });
+});
+
+describe('judgeProducts', () => {
+  /** Three clean sales of 3 units, p1..p3, each to its own buyers, and the whole load (30 requests). */
+  function threeProducts() {
+    const parts = ['p1', 'p2', 'p3'].map((id, n) => {
+      const { sale, load } = cleanSale();
+      const orders = sale.orders.map((o, i) => ({ ...o, orderId: `${id}-o${i}`, userId: `${id}-b${i}`, ms: o.ms + n }));
+      return {
+        id,
+        sale: { ...sale, orders, buyers: Object.fromEntries(orders.map((o) => [o.userId, 1])) },
+        load: { ...load, orderIds: orders.map((o) => o.orderId) },
+      };
+    });
+    const whole = {
+      ...cleanSale().load,
+      sent: 30,
+      status: { '201': 9, '409': 21 },
+      orderIds: parts.flatMap((p) => p.load.orderIds),
+      distinctBuyers: 30,
+    };
+    return { parts, whole };
+  }
+
+  it('judges each product on its own and the whole as totals', () => {
+    const { parts, whole } = threeProducts();
+    const { total, products } = judgeProducts(parts, whole, 1);
+    expect(products.map((p) => [p.id, p.stock, p.sold, p.stockLeft, passes(p.invariants, false)])).toEqual([
+      ['p1', 3, 3, 0, true],
+      ['p2', 3, 3, 0, true],
+      ['p3', 3, 3, 0, true],
+    ]);
+    expect(total).toMatchObject({ sold: 9, stockLeft: 0, orders: 9, distinctBuyers: 9, oversold: 0, problems: [] });
+    // The whole sold out with its last unit, p3's last order.
+    expect(total.sellOutMs).toBe(32);
+    expect(passes(total.invariants, false)).toBe(true);
+  });
+
+  it('fails the whole when one product oversells, names it, and does not let another undersold product cancel it out', () => {
+    const { parts, whole } = threeProducts();
+    const extra = { orderId: 'p2-o3', userId: 'p2-b3', quantity: 1, ms: T0 + 50 };
+    const p2 = parts[1];
+    parts[1] = {
+      ...p2,
+      sale: {
+        ...p2.sale,
+        stockLeft: -1,
+        orders: [...p2.sale.orders, extra],
+        buyers: { ...p2.sale.buyers, 'p2-b3': 1 },
+      },
+      load: { ...p2.load, status: { '201': 4, '409': 6 }, orderIds: [...p2.load.orderIds, 'p2-o3'] },
+    };
+    // p3 sold one unit fewer: the totals (9 sold of 9) look right.
+    const p3 = parts[2];
+    parts[2] = {
+      ...p3,
+      sale: { ...p3.sale, stockLeft: 1, orders: p3.sale.orders.slice(0, 2), buyers: { 'p3-b0': 1, 'p3-b1': 1 } },
+      load: { ...p3.load, status: { '201': 2, '409': 8 }, orderIds: p3.load.orderIds.slice(0, 2) },
+    };
+    const { total, products } = judgeProducts(parts, { ...whole, orderIds: parts.flatMap((p) => p.load.orderIds) }, 1);
+    // The failures really are there, product by product.
+    expect(products[1]).toMatchObject({ id: 'p2', oversold: 1, stockLeft: -1 });
+    expect(products[1].invariants.noOversell).toBe(false);
+    expect(products[2].invariants.noUndersell).toBe(false);
+    expect(passes(products[0].invariants, false)).toBe(true);
+    // The sums balance, the whole still fails on both counts.
+    expect(total).toMatchObject({ sold: 9, stockLeft: 0, oversold: 1 });
+    expect(total.invariants).toMatchObject({ noOversell: false, noUndersell: false, conservation: true });
+    expect(passes(total.invariants, false)).toBe(false);
+    // As a negative control's row it would pass: it showed the failure.
+    expect(passes(total.invariants, true)).toBe(true);
+    expect(total.problems.filter((line) => /^p2: oversell/.test(line))).toHaveLength(1);
+    expect(total.problems.filter((line) => /^p3: undersell/.test(line))).toHaveLength(1);
+    expect(total.broken.noOversell).toContain('p2: oversell');
   });
 });

@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis';
 import type { ProductKeys } from '../src/redis/key-layout';
-import type { LoadResult } from './load';
+import type { ProductLoad } from './load';
 
 export interface OrderEntry {
   readonly orderId: string;
@@ -45,9 +45,26 @@ export interface Verdict {
   readonly problems: string[];
 }
 
+/** One product's verdict in a sale spread over several. */
+export interface ProductVerdict extends Verdict {
+  readonly id: string;
+  /** Its initial stock. */
+  readonly stock: number;
+  /** Requests its buyers sent, and how they were answered. */
+  readonly requests: number;
+  readonly status: Record<string, number>;
+}
+
 const PAGE = 10_000;
 
-export async function readSale(redis: Redis, keys: ProductKeys): Promise<SaleSnapshot> {
+/**
+ * What Redis holds about one product's sale. Every read is of that product's keys,
+ * one hash slot, so a Redis Cluster client serves it as a single server does.
+ */
+export async function readSale(
+  redis: Pick<Redis, 'hmget' | 'get' | 'hgetall' | 'xrange'>,
+  keys: ProductKeys,
+): Promise<SaleSnapshot> {
   const [[initialStock, perUserLimit], stock, buyers] = await Promise.all([
     redis.hmget(keys.meta, 'initialStock', 'perUserLimit'),
     redis.get(keys.stock),
@@ -77,7 +94,7 @@ export async function readSale(redis: Redis, keys: ProductKeys): Promise<SaleSna
 }
 
 /** Checks the invariants (the README's Bench section lists them) against what Redis holds and what the buyers were told. */
-export function judge(sale: SaleSnapshot, load: LoadResult, quantity: number): Verdict {
+export function judge(sale: SaleSnapshot, load: ProductLoad, quantity: number): Verdict {
   const broken: Partial<Record<keyof Invariants, string>> = {};
   const units = sale.orders.reduce((sum, o) => sum + o.quantity, 0);
   // A retry with the same Idempotency-Key is answered the same order again: count orders, not 201s.
@@ -147,6 +164,67 @@ export function judge(sale: SaleSnapshot, load: LoadResult, quantity: number): V
     invariants: { noOversell, noUndersell, conservation, perUserLimit, accounting, exactlyOnce },
     broken,
     problems: Object.values(broken),
+  };
+}
+
+/**
+ * Whether a result passes: a safe strategy keeps every invariant; an unsafe one (a
+ * negative control) passes when it shows that it breaks one.
+ */
+export function passes(invariants: Invariants, unsafe: boolean): boolean {
+  const allHold = Object.values(invariants).every(Boolean);
+  return unsafe ? !allHold : allHold;
+}
+
+/**
+ * A sale spread over several products (`--products N`): each product judged on its own
+ * (its stock, its orders, its buyers' answers), and the whole. The whole's figures are
+ * totals; one of its invariants holds only if it holds for the whole and for every
+ * product (a product oversold and another undersold must not cancel out), and its
+ * oversold is the sum of the products'. Problems name their product.
+ */
+export function judgeProducts(
+  parts: readonly { readonly id: string; readonly sale: SaleSnapshot; readonly load: ProductLoad }[],
+  load: ProductLoad,
+  quantity: number,
+): { total: Verdict; products: ProductVerdict[] } {
+  const products = parts.map(({ id, sale, load: own }): ProductVerdict => ({
+    id,
+    stock: sale.initialStock,
+    requests: own.sent,
+    status: own.status,
+    ...judge(sale, own, quantity),
+  }));
+  const whole = judge(mergeSales(parts.map((p) => p.sale)), load, quantity);
+  const invariants = { ...whole.invariants };
+  for (const name of Object.keys(invariants) as (keyof Invariants)[]) {
+    invariants[name] &&= products.every((p) => p.invariants[name]);
+  }
+  const broken: Partial<Record<keyof Invariants, string>> = { ...whole.broken };
+  for (const p of products) {
+    for (const [name, seen] of Object.entries(p.broken) as [keyof Invariants, string][]) {
+      broken[name] = [broken[name], `${p.id}: ${seen}`].filter(Boolean).join('; ');
+    }
+  }
+  const total: Verdict = {
+    ...whole,
+    oversold: products.reduce((sum, p) => sum + p.oversold, 0),
+    invariants,
+    broken,
+    problems: [...whole.problems, ...products.flatMap((p) => p.problems.map((line) => `${p.id}: ${line}`))],
+  };
+  return { total, products };
+}
+
+/** Several products' sales as one: stock and orders summed, orders in time order (the whole sells out with its last unit). */
+function mergeSales(sales: readonly SaleSnapshot[]): SaleSnapshot {
+  return {
+    initialStock: sales.reduce((sum, s) => sum + s.initialStock, 0),
+    perUserLimit: Math.max(...sales.map((s) => s.perUserLimit)),
+    stockLeft: sales.reduce((sum, s) => sum + s.stockLeft, 0),
+    orders: sales.flatMap((s) => s.orders).sort((a, b) => a.ms - b.ms),
+    // Each buyer buys one product: their entries never collide.
+    buyers: Object.assign({}, ...sales.map((s) => s.buyers)) as Record<string, number>,
   };
 }
 

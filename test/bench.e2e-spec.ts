@@ -3,6 +3,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { passes } from '../bench/verdict';
 
 const ROOT = join(__dirname, '..');
 const BENCH = join(ROOT, 'scripts', 'bench.js');
@@ -27,7 +28,7 @@ const ports = (output: string, pattern: RegExp) => [...output.matchAll(pattern)]
  * bare Fastify route sends Redis nothing, so its Redis figure may be 0 (Redis's idle work).
  */
 function expectCost(row: { strategy: string; cost: Record<string, any> }, sold: number): void {
-  const { measured, ...figures } = row.cost;
+  const { measured, shards, ...figures } = row.cost;
   const perSale = ['redisCpuUsPerSale', 'redisCommandsPerSale', 'salesPerSecCeiling'];
   for (const [name, value] of Object.entries(figures)) {
     const label = `${row.strategy}: cost.${name}`;
@@ -37,6 +38,13 @@ function expectCost(row: { strategy: string; cost: Record<string, any> }, sold: 
   }
   expect(Object.keys(figures).sort()).toEqual(['appCpuUsPerRequest', 'redisCpuUsPerRequest', ...perSale].sort());
   expect(measured.sold).toBe(sold);
+  // One Redis server: one shard, with all of the pass's Redis CPU and commands.
+  expect(shards).toHaveLength(1);
+  expect(shards[0]).toMatchObject({ node: expect.stringMatching(/^127\.0\.0\.1:\d+$/), share: 1 });
+  expect(shards[0].cpuUs / 1000).toBeCloseTo(measured.redisCpuMs, 1);
+  expect(shards[0].commands).toBe(
+    Object.values(measured.redisCommands as Record<string, number>).reduce((a, b) => a + b, 0),
+  );
 }
 
 /**
@@ -128,6 +136,87 @@ describe('bench (scripts/bench.js)', () => {
     ];
     expect(started).toHaveLength(3);
     for (const port of started) expect(await listening(port)).toBe(false);
+  });
+
+  // Stock 20 a product and 500 connections: each product's opening burst (about 167
+  // connections) is far above its stock, so the unlocked control oversells some product
+  // (it did in every run tried), within its three sales.
+  it('--products 3 judges each product from Redis on its own, with totals; a product the control oversold fails it as a safe row', () => {
+    const out = join(dir, 'products.json');
+    const { run, report } = runBench(
+      [
+        '--products',
+        '3',
+        '--buyers',
+        '3000',
+        '--stock',
+        '20',
+        '--connections',
+        '500',
+        '--warmup',
+        '300',
+        '--strategy',
+        'lock,none',
+      ],
+      out,
+      110_000,
+    );
+    const [lock, none] = report.rows;
+    expect(lock).toMatchObject({ strategy: 'lock', pass: true, buyers: 3000, requests: 3000, stock: 60 });
+    expect(lock.products.map((p: { id: string }) => p.id)).toEqual(['p1', 'p2', 'p3']);
+    for (const p of lock.products) {
+      // Buyers round-robin: 1,000 each, far more than its stock, so each sells exactly its stock.
+      expect(p).toMatchObject({
+        stock: 20,
+        requests: 1000,
+        sold: 20,
+        stockLeft: 0,
+        orders: 20,
+        oversold: 0,
+        pass: true,
+      });
+      expect(p.status).toEqual({ '201': 20, '409': 980 });
+      expect(Object.values(p.invariants)).toEqual([true, true, true, true, true, true]);
+    }
+    // The totals are the products' sums.
+    const sum = (rows: { [k: string]: number }[], field: string) => rows.reduce((a, p) => a + p[field], 0);
+    for (const field of ['sold', 'stockLeft', 'orders', 'requests', 'stock']) {
+      expect({ field, total: field === 'requests' ? lock.requests : lock[field] }).toEqual({
+        field,
+        total: sum(lock.products, field),
+      });
+    }
+    expect(lock).toMatchObject({ sold: 60, stockLeft: 0, orders: 60, distinctBuyers: 60, oversold: 0 });
+    expect(lock.status).toEqual({ '201': 60, '409': 2940 });
+    expectCost(lock, 60);
+
+    // The control really oversold, product by product, as Redis says.
+    expect(none).toMatchObject({ strategy: 'none', unsafe: true, pass: true });
+    const oversold = none.products.filter((p: { oversold: number }) => p.oversold > 0);
+    expect(oversold.length).toBeGreaterThan(0);
+    for (const p of oversold) {
+      expect(p.stockLeft).toBeLessThan(0);
+      expect(p.invariants.noOversell).toBe(false);
+      expect(p.orders).toBe(20 + p.oversold);
+    }
+    expect(none.oversold).toBe(sum(none.products, 'oversold'));
+    expect(none.invariants.noOversell).toBe(false);
+    // Judged as a safe strategy, the row and each oversold product fail; an unsafe one passes by showing it.
+    expect(passes(none.invariants, false)).toBe(false);
+    for (const p of oversold)
+      expect({ id: p.id, pass: p.pass, safe: passes(p.invariants, false) }).toEqual({
+        id: p.id,
+        pass: true,
+        safe: false,
+      });
+
+    expect(run.stdout).toMatch(/\| lock \| p1 \| PASS \| 1,000 \| 20 \| 980 \|/);
+    expect(run.stdout).toContain(
+      'verdict: lock sold 60 of 60 over 3 products to 60 buyers; every invariant holds for each product',
+    );
+    expect(run.stdout).toMatch(/verdict: none oversold by \d+ in [123] of 3 products/);
+    // One Redis server: no per-shard split to show.
+    expect(run.stdout).not.toContain('per-shard CPU split');
   });
 
   it('on Ctrl-C (SIGINT) stops the app and Redis it started', async () => {

@@ -1,0 +1,30 @@
+import { parseOptions, UsageError } from './options';
+
+describe('bench options', () => {
+  it('sells one product on a private Redis server by default', () => {
+    const options = parseOptions([]);
+    expect(options.products).toBe(1);
+    expect(options).not.toHaveProperty('cluster');
+  });
+
+  it('takes --products N and --cluster K', () => {
+    expect(parseOptions(['--products', '12', '--cluster', '3'])).toMatchObject({ products: 12, cluster: 3 });
+  });
+
+  it.each([
+    [['--cluster', '2'], '--cluster needs at least 3 masters (Redis Cluster will not form with fewer), got 2'],
+    [['--cluster', '0'], '--cluster needs at least 3 masters'],
+    [['--cluster', 'x'], '--cluster must be an integer from 3 to 32, got "x"'],
+    [
+      ['--cluster', '3', '--redis', 'redis://127.0.0.1:7000'],
+      '--cluster starts its own Redis: it cannot go with --redis',
+    ],
+    [['--cluster', '3', '--baseline'], '--baseline runs on one Redis server: it cannot go with --cluster'],
+    [['--products', '0'], '--products must be an integer from 1 to 1000, got "0"'],
+    [['--products', '5', '--buyers', '4'], '--products 5 needs at least as many buyers, got --buyers 4'],
+    [['--products', '2', '--retries', '1'], '--retries runs with one product only'],
+  ])('refuses %j', (argv, message) => {
+    expect(() => parseOptions(argv)).toThrow(UsageError);
+    expect(() => parseOptions(argv)).toThrow(message);
+  });
+});
