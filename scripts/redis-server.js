@@ -486,7 +486,7 @@ async function startCluster(options) {
     if (failed) throw failed.reason;
     const ports = nodes.map((n) => n.port);
     if (!saved) {
-      await createCluster(findRedisCli(bin), ports, replicas);
+      await createCluster(findRedisCli(bin), ports, replicas, options.detached ?? false);
       await waitForClusterHealthy(ports, { timeoutMs: options.timeoutMs, knownNodes: count });
       /** @type {ClusterLayout} */
       const layout = { masters, replicas, nodes: nodes.map((n) => ({ port: n.port, busPort: n.busPort })) };
@@ -519,12 +519,16 @@ async function startCluster(options) {
   }
 }
 
-/** `redis-cli --cluster create`: assigns the slots evenly over the masters and the replicas to them. */
-function createCluster(cli, ports, replicas) {
+/**
+ * `redis-cli --cluster create`: assigns the slots evenly over the masters and the
+ * replicas to them. Detached like the nodes, so a Ctrl-C meant for the launcher does
+ * not cut the create short.
+ */
+function createCluster(cli, ports, replicas, detached) {
   const args = ['--cluster', 'create', ...ports.map((p) => `127.0.0.1:${p}`)];
   args.push('--cluster-replicas', String(replicas), '--cluster-yes');
   return new Promise((resolve, reject) => {
-    const child = spawn(cli, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(cli, args, { stdio: ['ignore', 'pipe', 'pipe'], detached });
     let output = '';
     child.stdout.setEncoding('utf8').on('data', (d) => (output += d));
     child.stderr.setEncoding('utf8').on('data', (d) => (output += d));
