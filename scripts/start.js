@@ -4,6 +4,9 @@
  * names one, then run the app; stop that Redis when the app exits.
  * `npm run start:dev` (`--watch`): the same, with the app run by `nest start --watch`,
  * which rebuilds and restarts it when a source file changes.
+ * `npm start -- --cluster 3 [--replicas 1]` (or REDIS_CLUSTER=3, REDIS_CLUSTER_REPLICAS=1):
+ * a private Redis Cluster of 3 masters (and a replica each) instead, unless
+ * REDIS_CLUSTER_NODES names one; the app gets its masters in REDIS_CLUSTER_NODES.
  *
  * Settings come from the environment, and from `.env` if there is one (see
  * `.env.example`); a variable set in the environment wins over `.env`.
@@ -12,14 +15,63 @@ const { spawn } = require('node:child_process');
 const { randomBytes } = require('node:crypto');
 const fs = require('node:fs');
 const path = require('node:path');
-const { parseEnv } = require('node:util');
+const { parseArgs, parseEnv } = require('node:util');
 const { ROOT, log, isAlive, relaunchOnSupportedNode, ensureDependencies, ensureBuilt } = require('./setup');
-const { provideRedisServerOrExit, startRedis, REDLOCK_NODE } = require('./redis-server');
+const {
+  provideRedisServerOrExit,
+  startRedis,
+  startCluster,
+  ClusterLayoutError,
+  REDLOCK_NODE,
+} = require('./redis-server');
 
 const DATA_DIR = path.join(ROOT, '.data', 'redis');
+const CLUSTER_DIR = path.join(ROOT, '.data', 'cluster');
 const PID_FILE = path.join(DATA_DIR, 'launcher.pid');
 const NEST = path.join(ROOT, 'node_modules', '@nestjs', 'cli', 'bin', 'nest.js');
-const WATCH = process.argv.includes('--watch');
+
+/** Says what is wrong with how we were started, and exits 1. */
+function usage(problem) {
+  log(problem);
+  log('usage: npm start -- [--watch] [--cluster <masters, 3 or more> [--replicas <per master>]]');
+  process.exit(1);
+}
+
+/**
+ * The command line (`--watch`, `--cluster N`, `--replicas R`), the last two also
+ * from the environment (REDIS_CLUSTER, REDIS_CLUSTER_REPLICAS; the flags win).
+ * Anything else is refused rather than ignored.
+ * @returns {{ watch: boolean, cluster: { masters: number, replicas: number } | null }}
+ */
+function launchOptions(env) {
+  let values;
+  try {
+    ({ values } = parseArgs({
+      args: process.argv.slice(2),
+      options: { watch: { type: 'boolean' }, cluster: { type: 'string' }, replicas: { type: 'string' } },
+    }));
+  } catch (err) {
+    usage(err.message);
+  }
+  const cluster = values.cluster !== undefined ? ['--cluster', values.cluster] : ['REDIS_CLUSTER', env.REDIS_CLUSTER];
+  const replicas =
+    values.replicas !== undefined
+      ? ['--replicas', values.replicas]
+      : ['REDIS_CLUSTER_REPLICAS', env.REDIS_CLUSTER_REPLICAS];
+  const watch = values.watch ?? false;
+  if (!cluster[1]) {
+    if (replicas[1])
+      usage(
+        `${replicas[0]} ${replicas[1]} needs --cluster <masters> (or REDIS_CLUSTER): replicas belong to a cluster's masters`,
+      );
+    return { watch, cluster: null };
+  }
+  const count = (name, value) => (/^\d+$/.test(value) ? Number(value) : usage(`${name} ${value}: not a whole number`));
+  const masters = count(...cluster);
+  // Redis refuses to create a cluster of fewer: a failover needs a majority of masters.
+  if (masters < 3) usage(`${cluster[0]} ${masters}: a Redis Cluster needs at least 3 masters`);
+  return { watch, cluster: { masters, replicas: replicas[1] ? count(...replicas) : 0 } };
+}
 
 /** How long the app's process group may take to exit after its leader did, before SIGKILL. */
 const GROUP_EXIT_MS = 15_000;
@@ -57,7 +109,7 @@ function claimDataDir() {
   const owner = fs.existsSync(PID_FILE) ? Number(fs.readFileSync(PID_FILE, 'utf8')) : 0;
   if (owner && owner !== process.pid && isAlive(owner)) {
     log(
-      `another \`npm start\` (pid ${owner}) is using ${path.relative(ROOT, path.dirname(DATA_DIR))}/; stop it first, or set REDIS_URL (and REDLOCK_URLS for redlock)`,
+      `another \`npm start\` (pid ${owner}) is using ${path.relative(ROOT, path.dirname(DATA_DIR))}/; stop it first, or set REDIS_URL or REDIS_CLUSTER_NODES (and REDLOCK_URLS for redlock)`,
     );
     process.exit(1);
   }
@@ -72,12 +124,70 @@ function environment() {
   return { ...parseEnv(fs.readFileSync(file, 'utf8')), ...process.env };
 }
 
+/**
+ * The private Redis Cluster in .data/cluster/, or exit 1 saying why not: a folder
+ * holding a cluster of another shape, or a port its nodes must reuse that is taken.
+ */
+async function startEmbeddedCluster({ masters, replicas }) {
+  const dir = `${path.relative(ROOT, CLUSTER_DIR)}/`;
+  try {
+    return await startCluster({ dir: CLUSTER_DIR, masters, replicas, appendonly: true, detached: true });
+  } catch (err) {
+    if (!(err instanceof ClusterLayoutError)) {
+      log(err.message);
+      process.exit(1);
+    }
+    const saved = `--cluster ${err.saved.masters}${err.saved.replicas ? ` --replicas ${err.saved.replicas}` : ''}`;
+    log(
+      `${dir} holds a cluster of ${err.saved.masters} masters with ${err.saved.replicas} replicas each, not ${masters} with ${replicas}: ` +
+        `start it as it was made (npm start -- ${saved}), or delete ${dir} (and the data in it) to make a new one`,
+    );
+    process.exit(1);
+  }
+}
+
 async function main() {
+  const env = environment();
+  const options = launchOptions(env);
   ensureDependencies();
   ensureBuilt();
-  const env = environment();
+  // Ctrl-C, a SIGTERM sent to us and a closed terminal (SIGHUP) stop the app; one that
+  // comes while Redis is still starting (a cluster takes seconds) is acted on once it
+  // has: Redis runs in process groups of its own, and nothing else would stop it.
+  let stopping = false;
+  let app = null;
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
+    process.on(signal, () => {
+      stopping = true;
+      if (!app) return;
+      try {
+        process.kill(-app.pid, 'SIGTERM');
+      } catch {
+        // the group is already gone
+      }
+    });
+  }
   let redis = null;
-  if (!env.REDIS_URL) {
+  let cluster = null;
+  if (options.cluster && !env.REDIS_CLUSTER_NODES) {
+    if (env.REDIS_URL) {
+      usage(
+        '--cluster (or REDIS_CLUSTER) starts a cluster for the app, but REDIS_URL names a Redis: unset one of them',
+      );
+    }
+    provideRedisServerOrExit(log);
+    claimDataDir();
+    cluster = await startEmbeddedCluster(options.cluster);
+    env.REDIS_CLUSTER_NODES = cluster.clusterNodes;
+    const { masters, replicas } = options.cluster;
+    const pids = cluster.nodes.map((n) => n.pid).join(',');
+    log(
+      `embedded Redis Cluster at ${cluster.clusterNodes} (${masters} masters, ${replicas} replica${replicas === 1 ? '' : 's'} each, pids ${pids}; ` +
+        `${cluster.created ? 'created' : 'restarted'} with AOF everysec in ${path.relative(ROOT, CLUSTER_DIR)}/)`,
+    );
+  } else if (env.REDIS_CLUSTER_NODES) {
+    log('using REDIS_CLUSTER_NODES from the environment');
+  } else if (!env.REDIS_URL) {
     provideRedisServerOrExit(log);
     claimDataDir();
     redis = await startRedis({ dir: DATA_DIR, appendonly: true, detached: true });
@@ -109,31 +219,26 @@ async function main() {
 
   // --no-shell: nest runs the app itself, not through `sh -c`, so the app gets our
   // signals and nest waits for it to exit.
-  const args = WATCH ? [NEST, 'start', '--watch', '--no-shell'] : [path.join(ROOT, 'dist', 'src', 'main.js')];
+  const args = options.watch ? [NEST, 'start', '--watch', '--no-shell'] : [path.join(ROOT, 'dist', 'src', 'main.js')];
   // The app runs in its own process group, so that a stop reaches all of it: under
   // --watch that is `nest start` and the app it spawned, which a signal sent to
-  // `nest` alone would orphan. Ctrl-C, a SIGTERM sent to us and a closed terminal
-  // (SIGHUP) all stop the group.
-  const app = spawn(process.execPath, args, { cwd: ROOT, env, stdio: 'inherit', detached: true });
-  let stopping = false;
-  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
-    process.on(signal, () => {
-      stopping = true;
-      try {
-        process.kill(-app.pid, 'SIGTERM');
-      } catch {
-        // the group is already gone
-      }
-    });
+  // `nest` alone would orphan.
+  let code = 0;
+  if (!stopping) {
+    app = spawn(process.execPath, args, { cwd: ROOT, env, stdio: 'inherit', detached: true });
+    code = await new Promise((resolve) => app.once('exit', (c, s) => resolve(c ?? (s ? 128 + 15 : 1))));
+    // Everything in the app's group must be gone before its Redis goes: an app still
+    // draining would otherwise lose its Redis mid-purchase.
+    await groupGone(app.pid, GROUP_EXIT_MS);
   }
-  const code = await new Promise((resolve) => app.once('exit', (c, s) => resolve(c ?? (s ? 128 + 15 : 1))));
-  // Everything in the app's group must be gone before its Redis goes: an app still
-  // draining would otherwise lose its Redis mid-purchase.
-  await groupGone(app.pid, GROUP_EXIT_MS);
   await Promise.all(lockNodes.map((n) => n.stop()));
   if (redis) {
     await redis.stop();
     log('embedded Redis stopped');
+  }
+  if (cluster) {
+    await cluster.stop();
+    log('embedded Redis Cluster stopped');
   }
   if (claimed) fs.rmSync(PID_FILE, { force: true });
   process.exit(stopping && code === 0 ? 0 : code);

@@ -1,5 +1,12 @@
 import { Redis, RedisOptions } from 'ioredis';
-import { PrivateRedis, PrivateRedisOptions, startPrivateRedis } from '../../harness/redis';
+import {
+  PrivateCluster,
+  PrivateClusterOptions,
+  PrivateRedis,
+  PrivateRedisOptions,
+  startPrivateCluster,
+  startPrivateRedis,
+} from '../../harness/redis';
 import { KeyLayout, ProductKeys } from '../../src/redis/key-layout';
 import { resetSale } from '../../src/redis/lua-scripts';
 
@@ -110,4 +117,13 @@ export async function whileWritesHeld<T>(admin: Redis, during: () => Promise<T>)
 export async function commandCalls(admin: Redis, command: string): Promise<number> {
   const stats = await admin.info('commandstats');
   return Number(new RegExp(`^cmdstat_${command.toLowerCase()}:calls=(\\d+)`, 'm').exec(stats)?.[1] ?? 0);
+}
+
+/** A PrivateCluster whose stop() also removes its folder, as TestRedis's does. */
+export type TestCluster = Omit<PrivateCluster, 'remove'>;
+
+/** A real local Redis Cluster on free loopback ports, in a temporary folder (harness/redis.ts). */
+export async function startTestCluster(options: PrivateClusterOptions = {}): Promise<TestCluster> {
+  const cluster = await startPrivateCluster(options);
+  return { ...cluster, stop: cluster.remove };
 }
