@@ -5,7 +5,7 @@
  * points the app at it, and a client of its own for setup reads and the verdict.
  */
 import { Cluster, Redis } from 'ioredis';
-import { startPrivateRedis } from '../harness/redis';
+import { startPrivateCluster, startPrivateRedis } from '../harness/redis';
 import type { MeteredNode } from './cost';
 
 /** One Redis server: a standalone one, or a cluster master. */
@@ -34,7 +34,7 @@ export async function startRunRedis(
   options: { readonly redis?: string; readonly cluster?: number },
   log: (line: string) => void,
 ): Promise<RunRedis> {
-  if (options.cluster !== undefined) return startCluster(options.cluster);
+  if (options.cluster !== undefined) return startCluster(options.cluster, log);
   if (options.redis) {
     return { nodes: [nodeOf(options.redis)], appEnv: { REDIS_URL: options.redis }, stop: async () => {} };
   }
@@ -44,14 +44,15 @@ export async function startRunRedis(
 }
 
 /**
- * `--cluster K`: harness/redis.ts's private cluster launcher (startPrivateCluster,
- * from the cluster work of issue 13) has not landed on this branch, so the run stops
- * here with that said, before anything starts.
+ * `--cluster K`: a private Redis Cluster of K masters (harness/redis.ts, the launcher
+ * `npm start -- --cluster K` uses), AOF on as for the standalone run's Redis, removed
+ * afterwards. Each master is metered on its own.
  */
-function startCluster(masters: number): Promise<RunRedis> {
-  return Promise.reject(
-    new Error(`--cluster ${masters} needs harness startPrivateCluster (harness/redis.ts), which this build lacks`),
-  );
+async function startCluster(masters: number, log: (line: string) => void): Promise<RunRedis> {
+  const cluster = await startPrivateCluster({ masters, appendonly: true });
+  const nodes = (await cluster.masters()).map((m) => nodeOf(m.url));
+  log(`private Redis Cluster of ${masters} masters at ${cluster.clusterNodes} (AOF everysec, removed afterwards)`);
+  return { nodes, appEnv: { REDIS_CLUSTER_NODES: cluster.clusterNodes }, stop: () => cluster.remove() };
 }
 
 /**

@@ -1,0 +1,204 @@
+import calculateSlot from 'cluster-key-slot';
+import type { Cluster } from 'ioredis';
+import type { LockStrategyName } from '../src/config/app-config';
+import { ReleaseSubscriber, releasedChannel } from '../src/locks/release-subscriber';
+import { createRedisCluster } from '../src/redis/create-client';
+import { KeyLayout } from '../src/redis/key-layout';
+import { releaseLock } from '../src/redis/lua-scripts';
+import { moved, WatchConnections } from '../src/redis/watch-connections';
+import { request, startSale, startTestApp, TestApp } from './helpers/app';
+import { startTestCluster, startTestRedis, TestCluster, TestRedis, uniquePrefix } from './helpers/redis';
+
+/**
+ * The app on a real local Redis Cluster of three masters (private redis-server
+ * processes joined with `redis-cli --cluster create`): products on every shard, two app
+ * instances racing for each, and the verdict read from the cluster itself.
+ */
+const STOCK = 40;
+const BUYERS_PER_PRODUCT = 150;
+
+let cluster: TestCluster;
+/** For reading the verdict from Redis, not from the apps' answers. */
+let client: Cluster;
+/** `host:port` of the master serving each slot, from the cluster itself. */
+let masterOfSlot: (slot: number) => string;
+let masters: string[];
+
+beforeAll(async () => {
+  cluster = await startTestCluster({ masters: 3 });
+  client = createRedisCluster(
+    { nodes: cluster.clusterNodes.split(',').map(hostPort), tls: false },
+    'test cluster client',
+  );
+  await new Promise<void>((resolve) => client.once('ready', () => resolve()));
+  const shards = (await client.call('CLUSTER', 'SLOTS')) as [number, number, [string, number]][];
+  masters = shards.map(([, , [host, port]]) => `${host}:${port}`);
+  masterOfSlot = (slot) => {
+    const shard = shards.find(([from, to]) => slot >= from && slot <= to);
+    if (!shard) throw new Error(`no master serves slot ${slot}`);
+    return `${shard[2][0]}:${shard[2][1]}`;
+  };
+}, 60_000);
+
+afterAll(async () => {
+  await client?.quit();
+  await cluster?.stop();
+});
+
+/** One product id per master: the first of p1, p2, ... whose keys (under `keys`) land on it. */
+function productsOnEveryShard(keys: KeyLayout): string[] {
+  const byMaster = new Map<string, string>();
+  for (let i = 1; byMaster.size < new Set(masters).size; i++) {
+    const id = `p${i}`;
+    const master = masterOfSlot(calculateSlot(keys.product(id).stock));
+    if (!byMaster.has(master)) byMaster.set(master, id);
+  }
+  return [...byMaster.values()];
+}
+
+describe('Redis Cluster: three masters', () => {
+  it('serves every slot from three masters, and /health lists each one', async () => {
+    expect(new Set(masters).size).toBe(3);
+    const app = await startTestApp({ REDIS_CLUSTER_NODES: cluster.clusterNodes, KEY_PREFIX: uniquePrefix('health') });
+    try {
+      const res = await request(app.url, 'GET', '/health');
+      expect(res.status).toBe(200);
+      expect(res.body).toMatchObject({ status: 'ok', redis: 'up', cluster: { state: 'ok', slotsCovered: 16_384 } });
+      const listed = (res.body.cluster.masters as { node: string; status: string; slots: number }[]).map(
+        ({ node, status }) => [node, status],
+      );
+      expect(listed.sort()).toEqual(masters.map((m) => [m, 'up']).sort());
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('wakes a waiter with the release message on the lock key’s own shard (SPUBLISH/SSUBSCRIBE), for products on every shard', async () => {
+    const keys = new KeyLayout(uniquePrefix('release'));
+    const products = productsOnEveryShard(keys);
+    const subscriber = ReleaseSubscriber.of(client);
+    try {
+      for (const id of products) {
+        const lock = keys.product(id).lock;
+        const channel = releasedChannel(lock);
+        await client.set(lock, 'owner', 'PX', 60_000);
+        await subscriber.join(channel);
+        const before = subscriber.wakeups;
+        // A wait far longer than the test: only the message can end it in time.
+        const woken = subscriber.wait(channel, subscriber.generation(channel), 600_000);
+        expect(await releaseLock.run(client, [lock], 'owner', channel)).toBe(1);
+        await woken;
+        expect(subscriber.wakeups).toBe(before + 1);
+        subscriber.leave(channel);
+      }
+    } finally {
+      await subscriber.close();
+    }
+  });
+
+  it('lends optimistic WATCH connections on the master that serves the product', async () => {
+    const keys = new KeyLayout(uniquePrefix('watch'));
+    const connections = new WatchConnections(client, { enableOfflineQueue: false, enableAutoPipelining: false }, 2);
+    try {
+      for (const id of productsOnEveryShard(keys)) {
+        const key = keys.product(id).stock;
+        const port = await connections.use(
+          key,
+          Date.now() + 5_000,
+          () => new Error('timed out'),
+          async (c) => {
+            await c.watch(key);
+            await c.unwatch();
+            return c.options.port;
+          },
+        );
+        expect(port).not.toBe(moved);
+        expect(`127.0.0.1:${String(port)}`).toBe(masterOfSlot(calculateSlot(key)));
+      }
+    } finally {
+      await connections.close();
+    }
+  });
+
+  describe('two app instances racing for products on every shard', () => {
+    let redlockNodes: TestRedis[] = [];
+    beforeAll(async () => {
+      redlockNodes = await Promise.all([1, 2, 3].map(() => startTestRedis()));
+    });
+    afterAll(async () => {
+      await Promise.all(redlockNodes.map((n) => n.stop()));
+    });
+
+    it.each<LockStrategyName>(['fenced', 'lock', 'reentrant', 'redlock', 'atomic', 'optimistic'])(
+      '%s: no oversell, every 201 is an order in Redis, every invariant holds on every shard',
+      async (strategy) => {
+        const prefix = uniquePrefix(`race-${strategy}`);
+        const keys = new KeyLayout(prefix);
+        const env = {
+          REDIS_CLUSTER_NODES: cluster.clusterNodes,
+          KEY_PREFIX: prefix,
+          LOCK_STRATEGY: strategy,
+          // Exclusion and accounting are under test here, not latency: a busy machine
+          // must not turn into LOCK_TIMEOUT answers.
+          LOCK_WAIT_MS: '30000',
+          ...(strategy === 'redlock' ? { REDLOCK_URLS: redlockNodes.map((n) => n.url).join(',') } : {}),
+        };
+        const apps: TestApp[] = [await startTestApp(env), await startTestApp(env)];
+        try {
+          const products = productsOnEveryShard(keys);
+          for (const id of products) await startSale(apps[0].url, id, STOCK, 1);
+          // The other instance sees the sales the first one started.
+          for (const id of products) {
+            expect((await request(apps[1].url, 'GET', `/api/products/${id}`)).body).toMatchObject({ stock: STOCK });
+          }
+
+          const answers = await Promise.all(
+            products.flatMap((productId) =>
+              Array.from({ length: BUYERS_PER_PRODUCT }, async (_, i) => {
+                const res = await request(apps[i % 2].url, 'POST', '/api/orders', {
+                  json: { productId, userId: `buyer-${i}`, quantity: 1 },
+                });
+                return { productId, status: res.status, code: res.body.code, orderId: res.body.orderId };
+              }),
+            ),
+          );
+
+          for (const id of products) {
+            const mine = answers.filter((a) => a.productId === id);
+            const sold = mine.filter((a) => a.status === 201);
+            // Every buyer got 201 or SOLD_OUT: none was lost to an error on the cluster.
+            expect(mine.filter((a) => a.status !== 201).map((a) => a.code)).toEqual(
+              Array(BUYERS_PER_PRODUCT - sold.length).fill('SOLD_OUT'),
+            );
+            expect(sold).toHaveLength(STOCK);
+
+            const k = keys.product(id);
+            const [stock, meta, buyers, stream] = await Promise.all([
+              client.get(k.stock),
+              client.hgetall(k.meta),
+              client.hgetall(k.buyers),
+              client.xrange(k.orders, '-', '+'),
+            ]);
+            expect(Number(stock)).toBe(0);
+            expect(Number(meta.initialStock)).toBe(STOCK);
+            expect(stream).toHaveLength(STOCK);
+            const streamIds = new Set(stream.map(([, fields]) => fields[fields.indexOf('orderId') + 1]));
+            expect(sold.every((a) => streamIds.has(a.orderId))).toBe(true);
+            expect(Object.values(buyers).every((n) => Number(n) === 1)).toBe(true);
+            expect(Object.keys(buyers)).toHaveLength(STOCK);
+          }
+          // The load really was spread: each product's keys live on a different master.
+          expect(new Set(products.map((id) => masterOfSlot(calculateSlot(keys.product(id).stock)))).size).toBe(3);
+        } finally {
+          await Promise.all(apps.map((a) => a.close()));
+        }
+      },
+      120_000,
+    );
+  });
+});
+
+function hostPort(entry: string): { host: string; port: number } {
+  const at = entry.lastIndexOf(':');
+  return { host: entry.slice(0, at), port: Number(entry.slice(at + 1)) };
+}
