@@ -85,6 +85,11 @@ function announce(logger: Logger, config: AppConfig): void {
   } else {
     logger.log(`strategy ${name}: ${path} (lock TTL ${config.lockTtlMs} ms, wait ${config.lockWaitMs} ms)`);
   }
+  if (config.redisWaitReplicas > 0) {
+    logger.log(
+      `REDIS_WAIT_REPLICAS=${config.redisWaitReplicas}: a 201 waits for that many replicas to have the order (at most ${config.redisWaitTimeoutMs} ms, else 503 OUTCOME_UNKNOWN)`,
+    );
+  }
   if (config.faultStopAt) {
     const { point, nth } = config.faultStopAt;
     logger.warn(`FAULT_STOP_AT=${point}:${nth}: this process will SIGSTOP itself; for the fault suite only`);
