@@ -89,6 +89,23 @@ describe('a local Redis Cluster (scripts/redis-server.js startCluster)', () => {
         }
       }
     });
+
+    it(
+      'goes to cluster_state:fail while a master without a replica is paused, and back to ok once it resumes',
+      async () => {
+        const [paused] = cluster.nodes;
+        paused.pause();
+        try {
+          // The others take it for failed after the node timeout: its slots have no master.
+          await cluster.waitForState('fail', { timeoutMs: CLUSTER_MS });
+        } finally {
+          paused.resume();
+        }
+        await cluster.waitUntilHealthy({ timeoutMs: CLUSTER_MS });
+        expect((await cluster.masters()).map((n) => n.port)).toContain(paused.port);
+      },
+      CLUSTER_MS,
+    );
   });
 
   describe('of 3 masters with a replica each', () => {
