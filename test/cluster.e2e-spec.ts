@@ -10,8 +10,8 @@ import { request, startSale, startTestApp, TestApp } from './helpers/app';
 import { startTestCluster, startTestRedis, TestCluster, TestRedis, uniquePrefix } from './helpers/redis';
 
 /**
- * The app on a real local Redis Cluster of three masters (private redis-server
- * processes joined with `redis-cli --cluster create`): products on every shard, two app
+ * The app on a real local Redis Cluster of three masters with a replica each (private
+ * redis-server processes joined with `redis-cli --cluster create`): products on every shard, two app
  * instances racing for each, and the verdict read from the cluster itself.
  */
 const STOCK = 40;
@@ -25,7 +25,7 @@ let masterOfSlot: (slot: number) => string;
 let masters: string[];
 
 beforeAll(async () => {
-  cluster = await startTestCluster({ masters: 3 });
+  cluster = await startTestCluster({ masters: 3, replicas: 1 });
   client = createRedisCluster(
     { nodes: cluster.clusterNodes.split(',').map(hostPort), tls: false },
     'test cluster client',
@@ -57,17 +57,17 @@ function productsOnEveryShard(keys: KeyLayout): string[] {
 }
 
 describe('Redis Cluster: three masters', () => {
-  it('serves every slot from three masters, and /health lists each one', async () => {
+  it('serves every slot from three masters, and /health lists each one with its replica', async () => {
     expect(new Set(masters).size).toBe(3);
     const app = await startTestApp({ REDIS_CLUSTER_NODES: cluster.clusterNodes, KEY_PREFIX: uniquePrefix('health') });
     try {
       const res = await request(app.url, 'GET', '/health');
       expect(res.status).toBe(200);
       expect(res.body).toMatchObject({ status: 'ok', redis: 'up', cluster: { state: 'ok', slotsCovered: 16_384 } });
-      const listed = (res.body.cluster.masters as { node: string; status: string; slots: number }[]).map(
-        ({ node, status }) => [node, status],
-      );
-      expect(listed.sort()).toEqual(masters.map((m) => [m, 'up']).sort());
+      const listed = (
+        res.body.cluster.masters as { node: string; status: string; slots: number; replicas: number }[]
+      ).map(({ node, status, replicas }) => [node, status, replicas]);
+      expect(listed.sort()).toEqual(masters.map((m) => [m, 'up', 1]).sort());
     } finally {
       await app.close();
     }

@@ -7,7 +7,7 @@ export interface MasterStatus {
   readonly status: 'up' | 'down';
   /** Slots it serves. */
   readonly slots: number;
-  /** Its replicas that the cluster sees online. */
+  /** Its replicas that the cluster does not see as failed. */
   readonly replicas: number;
 }
 
@@ -62,7 +62,9 @@ async function masterStatus(client: Cluster, shard: unknown): Promise<MasterStat
   const master = members.find((n) => n.role === 'master');
   if (!master || slots === 0) return null;
   const node = `${String(master.endpoint ?? master.ip)}:${String(master.port)}`;
-  const replicas = members.filter((n) => n.role === 'replica' && n.health === 'online').length;
+  // Not `online` only: Redis 7.0 reports a replica whose replication offset is still 0
+  // (no write since it synced) as `loading`.
+  const replicas = members.filter((n) => n.role === 'replica' && n.health !== 'failed').length;
   const connection = client.nodes('master').find((n) => `${n.options.host}:${n.options.port}` === node);
   const answers = master.health === 'online' && connection ? await connection.ping().then(up, down) : 'down';
   return { node, status: answers, slots, replicas };
