@@ -1,6 +1,6 @@
 import 'reflect-metadata';
 import { Logger } from '@nestjs/common';
-import type { RedisClient } from './redis/create-client';
+import { type RedisClient, whenReady } from './redis/create-client';
 import { ConfigError, loadConfig } from './config/app-config';
 import { createApp } from './create-app';
 import { OpenRequests } from './open-requests';
@@ -60,7 +60,7 @@ async function main(): Promise<void> {
     });
   }
 
-  if (!(await redisReady(app.get<RedisClient>(REDIS_CLIENT), REDIS_READY_WAIT_MS))) {
+  if (!(await whenReady(app.get<RedisClient>(REDIS_CLIENT), REDIS_READY_WAIT_MS))) {
     logger.warn(
       `Redis is not reachable after ${REDIS_READY_WAIT_MS} ms; listening anyway (purchases get 503 until it is)`,
     );
@@ -92,20 +92,6 @@ function cutAtDeadline(open: OpenRequests, timeoutMs: number, logger: Logger): n
     return 1;
   }
   return 0;
-}
-
-function redisReady(client: RedisClient, waitMs: number): Promise<boolean> {
-  if (client.status === 'ready') return Promise.resolve(true);
-  return new Promise((resolve) => {
-    const done = (ok: boolean) => {
-      clearTimeout(timer);
-      client.off('ready', onReady);
-      resolve(ok);
-    };
-    const onReady = () => done(true);
-    const timer = setTimeout(() => done(false), waitMs);
-    client.on('ready', onReady);
-  });
 }
 
 main().catch((err: Error) => {

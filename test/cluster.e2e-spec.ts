@@ -1,8 +1,9 @@
 import calculateSlot from 'cluster-key-slot';
-import type { Cluster } from 'ioredis';
+import { type Cluster, Redis } from 'ioredis';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { LockStrategyName } from '../src/config/app-config';
 import { ReleaseSubscriber, releasedChannel } from '../src/locks/release-subscriber';
-import { createRedisCluster } from '../src/redis/create-client';
+import { createRedisCluster, whenReady } from '../src/redis/create-client';
 import { KeyLayout } from '../src/redis/key-layout';
 import { releaseLock } from '../src/redis/lua-scripts';
 import { moved, WatchConnections } from '../src/redis/watch-connections';
@@ -196,9 +197,91 @@ describe('Redis Cluster: three masters', () => {
       120_000,
     );
   });
+
+  it('is ready only once every master is connected, and then runs commands for every shard at once', async () => {
+    const fresh = createRedisCluster({ nodes: cluster.clusterNodes.split(',').map(hostPort), tls: false }, 'fresh');
+    try {
+      expect(await whenReady(fresh, 10_000)).toBe(true);
+      const keys = new KeyLayout(uniquePrefix('cold'));
+      const ids = productsOnEveryShard(keys);
+      const results = await Promise.allSettled(
+        Array.from({ length: 600 }, (_, i) => fresh.eval('return 1', 1, keys.product(ids[i % ids.length]).stock)),
+      );
+      expect(results.filter((r) => r.status === 'rejected').map((r) => String(r.reason))).toEqual([]);
+    } finally {
+      await fresh.quit();
+    }
+  });
+
+  // Last: it kills a master of the suite's cluster.
+  it('a master killed: its replica takes over, the release subscriber lives on and wakes a waiter on the promoted master', async () => {
+    const keys = new KeyLayout(uniquePrefix('failover'));
+    const [id, elsewhere] = productsOnEveryShard(keys);
+    const lock = keys.product(id).lock;
+    const channel = releasedChannel(lock);
+    const slot = calculateSlot(lock);
+    const subscriber = ReleaseSubscriber.of(client);
+    try {
+      // Subscribed on another shard only: the victim's sharded subscriber is not started yet.
+      await subscriber.join(releasedChannel(keys.product(elsewhere).lock));
+      const victim = await cluster.masterOfSlot(slot);
+      victim.kill();
+      await victim.exited;
+      // A buyer starts waiting on the dead master's shard before the failover: ioredis
+      // fails to connect its subscriber there and emits 'error' on the subscriber client,
+      // which would end the process if nobody listened. The join itself may fail.
+      const early = await Promise.race([
+        subscriber.join(channel).then(
+          () => 'joined',
+          (err: Error) => `refused: ${err.message}`,
+        ),
+        sleep(3_000).then(() => 'pending'),
+      ]);
+      expect(early).not.toBe('pending');
+      const promoted = await until('the replica to take over the slot', async () => {
+        const now = await cluster.masterOfSlot(slot).catch(() => undefined);
+        return now && now.port !== victim.port ? now : undefined;
+      });
+      await cluster.waitForState('ok');
+      // A join refused while the master was down left nothing behind: joining again subscribes.
+      if (early !== 'joined') await subscriber.join(channel);
+      // The subscriber follows the slot to its new master (ioredis re-sends SSUBSCRIBE there).
+      const admin = new Redis(promoted.url);
+      try {
+        await until('the waiter to be subscribed on the promoted master', async () => {
+          const [, count] = (await admin.pubsub('SHARDNUMSUB', channel)) as [string, number];
+          return count > 0 || undefined;
+        });
+        await until('the cluster client to write to the promoted master', () =>
+          client.set(lock, 'owner', 'PX', 60_000).then(
+            () => true,
+            () => undefined,
+          ),
+        );
+        const woken = subscriber.wait(channel, subscriber.generation(channel), 600_000);
+        expect(await releaseLock.run(client, [lock], 'owner', channel)).toBe(1);
+        await woken;
+      } finally {
+        await admin.quit();
+      }
+    } finally {
+      await subscriber.close();
+    }
+  }, 60_000);
 });
 
 function hostPort(entry: string): { host: string; port: number } {
   const at = entry.lastIndexOf(':');
   return { host: entry.slice(0, at), port: Number(entry.slice(at + 1)) };
+}
+
+/** Polls `probe` until it returns a value, at most 30 s. */
+async function until<T>(what: string, probe: () => Promise<T | undefined>): Promise<T> {
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`gave up waiting for ${what}`);
+    await sleep(50);
+  }
 }

@@ -4,7 +4,28 @@ import { createRedisClient } from '../redis/create-client';
 import { ReleaseSubscriber } from './release-subscriber';
 
 describe('ReleaseSubscriber against a real Redis', () => {
-  const { url } = useTestRedis();
+  const { url, client } = useTestRedis();
+
+  it('sends SSUBSCRIBE again on the next join after one failed, and then wakes its waiters', async () => {
+    // A user that may not use the channel yet: Redis refuses the SSUBSCRIBE (NOPERM).
+    const admin = client();
+    await admin.acl('SETUSER', 'waiter', 'on', '>pw', '~*', '+@all', 'resetchannels');
+    const base = createRedisClient(url().replace('redis://', 'redis://waiter:pw@'), 'test');
+    const rs = ReleaseSubscriber.of(base);
+    try {
+      await expect(rs.join('c:released')).rejects.toThrow(/NOPERM/);
+      await admin.acl('SETUSER', 'waiter', 'allchannels');
+      await rs.join('c:released');
+      const woken = rs.wait('c:released', rs.generation('c:released'), 600_000);
+      expect(await admin.spublish('c:released', 'released')).toBe(1);
+      await woken;
+      expect(rs.wakeups).toBe(1);
+    } finally {
+      await rs.close();
+      base.disconnect();
+      await admin.acl('DELUSER', 'waiter');
+    }
+  });
 
   it('joins a second channel while its new connection is still starting up: both subscribe', async () => {
     const base = createRedisClient(url(), 'test');

@@ -5,6 +5,8 @@ interface Channel {
   generation: number;
   members: number;
   readonly wake: Set<() => void>;
+  /** The SSUBSCRIBE every member waits for; a channel whose SSUBSCRIBE failed is forgotten, so the next join sends it again. */
+  readonly subscribed: Promise<void>;
 }
 
 /**
@@ -53,18 +55,36 @@ export class ReleaseSubscriber {
    */
   static of(client: RedisClient): ReleaseSubscriber {
     return new ReleaseSubscriber(() =>
-      duplicateClient(client, ReleaseSubscriber.CONNECTION_OPTIONS, { shardedSubscribers: true }),
+      duplicateClient(client, ReleaseSubscriber.CONNECTION_OPTIONS, 'Lock release subscriber', {
+        shardedSubscribers: true,
+      }),
     );
   }
 
-  /** Subscribes to `channel` (resolving once Redis confirms) while anyone waits on it. */
+  /**
+   * Subscribes to `channel` (resolving once Redis confirms) while anyone waits on it.
+   * Rejects if the SSUBSCRIBE fails, and then counts no member: the next join tries again.
+   */
   async join(channel: string): Promise<void> {
     let state = this.channels.get(channel);
     if (!state) {
-      state = { generation: 0, members: 0, wake: new Set() };
-      this.channels.set(channel, state);
+      const subscribed = this.subscriber()
+        .ssubscribe(channel)
+        .then(() => undefined);
+      const created: Channel = { generation: 0, members: 0, wake: new Set(), subscribed };
+      subscribed.catch(() => {
+        if (this.channels.get(channel) === created) this.channels.delete(channel);
+      });
+      this.channels.set(channel, created);
+      state = created;
     }
-    if (state.members++ === 0) await this.subscriber().ssubscribe(channel);
+    state.members++;
+    try {
+      await state.subscribed;
+    } catch (err) {
+      state.members--;
+      throw err;
+    }
   }
 
   leave(channel: string): void {

@@ -70,7 +70,41 @@ export function createRedisCluster(cluster: RedisClusterConfig, name: string): C
     clusterOptions(cluster),
   );
   reportOutages(client, name, () => `the cluster at ${cluster.nodes.map((n) => `${n.host}:${n.port}`).join(',')}`);
+  // ioredis opens a node's connection on its first command, and with no offline queue
+  // rejects every other command for that node until it is up ("Connection is closed.",
+  // which reads like a write cut mid-flight): connect each node as soon as it is known,
+  // at start-up, after a failover, after a slot moved to a new node.
+  client.on('+node', (node: Redis) => {
+    if (node.status === 'wait') node.connect().catch(() => undefined);
+  });
   return client;
+}
+
+/**
+ * Resolves true once `client` can serve every key: standalone, once it is ready; on a
+ * cluster, once the slot map is known and every master's connection is up. False if
+ * that takes longer than `waitMs`.
+ */
+export async function whenReady(client: RedisClient, waitMs: number): Promise<boolean> {
+  const deadline = Date.now() + waitMs;
+  if (!(await readyBy(client, deadline))) return false;
+  if (!(client instanceof Cluster)) return true;
+  const masters = client.nodes('master');
+  return masters.length > 0 && (await Promise.all(masters.map((m) => readyBy(m, deadline)))).every(Boolean);
+}
+
+function readyBy(client: RedisClient, deadline: number): Promise<boolean> {
+  if (client.status === 'ready') return Promise.resolve(true);
+  return new Promise((resolve) => {
+    const done = (ok: boolean) => {
+      clearTimeout(timer);
+      client.off('ready', onReady);
+      resolve(ok);
+    };
+    const onReady = () => done(true);
+    const timer = setTimeout(() => done(false), Math.max(0, deadline - Date.now()));
+    client.on('ready', onReady);
+  });
 }
 
 function clusterOptions(cluster: RedisClusterConfig): ClusterOptions {
@@ -98,21 +132,30 @@ function clusterOptions(cluster: RedisClusterConfig): ClusterOptions {
 /**
  * A second client to the same Redis or cluster with `options` on its connections:
  * for a cluster the options are merged into every node connection's (keeping the
- * login and TLS), which `Cluster#duplicate` alone would replace.
+ * login and TLS), which `Cluster#duplicate` alone would replace. Its outages are
+ * logged under `name`: an 'error' event nobody listens to would crash the process
+ * (a Cluster emits one when a master it subscribed on dies).
  */
 export function duplicateClient(
   client: RedisClient,
   options: Partial<RedisOptions>,
+  name: string,
   clusterOptions: Partial<ClusterOptions> = {},
 ): RedisClient {
-  if (!(client instanceof Cluster)) return client.duplicate(options);
-  const { enableOfflineQueue, enableAutoPipelining } = options;
-  return client.duplicate(undefined, {
-    ...(enableOfflineQueue !== undefined ? { enableOfflineQueue } : {}),
-    ...(enableAutoPipelining !== undefined ? { enableAutoPipelining } : {}),
-    ...clusterOptions,
-    redisOptions: { ...client.options.redisOptions, ...options },
-  });
+  let copy: RedisClient;
+  if (client instanceof Cluster) {
+    const { enableOfflineQueue, enableAutoPipelining } = options;
+    copy = client.duplicate(undefined, {
+      ...(enableOfflineQueue !== undefined ? { enableOfflineQueue } : {}),
+      ...(enableAutoPipelining !== undefined ? { enableAutoPipelining } : {}),
+      ...clusterOptions,
+      redisOptions: { ...client.options.redisOptions, ...options },
+    });
+  } else {
+    copy = client.duplicate(options);
+  }
+  reportOutages(copy, name, () => 'Redis', { quiet: true });
+  return copy;
 }
 
 /** QUIT a client that is connected (replies on the wire still arrive); just drop one that is not. */
@@ -121,18 +164,40 @@ export async function closeRedisClient(client: RedisClient): Promise<void> {
   else client.disconnect();
 }
 
-/** ioredis emits one error per failed reconnect; say it once per outage. */
-function reportOutages(client: RedisClient, name: string, target: () => string): void {
+/**
+ * ioredis emits one error per failed reconnect; say it once per outage. A Cluster also
+ * reports each node's errors ('node error'), once per node until it is back. `quiet`:
+ * a helper connection (a subscriber), whose reconnects are not news.
+ */
+function reportOutages(
+  client: RedisClient,
+  name: string,
+  target: () => string,
+  { quiet = false }: { quiet?: boolean } = {},
+): void {
   const logger = new Logger(name);
   let outageReported = false;
   client.on('ready', () => {
     outageReported = false;
-    logger.log(`connected to ${target()}`);
+    if (!quiet) logger.log(`connected to ${target()}`);
   });
   client.on('error', (err: Error) => {
     if (outageReported) return;
     outageReported = true;
     logger.warn(`unavailable: ${err.message}`);
+  });
+  if (!(client instanceof Cluster) || quiet) return;
+  const down = new Set<string>();
+  client.on('node error', (err: Error, node: string) => {
+    if (down.has(node)) return;
+    down.add(node);
+    logger.warn(`node ${node} unavailable: ${err.message}`);
+  });
+  client.on('+node', (node: Redis) => {
+    node.on('ready', () => {
+      const key = `${node.options.host}:${node.options.port}`;
+      if (down.delete(key)) logger.log(`node ${key} is back`);
+    });
   });
 }
 
