@@ -2,6 +2,7 @@ import { Redis } from 'ioredis';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { PrivateRedis, startPrivateRedis } from '../harness/redis';
 import type { LockStrategyName } from '../src/config/app-config';
+import { liveReplicasIn } from '../src/orders/replica-acks';
 import { KeyLayout } from '../src/redis/key-layout';
 import { request, startSale, startTestApp } from './helpers/app';
 import { closeClient, uniquePrefix } from './helpers/redis';
@@ -64,6 +65,7 @@ describe('REDIS_WAIT_REPLICAS', () => {
           expect(second.status).toBe(503);
           expect(second.body.code).toBe('OUTCOME_UNKNOWN');
           expect(second.body.message).toContain('only 0 of the 1 replicas');
+          expect(second.body.message).toContain('a retry without one may buy a second time');
         } finally {
           process.kill(replica.pid, 'SIGCONT');
         }
@@ -76,4 +78,39 @@ describe('REDIS_WAIT_REPLICAS', () => {
     },
     30_000,
   );
+
+  it('refuses a purchase before writing anything when the master has fewer live replicas than asked', async () => {
+    const prefix = uniquePrefix('wait-missing');
+    const app = await startTestApp({
+      REDIS_URL: master.url,
+      KEY_PREFIX: prefix,
+      REDIS_WAIT_REPLICAS: '2',
+      REDIS_WAIT_TIMEOUT_MS: '300',
+    });
+    try {
+      await startSale(app.url, 'phone', 10);
+      const res = await request(app.url, 'POST', '/api/orders', { json: { productId: 'phone', userId: 'u1' } });
+      expect(res.status).toBe(503);
+      expect(res.body.code).toBe('REDIS_UNAVAILABLE');
+      expect(res.body.message).toContain('has 1 live replica and REDIS_WAIT_REPLICAS asks for 2: nothing was written');
+      const k = new KeyLayout(prefix).product('phone');
+      expect(await client.xlen(k.orders)).toBe(0);
+      expect(await client.get(k.stock)).toBe('10');
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('counts the replicas INFO lists as online and acknowledging within two seconds', () => {
+    const info = [
+      '# Replication',
+      'role:master',
+      'connected_slaves:3',
+      'slave0:ip=127.0.0.1,port=1,state=online,offset=10,lag=0',
+      'slave1:ip=127.0.0.1,port=2,state=wait_bgsave,offset=0,lag=0',
+      'slave2:ip=127.0.0.1,port=3,state=online,offset=9,lag=7',
+      'master_repl_offset:10',
+    ].join('\r\n');
+    expect(liveReplicasIn(info)).toBe(1);
+  });
 });

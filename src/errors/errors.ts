@@ -176,7 +176,7 @@ export class LockNodesUnavailableError extends createError(
 export class RedisUnavailableError extends createError(
   'REDIS_UNAVAILABLE',
   503,
-  () => 'Redis is not reachable; retry later',
+  (detail?: string) => detail ?? 'Redis is not reachable; retry later',
 ) {}
 
 // ---------------------------------------------------------------- a bug

@@ -34,13 +34,15 @@ export class OrdersController {
   ): Promise<Order | ErrorBody> {
     const line: OrderLine = { productId: body.productId, userId: body.userId, quantity: body.quantity };
     try {
+      // REDIS_WAIT_REPLICAS: refused before anything is written when the master lacks the replicas.
+      if (this.replicas.enabled) await this.replicas.ensure(line.productId);
       if (rawKey === undefined) {
         const order = await this.purchases.purchase(line);
-        if (this.replicas.enabled) await this.replicas.confirm(line.productId);
+        if (this.replicas.enabled) await this.replicas.confirm(line.productId, false);
         return order;
       }
       const { order, replayed } = await this.idempotency.purchase(line, parseIdempotencyKey(rawKey));
-      if (this.replicas.enabled) await this.replicas.confirm(line.productId);
+      if (this.replicas.enabled) await this.replicas.confirm(line.productId, true);
       if (replayed) void reply.header('idempotent-replayed', 'true');
       return order;
     } catch (err) {

@@ -14,6 +14,8 @@ export interface ProductKeys {
   readonly orders: string;
   /** Hash: Idempotency-Key -> its claim or its order's outcome (idempotency-claim-1.lua). */
   readonly idem: string;
+  /** String, a second's life: the write REDIS_WAIT_REPLICAS's WAIT follows (src/orders/replica-acks.ts). */
+  readonly replicated: string;
 }
 
 /** The fencing counter that goes with a product's lock key (`...:lock` -> `...:fence`). */
@@ -41,6 +43,7 @@ export class KeyLayout {
       buyers: `${base}:buyers`,
       orders: `${base}:orders`,
       idem: `${base}:idem`,
+      replicated: `${base}:replicated`,
     };
   }
 }

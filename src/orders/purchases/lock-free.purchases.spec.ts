@@ -4,7 +4,6 @@ import { loadConfig } from '../../config/app-config';
 import { InsufficientStockError, LimitReachedError, SoldOutError, UnknownProductError } from '../../errors/errors';
 import { KeyLayout, ProductKeys } from '../../redis/key-layout';
 import { resetSale } from '../../redis/lua-scripts';
-import { ReplicaAcks } from '../replica-acks';
 import { OptimisticPurchases } from './optimistic.purchases';
 import type { PurchasePath } from './purchase-path';
 import { ScriptedPurchases } from './scripted.purchases';
@@ -17,13 +16,7 @@ const close = async (path: PurchasePath) => (path as Partial<OptimisticPurchases
 
 describe.each([
   ['atomic', (redis: Redis, keys: KeyLayout) => new ScriptedPurchases(redis, keys)],
-  [
-    'optimistic',
-    (redis: Redis, keys: KeyLayout) => {
-      const c = config('redis://unused:1');
-      return new OptimisticPurchases(redis, keys, c, new ReplicaAcks(redis, keys, c));
-    },
-  ],
+  ['optimistic', (redis: Redis, keys: KeyLayout) => new OptimisticPurchases(redis, keys, config('redis://unused:1'))],
 ] as const)('%s (lock-free) against a real Redis', (_name, create) => {
   let redis: TestRedis;
   let client: Redis;

@@ -12,7 +12,6 @@ import { KeyLayout, ProductKeys } from '../../redis/key-layout';
 import { REDIS_CLIENT } from '../../redis/redis.constants';
 import { moved, WatchConnections } from '../../redis/watch-connections';
 import { acknowledge, Order, OrderRequest } from '../order';
-import { ReplicaAcks } from '../replica-acks';
 import { refusal } from '../sale-rules';
 import { buyerState, orderWrite, queueOrder, readSale, SaleRead, stillClaimed } from '../sale-store';
 import { PurchasePath, PurchaseStatus } from './purchase-path';
@@ -59,7 +58,6 @@ export class OptimisticPurchases extends PurchasePath implements OnApplicationSh
     @Inject(REDIS_CLIENT) private readonly redis: RedisClient,
     private readonly keys: KeyLayout,
     @Inject(APP_CONFIG) config: AppConfig,
-    private readonly replicas: ReplicaAcks,
   ) {
     super();
     this.waitMs = config.lockWaitMs;
@@ -158,8 +156,6 @@ export class OptimisticPurchases extends PurchasePath implements OnApplicationSh
     if (replies === null) return null;
     const failed = replies.find(([err]) => err);
     if (failed) throw failed[0];
-    // REDIS_WAIT_REPLICAS: the order was written on this connection, so WAIT goes here too.
-    await this.replicas.confirmOn(c);
     return Number(replies[0][1]);
   }
 
