@@ -39,8 +39,12 @@ export class ConnectionPool {
   }
 
   private take(deadline: number, timedOut: () => Error): Promise<Redis> {
-    const ready = this.idle.pop();
-    if (ready) return Promise.resolve(ready);
+    // An idle connection may have ended meanwhile (its node went away, and it does not
+    // reconnect): it would never become ready again, so it is dropped, not lent.
+    for (let idle = this.idle.pop(); idle; idle = this.idle.pop()) {
+      if (idle.status !== 'end') return Promise.resolve(idle);
+      this.created--;
+    }
     if (this.created < this.max) {
       this.created++;
       return Promise.resolve(this.create());

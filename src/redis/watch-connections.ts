@@ -46,11 +46,22 @@ export class WatchConnections {
     await Promise.all([...this.pools.values()].map((p) => p.close()));
   }
 
+  private dropPoolsOtherThan(serving: Set<string | undefined>): void {
+    for (const [node, pool] of this.pools) {
+      if (serving.has(node)) continue;
+      this.pools.delete(node);
+      void pool.close();
+    }
+  }
+
   private pool(key: string): ConnectionPool {
     const client = this.client;
     const node = client instanceof Cluster ? nodeOf(client, key) : '';
     let pool = this.pools.get(node);
     if (!pool) {
+      // A new owner: the pools of nodes that serve no slot any more (failed over, emptied
+      // by a slot move) are closed instead of kept for ever.
+      if (client instanceof Cluster) this.dropPoolsOtherThan(new Set(client.slots.map((owners) => owners?.[0])));
       pool = new ConnectionPool(
         client instanceof Cluster ? () => connect(client, node, this.options) : () => client.duplicate(this.options),
         this.perNode,
@@ -72,14 +83,22 @@ function nodeOf(cluster: Cluster, key: string): string {
   return node;
 }
 
+/**
+ * A connection to one cluster node that does not reconnect: if the node goes away its
+ * slots go to another, where the pool for the new owner connects, and this one ends
+ * (ConnectionPool drops ended connections). Its errors are the command's to report.
+ */
 function connect(cluster: Cluster, node: string, options: Partial<RedisOptions>): Redis {
   const at = node.lastIndexOf(':');
-  return new Redis({
+  const connection = new Redis({
     ...cluster.options.redisOptions,
     ...options,
     host: node.slice(0, at),
     port: Number(node.slice(at + 1)),
+    retryStrategy: () => null,
   });
+  connection.on('error', () => undefined);
+  return connection;
 }
 
 /** MOVED, ASK or TRYAGAIN, directly or as the reason an EXEC was aborted: the node ran nothing. */
