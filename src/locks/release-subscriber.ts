@@ -57,14 +57,21 @@ export class ReleaseSubscriber {
     );
   }
 
-  /** Subscribes to `channel` (resolving once Redis confirms) while anyone waits on it. */
+  /**
+   * Subscribes to `channel` while anyone waits on it; resolves once Redis confirms, or
+   * once the subscription failed, which it never reports: a waiter without the message
+   * still tries again after its attempt's `waitMs`.
+   */
   async join(channel: string): Promise<void> {
     let state = this.channels.get(channel);
     if (!state) {
       state = { generation: 0, members: 0, wake: new Set() };
       this.channels.set(channel, state);
     }
-    if (state.members++ === 0) await this.subscriber().ssubscribe(channel);
+    if (state.members++ === 0)
+      await this.subscriber()
+        .ssubscribe(channel)
+        .catch(() => undefined);
   }
 
   leave(channel: string): void {
@@ -81,7 +88,12 @@ export class ReleaseSubscriber {
    * during the try is not missed. `attempt` throws to give up.
    */
   async retry<T>(channel: string, attempt: () => Promise<Attempt<T>>): Promise<T> {
-    await this.join(channel);
+    // Not awaited: the message only cuts short a wait that `waitMs` bounds anyway, so a
+    // subscription slow to answer must not hold the waiter up. On a cluster it can be:
+    // right after the channel's slot moved to another master, ioredis' sharded
+    // subscriber may not answer until its slot map catches up, and a buyer batch that
+    // waited for it was answered 503 at the command timeout (the slot-move fault).
+    void this.join(channel).catch(() => undefined);
     try {
       for (;;) {
         const seen = this.generation(channel);
