@@ -18,6 +18,7 @@
 import { parseArgs } from 'node:util';
 import { stopAll } from '../../harness/processes';
 import { delayedWrite } from './delayed-write';
+import { failover } from './failover';
 import { holderKilled } from './holder-killed';
 import { holderPaused } from './holder-paused';
 import { Context, fiveXx, n, Outcome } from './kit';
@@ -30,6 +31,7 @@ import { redisTimeout } from './redis-timeout';
 import { redisUnreachable } from './redis-unreachable';
 import { redlockNodes } from './redlock-nodes';
 import { setNxDelayed } from './set-nx-delayed';
+import { slotMoved } from './slot-moved';
 
 type Scenario = (ctx: Context) => Promise<Outcome | Outcome[]>;
 
@@ -62,7 +64,19 @@ const NETWORK_FAULTS: Record<string, Scenario> = Object.fromEntries(
   ),
 );
 
-const SCENARIOS: Record<string, Scenario> = { ...PROCESS_FAULTS, ...NETWORK_FAULTS };
+/** Faults of a Redis Cluster: a product's slot moved to another master mid-sale; a master failed over. */
+const CLUSTER_FAULTS: Record<string, Scenario> = {
+  ...Object.fromEntries(
+    (['lock', ...SAFE] as NetworkStrategy[]).map((strategy) => [
+      `cluster-slot-moved-${strategy}`,
+      (ctx: Context) => slotMoved(ctx, strategy),
+    ]),
+  ),
+  'cluster-failover-fenced': (ctx) => failover(ctx, 'fenced'),
+  'cluster-failover-fenced-wait': (ctx) => failover(ctx, 'fenced-wait'),
+};
+
+const SCENARIOS: Record<string, Scenario> = { ...PROCESS_FAULTS, ...NETWORK_FAULTS, ...CLUSTER_FAULTS };
 
 /**
  * What `--quick` runs: every process fault, and the network faults CI needs (a lost
@@ -81,9 +95,11 @@ export function formatLine(o: Outcome): string {
   const invariants =
     o.problems.length > 0
       ? `BROKEN: ${o.problems.join('; ')}`
-      : o.oversold
-        ? 'hold except noOversell, which plain lock cannot keep here (no fence)'
-        : 'hold';
+      : o.lesson
+        ? `hold except ${o.lesson}`
+        : o.oversold
+          ? 'hold except noOversell, which plain lock cannot keep here (no fence)'
+          : 'hold';
   return (
     `${o.problems.length === 0 ? 'PASS' : 'FAIL'} ${o.name}: ${n(load.sent)} requests, ${n(load.status['201'] ?? 0)} × 201, ` +
     `${n(fiveXx(load))} × 5xx, sold ${n(o.sold)}, stock left ${n(o.left)}, invariants ${invariants} — ${o.story}`
