@@ -1,7 +1,8 @@
 import { Redis } from 'ioredis';
-import { startPrivateRedis } from '../../harness/redis';
+import calculateSlot from 'cluster-key-slot';
+import { startPrivateCluster, startPrivateRedis } from '../../harness/redis';
 import { useTestRedis } from '../../test/helpers/redis';
-import { createRedisClient } from '../redis/create-client';
+import { createRedisClient, createRedisCluster } from '../redis/create-client';
 import { ReleaseSubscriber } from './release-subscriber';
 
 describe('ReleaseSubscriber against a real Redis', () => {
@@ -55,4 +56,32 @@ describe('ReleaseSubscriber against a real Redis', () => {
       await redis.remove();
     }
   });
+
+  it('on a cluster, a shard subscriber that cannot reach its failed master does not kill the process', async () => {
+    const cluster = await startPrivateCluster({ masters: 3 });
+    const crashes: unknown[] = [];
+    const crash = (err: unknown) => crashes.push(err);
+    process.on('uncaughtException', crash);
+    process.on('unhandledRejection', crash);
+    const nodes = cluster.clusterNodes.split(',').map((a) => ({ host: '127.0.0.1', port: Number(a.split(':')[1]) }));
+    const client = createRedisCluster({ nodes, tls: false }, 'test');
+    client.on('error', () => undefined);
+    const rs = ReleaseSubscriber.of(client);
+    try {
+      await new Promise((resolve) => client.once('ready', resolve));
+      const channel = 'c:{p:phone}:lock:released';
+      // Its master dies before anyone subscribed there: the shard subscriber's connect fails.
+      (await cluster.masterOfSlot(calculateSlot(channel))).kill();
+      const got = await rs.retry(channel, async () => ({ got: 'no message needed' }));
+      expect(got).toBe('no message needed');
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      expect(crashes).toEqual([]);
+    } finally {
+      process.off('uncaughtException', crash);
+      process.off('unhandledRejection', crash);
+      await rs.close();
+      client.disconnect();
+      await cluster.remove();
+    }
+  }, 60_000);
 });

@@ -138,6 +138,10 @@ export class ReleaseSubscriber {
   private subscriber(): RedisClient {
     if (!this.connection) {
       this.connection = this.create();
+      // Its errors are not news: the app's own client reports an outage, and a waiter
+      // without messages still polls. Unheard, an 'error' kills the process: on a
+      // cluster, the sharded subscriber emits one when it cannot reach a failed master.
+      this.connection.on('error', () => undefined);
       this.connection.on('smessage', (channel: string) => {
         const state = this.channels.get(channel);
         if (!state) return;
