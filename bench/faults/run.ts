@@ -8,6 +8,7 @@
  *   npm run faults -- --quick           the CI subset with smaller sales (what `npm test` runs)
  *   npm run faults -- lost-reply partition-lock    scenarios by name, or every strategy of one
  *   npm run faults -- --only killed,paused-fenced  the same, comma-separated
+ *   npm run faults -- cluster-slot-moved cluster-failover   the Redis Cluster faults
  *   Every OUTCOME_UNKNOWN must be resolved by its retry with the same Idempotency-Key
  *   (the order back if it was written, one purchase if not); --no-check-retries (or
  *   FAULTS_CHECK_RETRIES=0) only reports it.
@@ -79,10 +80,16 @@ const CLUSTER_FAULTS: Record<string, Scenario> = {
 const SCENARIOS: Record<string, Scenario> = { ...PROCESS_FAULTS, ...NETWORK_FAULTS, ...CLUSTER_FAULTS };
 
 /**
- * What `--quick` runs: every process fault, and the network faults CI needs (a lost
- * reply, a delayed write) for the default strategy; each a few seconds, none timed.
+ * What `--quick` runs: every process fault, the network faults CI needs (a lost
+ * reply, a delayed write) and a slot moved mid-sale on a cluster, for the default
+ * strategy; each a few seconds, none timed.
  */
-const QUICK = [...Object.keys(PROCESS_FAULTS), 'lost-reply-fenced', 'delayed-write-fenced'];
+const QUICK = [
+  ...Object.keys(PROCESS_FAULTS),
+  'lost-reply-fenced',
+  'delayed-write-fenced',
+  'cluster-slot-moved-fenced',
+];
 
 /** Scenario names for a name given on the command line: itself, or every strategy of it (`lost-reply`). */
 function expand(name: string): string[] {
