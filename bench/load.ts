@@ -39,6 +39,8 @@ export interface Answer {
   /** The error `code`, or CREATED for a 201 (as LoadResult.codes counts them). */
   readonly code: string;
   readonly orderId?: string;
+  /** When the request was handed to its socket (Date.now()). */
+  readonly sentAt: number;
 }
 
 export interface LoadResult {
@@ -77,6 +79,7 @@ interface BuyerContext {
   userId: string;
   productId: string;
   idempotencyKey?: string;
+  sentAt: number;
 }
 
 /** One product's tally while the load runs. */
@@ -140,6 +143,7 @@ export async function runLoad(options: LoadOptions, progress: { done: number } =
           const userId = ids[next++];
           const buyer = context as BuyerContext;
           buyer.userId = userId;
+          buyer.sentAt = Date.now();
           buyer.productId = productOf.get(userId) ?? options.productId;
           const product = tallies.get(buyer.productId);
           if (product) product.sent++;
@@ -162,7 +166,7 @@ export async function runLoad(options: LoadOptions, progress: { done: number } =
           codes[key] = (codes[key] ?? 0) + 1;
           const orderId = code === 201 && typeof parsed.orderId === 'string' ? parsed.orderId : undefined;
           if (orderId) orderIds.push(orderId);
-          const { userId, productId, idempotencyKey } = context as BuyerContext;
+          const { userId, productId, idempotencyKey, sentAt } = context as BuyerContext;
           const product = tallies.get(productId);
           if (product) {
             product.status[code] = (product.status[code] ?? 0) + 1;
@@ -170,7 +174,7 @@ export async function runLoad(options: LoadOptions, progress: { done: number } =
             product.answered.add(userId);
             if (orderId) product.orderIds.push(orderId);
           }
-          options.onAnswer?.({ userId, idempotencyKey, status: code, code: key, orderId });
+          options.onAnswer?.({ userId, idempotencyKey, status: code, code: key, orderId, sentAt });
         },
       },
     ],

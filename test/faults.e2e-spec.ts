@@ -6,11 +6,12 @@ const ROOT = join(__dirname, '..');
 /**
  * The CI-sized fault suite (`npm run faults -- --quick`): real app and redis-server
  * processes, SIGKILL / SIGSTOP / SIGTERM / CLIENT PAUSE under load, and a TCP proxy
- * between each app and Redis that loses a reply and delays a write; verdicts read
+ * between each app and Redis that loses a reply and delays a write, and a product's
+ * slot moved to another master of a Redis Cluster mid-sale; verdicts read
  * from Redis and from the buyers' answers. Every scenario must print a PASS line.
  */
 describe('fault suite (scripts/faults.js --quick)', () => {
-  it('keeps every promise through a killed holder, a paused holder, a Redis restart and pause, Redlock node loss, a lost reply and a delayed write', () => {
+  it('keeps every promise through a killed holder, a paused holder, a Redis restart and pause, Redlock node loss, a lost reply, a delayed write and a slot moved mid-sale on a cluster', () => {
     const run = spawnSync(process.execPath, [join(ROOT, 'scripts', 'faults.js'), '--quick'], {
       cwd: ROOT,
       encoding: 'utf8',
@@ -38,6 +39,7 @@ describe('fault suite (scripts/faults.js --quick)', () => {
       'redlock',
       'lost reply (fenced)',
       'delayed write (fenced, 2 apps)',
+      'slot moved (fenced, 2 apps)',
     ]);
     for (const line of lines) expect(line).toMatch(/invariants hold/);
     // The paused holder, stopped by its own fault hook: another app sold while it slept,
@@ -53,5 +55,9 @@ describe('fault suite (scripts/faults.js --quick)', () => {
     const line = (name: string) => lines.find((l) => l.includes(name))!;
     expect(line('lost reply (fenced)')).toMatch(/OUTCOME_UNKNOWN ×[1-9][\d,]* \([1-9][\d,]* of them written\)/);
     expect(line('delayed write (fenced, 2 apps)')).toMatch(/past the lock's TTL .* nothing of it written/);
+    // A slot moved to another master under load: buyers met the split slot, none who came after it heard a 5xx.
+    expect(line('slot moved (fenced, 2 apps)')).toMatch(
+      /buyers met the split slot .* 0 to buyers who came after the move/,
+    );
   }, 300_000);
 });

@@ -40,6 +40,8 @@ export interface Outcome {
   readonly left: number;
   /** Units sold beyond the stock: only ever allowed where it is the lesson (plain `lock` paused). */
   readonly oversold?: number;
+  /** A promise the fault breaks by design, shown as the lesson (and required to break): the line says which. */
+  readonly lesson?: string;
   /** Broken promises; empty when the scenario passed. */
   readonly problems: string[];
   /** What happened, in words, with the figures that show it. */
@@ -50,18 +52,23 @@ export const TOKEN = randomBytes(18).toString('base64url');
 export const PRODUCT = 'hot';
 export const PREFIX = 'faults:';
 
-/** `count` apps of `strategy` on `redisUrl`, each a real process on a port of its own. */
+/** Where the apps find Redis: one server's URL, or a cluster's seed nodes (a PrivateCluster will do). */
+export type RedisTarget = string | { readonly clusterNodes: string };
+
+/** `count` apps of `strategy` on `redis`, each a real process on a port of its own. */
 export function apps(
   count: number,
   strategy: string,
-  redisUrl: string,
+  redis: RedisTarget,
   env: Record<string, string> = {},
 ): Promise<RunningApp[]> {
+  const where: Record<string, string> =
+    typeof redis === 'string' ? { REDIS_URL: redis } : { REDIS_CLUSTER_NODES: redis.clusterNodes };
   return Promise.all(
     Array.from({ length: count }, () =>
       startApp({
         env: {
-          REDIS_URL: redisUrl,
+          ...where,
           ADMIN_TOKEN: TOKEN,
           LOCK_STRATEGY: strategy,
           KEY_PREFIX: PREFIX,
@@ -215,7 +222,7 @@ export async function verdict(
 }
 
 /** A code answered with a 5xx (the error table says which), or a bare 5xx the app never gives. */
-function isFiveXxCode(code: string): boolean {
+export function isFiveXxCode(code: string): boolean {
   return (ERROR_CODES.get(code)?.status ?? 0) >= 500 || code.startsWith('HTTP_5');
 }
 

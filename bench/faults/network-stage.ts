@@ -15,7 +15,7 @@ import { COMMAND_TIMEOUT_MS } from '../../src/redis/create-client';
 import { KeyLayout, ProductKeys } from '../../src/redis/key-layout';
 import { fencedAcquire, fencedWrite, purchase } from '../../src/redis/lua-scripts';
 import { Answer, LoadResult, runLoad } from '../load';
-import { readSale } from '../verdict';
+import { readSale, SaleSnapshot } from '../verdict';
 import {
   apps,
   codesSeen,
@@ -93,7 +93,7 @@ export const WAIT_MS = 3_000;
 export const MAX_ANSWER_MS = WAIT_MS + 5 * COMMAND_TIMEOUT_MS + 3_000;
 
 /** 503s that say "nothing was written" or "unknown", the answers a network fault may cause. */
-const NETWORK_503 = [
+export const NETWORK_503 = [
   'OUTCOME_UNKNOWN',
   'REDIS_UNAVAILABLE',
   'LOCK_TIMEOUT',
@@ -103,7 +103,7 @@ const NETWORK_503 = [
 ];
 
 /** Answers that say the order was not written and will not be. */
-const NOT_WRITTEN = new Set([
+export const NOT_WRITTEN = new Set([
   ...NETWORK_503.filter((c) => c !== 'OUTCOME_UNKNOWN'),
   'SOLD_OUT',
   'INSUFFICIENT_STOCK',
@@ -240,38 +240,12 @@ function stage(ctx: Context, client: Redis, stageApps: NetworkApp[]): NetworkSta
     count: (code, target) => told.filter((t) => t.code === code && (!target || t.via === target)).length,
 
     async retryUnknown() {
-      const unknown = told.filter((t) => t.code === 'OUTCOME_UNKNOWN');
-      const before = ordersByUser(await readSale(client, k));
-      const outcomes = await Promise.all(unknown.map((t) => retry(t)));
-      retryAnswers.push(...outcomes.map((o) => o.answer));
-      const unresolved: Record<string, number> = {};
-      let returned = 0;
-      let afresh = 0;
-      let written = 0;
-      outcomes.forEach(({ answer }, i) => {
-        const earlier = before.get(unknown[i].userId) ?? [];
-        if (earlier.length > 0) written++;
-        if (answer.orderId && earlier.includes(answer.orderId)) returned++;
-        else if (answer.orderId && earlier.length === 0) afresh++;
-        // Resolved: the order it had, or (none written) a purchase now or a final refusal.
-        const resolved =
-          earlier.length > 0
-            ? answer.orderId !== undefined && earlier.includes(answer.orderId)
-            : answer.orderId !== undefined || answer.code === 'SOLD_OUT' || answer.code === 'INSUFFICIENT_STOCK';
-        if (!resolved) {
-          const why = `${answer.code}${earlier.length > 0 ? ' (written)' : ''}`;
-          unresolved[why] = (unresolved[why] ?? 0) + 1;
-        }
-      });
-      return {
-        retried: unknown.length,
-        returned,
-        afresh,
-        unresolved,
-        waitedInFlight: outcomes.filter((o) => o.waited).length,
-        orderIds: outcomes.flatMap((o) => (o.answer.orderId ? [o.answer.orderId] : [])),
-        written,
-      };
+      const { retries, answers } = await retryUnknown(
+        told.map((t) => ({ ...t, url: t.via.app.url })),
+        await readSale(client, k),
+      );
+      retryAnswers.push(...answers);
+      return retries;
     },
 
     async judge(loads, r, options) {
@@ -327,12 +301,64 @@ function stage(ctx: Context, client: Redis, stageApps: NetworkApp[]): NetworkSta
   };
 }
 
+/** A buyer's answer and the URL of the app that gave it: a retry goes back there. */
+export interface Heard extends Answer {
+  readonly url: string;
+}
+
+/**
+ * Retries every OUTCOME_UNKNOWN of `told` once, with its key and body, at the app that
+ * answered it, and says what each found, judged against `before` (the sale read from
+ * Redis before the retries): its written order back, a purchase or a final SOLD_OUT
+ * if nothing had been written, or unresolved.
+ */
+export async function retryUnknown(
+  told: readonly Heard[],
+  before: SaleSnapshot,
+): Promise<{ retries: Retries; answers: Answer[] }> {
+  const unknown = told.filter((t) => t.code === 'OUTCOME_UNKNOWN');
+  const written = ordersByUser(before);
+  const outcomes = await Promise.all(unknown.map((t) => retry(t)));
+  const unresolved: Record<string, number> = {};
+  let returned = 0;
+  let afresh = 0;
+  let wasWritten = 0;
+  outcomes.forEach(({ answer }, i) => {
+    const earlier = written.get(unknown[i].userId) ?? [];
+    if (earlier.length > 0) wasWritten++;
+    if (answer.orderId && earlier.includes(answer.orderId)) returned++;
+    else if (answer.orderId && earlier.length === 0) afresh++;
+    // Resolved: the order it had, or (none written) a purchase now or a final refusal.
+    const resolved =
+      earlier.length > 0
+        ? answer.orderId !== undefined && earlier.includes(answer.orderId)
+        : answer.orderId !== undefined || answer.code === 'SOLD_OUT' || answer.code === 'INSUFFICIENT_STOCK';
+    if (!resolved) {
+      const why = `${answer.code}${earlier.length > 0 ? ' (written)' : ''}`;
+      unresolved[why] = (unresolved[why] ?? 0) + 1;
+    }
+  });
+  return {
+    retries: {
+      retried: unknown.length,
+      returned,
+      afresh,
+      unresolved,
+      waitedInFlight: outcomes.filter((o) => o.waited).length,
+      orderIds: outcomes.flatMap((o) => (o.answer.orderId ? [o.answer.orderId] : [])),
+      written: wasWritten,
+    },
+    answers: outcomes.map((o) => o.answer),
+  };
+}
+
 /** One retry of a request answered OUTCOME_UNKNOWN: the same key and body, to the same app. */
-async function retry(t: Told): Promise<{ answer: Answer; waited: boolean }> {
+async function retry(t: Heard): Promise<{ answer: Answer; waited: boolean }> {
   const headers: Record<string, string> = t.idempotencyKey ? { 'idempotency-key': t.idempotencyKey } : {};
   const deadline = Date.now() + IN_FLIGHT_BOUND_MS;
   for (let waited = false; ; waited = true) {
-    const res = await request(t.via.app.url, 'POST', '/api/orders', {
+    const sentAt = Date.now();
+    const res = await request(t.url, 'POST', '/api/orders', {
       json: { productId: PRODUCT, userId: t.userId, quantity: 1 },
       headers,
     });
@@ -344,13 +370,13 @@ async function retry(t: Told): Promise<{ answer: Answer; waited: boolean }> {
     }
     const orderId = res.status === 201 && typeof res.body?.orderId === 'string' ? res.body.orderId : undefined;
     return {
-      answer: { userId: t.userId, idempotencyKey: t.idempotencyKey, status: res.status, code, orderId },
+      answer: { userId: t.userId, idempotencyKey: t.idempotencyKey, status: res.status, code, orderId, sentAt },
       waited,
     };
   }
 }
 
-function ordersByUser(sale: { orders: { userId: string; orderId: string }[] }): Map<string, string[]> {
+export function ordersByUser(sale: { orders: { userId: string; orderId: string }[] }): Map<string, string[]> {
   const by = new Map<string, string[]>();
   for (const o of sale.orders) by.set(o.userId, [...(by.get(o.userId) ?? []), o.orderId]);
   return by;

@@ -8,6 +8,7 @@
  *   npm run faults -- --quick           the CI subset with smaller sales (what `npm test` runs)
  *   npm run faults -- lost-reply partition-lock    scenarios by name, or every strategy of one
  *   npm run faults -- --only killed,paused-fenced  the same, comma-separated
+ *   npm run faults -- cluster-slot-moved cluster-failover   the Redis Cluster faults
  *   Every OUTCOME_UNKNOWN must be resolved by its retry with the same Idempotency-Key
  *   (the order back if it was written, one purchase if not); --no-check-retries (or
  *   FAULTS_CHECK_RETRIES=0) only reports it.
@@ -18,6 +19,7 @@
 import { parseArgs } from 'node:util';
 import { stopAll } from '../../harness/processes';
 import { delayedWrite } from './delayed-write';
+import { failover } from './failover';
 import { holderKilled } from './holder-killed';
 import { holderPaused } from './holder-paused';
 import { Context, fiveXx, n, Outcome } from './kit';
@@ -30,6 +32,7 @@ import { redisTimeout } from './redis-timeout';
 import { redisUnreachable } from './redis-unreachable';
 import { redlockNodes } from './redlock-nodes';
 import { setNxDelayed } from './set-nx-delayed';
+import { slotMoved } from './slot-moved';
 
 type Scenario = (ctx: Context) => Promise<Outcome | Outcome[]>;
 
@@ -62,13 +65,31 @@ const NETWORK_FAULTS: Record<string, Scenario> = Object.fromEntries(
   ),
 );
 
-const SCENARIOS: Record<string, Scenario> = { ...PROCESS_FAULTS, ...NETWORK_FAULTS };
+/** Faults of a Redis Cluster: a product's slot moved to another master mid-sale; a master failed over. */
+const CLUSTER_FAULTS: Record<string, Scenario> = {
+  ...Object.fromEntries(
+    (['lock', ...SAFE] as NetworkStrategy[]).map((strategy) => [
+      `cluster-slot-moved-${strategy}`,
+      (ctx: Context) => slotMoved(ctx, strategy),
+    ]),
+  ),
+  'cluster-failover-fenced': (ctx) => failover(ctx, 'fenced'),
+  'cluster-failover-fenced-wait': (ctx) => failover(ctx, 'fenced-wait'),
+};
+
+const SCENARIOS: Record<string, Scenario> = { ...PROCESS_FAULTS, ...NETWORK_FAULTS, ...CLUSTER_FAULTS };
 
 /**
- * What `--quick` runs: every process fault, and the network faults CI needs (a lost
- * reply, a delayed write) for the default strategy; each a few seconds, none timed.
+ * What `--quick` runs: every process fault, the network faults CI needs (a lost
+ * reply, a delayed write) and a slot moved mid-sale on a cluster, for the default
+ * strategy; each a few seconds, none timed.
  */
-const QUICK = [...Object.keys(PROCESS_FAULTS), 'lost-reply-fenced', 'delayed-write-fenced'];
+const QUICK = [
+  ...Object.keys(PROCESS_FAULTS),
+  'lost-reply-fenced',
+  'delayed-write-fenced',
+  'cluster-slot-moved-fenced',
+];
 
 /** Scenario names for a name given on the command line: itself, or every strategy of it (`lost-reply`). */
 function expand(name: string): string[] {
@@ -81,9 +102,11 @@ export function formatLine(o: Outcome): string {
   const invariants =
     o.problems.length > 0
       ? `BROKEN: ${o.problems.join('; ')}`
-      : o.oversold
-        ? 'hold except noOversell, which plain lock cannot keep here (no fence)'
-        : 'hold';
+      : o.lesson
+        ? `hold except ${o.lesson}`
+        : o.oversold
+          ? 'hold except noOversell, which plain lock cannot keep here (no fence)'
+          : 'hold';
   return (
     `${o.problems.length === 0 ? 'PASS' : 'FAIL'} ${o.name}: ${n(load.sent)} requests, ${n(load.status['201'] ?? 0)} × 201, ` +
     `${n(fiveXx(load))} × 5xx, sold ${n(o.sold)}, stock left ${n(o.left)}, invariants ${invariants} — ${o.story}`

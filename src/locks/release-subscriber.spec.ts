@@ -1,6 +1,8 @@
-import type { Redis } from 'ioredis';
+import { Redis } from 'ioredis';
+import calculateSlot from 'cluster-key-slot';
+import { startPrivateCluster, startPrivateRedis } from '../../harness/redis';
 import { useTestRedis } from '../../test/helpers/redis';
-import { createRedisClient } from '../redis/create-client';
+import { createRedisClient, createRedisCluster } from '../redis/create-client';
 import { ReleaseSubscriber } from './release-subscriber';
 
 describe('ReleaseSubscriber against a real Redis', () => {
@@ -52,4 +54,55 @@ describe('ReleaseSubscriber against a real Redis', () => {
       base.disconnect();
     }
   });
+
+  it('a subscription that never answers does not hold a waiter up: it tries again after its waitMs', async () => {
+    const redis = await startPrivateRedis();
+    const rs = new ReleaseSubscriber(
+      () => new Redis(redis.url, { ...ReleaseSubscriber.CONNECTION_OPTIONS, commandTimeout: 1_000 }),
+    );
+    try {
+      // Its connection is up; then the node stops answering (what a shard channel whose
+      // slot just moved looked like to the app: its SSUBSCRIBE answered only by the timeout).
+      await rs.join('warm:released');
+      rs.leave('warm:released');
+      process.kill(redis.pid, 'SIGSTOP');
+      let tries = 0;
+      const started = Date.now();
+      const got = await rs.retry('a:released', async () => (++tries < 3 ? { waitMs: 5 } : { got: 'lock' }));
+      expect(got).toBe('lock');
+      expect(Date.now() - started).toBeLessThan(500);
+    } finally {
+      process.kill(redis.pid, 'SIGCONT');
+      await rs.close();
+      await redis.remove();
+    }
+  });
+
+  it('on a cluster, a shard subscriber that cannot reach its failed master does not kill the process', async () => {
+    const cluster = await startPrivateCluster({ masters: 3 });
+    const crashes: unknown[] = [];
+    const crash = (err: unknown) => crashes.push(err);
+    process.on('uncaughtException', crash);
+    process.on('unhandledRejection', crash);
+    const nodes = cluster.clusterNodes.split(',').map((a) => ({ host: '127.0.0.1', port: Number(a.split(':')[1]) }));
+    const client = createRedisCluster({ nodes, tls: false }, 'test');
+    client.on('error', () => undefined);
+    const rs = ReleaseSubscriber.of(client);
+    try {
+      await new Promise((resolve) => client.once('ready', resolve));
+      const channel = 'c:{p:phone}:lock:released';
+      // Its master dies before anyone subscribed there: the shard subscriber's connect fails.
+      (await cluster.masterOfSlot(calculateSlot(channel))).kill();
+      const got = await rs.retry(channel, async () => ({ got: 'no message needed' }));
+      expect(got).toBe('no message needed');
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      expect(crashes).toEqual([]);
+    } finally {
+      process.off('uncaughtException', crash);
+      process.off('unhandledRejection', crash);
+      await rs.close();
+      client.disconnect();
+      await cluster.remove();
+    }
+  }, 60_000);
 });

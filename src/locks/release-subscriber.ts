@@ -5,8 +5,8 @@ interface Channel {
   generation: number;
   members: number;
   readonly wake: Set<() => void>;
-  /** The SSUBSCRIBE every member waits for; a channel whose SSUBSCRIBE failed is forgotten, so the next join sends it again. */
-  readonly subscribed: Promise<void>;
+  /** The SSUBSCRIBE of this channel, while it has not failed: a failed one is forgotten, so the next join sends it again. */
+  subscribed?: Promise<void>;
 }
 
 /**
@@ -62,29 +62,29 @@ export class ReleaseSubscriber {
   }
 
   /**
-   * Subscribes to `channel` (resolving once Redis confirms) while anyone waits on it.
-   * Rejects if the SSUBSCRIBE fails, and then counts no member: the next join tries again.
+   * Subscribes to `channel` while anyone waits on it; resolves once Redis confirms,
+   * rejects if the SSUBSCRIBE failed. A failed one is forgotten but the channel's
+   * members are kept (their waits still end at `waitMs`), and the next join sends
+   * SSUBSCRIBE again.
    */
   async join(channel: string): Promise<void> {
     let state = this.channels.get(channel);
     if (!state) {
-      const subscribed = this.subscriber()
-        .ssubscribe(channel)
-        .then(() => undefined);
-      const created: Channel = { generation: 0, members: 0, wake: new Set(), subscribed };
-      subscribed.catch(() => {
-        if (this.channels.get(channel) === created) this.channels.delete(channel);
-      });
-      this.channels.set(channel, created);
-      state = created;
+      state = { generation: 0, members: 0, wake: new Set() };
+      this.channels.set(channel, state);
     }
     state.members++;
-    try {
-      await state.subscribed;
-    } catch (err) {
-      state.members--;
-      throw err;
+    if (!state.subscribed) {
+      const attempt = this.subscriber()
+        .ssubscribe(channel)
+        .then(() => undefined);
+      const joined = state;
+      joined.subscribed = attempt;
+      attempt.catch(() => {
+        if (joined.subscribed === attempt) joined.subscribed = undefined;
+      });
     }
+    await state.subscribed;
   }
 
   leave(channel: string): void {
@@ -101,7 +101,12 @@ export class ReleaseSubscriber {
    * during the try is not missed. `attempt` throws to give up.
    */
   async retry<T>(channel: string, attempt: () => Promise<Attempt<T>>): Promise<T> {
-    await this.join(channel);
+    // Not awaited: the message only cuts short a wait that `waitMs` bounds anyway, so a
+    // subscription slow to answer must not hold the waiter up. On a cluster it can be:
+    // right after the channel's slot moved to another master, ioredis' sharded
+    // subscriber may not answer until its slot map catches up, and a buyer batch that
+    // waited for it was answered 503 at the command timeout (the slot-move fault).
+    void this.join(channel).catch(() => undefined);
     try {
       for (;;) {
         const seen = this.generation(channel);
@@ -146,6 +151,10 @@ export class ReleaseSubscriber {
   private subscriber(): RedisClient {
     if (!this.connection) {
       this.connection = this.create();
+      // Its errors are not news: the app's own client reports an outage, and a waiter
+      // without messages still polls. Unheard, an 'error' kills the process: on a
+      // cluster, the sharded subscriber emits one when it cannot reach a failed master.
+      this.connection.on('error', () => undefined);
       this.connection.on('smessage', (channel: string) => {
         const state = this.channels.get(channel);
         if (!state) return;

@@ -1,11 +1,13 @@
 import { ReplyError } from 'ioredis';
 
 /**
- * Redis replies that mean "not now" rather than "your command is wrong": the server
- * is loading its AOF after a restart, busy in a script, or a replica/cluster is
- * failing over. The buyer should retry; nothing was applied.
+ * Redis replies that mean "not now" or "not here" rather than "your command is wrong":
+ * the server is loading its AOF after a restart, busy in a script, a replica/cluster is
+ * failing over, or the slot is moving (MOVED, ASK, TRYAGAIN: ioredis follows them for
+ * a command sent alone, but hands them to the caller from an auto-pipelined batch whose
+ * replies differ). The buyer should retry; nothing was applied.
  */
-const TRANSIENT_REPLIES = /^(LOADING|BUSY|MASTERDOWN|READONLY|TRYAGAIN|CLUSTERDOWN)\b/;
+const TRANSIENT_REPLIES = /^(LOADING|BUSY|MASTERDOWN|READONLY|TRYAGAIN|CLUSTERDOWN|MOVED|ASK)\b/;
 
 /**
  * Errors ioredis raises itself (never a server reply) when it cannot deliver a
