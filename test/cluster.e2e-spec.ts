@@ -213,6 +213,26 @@ describe('Redis Cluster: three masters', () => {
     }
   });
 
+  it('/health names a master that does not answer as down (503), whichever node it asks', async () => {
+    const app = await startTestApp({ REDIS_CLUSTER_NODES: cluster.clusterNodes, KEY_PREFIX: uniquePrefix('hung') });
+    const hung = cluster.nodes.find((n) => n.role === 'master')!;
+    try {
+      // Paused for one /health call only: shorter than the cluster's node timeout (2 s), so no failover starts.
+      hung.pause();
+      const res = await request(app.url, 'GET', '/health').finally(() => hung.resume());
+      expect(res.status).toBe(503);
+      const statuses = Object.fromEntries(
+        (res.body.cluster.masters as { node: string; status: string }[]).map((m) => [m.node, m.status]),
+      );
+      expect(statuses).toEqual(
+        Object.fromEntries(masters.map((m) => [m, m === `127.0.0.1:${hung.port}` ? 'down' : 'up'])),
+      );
+    } finally {
+      await app.close();
+      await cluster.waitForState('ok');
+    }
+  });
+
   // Last: it kills a master of the suite's cluster.
   it('a master killed: its replica takes over, the release subscriber lives on and wakes a waiter on the promoted master', async () => {
     const keys = new KeyLayout(uniquePrefix('failover'));

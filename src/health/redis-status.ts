@@ -26,6 +26,16 @@ export interface RedisStatus {
 }
 
 const SLOTS = 16_384;
+/** How long /health waits for one node: a node slower than this counts as down. */
+const NODE_ANSWER_MS = 1_000;
+
+function within<T>(reply: Promise<T>): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer within ${NODE_ANSWER_MS} ms`)), NODE_ANSWER_MS);
+  });
+  return Promise.race([reply, late]).finally(() => clearTimeout(timer));
+}
 
 /**
  * Standalone: whether Redis answers PING. Cluster: the cluster's own view (CLUSTER
@@ -38,10 +48,20 @@ export async function redisStatus(client: RedisClient): Promise<RedisStatus> {
     return { redis: await client.ping().then(up, down) };
   }
   try {
-    const [shards, info] = await Promise.all([
-      client.call('CLUSTER', 'SHARDS') as Promise<unknown[]>,
-      client.call('CLUSTER', 'INFO') as Promise<string>,
-    ]);
+    // Asked of every master at once, the first answer taken: one that hangs (paused,
+    // cut off) neither delays /health nor hides which master it is.
+    const [shards, info] = await Promise.any(
+      client
+        .nodes('master')
+        .map((node) =>
+          within(
+            Promise.all([
+              node.call('CLUSTER', 'SHARDS') as Promise<unknown[]>,
+              node.call('CLUSTER', 'INFO') as Promise<string>,
+            ]),
+          ),
+        ),
+    );
     const state = /cluster_state:(\w+)/.exec(info)?.[1] ?? 'unknown';
     const masters = await Promise.all(shards.map((shard) => masterStatus(client, shard)));
     const serving = masters.filter((m): m is MasterStatus => m !== null);
@@ -66,7 +86,7 @@ async function masterStatus(client: Cluster, shard: unknown): Promise<MasterStat
   // (no write since it synced) as `loading`.
   const replicas = members.filter((n) => n.role === 'replica' && n.health !== 'failed').length;
   const connection = client.nodes('master').find((n) => `${n.options.host}:${n.options.port}` === node);
-  const answers = master.health === 'online' && connection ? await connection.ping().then(up, down) : 'down';
+  const answers = master.health === 'online' && connection ? await within(connection.ping()).then(up, down) : 'down';
   return { node, status: answers, slots, replicas };
 }
 
