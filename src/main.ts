@@ -5,6 +5,7 @@ import { ConfigError, loadConfig } from './config/app-config';
 import { createApp } from './create-app';
 import { OpenRequests } from './open-requests';
 import { REDIS_CLIENT } from './redis/redis.constants';
+import { checkRedisVersion } from './redis/redis-version';
 
 /**
  * Accept queue length. A flash sale opens with thousands of connections at once;
@@ -60,10 +61,21 @@ async function main(): Promise<void> {
     });
   }
 
-  if (!(await whenReady(app.get<RedisClient>(REDIS_CLIENT), REDIS_READY_WAIT_MS))) {
+  const redis = app.get<RedisClient>(REDIS_CLIENT);
+  if (!(await whenReady(redis, REDIS_READY_WAIT_MS))) {
     logger.warn(
       `Redis is not reachable after ${REDIS_READY_WAIT_MS} ms; listening anyway (purchases get 503 until it is)`,
     );
+  } else {
+    // A Redis too old for the lock's release message would fail every purchase after its
+    // write while /health said ok: refuse to serve. An INFO that fails (Redis gone again,
+    // an ACL without INFO) proves nothing either way.
+    const problem = await checkRedisVersion(redis).catch(() => null);
+    if (problem) {
+      console.error(`seckill: ${problem}`);
+      await app.close().catch(() => undefined);
+      process.exit(1);
+    }
   }
   await app.listen({ port: config.port, host: config.host, backlog: LISTEN_BACKLOG });
   logger.log(`seckill listening on ${await app.getUrl()}`);

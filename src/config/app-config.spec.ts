@@ -120,6 +120,23 @@ describe('loadConfig', () => {
       { REDIS_URL: undefined, REDIS_CLUSTER_NODES: 'redis://:x@a:1,rediss://:x@b:1' },
       'REDIS_CLUSTER_NODES entries disagree on the scheme, user or password',
     ],
+    [
+      { REDIS_URL: undefined, REDIS_CLUSTER_NODES: 'redis://:pw%@h:7000' },
+      'REDIS_CLUSTER_NODES entry "redis://:pw%@h:7000" has a malformed %-escape in its user or password',
+    ],
+    [
+      { REDIS_URL: undefined, REDIS_CLUSTER_NODES: '::1:7000' },
+      'REDIS_CLUSTER_NODES entry "::1:7000": write an IPv6 address in brackets, [::1]:7000',
+    ],
+    [
+      { REDIS_URL: undefined, REDIS_CLUSTER_NODES: 'a:0' },
+      'REDIS_CLUSTER_NODES entry "a:0" has port 0: a port is 1-65535',
+    ],
+    [
+      { REDIS_URL: undefined, REDIS_CLUSTER_NODES: 'redis://a:7000?password=x' },
+      'REDIS_CLUSTER_NODES entry "redis://a:7000?password=x" has a query string',
+    ],
+    [{ REDIS_URL: undefined, REDIS_CLUSTER_NODES: 'H:7000,h:7000' }, 'REDIS_CLUSTER_NODES lists the same node twice'],
     [{ REDIS_WAIT_REPLICAS: '-1' }, 'REDIS_WAIT_REPLICAS must be an integer from 0 to 16'],
     [{ REDIS_WAIT_TIMEOUT_MS: '0' }, 'REDIS_WAIT_TIMEOUT_MS must be an integer from 1 to 60000'],
   ])('refuses %j with one line naming the variable', (overrides, message) => {
@@ -173,6 +190,17 @@ describe('loadConfig', () => {
       password: 's@cret',
       tls: true,
     });
+  });
+
+  it('reads an IPv6 seed in brackets', () => {
+    const config = loadConfig({
+      ADMIN_TOKEN: REQUIRED.ADMIN_TOKEN,
+      REDIS_CLUSTER_NODES: '[::1]:7000,redis://[::1]:7001',
+    });
+    expect(config.redisCluster?.nodes).toEqual([
+      { host: '::1', port: 7000 },
+      { host: '::1', port: 7001 },
+    ]);
   });
 
   it('treats blank values as unset', () => {

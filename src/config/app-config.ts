@@ -264,18 +264,42 @@ function redisCluster(value: string): RedisClusterConfig {
   const entries = value.split(',').map((e) => e.trim());
   if (entries.includes('')) throw new ConfigError(name, `has an empty entry: "${value}"`);
   const parsed = entries.map((entry) => {
-    const url = checkRedisUrl(name, /^[a-z]+:\/\//i.test(entry) ? entry : `redis://${entry}`);
-    const { protocol, hostname, port, username, password, pathname } = new URL(url);
+    const hasScheme = /^[a-z]+:\/\//i.test(entry);
+    // `::1:7000` cannot say where the address ends and the port begins.
+    const ipv6 = /^(.*:.*):(\d+)$/.exec(hasScheme ? entry.replace(/^[a-z]+:\/\/([^@/]*@)?/i, '') : entry);
+    if (ipv6 && !ipv6[1].startsWith('[')) {
+      throw new ConfigError(name, `entry "${entry}": write an IPv6 address in brackets, [${ipv6[1]}]:${ipv6[2]}`);
+    }
+    const url = checkRedisUrl(name, hasScheme ? entry : `redis://${entry}`);
+    const { protocol, hostname, port, username, password, pathname, search } = new URL(url);
     if (!port || !/^\d+$/.test(port)) throw new ConfigError(name, `entry "${entry}" needs a port (host:port)`);
+    // The URL parser takes 0 (but not 65536): no node listens there.
+    if (Number(port) === 0) throw new ConfigError(name, `entry "${entry}" has port 0: a port is 1-65535`);
     if (pathname !== '' && pathname !== '/' && pathname !== '/0') {
       throw new ConfigError(name, `entry "${entry}" names a database: a Redis Cluster has only database 0`);
     }
+    // ioredis reads options such as ?password= from a standalone URL; here they would be dropped.
+    if (search !== '') {
+      throw new ConfigError(
+        name,
+        `entry "${entry}" has a query string: give the login as redis://user:password@host:port`,
+      );
+    }
+    let login: { username: string; password: string };
+    try {
+      login = { username: decodeURIComponent(username), password: decodeURIComponent(password) };
+    } catch {
+      throw new ConfigError(
+        name,
+        `entry "${entry}" has a malformed %-escape in its user or password: write % as %25 (and @ as %40, : as %3A)`,
+      );
+    }
     return {
-      node: { host: hostname.replace(/^\[(.*)\]$/, '$1'), port: Number(port) },
-      login: `${protocol}|${decodeURIComponent(username)}|${decodeURIComponent(password)}`,
+      // Host names are case-insensitive, and the URL parser keeps a redis:// host's case.
+      node: { host: hostname.replace(/^\[(.*)\]$/, '$1').toLowerCase(), port: Number(port) },
+      login: `${protocol}|${login.username}|${login.password}`,
       tls: protocol === 'rediss:',
-      username: decodeURIComponent(username),
-      password: decodeURIComponent(password),
+      ...login,
     };
   });
   // A bare host:port carries no login: it takes the one the URL entries give, if any.

@@ -120,6 +120,14 @@ function clusterOptions(cluster: RedisClusterConfig): ClusterOptions {
     // Learn a promoted replica or a moved slot within a second even with no MOVED to say so.
     slotsRefreshInterval: 1_000,
     scaleReads: 'master',
+    // With TLS, dial every node by the name it was given, not by an address: Node checks
+    // the certificate against the host it dialled, and a certificate names the node's
+    // host (DNS:...), seldom its IP. ioredis resolves seed host names to IPs unless told
+    // not to (its README: "AWS ElastiCache Clusters with TLS"); the nodes it learns from
+    // CLUSTER SLOTS are dialled as they announce themselves, so a TLS cluster's nodes
+    // must announce the name on their certificate (cluster-announce-hostname with
+    // cluster-preferred-endpoint-type hostname, Redis 7), as ElastiCache's do.
+    ...(cluster.tls ? { dnsLookup: (address, callback) => callback(null, address) } : {}),
     redisOptions: {
       ...CONNECTION_OPTIONS,
       ...(cluster.username ? { username: cluster.username } : {}),
@@ -176,29 +184,59 @@ function reportOutages(
   { quiet = false }: { quiet?: boolean } = {},
 ): void {
   const logger = new Logger(name);
+  // Cluster only: why each failing node failed (its last error that says more than that
+  // a connection closed), for the cluster's own error line.
+  const reasons = new Map<string, string>();
   let outageReported = false;
   client.on('ready', () => {
     outageReported = false;
+    reasons.clear();
     if (!quiet) logger.log(`connected to ${target()}`);
   });
   client.on('error', (err: Error) => {
     if (outageReported) return;
     outageReported = true;
-    logger.warn(`unavailable: ${err.message}`);
+    const say = () => logger.warn(`unavailable: ${err.message}${nodeReasons(err, reasons)}`);
+    // A Cluster's slot-map request fails first, saying only "Connection is closed."; the
+    // nodes' own connections say why a moment later.
+    if ('lastNodeError' in err && reasons.size === 0) setTimeout(say, REASON_WAIT_MS).unref();
+    else say();
   });
-  if (!(client instanceof Cluster) || quiet) return;
+  if (!(client instanceof Cluster)) return;
   const down = new Set<string>();
   client.on('node error', (err: Error, node: string) => {
-    if (down.has(node)) return;
+    // ioredis asks for the slot map on a connection of its own whose errors it drops, so
+    // its failure reads "Connection is closed."; the node's own connection says why
+    // (a certificate, a refused connection): keep that.
+    if (err.message !== CONNECTION_CLOSED) reasons.set(node, err.message);
+    if (quiet || down.has(node)) return;
     down.add(node);
     logger.warn(`node ${node} unavailable: ${err.message}`);
   });
   client.on('+node', (node: Redis) => {
     node.on('ready', () => {
       const key = `${node.options.host}:${node.options.port}`;
-      if (down.delete(key)) logger.log(`node ${key} is back`);
+      reasons.delete(key);
+      if (down.delete(key) && !quiet) logger.log(`node ${key} is back`);
     });
   });
+}
+
+/** ioredis' message for a command on a connection that is not open. */
+const CONNECTION_CLOSED = 'Connection is closed.';
+/** How long a Cluster's outage line waits for a node to say why it failed. */
+const REASON_WAIT_MS = 500;
+
+/**
+ * What a Cluster's "Failed to refresh slots cache." does not say: why its nodes failed.
+ * ioredis attaches only the last node's error (`lastNodeError`), often just "Connection
+ * is closed."; each node's own connection said more.
+ */
+function nodeReasons(err: Error, reasons: ReadonlyMap<string, string>): string {
+  const last = (err as Error & { lastNodeError?: Error }).lastNodeError;
+  if (!last) return '';
+  if (reasons.size === 0) return ` (${last.message})`;
+  return ` (${[...reasons].map(([node, reason]) => `${node}: ${reason}`).join('; ')})`;
 }
 
 function redactUrl(url: string): string {
