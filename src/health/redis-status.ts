@@ -81,7 +81,8 @@ async function masterStatus(client: Cluster, shard: unknown): Promise<MasterStat
   const members = nodes.map(pairs);
   const master = members.find((n) => n.role === 'master');
   if (!master || slots === 0) return null;
-  const node = `${String(master.endpoint ?? master.ip)}:${String(master.port)}`;
+  // A TLS-only node (port 0) lists its tls-port and no port.
+  const node = `${String(master.endpoint ?? master.ip)}:${String(master.port ?? master['tls-port'])}`;
   // Not `online` only: Redis 7.0 reports a replica whose replication offset is still 0
   // (no write since it synced) as `loading`.
   const replicas = members.filter((n) => n.role === 'replica' && n.health !== 'failed').length;
