@@ -71,7 +71,11 @@ export function connect(redis: RunRedis): {
       () => c.disconnect(),
     );
   if (redis.appEnv.REDIS_CLUSTER_NODES !== undefined) {
-    const cluster = new Cluster(redis.nodes.map((n) => hostPort(n.url)));
+    // No periodic slot refresh: ioredis' timer can outlive quit() (see create-client.ts).
+    const cluster = new Cluster(
+      redis.nodes.map((n) => hostPort(n.url)),
+      { slotsRefreshInterval: 0 },
+    );
     const perNode = redis.nodes.map((n) => ({ name: n.name, client: new Redis(n.url) }));
     return {
       client: cluster,

@@ -16,7 +16,8 @@ function clusterClient(clusterNodes: string): Cluster {
     const [host, port] = address.split(':');
     return { host, port: Number(port) };
   });
-  return new Cluster(seeds, { redisOptions: { maxRetriesPerRequest: 1 } });
+  // No periodic slot refresh: ioredis' timer can outlive quit() and keep Jest alive.
+  return new Cluster(seeds, { slotsRefreshInterval: 0, redisOptions: { maxRetriesPerRequest: 1 } });
 }
 
 async function close(client: Cluster | Redis | undefined): Promise<void> {

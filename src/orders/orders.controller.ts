@@ -35,14 +35,14 @@ export class OrdersController {
     const line: OrderLine = { productId: body.productId, userId: body.userId, quantity: body.quantity };
     try {
       // REDIS_WAIT_REPLICAS: refused before anything is written when the master lacks the replicas.
-      if (this.replicas.enabled) await this.replicas.ensure(line.productId);
+      const master = this.replicas.enabled ? await this.replicas.ensure(line.productId) : '';
       if (rawKey === undefined) {
         const order = await this.purchases.purchase(line);
-        if (this.replicas.enabled) await this.replicas.confirm(line.productId, false);
+        if (this.replicas.enabled) await this.replicas.confirm(line.productId, false, master);
         return order;
       }
       const { order, replayed } = await this.idempotency.purchase(line, parseIdempotencyKey(rawKey));
-      if (this.replicas.enabled) await this.replicas.confirm(line.productId, true);
+      if (this.replicas.enabled) await this.replicas.confirm(line.productId, true, master);
       if (replayed) void reply.header('idempotent-replayed', 'true');
       return order;
     } catch (err) {

@@ -62,11 +62,16 @@ export class ReplicaAcks {
     return this.replicas > 0;
   }
 
-  /** Throws REDIS_UNAVAILABLE (nothing written) when `productId`'s master has too few live replicas. */
-  async ensure(productId: string): Promise<void> {
-    if (this.replicas === 0) return;
-    const live = await this.liveReplicas(this.keys.product(productId).meta);
-    if (live >= this.replicas) return;
+  /**
+   * Throws REDIS_UNAVAILABLE (nothing written) when `productId`'s master has too few
+   * live replicas. Returns that master (`host:port`, '' standalone), for `confirm`.
+   */
+  async ensure(productId: string): Promise<string> {
+    if (this.replicas === 0) return '';
+    const key = this.keys.product(productId).meta;
+    const node = this.nodeOf(key);
+    const live = await this.liveReplicas(key, node);
+    if (live >= this.replicas) return node;
     throw new RedisUnavailableError(
       `the product's Redis master has ${live} live replica${live === 1 ? '' : 's'} and REDIS_WAIT_REPLICAS asks for ` +
         `${this.replicas}: nothing was written; retry later`,
@@ -79,15 +84,23 @@ export class ReplicaAcks {
    * replicas acknowledged within REDIS_WAIT_TIMEOUT_MS. `withKey`: whether the buyer
    * sent an Idempotency-Key, which decides what a retry can do.
    */
-  async confirm(productId: string, withKey: boolean): Promise<void> {
+  async confirm(productId: string, withKey: boolean, master: string): Promise<void> {
     if (this.replicas === 0) return;
-    const replies = await this.redis
-      .pipeline()
-      .set(this.keys.product(productId).replicated, '1', 'PX', MARK_TTL_MS)
-      .wait(this.replicas, this.timeoutMs)
-      .exec();
-    const [err, acknowledged] = replies?.[1] ?? [new Error('WAIT got no reply'), 0];
-    const count = err ? 0 : Number(acknowledged);
+    const k = this.keys.product(productId);
+    let count = 0;
+    // Only on the master that `ensure` saw: after a failover in between, the new master's
+    // replicas acknowledging the mark say nothing of an order the old one may have taken along.
+    if (this.nodeOf(k.meta) === master) {
+      const replies = await this.redis
+        .pipeline()
+        .set(k.replicated, '1', 'PX', MARK_TTL_MS)
+        .wait(this.replicas, this.timeoutMs)
+        .exec();
+      // No mark written (MOVED, ASK mid-migration): WAIT would count nothing of this order.
+      const [markErr] = replies?.[0] ?? [new Error('SET got no reply')];
+      const [err, acknowledged] = replies?.[1] ?? [new Error('WAIT got no reply'), 0];
+      count = markErr || err ? 0 : Number(acknowledged);
+    }
     if (count >= this.replicas) return;
     throw new OutcomeUnknownError(
       `the order was written to Redis but only ${count} of the ${this.replicas} replicas REDIS_WAIT_REPLICAS ` +
@@ -98,9 +111,13 @@ export class ReplicaAcks {
     );
   }
 
-  private liveReplicas(key: string): Promise<number> {
+  private nodeOf(key: string): string {
     const client = this.redis;
-    const node = client instanceof Cluster ? (client.slots[calculateSlot(key)]?.[0] ?? '?') : '';
+    return client instanceof Cluster ? (client.slots[calculateSlot(key)]?.[0] ?? '?') : '';
+  }
+
+  private liveReplicas(key: string, node: string): Promise<number> {
+    const client = this.redis;
     const cached = this.known.get(node);
     if (cached && Date.now() - cached.at < REPLICAS_FRESH_MS) return cached.count;
     // INFO is keyless; in a pipeline behind a key of the slot it goes to that slot's master.

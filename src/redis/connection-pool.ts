@@ -69,6 +69,12 @@ export class ConnectionPool {
     if (this.closed || connection.status === 'end') {
       this.created--;
       if (connection.status !== 'end') void connection.quit().catch(() => connection.disconnect());
+      // The place it held is free: a caller waiting for one gets a new connection now.
+      const next = this.closed ? undefined : this.waiters.shift();
+      if (next) {
+        this.created++;
+        next(this.create());
+      }
       return;
     }
     const next = this.waiters.shift();

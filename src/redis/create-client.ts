@@ -70,6 +70,7 @@ export function createRedisCluster(cluster: RedisClusterConfig, name: string): C
     clusterOptions(cluster),
   );
   reportOutages(client, name, () => `the cluster at ${cluster.nodes.map((n) => `${n.host}:${n.port}`).join(',')}`);
+  refreshSlotsEvery(client);
   // ioredis opens a node's connection on its first command, and with no offline queue
   // rejects every other command for that node until it is up ("Connection is closed.",
   // which reads like a write cut mid-flight): connect each node as soon as it is known,
@@ -78,6 +79,20 @@ export function createRedisCluster(cluster: RedisClusterConfig, name: string): C
     if (node.status === 'wait') node.connect().catch(() => undefined);
   });
   return client;
+}
+
+/** How often a cluster client relearns the slot map with no MOVED to tell it (a promoted replica, a moved slot). */
+const SLOTS_REFRESH_MS = 1_000;
+
+/**
+ * Relearns `cluster`'s slot map every SLOTS_REFRESH_MS while it is open, on a timer that
+ * stops when the client ends and never keeps a process alive by itself.
+ */
+export function refreshSlotsEvery(cluster: Cluster): void {
+  const timer = setInterval(() => {
+    if (cluster.status === 'ready') cluster.refreshSlotsCache();
+  }, SLOTS_REFRESH_MS).unref();
+  cluster.once('end', () => clearInterval(timer));
 }
 
 /**
@@ -117,8 +132,9 @@ function clusterOptions(cluster: RedisClusterConfig): ClusterOptions {
     retryDelayOnClusterDown: 100,
     retryDelayOnTryAgain: 50,
     maxRedirections: 16,
-    // Learn a promoted replica or a moved slot within a second even with no MOVED to say so.
-    slotsRefreshInterval: 1_000,
+    // Off: ioredis' own timer re-arms itself after a refresh that was in flight during
+    // quit(), and then keeps a closed client's process alive (refreshSlotsEvery instead).
+    slotsRefreshInterval: 0,
     scaleReads: 'master',
     // With TLS, dial every node by the name it was given, not by an address: Node checks
     // the certificate against the host it dialled, and a certificate names the node's
@@ -153,12 +169,14 @@ export function duplicateClient(
   let copy: RedisClient;
   if (client instanceof Cluster) {
     const { enableOfflineQueue, enableAutoPipelining } = options;
-    copy = client.duplicate(undefined, {
+    const cluster = client.duplicate(undefined, {
       ...(enableOfflineQueue !== undefined ? { enableOfflineQueue } : {}),
       ...(enableAutoPipelining !== undefined ? { enableAutoPipelining } : {}),
       ...clusterOptions,
       redisOptions: { ...client.options.redisOptions, ...options },
     });
+    refreshSlotsEvery(cluster);
+    copy = cluster;
   } else {
     copy = client.duplicate(options);
   }
