@@ -1,5 +1,4 @@
 import { Logger } from '@nestjs/common';
-import calculateSlot from 'cluster-key-slot';
 import { Redis } from 'ioredis';
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -11,7 +10,7 @@ import { findRedisCli, findRedisServer, freePort, startRedis } from '../scripts/
 import { closeRedisClient, createRedisCluster } from '../src/redis/create-client';
 import { KeyLayout } from '../src/redis/key-layout';
 import { ADMIN_TOKEN, request, startSale } from './helpers/app';
-import { uniquePrefix } from './helpers/redis';
+import { readSlotMap, SlotMap, uniquePrefix } from './helpers/redis';
 
 /**
  * A Redis Cluster over TLS whose one certificate names its nodes by host name only
@@ -25,7 +24,7 @@ let ca: string;
 let nodes: { port: number; stop(): Promise<void> }[] = [];
 let seeds: string;
 /** `localhost:port` of the master serving each slot, from the cluster itself. */
-let masterOfSlot: (slot: number) => string;
+let slots: SlotMap;
 let masters: string[];
 
 /** A connection to one node over TLS, trusting the test CA and checking the name. */
@@ -81,12 +80,8 @@ beforeAll(async () => {
 
   const admin = nodeClient(nodes[0].port);
   try {
-    const shards = (await admin.call('CLUSTER', 'SLOTS')) as [number, number, [string, number]][];
-    masters = shards.map(([, , [host, port]]) => `${host}:${port}`);
-    masterOfSlot = (slot) => {
-      const shard = shards.find(([from, to]) => slot >= from && slot <= to)!;
-      return `${shard[2][0]}:${shard[2][1]}`;
-    };
+    slots = await readSlotMap(admin);
+    masters = [...slots.masters];
   } finally {
     admin.disconnect();
   }
@@ -161,15 +156,8 @@ async function waitForClusterOk(): Promise<void> {
   }
 }
 
-/** One product id per master: the first of p1, p2, ... whose keys (under `keys`) land on it. */
 function productsOnEveryShard(keys: KeyLayout): string[] {
-  const byMaster = new Map<string, string>();
-  for (let i = 1; byMaster.size < new Set(masters).size; i++) {
-    const id = `p${i}`;
-    const master = masterOfSlot(calculateSlot(keys.product(id).stock));
-    if (!byMaster.has(master)) byMaster.set(master, id);
-  }
-  return [...byMaster.values()];
+  return slots.productsOnEveryShard(keys);
 }
 
 describe('Redis Cluster over TLS, certificate for a host name only', () => {

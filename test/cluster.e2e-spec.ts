@@ -8,7 +8,15 @@ import { KeyLayout } from '../src/redis/key-layout';
 import { releaseLock } from '../src/redis/lua-scripts';
 import { moved, WatchConnections } from '../src/redis/watch-connections';
 import { request, startSale, startTestApp, TestApp } from './helpers/app';
-import { startTestCluster, startTestRedis, TestCluster, TestRedis, uniquePrefix } from './helpers/redis';
+import {
+  readSlotMap,
+  SlotMap,
+  startTestCluster,
+  startTestRedis,
+  TestCluster,
+  TestRedis,
+  uniquePrefix,
+} from './helpers/redis';
 
 /**
  * The app on a real local Redis Cluster of three masters with a replica each (private
@@ -22,6 +30,7 @@ let cluster: TestCluster;
 /** For reading the verdict from Redis, not from the apps' answers. */
 let client: Cluster;
 /** `host:port` of the master serving each slot, from the cluster itself. */
+let slots: SlotMap;
 let masterOfSlot: (slot: number) => string;
 let masters: string[];
 
@@ -32,13 +41,9 @@ beforeAll(async () => {
     'test cluster client',
   );
   await new Promise<void>((resolve) => client.once('ready', () => resolve()));
-  const shards = (await client.call('CLUSTER', 'SLOTS')) as [number, number, [string, number]][];
-  masters = shards.map(([, , [host, port]]) => `${host}:${port}`);
-  masterOfSlot = (slot) => {
-    const shard = shards.find(([from, to]) => slot >= from && slot <= to);
-    if (!shard) throw new Error(`no master serves slot ${slot}`);
-    return `${shard[2][0]}:${shard[2][1]}`;
-  };
+  slots = await readSlotMap(client);
+  masters = [...slots.masters];
+  masterOfSlot = slots.masterOfSlot;
 }, 60_000);
 
 afterAll(async () => {
@@ -46,15 +51,8 @@ afterAll(async () => {
   await cluster?.stop();
 });
 
-/** One product id per master: the first of p1, p2, ... whose keys (under `keys`) land on it. */
 function productsOnEveryShard(keys: KeyLayout): string[] {
-  const byMaster = new Map<string, string>();
-  for (let i = 1; byMaster.size < new Set(masters).size; i++) {
-    const id = `p${i}`;
-    const master = masterOfSlot(calculateSlot(keys.product(id).stock));
-    if (!byMaster.has(master)) byMaster.set(master, id);
-  }
-  return [...byMaster.values()];
+  return slots.productsOnEveryShard(keys);
 }
 
 describe('Redis Cluster: three masters', () => {

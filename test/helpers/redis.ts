@@ -1,3 +1,4 @@
+import calculateSlot from 'cluster-key-slot';
 import { Redis, RedisOptions } from 'ioredis';
 import {
   PrivateCluster,
@@ -126,4 +127,36 @@ export type TestCluster = Omit<PrivateCluster, 'remove'>;
 export async function startTestCluster(options: PrivateClusterOptions = {}): Promise<TestCluster> {
   const cluster = await startPrivateCluster(options);
   return { ...cluster, stop: cluster.remove };
+}
+
+/** Which master serves each slot, as one node's CLUSTER SLOTS said when it was read. */
+export interface SlotMap {
+  /** `host:port` of every master. */
+  readonly masters: readonly string[];
+  masterOfSlot(slot: number): string;
+  /** One product id per master: the first of p1, p2, ... whose keys (under `keys`) land on it. */
+  productsOnEveryShard(keys: KeyLayout): string[];
+}
+
+export async function readSlotMap(node: Pick<Redis, 'call'>): Promise<SlotMap> {
+  const shards = (await node.call('CLUSTER', 'SLOTS')) as [number, number, [string, number]][];
+  const masters = shards.map(([, , [host, port]]) => `${host}:${port}`);
+  const masterOfSlot = (slot: number) => {
+    const shard = shards.find(([from, to]) => slot >= from && slot <= to);
+    if (!shard) throw new Error(`no master serves slot ${slot}`);
+    return `${shard[2][0]}:${shard[2][1]}`;
+  };
+  return {
+    masters,
+    masterOfSlot,
+    productsOnEveryShard: (keys) => {
+      const byMaster = new Map<string, string>();
+      for (let i = 1; byMaster.size < new Set(masters).size; i++) {
+        const id = `p${i}`;
+        const master = masterOfSlot(calculateSlot(keys.product(id).stock));
+        if (!byMaster.has(master)) byMaster.set(master, id);
+      }
+      return [...byMaster.values()];
+    },
+  };
 }
