@@ -7,6 +7,7 @@ import { HealthModule } from './health/health.module';
 import { OrdersModule } from './orders/orders.module';
 import { ProductsModule } from './products/products.module';
 import { RedisModule } from './redis/redis.module';
+import { TelemetryModule } from './telemetry/telemetry.module';
 import { StrictValidationPipe } from './validation/strict-validation.pipe';
 
 @Module({})
@@ -14,7 +15,14 @@ export class AppModule {
   static forRoot(config: AppConfig): DynamicModule {
     return {
       module: AppModule,
-      imports: [ConfigModule.forRoot(config), RedisModule, OrdersModule.forRoot(config), ProductsModule, HealthModule],
+      imports: [
+        ConfigModule.forRoot(config),
+        TelemetryModule,
+        RedisModule,
+        OrdersModule.forRoot(config),
+        ProductsModule,
+        HealthModule,
+      ],
       providers: [
         { provide: APP_PIPE, useValue: new StrictValidationPipe() },
         { provide: APP_FILTER, useClass: ErrorFilter },

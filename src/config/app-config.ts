@@ -69,6 +69,8 @@ export interface AppConfig {
   readonly keyPrefix: string;
   readonly allowUnsafe: boolean;
   readonly logLevel: LogLevel;
+  /** TELEMETRY: record metrics and the dashboard's aggregate (0 turns both off, to measure what they cost). */
+  readonly telemetry: boolean;
   /** FAULT_STOP_AT; null in every real deployment. */
   readonly faultStopAt: FaultStop | null;
 }
@@ -101,6 +103,7 @@ export const CONFIG_DEFAULTS = Object.freeze({
   keyPrefix: 'seckill:',
   allowUnsafe: false,
   logLevel: 'log',
+  telemetry: true,
   redisWaitReplicas: 0,
   redisWaitTimeoutMs: 500,
 } as const satisfies Partial<AppConfig>);
@@ -123,6 +126,7 @@ export const CONFIG_ENV_NAMES = [
   'KEY_PREFIX',
   'ALLOW_UNSAFE',
   'LOG_LEVEL',
+  'TELEMETRY',
   'FAULT_STOP_AT',
 ] as const;
 
@@ -160,6 +164,7 @@ export function loadConfig(env: Env): AppConfig {
     keyPrefix: keyPrefix(env),
     allowUnsafe: bool(env, 'ALLOW_UNSAFE', CONFIG_DEFAULTS.allowUnsafe),
     logLevel: oneOf(env, 'LOG_LEVEL', LOG_LEVELS, CONFIG_DEFAULTS.logLevel),
+    telemetry: bool(env, 'TELEMETRY', CONFIG_DEFAULTS.telemetry),
     faultStopAt: faultStop(env),
   };
   if (config.lockStrategy === 'redlock' && config.redlockUrls.length === 0) {

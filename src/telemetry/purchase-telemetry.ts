@@ -1,0 +1,35 @@
+import { Injectable } from '@nestjs/common';
+
+/**
+ * One purchase's life as the telemetry sees it. `code` is `CREATED` for a 201 and the
+ * error code otherwise (SOLD_OUT, LOCK_TIMEOUT, ...), as the bench counts answers.
+ * A listener never sees a user id: labels and aggregates are per product and code.
+ */
+export interface PurchaseListener {
+  /** A buyer's request reached the purchase route (it waits in this instance from now). */
+  arrived(productId: string): void;
+  /** That buyer was answered. Called exactly once per `arrived`. */
+  answered(productId: string, code: string): void;
+}
+
+/**
+ * The one hook the purchase route calls: it fans each event out to the listeners that
+ * registered (the Prometheus counters, the dashboard's aggregate). With TELEMETRY=0
+ * none registers and each call is a loop over nothing.
+ */
+@Injectable()
+export class PurchaseTelemetry {
+  private listeners: readonly PurchaseListener[] = [];
+
+  listen(listener: PurchaseListener): void {
+    this.listeners = [...this.listeners, listener];
+  }
+
+  arrived(productId: string): void {
+    for (const l of this.listeners) l.arrived(productId);
+  }
+
+  answered(productId: string, code: string): void {
+    for (const l of this.listeners) l.answered(productId, code);
+  }
+}
