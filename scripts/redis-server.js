@@ -6,10 +6,11 @@
  * It never touches a Redis it did not start, and never binds port 6379 unless a
  * caller asks for that port explicitly.
  */
-const { spawn, spawnSync } = require('node:child_process');
+const { spawn } = require('node:child_process');
 const fs = require('node:fs');
 const net = require('node:net');
 const path = require('node:path');
+const { aptInstall, canAptInstall } = require('./apt');
 
 const DEFAULT_PORT = 6379;
 
@@ -38,8 +39,7 @@ function findRedisServer() {
 function ensureRedisServer(log) {
   const found = findRedisServer();
   if (found) return found;
-  const canApt = process.platform === 'linux' && process.getuid?.() === 0 && fs.existsSync('/usr/bin/apt-get');
-  if (!canApt) {
+  if (!canAptInstall()) {
     throw new Error(
       [
         'redis-server is not installed. Install it, or point the app at a Redis you run:',
@@ -51,14 +51,7 @@ function ensureRedisServer(log) {
     );
   }
   log('redis-server is not installed: installing Debian package redis-server with apt-get (running as root)');
-  const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
-  for (const args of [
-    ['update', '-q'],
-    ['install', '-y', '-q', '--no-install-recommends', 'redis-server'],
-  ]) {
-    const result = spawnSync('apt-get', args, { stdio: ['ignore', 'inherit', 'inherit'], env });
-    if (result.status !== 0) throw new Error(`apt-get ${args.join(' ')} failed (exit ${result.status})`);
-  }
+  aptInstall('redis-server', log);
   const installed = findRedisServer();
   if (!installed) throw new Error('apt-get installed redis-server but it is not on PATH');
   return installed;

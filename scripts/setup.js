@@ -226,6 +226,7 @@ const BUILD = {
     'harness',
     'bench',
     'scripts/redis-server.js',
+    'scripts/apt.js',
     'package-lock.json',
     'tsconfig.json',
     'tsconfig.build.json',

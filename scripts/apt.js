@@ -1,0 +1,51 @@
+'use strict';
+/**
+ * Installs a Debian package that `npm start` or `npm test` needs (redis-server,
+ * chromium) where that asks nobody anything: as root, with apt-get. Zero
+ * dependencies: it runs before `npm ci` has.
+ */
+const { spawnSync } = require('node:child_process');
+const fs = require('node:fs');
+
+const LISTS = '/var/lib/apt/lists';
+
+/** Linux, root and apt-get: an install needs no password and no prompt. */
+function canAptInstall() {
+  return process.platform === 'linux' && process.getuid?.() === 0 && fs.existsSync('/usr/bin/apt-get');
+}
+
+/** Whether apt has package lists at all: container images usually ship without them. */
+function hasPackageLists() {
+  try {
+    return fs.readdirSync(LISTS).some((name) => name.includes('_Packages'));
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * `apt-get install -y --no-install-recommends <pkg>`. `apt-get update` runs first when
+ * there are no package lists, and once more before a second try when the install
+ * fails on the lists there are (stale ones name versions the mirror no longer has).
+ * Throws when that still fails.
+ * @param {string} pkg
+ * @param {(line: string) => void} log
+ */
+function aptInstall(pkg, log) {
+  const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
+  const apt = (...args) => spawnSync('apt-get', args, { stdio: ['ignore', 'inherit', 'inherit'], env }).status;
+  const update = () => {
+    const status = apt('update', '-q');
+    if (status !== 0) throw new Error(`apt-get update -q failed (exit ${status})`);
+  };
+  const install = () => apt('install', '-y', '-q', '--no-install-recommends', pkg);
+  if (hasPackageLists()) {
+    if (install() === 0) return;
+    log(`apt-get install ${pkg} failed on the package lists there were: updating them and trying again`);
+  }
+  update();
+  const status = install();
+  if (status !== 0) throw new Error(`apt-get install -y -q --no-install-recommends ${pkg} failed (exit ${status})`);
+}
+
+module.exports = { canAptInstall, aptInstall };
