@@ -1,12 +1,14 @@
 'use strict';
 /**
  * `npm test`: install and build if needed, make sure redis-server exists (the tests
- * start their own on free ports), then run every Jest test. Extra arguments go to
- * Jest: `npm test -- test/api.e2e-spec.ts`.
+ * start their own on free ports) and Chromium if it can (the browser tests are skipped
+ * without it), then run every Jest test. Extra arguments go to Jest:
+ * `npm test -- test/api.e2e-spec.ts`.
  */
 const { spawnSync } = require('node:child_process');
 const path = require('node:path');
 const { ROOT, log, relaunchOnSupportedNode, ensureDependencies, ensureBuilt } = require('./setup');
+const { provideChromium } = require('./chromium');
 const { provideRedisServerOrExit } = require('./redis-server');
 
 // The Node that runs the tests, said in the log.
@@ -15,6 +17,7 @@ if (!relaunchOnSupportedNode({ announce: true })) main();
 function main() {
   ensureDependencies();
   provideRedisServerOrExit(log);
+  provideChromium(log);
   // The process, bench and fault tests run the built app and bench as real processes.
   ensureBuilt();
   const jest = path.join(ROOT, 'node_modules', 'jest', 'bin', 'jest.js');
