@@ -1,5 +1,6 @@
 import { DynamicModule, Module } from '@nestjs/common';
 import { APP_FILTER, APP_PIPE } from '@nestjs/core';
+import { LoggerModule } from 'nestjs-pino';
 import { AppConfig } from './config/app-config';
 import { ConfigModule } from './config/config.module';
 import { ErrorFilter } from './errors/error.filter';
@@ -7,6 +8,7 @@ import { HealthModule } from './health/health.module';
 import { OrdersModule } from './orders/orders.module';
 import { ProductsModule } from './products/products.module';
 import { RedisModule } from './redis/redis.module';
+import { logParams } from './telemetry/log-params';
 import { TelemetryModule } from './telemetry/telemetry.module';
 import { StrictValidationPipe } from './validation/strict-validation.pipe';
 
@@ -17,6 +19,7 @@ export class AppModule {
       module: AppModule,
       imports: [
         ConfigModule.forRoot(config),
+        LoggerModule.forRoot(logParams(config)),
         TelemetryModule,
         RedisModule,
         OrdersModule.forRoot(config),

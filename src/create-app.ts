@@ -1,9 +1,9 @@
-import { LogLevel as NestLogLevel } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter, NestFastifyApplication } from '@nestjs/platform-fastify';
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import { Logger } from 'nestjs-pino';
 import { AppModule } from './app.module';
-import { AppConfig, LOG_LEVELS } from './config/app-config';
+import { AppConfig } from './config/app-config';
 import { answerClientError } from './errors/client-error';
 import { errorBody } from './errors/error.filter';
 import { FRAMEWORK_ERRORS, ValidationFailedError } from './errors/errors';
@@ -70,16 +70,15 @@ export async function createApp(config: AppConfig, options: { logger?: false } =
     if (draining) void reply.header('connection', 'close');
     done(null, payload);
   });
+  const logged = options.logger !== false;
   const app = await NestFactory.create<NestFastifyApplication>(AppModule.forRoot(config), adapter, {
-    logger: options.logger ?? enabledLevels(config),
+    // Nest's own start-up lines wait until the pino logger exists, then go through it
+    // (and its LOG_LEVEL) like every other line.
+    ...(logged ? { bufferLogs: true } : { logger: false }),
     // No urlencoded parser: Fastify's own JSON parser is the only one registered.
     bodyParser: false,
   });
+  if (logged) app.useLogger(app.get(Logger));
   await app.init();
   return app;
-}
-
-/** LOG_LEVEL names the least severe level shown: `log` shows error, warn and log. */
-function enabledLevels(config: AppConfig): NestLogLevel[] {
-  return LOG_LEVELS.slice(0, LOG_LEVELS.indexOf(config.logLevel) + 1) as NestLogLevel[];
 }

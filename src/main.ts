@@ -29,7 +29,8 @@ async function main(): Promise<void> {
     config = loadConfig(process.env);
   } catch (err) {
     if (!(err instanceof ConfigError)) throw err;
-    // One clear line naming the variable, and no stack trace.
+    // One clear line naming the variable, and no stack trace: plain text, not a JSON log
+    // line, since no logger exists yet and a person reads it.
     console.error(`seckill: invalid configuration: ${err.message}`);
     process.exit(1);
   }
@@ -37,6 +38,13 @@ async function main(): Promise<void> {
   const logger = new Logger('Main');
 
   const open = new OpenRequests(app.getHttpServer());
+  // The steps of a shutdown, one line each: the signal, the HTTP server drained (here),
+  // Redis and the lock's connections closed (their modules), the exit code (exit()).
+  app.getHttpServer().once('close', () => logger.log('HTTP server closed: every connection answered and ended'));
+  const exit = (code: number): never => {
+    logger.log(`exiting with code ${code}`);
+    process.exit(code);
+  };
 
   // Our own signal handling instead of enableShutdownHooks(): Nest re-raises the
   // signal after closing, which ends the process with 143, not 0. app.close()
@@ -50,12 +58,12 @@ async function main(): Promise<void> {
       if (closing) return;
       closing = true;
       logger.log(`${signal}: finishing in-flight requests, then closing (at most ${config.shutdownTimeoutMs} ms)`);
-      setTimeout(() => process.exit(cutAtDeadline(open, config.shutdownTimeoutMs, logger)), config.shutdownTimeoutMs);
+      setTimeout(() => exit(cutAtDeadline(open, config.shutdownTimeoutMs, logger)), config.shutdownTimeoutMs);
       app.close().then(
-        () => process.exit(0),
+        () => exit(0),
         (err: Error) => {
           logger.error(`shutdown failed: ${err.message}`);
-          process.exit(1);
+          exit(1);
         },
       );
     });

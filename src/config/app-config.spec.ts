@@ -22,6 +22,7 @@ describe('loadConfig', () => {
       keyPrefix: 'seckill:',
       allowUnsafe: false,
       logLevel: 'log',
+      telemetry: true,
       faultStopAt: null,
     });
     expect(Object.isFrozen(config)).toBe(true);
@@ -41,6 +42,7 @@ describe('loadConfig', () => {
       KEY_PREFIX: 'shop:',
       ALLOW_UNSAFE: '1',
       LOG_LEVEL: 'debug',
+      TELEMETRY: '0',
       REDIS_WAIT_REPLICAS: '1',
       REDIS_WAIT_TIMEOUT_MS: '250',
     });
@@ -57,6 +59,7 @@ describe('loadConfig', () => {
       keyPrefix: 'shop:',
       allowUnsafe: true,
       logLevel: 'debug',
+      telemetry: false,
     });
   });
 

@@ -1,11 +1,14 @@
-import { ArgumentsHost, Catch, ExceptionFilter, HttpException, Logger } from '@nestjs/common';
+import { ArgumentsHost, Catch, ExceptionFilter, HttpException, Logger, Optional } from '@nestjs/common';
 import type { FastifyReply } from 'fastify';
+import { ReplyError } from 'ioredis';
 import { isRedisUnavailable } from '../redis/redis-errors';
+import { Metrics } from '../telemetry/metrics';
 import {
   AppError,
   BadRequestError,
   FRAMEWORK_ERRORS,
   InternalError,
+  OutcomeUnknownError,
   RedisUnavailableError,
   ValidationFailedError,
 } from './errors';
@@ -39,29 +42,44 @@ export function errorBody(err: AppError): ErrorBody {
 }
 
 /**
+ * The answer an error gets, as ErrorFilter writes it: an AppError as it is, a
+ * framework 4xx by its status, Redis out of reach as REDIS_UNAVAILABLE, anything
+ * else INTERNAL_ERROR. Pure: the purchase route reads the code it will answer with
+ * (for telemetry) before it rethrows, and the filter logs the unexpected ones.
+ */
+export function toAppError(err: unknown): AppError {
+  if (err instanceof AppError) return err;
+  if (err instanceof HttpException && err.getStatus() < 500) {
+    const Known = FRAMEWORK_ERRORS[err.getStatus()] ?? BadRequestError;
+    return new Known(err.message);
+  }
+  if (isRedisUnavailable(err)) return new RedisUnavailableError();
+  return new InternalError();
+}
+
+/**
  * The one place errors become HTTP: every error body is {statusCode, code, message}
  * with a code from the table in errors.ts, and anything unexpected is a logged 500
- * that does not leak internals.
+ * that does not leak internals. Redis trouble, on any route, is counted by kind.
  */
 @Catch()
 export class ErrorFilter implements ExceptionFilter {
   private readonly logger = new Logger('ErrorFilter');
 
+  constructor(@Optional() private readonly metrics?: Metrics) {}
+
   catch(err: unknown, host: ArgumentsHost): void {
     const reply = host.switchToHttp().getResponse<FastifyReply>();
-    const known = this.toAppError(err);
+    const known = toAppError(err);
+    if (known instanceof InternalError && known !== err) {
+      this.logger.error(err instanceof Error ? (err.stack ?? err.message) : String(err));
+      if (err instanceof ReplyError) this.metrics?.redisError('reply');
+    } else if (known instanceof RedisUnavailableError) {
+      this.metrics?.redisError('unavailable');
+    } else if (known instanceof OutcomeUnknownError) {
+      this.metrics?.redisError('outcome_unknown');
+    }
     if (known.status === 503) void reply.header('Retry-After', RETRY_AFTER_S);
     void reply.status(known.status).send(errorBody(known));
-  }
-
-  private toAppError(err: unknown): AppError {
-    if (err instanceof AppError) return err;
-    if (err instanceof HttpException && err.getStatus() < 500) {
-      const Known = FRAMEWORK_ERRORS[err.getStatus()] ?? BadRequestError;
-      return new Known(err.message);
-    }
-    if (isRedisUnavailable(err)) return new RedisUnavailableError();
-    this.logger.error(err instanceof Error ? (err.stack ?? err.message) : String(err));
-    return new InternalError();
   }
 }

@@ -1,9 +1,11 @@
-import { DynamicModule, Inject, Module, OnApplicationShutdown, Optional } from '@nestjs/common';
+import { DynamicModule, Inject, Logger, Module, OnApplicationShutdown, Optional } from '@nestjs/common';
 import { AppConfig, LockName, LockStrategyName } from '../config/app-config';
 import { APP_CONFIG } from '../config/config.constants';
 import { createRedisClient, type RedisClient } from '../redis/create-client';
 import { REDIS_CLIENT } from '../redis/redis.constants';
+import { Metrics } from '../telemetry/metrics';
 import { Lock } from './lock';
+import { MeteredLock } from './metered-lock';
 import { ExpiryTimestampStrategy } from './strategies/expiry-timestamp.strategy';
 import { FencedLockStrategy } from './strategies/fenced.strategy';
 import { GetThenDelStrategy } from './strategies/get-then-del.strategy';
@@ -37,6 +39,13 @@ function timing(config: AppConfig) {
   return { ttlMs: config.lockTtlMs, waitMs: config.lockWaitMs };
 }
 
+/** With TELEMETRY on: the lock timed per hold, its lost holds counted at each scrape. Off: the lock itself. */
+function metered(lock: Lock, metrics: Metrics): Lock {
+  if (!metrics.enabled) return lock;
+  metrics.countLostLocks(() => lock.lostLocks);
+  return new MeteredLock(lock, metrics);
+}
+
 function isLockName(name: LockStrategyName): name is LockName {
   return name in LOCKS;
 }
@@ -54,13 +63,22 @@ export class LocksModule implements OnApplicationShutdown {
     if (!isLockName(name)) return { module: LocksModule };
     return {
       module: LocksModule,
-      providers: [{ provide: Lock, inject: [REDIS_CLIENT, APP_CONFIG], useFactory: LOCKS[name] }],
+      providers: [
+        {
+          provide: Lock,
+          inject: [REDIS_CLIENT, APP_CONFIG, Metrics],
+          useFactory: (redis: RedisClient, config: AppConfig, metrics: Metrics) =>
+            metered(LOCKS[name](redis, config), metrics),
+        },
+      ],
       exports: [Lock],
     };
   }
 
   /** Runs after the HTTP server has drained: a lock with connections of its own closes them. */
   async onApplicationShutdown(): Promise<void> {
-    await this.lock?.close();
+    if (!this.lock) return;
+    await this.lock.close();
+    new Logger('Locks').log('lock connections closed');
   }
 }

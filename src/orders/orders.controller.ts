@@ -1,8 +1,8 @@
 import { Body, Controller, Headers, Post, Res } from '@nestjs/common';
 import { RouteSchema } from '@nestjs/platform-fastify';
 import type { FastifyReply } from 'fastify';
-import { ErrorBody, errorBody } from '../errors/error.filter';
-import { AppError } from '../errors/errors';
+import { ErrorBody, errorBody, toAppError } from '../errors/error.filter';
+import { CREATED, PurchaseTelemetry } from '../telemetry/purchase-telemetry';
 import { CreateOrderDto } from './dto/create-order.dto';
 import { CREATE_ORDER_ROUTE_SCHEMA } from './dto/create-order.schema';
 import { Idempotency, parseIdempotencyKey } from './idempotency';
@@ -16,6 +16,7 @@ export class OrdersController {
     private readonly purchases: PurchasePath,
     private readonly idempotency: Idempotency,
     private readonly replicas: ReplicaAcks,
+    private readonly telemetry: PurchaseTelemetry,
   ) {}
 
   /**
@@ -33,26 +34,33 @@ export class OrdersController {
     @Res({ passthrough: true }) reply: FastifyReply,
   ): Promise<Order | ErrorBody> {
     const line: OrderLine = { productId: body.productId, userId: body.userId, quantity: body.quantity };
+    this.telemetry.arrived(line.productId);
+    let order: Order;
     try {
       // REDIS_WAIT_REPLICAS: refused before anything is written when the master lacks the replicas.
       const master = this.replicas.enabled ? await this.replicas.ensure(line.productId) : '';
       if (rawKey === undefined) {
-        const order = await this.purchases.purchase(line);
+        order = await this.purchases.purchase(line);
         if (this.replicas.enabled) await this.replicas.confirm(line.productId, false, master);
-        return order;
+      } else {
+        const keyed = await this.idempotency.purchase(line, parseIdempotencyKey(rawKey));
+        if (this.replicas.enabled) await this.replicas.confirm(line.productId, true, master);
+        if (keyed.replayed) void reply.header('idempotent-replayed', 'true');
+        order = keyed.order;
       }
-      const { order, replayed } = await this.idempotency.purchase(line, parseIdempotencyKey(rawKey));
-      if (this.replicas.enabled) await this.replicas.confirm(line.productId, true, master);
-      if (replayed) void reply.header('idempotent-replayed', 'true');
-      return order;
     } catch (err) {
+      // The code ErrorFilter will answer with, told once, before the answer is written.
+      const known = toAppError(err);
+      this.telemetry.answered(line.productId, known.code);
       // Most answers of a sale are refusals: answered here, the body ErrorFilter would
       // write, without a rejection unwinding through Nest's exception zone to find it.
-      if (err instanceof AppError && err.status === 409) {
+      if (known === err && known.status === 409) {
         void reply.status(409);
-        return errorBody(err);
+        return errorBody(known);
       }
       throw err;
     }
+    this.telemetry.answered(line.productId, CREATED);
+    return order;
   }
 }

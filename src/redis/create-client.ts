@@ -206,14 +206,19 @@ function reportOutages(
   // a connection closed), for the cluster's own error line.
   const reasons = new Map<string, string>();
   let outageReported = false;
+  /** Date.now() of the outage's first error; 0 while connected. */
+  let downSince = 0;
   client.on('ready', () => {
+    const outage = downSince > 0 ? ` (unavailable for ${Date.now() - downSince} ms)` : '';
     outageReported = false;
+    downSince = 0;
     reasons.clear();
-    if (!quiet) logger.log(`connected to ${target()}`);
+    if (!quiet) logger.log(`connected to ${target()}${outage}`);
   });
   client.on('error', (err: Error) => {
     if (outageReported) return;
     outageReported = true;
+    downSince = Date.now();
     const say = () => logger.warn(`unavailable: ${err.message}${nodeReasons(err, reasons)}`);
     // A Cluster's slot-map request fails first, saying only "Connection is closed."; the
     // nodes' own connections say why a moment later.
@@ -221,6 +226,7 @@ function reportOutages(
     else say();
   });
   if (!(client instanceof Cluster)) return;
+  if (!quiet) reportSlotMoves(client, logger);
   const down = new Set<string>();
   client.on('node error', (err: Error, node: string) => {
     // ioredis asks for the slot map on a connection of its own whose errors it drops, so
@@ -239,6 +245,31 @@ function reportOutages(
     });
   });
 }
+
+/**
+ * One line when a refresh of the slot map (every SLOTS_REFRESH_MS, or after a MOVED)
+ * finds slots served by another master than at the refresh before: a slot migration
+ * or a failover, seen from this app.
+ */
+function reportSlotMoves(cluster: Cluster, logger: Logger): void {
+  let owners: (string | undefined)[] = [];
+  cluster.on('refresh', () => {
+    const now = Array.from({ length: SLOT_COUNT }, (_, slot) => cluster.slots[slot]?.[0]);
+    if (owners.length > 0) {
+      const moved = now.filter((owner, slot) => owner !== owners[slot]);
+      if (moved.length > 0) {
+        const to = [...new Set(moved)].map((owner) => owner ?? 'no master').join(', ');
+        logger.log(
+          `slot map changed: ${moved.length} slot${moved.length === 1 ? '' : 's'} changed owner (now on ${to})`,
+        );
+      }
+    }
+    owners = now;
+  });
+}
+
+/** Hash slots of a Redis Cluster. */
+const SLOT_COUNT = 16_384;
 
 /** ioredis' message for a command on a connection that is not open. */
 const CONNECTION_CLOSED = 'Connection is closed.';

@@ -1,6 +1,7 @@
-import { Global, Inject, Module, OnApplicationShutdown } from '@nestjs/common';
+import { Global, Inject, Logger, Module, OnApplicationShutdown } from '@nestjs/common';
 import { AppConfig } from '../config/app-config';
 import { APP_CONFIG } from '../config/config.constants';
+import { Metrics } from '../telemetry/metrics';
 import { KeyLayout } from './key-layout';
 import { REDIS_CLIENT } from './redis.constants';
 import { closeRedisClient, createAppRedisClient, type RedisClient } from './create-client';
@@ -14,8 +15,17 @@ import { closeRedisClient, createAppRedisClient, type RedisClient } from './crea
   providers: [
     {
       provide: REDIS_CLIENT,
-      inject: [APP_CONFIG],
-      useFactory: (config: AppConfig): RedisClient => createAppRedisClient(config),
+      inject: [APP_CONFIG, Metrics],
+      useFactory: (config: AppConfig, metrics: Metrics): RedisClient => {
+        const client = createAppRedisClient(config);
+        if (metrics.enabled) {
+          // One per failed connect or reconnect (the log says each outage once); on a
+          // cluster, each node connection's too.
+          client.on('error', () => metrics.redisError('connection'));
+          client.on('node error', () => metrics.redisError('connection'));
+        }
+        return client;
+      },
     },
     {
       provide: KeyLayout,
@@ -35,5 +45,6 @@ export class RedisModule implements OnApplicationShutdown {
    */
   async onApplicationShutdown(): Promise<void> {
     await closeRedisClient(this.redis);
+    new Logger('Redis').log('connection closed');
   }
 }

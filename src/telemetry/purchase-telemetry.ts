@@ -33,3 +33,6 @@ export class PurchaseTelemetry {
     for (const l of this.listeners) l.answered(productId, code);
   }
 }
+
+/** The code `answered` gets for a 201 (every other answer's code is its error code). */
+export const CREATED = 'CREATED';

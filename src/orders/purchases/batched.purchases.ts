@@ -1,4 +1,4 @@
-import { Inject, Injectable } from '@nestjs/common';
+import { Inject, Injectable, Optional } from '@nestjs/common';
 import type { RedisClient } from '../../redis/create-client';
 import { randomUUID } from 'node:crypto';
 import { AppConfig } from '../../config/app-config';
@@ -7,6 +7,7 @@ import { IdempotencyKeyInUseError, LockTimeoutError } from '../../errors/errors'
 import { Hold, Lock } from '../../locks/lock';
 import { KeyLayout, ProductKeys } from '../../redis/key-layout';
 import { REDIS_CLIENT } from '../../redis/redis.constants';
+import { Metrics } from '../../telemetry/metrics';
 import { FaultStop } from '../fault-stop';
 import { acknowledge, Order, OrderRequest } from '../order';
 import { refusal } from '../sale-rules';
@@ -60,6 +61,7 @@ export class BatchedPurchases extends LockedPurchases {
     @Inject(REDIS_CLIENT) private readonly redis: RedisClient,
     @Inject(APP_CONFIG) config: AppConfig,
     private readonly faults: FaultStop,
+    @Optional() private readonly metrics?: Metrics,
   ) {
     super(lock, keys);
     this.waitMs = config.lockWaitMs;
@@ -142,6 +144,7 @@ export class BatchedPurchases extends LockedPurchases {
     // outcome of this hold may answer them.
     const buyers = unsettled(batch);
     for (const buyer of buyers) clearTimeout(buyer.timer);
+    this.metrics?.batchServed(buyers.length);
     if (buyers.length === 0) return [];
     const keyed = buyers.filter((b) => b.order.claim);
     const read = await readSale(

@@ -1,0 +1,47 @@
+import { Logger } from '@nestjs/common';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Redis } from 'ioredis';
+import { startTestCluster, TestCluster } from '../../test/helpers/redis';
+import { closeRedisClient, createRedisCluster, whenReady } from './create-client';
+
+describe('createRedisCluster: what it logs', () => {
+  let cluster: TestCluster;
+
+  beforeAll(async () => {
+    cluster = await startTestCluster({ masters: 3 });
+  }, 60_000);
+
+  afterAll(() => cluster?.stop());
+
+  it('says once, in one line, how many slots changed owner when its slot map refresh finds a slot moved', async () => {
+    const log = jest.spyOn(Logger.prototype, 'log').mockImplementation(() => undefined);
+    const client = createRedisCluster(
+      { nodes: cluster.nodes.map((n) => ({ host: '127.0.0.1', port: n.port })), tls: false },
+      'Redis',
+    );
+    const admins = cluster.nodes.map((n) => new Redis(n.port, '127.0.0.1'));
+    try {
+      expect(await whenReady(client, 10_000)).toBe(true);
+      const slot = 0;
+      const source = await cluster.masterOfSlot(slot);
+      const target = cluster.nodes.find((n) => n.role === 'master' && n.port !== source.port)!;
+      const targetId = await admins[cluster.nodes.indexOf(target)].cluster('MYID');
+      // An empty slot moves with SETSLOT NODE alone: the new owner first (it bumps its
+      // epoch), then every other master (redis.io, CLUSTER SETSLOT).
+      const masters = cluster.nodes.filter((n) => n.role === 'master');
+      for (const node of [target, ...masters.filter((n) => n !== target)]) {
+        await admins[cluster.nodes.indexOf(node)].cluster('SETSLOT', slot, 'NODE', targetId);
+      }
+      const said = () => log.mock.calls.map(([message]) => String(message)).filter((m) => m.startsWith('slot map'));
+      const deadline = Date.now() + 10_000;
+      while (said().length === 0 && Date.now() < deadline) await sleep(50);
+      // A second refresh (one a second) finds nothing new.
+      await sleep(1_500);
+      expect(said()).toEqual([`slot map changed: 1 slot changed owner (now on 127.0.0.1:${target.port})`]);
+    } finally {
+      await closeRedisClient(client);
+      await Promise.all(admins.map((a) => a.quit()));
+      log.mockRestore();
+    }
+  }, 30_000);
+});

@@ -1,0 +1,28 @@
+import type { Params } from 'nestjs-pino';
+import type { Level } from 'pino';
+import type { AppConfig, LogLevel } from '../config/app-config';
+
+/** LOG_LEVEL keeps Nest's names; pino calls `log` info and `verbose` trace. */
+export const PINO_LEVELS: Readonly<Record<LogLevel, Level>> = {
+  error: 'error',
+  warn: 'warn',
+  log: 'info',
+  debug: 'debug',
+  verbose: 'trace',
+};
+
+/**
+ * nestjs-pino's LoggerModule as the app uses it: every `new Logger(context)` line is one
+ * JSON line on stdout at LOG_LEVEL, and nothing runs per request. nestjs-pino mounts
+ * pino-http as middleware on `forRoutes` (every route when unset; `exclude` only
+ * subtracts from that), which would build a child logger and an async context per
+ * request even with its request line off. An empty `forRoutes` registers the
+ * middleware on no route at all; `autoLogging: false` says the same to pino-http, in
+ * case it ever runs.
+ */
+export function logParams(config: Pick<AppConfig, 'logLevel'>): Params {
+  return {
+    pinoHttp: { level: PINO_LEVELS[config.logLevel], autoLogging: false },
+    forRoutes: [],
+  };
+}

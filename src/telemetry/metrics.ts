@@ -1,0 +1,162 @@
+import { Inject, Injectable, OnApplicationShutdown } from '@nestjs/common';
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { AppConfig } from '../config/app-config';
+import { APP_CONFIG } from '../config/config.constants';
+import { PurchaseListener, PurchaseTelemetry } from './purchase-telemetry';
+
+/** What `seckill_redis_errors_total{kind}` counts. A closed set: a label never takes a value from a request. */
+export type RedisErrorKind =
+  /** An answer REDIS_UNAVAILABLE: Redis did not answer, or too few replicas were live. */
+  | 'unavailable'
+  /** An answer OUTCOME_UNKNOWN: a write was sent and its reply lost. */
+  | 'outcome_unknown'
+  /** A Redis error reply the app did not expect, answered 500 INTERNAL_ERROR. */
+  | 'reply'
+  /** An ioredis connection error event (one per failed connect or reconnect attempt). */
+  | 'connection';
+
+const REDIS_ERROR_KINDS: readonly RedisErrorKind[] = ['unavailable', 'outcome_unknown', 'reply', 'connection'];
+
+/** Seconds, from a fraction of a millisecond (a batch's hold on a local Redis) to the longest LOCK_WAIT_MS a sale should use. */
+const LOCK_SECONDS_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+/** Buyers per hold: powers of two up to MAX_BATCH (256). */
+const BATCH_SIZE_BUCKETS = [1, 2, 4, 8, 16, 32, 64, 128, 256];
+
+/**
+ * The app's Prometheus metrics, on a registry of its own (never prom-client's global
+ * one: each app instance, and each of a test file's apps, counts only itself), with
+ * Node's default process metrics beside them.
+ *
+ * What runs per purchase is two integer updates (`arrived`, `answered`): the counts
+ * live in plain fields and a Map keyed by the answer's code, and become prom-client
+ * values only when /metrics is scraped. A labelled child's `inc()` would hash its
+ * labels on every call. Per hold (not per buyer) the lock's wait and hold and the
+ * batch size go straight into histograms.
+ *
+ * With TELEMETRY=0 the seckill_ families are not registered, no listener is, and the
+ * record methods do nothing: /metrics serves the process metrics and seckill_info.
+ */
+@Injectable()
+export class Metrics implements PurchaseListener, OnApplicationShutdown {
+  readonly registry = new Registry();
+  readonly enabled: boolean;
+  /** Answers by code: `CREATED` or an error code from src/errors/errors.ts (a closed table). */
+  private readonly answers = new Map<string, number>();
+  private inProgress = 0;
+  private readonly lostLockReaders: (() => number)[] = [];
+  private readonly lockWait: Histogram;
+  private readonly lockHold: Histogram;
+  private readonly batchSize: Histogram;
+  private readonly redisErrors: Counter<'kind'>;
+
+  constructor(@Inject(APP_CONFIG) config: AppConfig, telemetry: PurchaseTelemetry) {
+    this.enabled = config.telemetry;
+    collectDefaultMetrics({ register: this.registry });
+    const registers = this.enabled ? [this.registry] : [];
+    new Gauge({
+      name: 'seckill_info',
+      help: 'Always 1; the labels say what runs: the lock strategy (LOCK_STRATEGY) and whether TELEMETRY records.',
+      labelNames: ['strategy', 'telemetry'],
+      registers: [this.registry],
+    }).set({ strategy: config.lockStrategy, telemetry: this.enabled ? '1' : '0' }, 1);
+    const answers = this.answers;
+    new Counter({
+      name: 'seckill_purchases_total',
+      help: 'Purchases answered, by answer: code="CREATED" for a 201, else the error code (SOLD_OUT, LOCK_TIMEOUT, ...).',
+      labelNames: ['code'],
+      registers,
+      collect() {
+        this.reset();
+        for (const [code, n] of answers) this.inc({ code }, n);
+      },
+    });
+    const read = () => this.inProgress;
+    new Gauge({
+      name: 'seckill_purchases_in_progress',
+      help: 'Purchases received and not yet answered (waiting for a batch, the lock or Redis).',
+      registers,
+      collect() {
+        this.set(read());
+      },
+    });
+    this.lockWait = new Histogram({
+      name: 'seckill_lock_wait_seconds',
+      help: 'Time from asking for a product lock to holding it (a batch of buyers asks once), including the wait in this process line.',
+      buckets: LOCK_SECONDS_BUCKETS,
+      registers,
+    });
+    this.lockHold = new Histogram({
+      name: 'seckill_lock_hold_seconds',
+      help: 'Time a product lock was held: from acquisition to the end of its release.',
+      buckets: LOCK_SECONDS_BUCKETS,
+      registers,
+    });
+    this.batchSize = new Histogram({
+      name: 'seckill_batch_size',
+      help: 'Buyers served by one hold of a batched path (lock, fenced, redlock): those still waiting once the lock was held.',
+      buckets: BATCH_SIZE_BUCKETS,
+      registers,
+    });
+    const readers = this.lostLockReaders;
+    new Counter({
+      name: 'seckill_lost_locks_total',
+      help: 'Holds found lost: a release that found the lock no longer ours, a failed renewal, a fenced write refused (each is also logged).',
+      registers,
+      collect() {
+        this.reset();
+        this.inc(readers.reduce((sum, lost) => sum + lost(), 0));
+      },
+    });
+    this.redisErrors = new Counter({
+      name: 'seckill_redis_errors_total',
+      help: 'Redis trouble by kind: answers REDIS_UNAVAILABLE (unavailable) and OUTCOME_UNKNOWN (outcome_unknown), unexpected error replies (reply), connection errors (connection).',
+      labelNames: ['kind'],
+      registers,
+    });
+    // Every kind shows from the first scrape, at 0, so a rate() has a start.
+    for (const kind of REDIS_ERROR_KINDS) this.redisErrors.inc({ kind }, 0);
+    if (this.enabled) telemetry.listen(this);
+  }
+
+  arrived(): void {
+    this.inProgress++;
+  }
+
+  answered(_productId: string, code: string): void {
+    this.inProgress--;
+    this.answers.set(code, (this.answers.get(code) ?? 0) + 1);
+  }
+
+  /** A lock was waited for `seconds` and then held (a metered lock calls it once per hold). */
+  lockWaited(seconds: number): void {
+    this.lockWait.observe(seconds);
+  }
+
+  lockHeld(seconds: number): void {
+    this.lockHold.observe(seconds);
+  }
+
+  /** A batched hold served `buyers` buyers. */
+  batchServed(buyers: number): void {
+    if (this.enabled) this.batchSize.observe(buyers);
+  }
+
+  redisError(kind: RedisErrorKind): void {
+    if (this.enabled) this.redisErrors.inc({ kind });
+  }
+
+  /** Adds a source of lost holds (a lock's own counter), read at each scrape. */
+  countLostLocks(read: () => number): void {
+    this.lostLockReaders.push(read);
+  }
+
+  /**
+   * Drops the families and the sources they read. prom-client gives no handle on the GC
+   * observer and event-loop-delay monitor collectDefaultMetrics starts; neither holds
+   * the process open.
+   */
+  onApplicationShutdown(): void {
+    this.registry.clear();
+    this.lostLockReaders.length = 0;
+  }
+}

@@ -1,0 +1,151 @@
+import { ChildProcess, spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { startPrivateRedis } from '../harness/redis';
+import { APP_MAIN, ROOT } from '../harness/paths';
+import { freePort } from '../scripts/redis-server';
+import { ADMIN_TOKEN, request, startSale, waitForHealth } from './helpers/app';
+import { startTestRedis, TestRedis, uniquePrefix } from './helpers/redis';
+
+/** pino's numbers for the levels LOG_LEVEL names (trace 10 ... fatal 60). */
+const PINO = { trace: 10, debug: 20, info: 30, warn: 40, error: 50 };
+
+interface LogLine {
+  readonly level: number;
+  readonly time: number;
+  readonly msg: string;
+  readonly context?: string;
+}
+
+/** The built app as a real process, its stdout and stderr kept apart. */
+async function startAppProcess(env: Record<string, string>) {
+  const port = await freePort();
+  const child: ChildProcess = spawn(process.execPath, [APP_MAIN], {
+    cwd: ROOT,
+    env: { ...process.env, ADMIN_TOKEN, ...env, PORT: String(port), HOST: '127.0.0.1' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout!.on('data', (d: Buffer) => (stdout += d.toString()));
+  child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const url = `http://127.0.0.1:${port}`;
+  await waitForHealth(url, {
+    timeoutMs: 20_000,
+    failed: () => (child.exitCode === null ? null : `the app exited (${child.exitCode}):\n${stdout}${stderr}`),
+  });
+  /** Every stdout line, parsed: one that is not JSON with a pino level fails the test here. */
+  const lines = (): LogLine[] =>
+    stdout
+      .split('\n')
+      .filter(Boolean)
+      .map((line) => {
+        const parsed = JSON.parse(line) as LogLine;
+        expect(parsed).toMatchObject({ level: expect.any(Number), time: expect.any(Number), msg: expect.any(String) });
+        return parsed;
+      });
+  const waitFor = async (pattern: RegExp, timeoutMs = 10_000): Promise<LogLine> => {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const line = lines().find((l) => pattern.test(l.msg));
+      if (line) return line;
+      if (Date.now() > deadline) throw new Error(`no log line matched ${pattern}:\n${stdout}${stderr}`);
+      await sleep(20);
+    }
+  };
+  return { child, url, exited, lines, waitFor, stderr: () => stderr };
+}
+
+/** `count` purchases at once: a burst, as the bench sends them. */
+async function burst(url: string, productId: string, count: number): Promise<number[]> {
+  const answers = await Promise.all(
+    Array.from({ length: count }, (_, i) =>
+      request(url, 'POST', '/api/orders', { json: { productId, userId: `burst${i}` } }),
+    ),
+  );
+  return answers.map((a) => a.status);
+}
+
+describe('logs: JSON lines on stdout through nestjs-pino (the built app as a process)', () => {
+  let redis: TestRedis;
+  const started: ChildProcess[] = [];
+
+  beforeAll(async () => {
+    if (!existsSync(APP_MAIN)) throw new Error(`${APP_MAIN} is missing: run \`npm run build\``);
+    redis = await startTestRedis();
+  });
+
+  afterAll(async () => {
+    for (const child of started) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    await redis?.stop();
+  });
+
+  it('LOG_LEVEL=debug: every line is JSON, a 200-request burst adds none, SIGTERM logs each shutdown step', async () => {
+    const app = await startAppProcess({ REDIS_URL: redis.url, KEY_PREFIX: uniquePrefix('logs'), LOG_LEVEL: 'debug' });
+    started.push(app.child);
+    await app.waitFor(/^seckill listening on /);
+    await startSale(app.url, 'hot', 50);
+    // The start-up lines (Nest's own among them) are all in, at info.
+    expect(app.lines().some((l) => l.level === PINO.info && l.context === 'NestApplication')).toBe(true);
+    const before = app.lines().length;
+
+    const statuses = await burst(app.url, 'hot', 200);
+    expect(statuses.filter((s) => s === 201)).toHaveLength(50);
+    expect(statuses.filter((s) => s === 409)).toHaveLength(150);
+    expect((await fetch(`${app.url}/metrics`)).status).toBe(200);
+    await sleep(200);
+    expect(app.lines().slice(before)).toEqual([]);
+
+    app.child.kill('SIGTERM');
+    expect(await app.exited).toBe(0);
+    const steps = app.lines().slice(before);
+    expect(steps.map((l) => [l.context, l.msg])).toEqual([
+      ['Main', expect.stringMatching(/^SIGTERM: finishing in-flight requests, then closing \(at most 8000 ms\)$/)],
+      ['Main', 'HTTP server closed: every connection answered and ended'],
+      ['Locks', 'lock connections closed'],
+      ['Redis', 'connection closed'],
+      ['Main', 'exiting with code 0'],
+    ]);
+    expect(steps.every((l) => l.level === PINO.info)).toBe(true);
+    expect(app.stderr()).toBe('');
+  }, 60_000);
+
+  it('LOG_LEVEL=warn: only warnings and errors; a Redis outage is one warning, its end one line (shown at debug)', async () => {
+    const own = await startPrivateRedis();
+    const env = { REDIS_URL: own.url, KEY_PREFIX: uniquePrefix('outage') };
+    const quiet = await startAppProcess({ ...env, LOG_LEVEL: 'warn' });
+    const chatty = await startAppProcess({ ...env, LOG_LEVEL: 'debug' });
+    started.push(quiet.child, chatty.child);
+    try {
+      await chatty.waitFor(/^seckill listening on /);
+      await own.stop();
+      // ioredis retries every few ms to 2 s: several failed reconnects, one line each.
+      await quiet.waitFor(/^unavailable: /);
+      await chatty.waitFor(/^unavailable: /);
+      await sleep(1_000);
+      const again = await startPrivateRedis({ port: own.port, dir: own.dir });
+      try {
+        const back = await chatty.waitFor(/^connected to redis:\/\/127\.0\.0\.1:\d+ \(unavailable for \d+ ms\)$/);
+        expect(back).toMatchObject({ level: PINO.info, context: 'Redis' });
+        await waitForHealth(quiet.url);
+        for (const app of [quiet, chatty]) {
+          expect(app.lines().filter((l) => l.msg.startsWith('unavailable: '))).toEqual([
+            expect.objectContaining({ level: PINO.warn, context: 'Redis' }),
+          ]);
+        }
+        // warn: nothing below warn at all, from start-up to exit.
+        quiet.child.kill('SIGTERM');
+        expect(await quiet.exited).toBe(0);
+        expect(quiet.lines().filter((l) => l.level < PINO.warn)).toEqual([]);
+        expect(quiet.lines().length).toBeGreaterThan(0);
+        chatty.child.kill('SIGTERM');
+        expect(await chatty.exited).toBe(0);
+      } finally {
+        await again.remove();
+      }
+    } finally {
+      await own.remove();
+    }
+  }, 60_000);
+});

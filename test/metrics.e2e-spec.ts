@@ -1,0 +1,223 @@
+import { Logger } from '@nestjs/common';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Redis } from 'ioredis';
+import { PinoLogger } from 'nestjs-pino';
+import { Lock } from '../src/locks/lock';
+import { MeteredLock } from '../src/locks/metered-lock';
+import { KeyLayout } from '../src/redis/key-layout';
+import { request, startSale, startTestApp, TestApp } from './helpers/app';
+import { closeClient, startTestRedis, TestRedis, uniquePrefix } from './helpers/redis';
+
+/** One sample of a scrape: `name{labels} value`. */
+interface Sample {
+  readonly name: string;
+  readonly labels: Record<string, string>;
+  readonly value: number;
+}
+
+function parseScrape(text: string): { types: Map<string, string>; samples: Sample[] } {
+  const types = new Map<string, string>();
+  const samples: Sample[] = [];
+  for (const line of text.split('\n')) {
+    const type = /^# TYPE (\S+) (\S+)$/.exec(line);
+    if (type) types.set(type[1], type[2]);
+    if (line === '' || line.startsWith('#')) continue;
+    const m = /^([a-zA-Z_:][\w:]*)(?:\{(.*)\})? (\S+)$/.exec(line);
+    if (!m) throw new Error(`not a sample line: ${line}`);
+    const labels = Object.fromEntries(
+      [...(m[2] ?? '').matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g)].map((l) => [l[1], l[2]]),
+    );
+    samples.push({ name: m[1], labels, value: Number(m[3]) });
+  }
+  return { types, samples };
+}
+
+/** The value of the sample `name` whose labels include `labels`; 0 if there is none. */
+function valueOf(samples: Sample[], name: string, labels: Record<string, string> = {}): number {
+  const found = samples.find((s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v));
+  return found?.value ?? 0;
+}
+
+async function scrape(url: string): Promise<{ contentType: string | null; text: string }> {
+  const res = await fetch(`${url}/metrics`);
+  expect(res.status).toBe(200);
+  return { contentType: res.headers.get('content-type'), text: await res.text() };
+}
+
+const FAMILIES = {
+  seckill_info: 'gauge',
+  seckill_purchases_total: 'counter',
+  seckill_purchases_in_progress: 'gauge',
+  seckill_lock_wait_seconds: 'histogram',
+  seckill_lock_hold_seconds: 'histogram',
+  seckill_batch_size: 'histogram',
+  seckill_lost_locks_total: 'counter',
+  seckill_redis_errors_total: 'counter',
+};
+
+describe('GET /metrics (Prometheus, prom-client)', () => {
+  let redis: TestRedis;
+  let client: Redis;
+
+  beforeAll(async () => {
+    redis = await startTestRedis();
+    client = new Redis(redis.url);
+  });
+
+  afterAll(async () => {
+    await closeClient(client);
+    await redis?.stop();
+  });
+
+  describe('after a real sale (fenced, stock 20, 60 buyers)', () => {
+    let t: TestApp;
+    let text: string;
+    let contentType: string | null;
+    const answers = new Map<string, number>();
+    // Distinctive, so a scrape that carried one would be found.
+    const userOf = (i: number) => `zq7buyer${i}x`;
+    const product = 'zq7product';
+
+    beforeAll(async () => {
+      t = await startTestApp({ REDIS_URL: redis.url, KEY_PREFIX: uniquePrefix('metrics'), LOCK_STRATEGY: 'fenced' });
+      await startSale(t.url, product, 20);
+      const results = await Promise.all(
+        Array.from({ length: 60 }, (_, i) =>
+          request(t.url, 'POST', '/api/orders', { json: { productId: product, userId: userOf(i) } }),
+        ),
+      );
+      for (const r of results) {
+        const code = r.status === 201 ? 'CREATED' : String(r.body.code);
+        answers.set(code, (answers.get(code) ?? 0) + 1);
+      }
+      // Not purchases: refused by validation before the route's handler.
+      await request(t.url, 'POST', '/api/orders', { json: { productId: product } });
+      ({ contentType, text } = await scrape(t.url));
+    });
+
+    afterAll(() => t?.close());
+
+    it('serves the Prometheus text format', () => {
+      expect(contentType).toBe('text/plain; version=0.0.4; charset=utf-8');
+    });
+
+    it('has every family with its TYPE, and Node’s default process metrics', () => {
+      const { types, samples } = parseScrape(text);
+      for (const [name, type] of Object.entries(FAMILIES)) expect([name, types.get(name)]).toEqual([name, type]);
+      expect(types.get('process_cpu_seconds_total')).toBe('counter');
+      expect(types.get('nodejs_eventloop_lag_seconds')).toBe('gauge');
+      expect(samples.some((s) => s.name === 'process_resident_memory_bytes')).toBe(true);
+      expect(valueOf(samples, 'seckill_info', { strategy: 'fenced', telemetry: '1' })).toBe(1);
+    });
+
+    it('counts each answer once, by code, exactly as the buyers were answered', () => {
+      const { samples } = parseScrape(text);
+      expect(answers.get('CREATED')).toBe(20);
+      const counted = Object.fromEntries(
+        samples.filter((s) => s.name === 'seckill_purchases_total').map((s) => [s.labels.code, s.value]),
+      );
+      expect(counted).toEqual(Object.fromEntries(answers));
+      expect(valueOf(samples, 'seckill_purchases_in_progress')).toBe(0);
+    });
+
+    it('times every hold and counts the buyers each batch served', () => {
+      const { samples } = parseScrape(text);
+      const holds = valueOf(samples, 'seckill_lock_hold_seconds_count');
+      const waits = valueOf(samples, 'seckill_lock_wait_seconds_count');
+      const batches = valueOf(samples, 'seckill_batch_size_count');
+      // Every hold was waited for; every hold but the sale's start (PUT, a reset under the lock) served a batch.
+      expect(holds).toBeGreaterThan(0);
+      expect(waits).toBe(holds);
+      expect(batches).toBe(holds - 1);
+      expect(valueOf(samples, 'seckill_lock_hold_seconds_sum')).toBeGreaterThan(0);
+      expect(valueOf(samples, 'seckill_lock_hold_seconds_bucket', { le: '+Inf' })).toBe(holds);
+      // Every 201 was served by a hold; a buyer the unlocked read refused never reached one.
+      const served = valueOf(samples, 'seckill_batch_size_sum');
+      expect(served).toBeGreaterThanOrEqual(20);
+      expect(served).toBeLessThanOrEqual(60);
+      expect(valueOf(samples, 'seckill_lost_locks_total')).toBe(0);
+      expect(valueOf(samples, 'seckill_redis_errors_total', { kind: 'unavailable' })).toBe(0);
+    });
+
+    it('never carries a user id or a product id', () => {
+      expect(text).not.toMatch(/zq7/);
+    });
+
+    it('builds no per-request logger: nestjs-pino mounts its pino-http middleware on no route', async () => {
+      // pino-http's middleware makes a child of the root logger for every request it sees.
+      const child = jest.spyOn(PinoLogger.root, 'child');
+      try {
+        await request(t.url, 'POST', '/api/orders', { json: { productId: product, userId: 'late' } });
+        await request(t.url, 'GET', `/api/products/${product}`);
+        await scrape(t.url);
+        expect(child).not.toHaveBeenCalled();
+      } finally {
+        child.mockRestore();
+      }
+    });
+  });
+
+  it('counts a lost lock (read from the lock at scrape time) and logs it once', async () => {
+    const prefix = uniquePrefix('lost');
+    const t = await startTestApp({ REDIS_URL: redis.url, KEY_PREFIX: prefix, LOCK_STRATEGY: 'fenced' });
+    const warn = jest.spyOn(Logger.prototype, 'warn');
+    try {
+      const lock = t.app.get(Lock);
+      expect(lock).toBeInstanceOf(MeteredLock);
+      const key = new KeyLayout(prefix).product('gone').lock;
+      // The hold loses its lock for certain: the key is deleted under it (as an expiry
+      // would), so the release finds it no longer ours.
+      await lock.using(key, async () => {
+        await client.del(key);
+      });
+      const { samples } = parseScrape((await scrape(t.url)).text);
+      expect(valueOf(samples, 'seckill_lost_locks_total')).toBe(1);
+      expect((await request(t.url, 'GET', '/health')).body.lostLocks).toBe(1);
+      const said = warn.mock.calls.map(([message]) => String(message)).filter((m) => m.includes(key));
+      expect(said).toEqual([expect.stringMatching(/^lock .* was no longer ours at release/)]);
+    } finally {
+      warn.mockRestore();
+      await t.close();
+    }
+  });
+
+  it('counts answers REDIS_UNAVAILABLE and connection errors when Redis is gone', async () => {
+    const own = await startTestRedis();
+    const t = await startTestApp({ REDIS_URL: own.url, KEY_PREFIX: uniquePrefix('gone') });
+    try {
+      await startSale(t.url, 'p', 5);
+      await own.stop();
+      const res = await request(t.url, 'POST', '/api/orders', { json: { productId: 'p', userId: 'u1' } });
+      expect(res.body.code).toBe('REDIS_UNAVAILABLE');
+      const { samples } = parseScrape((await scrape(t.url)).text);
+      expect(valueOf(samples, 'seckill_purchases_total', { code: 'REDIS_UNAVAILABLE' })).toBe(1);
+      expect(valueOf(samples, 'seckill_redis_errors_total', { kind: 'unavailable' })).toBe(1);
+      expect(valueOf(samples, 'seckill_redis_errors_total', { kind: 'outcome_unknown' })).toBe(0);
+      // The first reconnect attempt fails a moment after the connection closed.
+      const connectionErrors = async () =>
+        valueOf(parseScrape((await scrape(t.url)).text).samples, 'seckill_redis_errors_total', { kind: 'connection' });
+      const deadline = Date.now() + 5_000;
+      while ((await connectionErrors()) === 0 && Date.now() < deadline) await sleep(50);
+      expect(await connectionErrors()).toBeGreaterThan(0);
+    } finally {
+      await t.close();
+    }
+  });
+
+  it('with TELEMETRY=0 records nothing: no listener, the lock unwrapped, only process metrics and seckill_info', async () => {
+    const t = await startTestApp({ REDIS_URL: redis.url, KEY_PREFIX: uniquePrefix('off'), TELEMETRY: '0' });
+    try {
+      expect(t.app.get(Lock)).not.toBeInstanceOf(MeteredLock);
+      await startSale(t.url, 'p', 5);
+      expect((await request(t.url, 'POST', '/api/orders', { json: { productId: 'p', userId: 'u1' } })).status).toBe(
+        201,
+      );
+      const { types, samples } = parseScrape((await scrape(t.url)).text);
+      expect([...types.keys()].filter((name) => name.startsWith('seckill_'))).toEqual(['seckill_info']);
+      expect(valueOf(samples, 'seckill_info', { strategy: 'fenced', telemetry: '0' })).toBe(1);
+      expect(types.get('process_cpu_seconds_total')).toBe('counter');
+    } finally {
+      await t.close();
+    }
+  });
+});
