@@ -9,6 +9,7 @@ import { Idempotency, parseIdempotencyKey } from './idempotency';
 import type { Order, OrderLine } from './order';
 import { PurchasePath } from './purchases/purchase-path';
 import { ReplicaAcks } from './replica-acks';
+import { PurchaseTelemetry } from '../telemetry/purchase-telemetry';
 
 @Controller('api/orders')
 export class OrdersController {
@@ -16,6 +17,7 @@ export class OrdersController {
     private readonly purchases: PurchasePath,
     private readonly idempotency: Idempotency,
     private readonly replicas: ReplicaAcks,
+    private readonly telemetry: PurchaseTelemetry,
   ) {}
 
   /**
@@ -33,19 +35,24 @@ export class OrdersController {
     @Res({ passthrough: true }) reply: FastifyReply,
   ): Promise<Order | ErrorBody> {
     const line: OrderLine = { productId: body.productId, userId: body.userId, quantity: body.quantity };
+    this.telemetry.arrived(line.productId);
+    let code = 'INTERNAL_ERROR';
     try {
       // REDIS_WAIT_REPLICAS: refused before anything is written when the master lacks the replicas.
       const master = this.replicas.enabled ? await this.replicas.ensure(line.productId) : '';
       if (rawKey === undefined) {
         const order = await this.purchases.purchase(line);
         if (this.replicas.enabled) await this.replicas.confirm(line.productId, false, master);
+        code = 'CREATED';
         return order;
       }
       const { order, replayed } = await this.idempotency.purchase(line, parseIdempotencyKey(rawKey));
       if (this.replicas.enabled) await this.replicas.confirm(line.productId, true, master);
       if (replayed) void reply.header('idempotent-replayed', 'true');
+      code = 'CREATED';
       return order;
     } catch (err) {
+      if (err instanceof AppError) code = err.code;
       // Most answers of a sale are refusals: answered here, the body ErrorFilter would
       // write, without a rejection unwinding through Nest's exception zone to find it.
       if (err instanceof AppError && err.status === 409) {
@@ -53,6 +60,8 @@ export class OrdersController {
         return errorBody(err);
       }
       throw err;
+    } finally {
+      this.telemetry.answered(line.productId, code);
     }
   }
 }
