@@ -2,6 +2,7 @@ import { DynamicModule, Module } from '@nestjs/common';
 import { APP_FILTER, APP_PIPE } from '@nestjs/core';
 import { AppConfig } from './config/app-config';
 import { ConfigModule } from './config/config.module';
+import { DashboardModule } from './dashboard/dashboard.module';
 import { ErrorFilter } from './errors/error.filter';
 import { HealthModule } from './health/health.module';
 import { OrdersModule } from './orders/orders.module';
@@ -22,6 +23,7 @@ export class AppModule {
         OrdersModule.forRoot(config),
         ProductsModule,
         HealthModule,
+        DashboardModule,
       ],
       providers: [
         { provide: APP_PIPE, useValue: new StrictValidationPipe() },
