@@ -82,6 +82,11 @@ export default defineConfig(
     rules: { '@typescript-eslint/no-require-imports': 'off' },
   },
   { files: ['**/*.mjs'], languageOptions: { sourceType: 'module' } },
+  // The dashboard's page runs in the browser as a plain script, beside Chart.js's global.
+  {
+    files: ['src/dashboard/public/**/*.js'],
+    languageOptions: { globals: { ...globals.browser, Chart: 'readonly' }, sourceType: 'script' },
+  },
   boundary(['src/**/*.ts'], ['src/**/*.spec.ts'], [NOT_TEST_CODE]),
   boundary(['src/locks/**/*.ts'], ['src/**/*.spec.ts'], [NOT_TEST_CODE, NOT_ORDERS]),
   boundary(['src/locks/**/*.spec.ts'], [], [NOT_ORDERS]),

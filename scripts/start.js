@@ -226,6 +226,7 @@ async function main() {
   let code = 0;
   if (!stopping) {
     app = spawn(process.execPath, args, { cwd: ROOT, env, stdio: 'inherit', detached: true });
+    void announceDashboard(env, app);
     code = await new Promise((resolve) => app.once('exit', (c, s) => resolve(c ?? (s ? 128 + 15 : 1))));
     // Everything in the app's group must be gone before its Redis goes: an app still
     // draining would otherwise lose its Redis mid-purchase.
@@ -242,6 +243,24 @@ async function main() {
   }
   if (claimed) fs.rmSync(PID_FILE, { force: true });
   process.exit(stopping && code === 0 ? 0 : code);
+}
+
+/**
+ * Says where the dashboard is once the app answers HTTP (any status: /health's 503
+ * still means the app is up), or says nothing if the app exits first.
+ */
+async function announceDashboard(env, child) {
+  const port = env.PORT || '3000';
+  const host = !env.HOST || env.HOST === '0.0.0.0' || env.HOST === '::' ? 'localhost' : env.HOST;
+  const base = `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+  while (child.exitCode === null && child.signalCode === null) {
+    const up = await fetch(`${base}/health`, { signal: AbortSignal.timeout(1_000) }).then(
+      () => true,
+      () => false,
+    );
+    if (up) return log(`dashboard: ${base}/`);
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
 }
 
 // An older Node relaunches this file on Node 24 and only passes its signals on: the

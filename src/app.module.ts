@@ -3,6 +3,7 @@ import { APP_FILTER, APP_PIPE } from '@nestjs/core';
 import { LoggerModule } from 'nestjs-pino';
 import { AppConfig } from './config/app-config';
 import { ConfigModule } from './config/config.module';
+import { DashboardModule } from './dashboard/dashboard.module';
 import { ErrorFilter } from './errors/error.filter';
 import { HealthModule } from './health/health.module';
 import { OrdersModule } from './orders/orders.module';
@@ -25,6 +26,7 @@ export class AppModule {
         OrdersModule.forRoot(config),
         ProductsModule,
         HealthModule,
+        DashboardModule,
       ],
       providers: [
         { provide: APP_PIPE, useValue: new StrictValidationPipe() },

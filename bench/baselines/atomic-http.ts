@@ -98,7 +98,12 @@ async function startSale(req: IncomingMessage, res: ServerResponse, id: string):
     return fail(res, 400, 'VALIDATION_FAILED', 'stock and perUserLimit must be integers');
   }
   const k = keys.product(id);
-  await resetSale.run(redis, [k.meta, k.stock, k.buyers, k.orders, k.idem], stock as number, perUserLimit as number);
+  await resetSale.run(
+    redis,
+    [k.meta, k.stock, k.buyers, k.orders, k.idem, k.live],
+    stock as number,
+    perUserLimit as number,
+  );
   send(res, 200, { id, initialStock: stock, stock, sold: 0, orders: 0, perUserLimit });
 }
 

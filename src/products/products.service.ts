@@ -1,4 +1,5 @@
 import { Inject, Injectable } from '@nestjs/common';
+import { LiveSales } from '../dashboard/live-sales';
 import type { RedisClient } from '../redis/create-client';
 import { UnknownProductError } from '../errors/errors';
 import { PurchasePath } from '../orders/purchases/purchase-path';
@@ -14,19 +15,23 @@ export class ProductsService {
     @Inject(REDIS_CLIENT) private readonly redis: RedisClient,
     private readonly purchases: PurchasePath,
     private readonly keys: KeyLayout,
+    private readonly live: LiveSales,
   ) {}
 
   /**
    * Starts or restarts a sale: stock, limit, and empty buyers and order log, in one
    * script, run while no purchase of the product is between its read and its write
    * (under a lock, holding the product's lock, which the release then clears), so
-   * that no purchase decided in the old sale lands in the new one.
+   * that no purchase decided in the old sale lands in the new one. The dashboard's
+   * counts of the old sale go too: the live hash in the script, this instance's
+   * unpublished ones right before it.
    */
   async startSale(productId: string, stock: number, perUserLimit: number): Promise<Product> {
     const k = this.keys.product(productId);
-    await this.purchases.exclusive(productId, () =>
-      resetSale.run(this.redis, [k.meta, k.stock, k.buyers, k.orders, k.idem], stock, perUserLimit),
-    );
+    await this.purchases.exclusive(productId, () => {
+      this.live.saleRestarted(productId);
+      return resetSale.run(this.redis, [k.meta, k.stock, k.buyers, k.orders, k.idem, k.live], stock, perUserLimit);
+    });
     return this.get(productId);
   }
 

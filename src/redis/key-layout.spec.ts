@@ -12,6 +12,7 @@ describe('KeyLayout', () => {
       orders: 'seckill:{p:sku-1}:orders',
       idem: 'seckill:{p:sku-1}:idem',
       replicated: 'seckill:{p:sku-1}:replicated',
+      live: 'seckill:{p:sku-1}:live',
     });
     // Redis Cluster hashes only the text between the first { and the next }.
     const tags = Object.values(keys).map((k) => k.slice(k.indexOf('{') + 1, k.indexOf('}')));

@@ -16,6 +16,8 @@ export interface ProductKeys {
   readonly idem: string;
   /** String, a second's life: the write REDIS_WAIT_REPLICAS's WAIT follows (src/orders/replica-acks.ts). */
   readonly replicated: string;
+  /** Hash: the dashboard's answers per app instance and code in this sale (live-publish-2.lua); a sale restart deletes it. */
+  readonly live: string;
 }
 
 /** The fencing counter that goes with a product's lock key (`...:lock` -> `...:fence`). */
@@ -44,6 +46,7 @@ export class KeyLayout {
       orders: `${base}:orders`,
       idem: `${base}:idem`,
       replicated: `${base}:replicated`,
+      live: `${base}:live`,
     };
   }
 }

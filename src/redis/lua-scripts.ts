@@ -12,7 +12,7 @@ export const releaseLock = new LuaScript<[lock: string], [token: string, channel
 
 /** A sale's start or restart in one step. */
 export const resetSale = new LuaScript<
-  [meta: string, stock: string, buyers: string, orders: string, idem: string],
+  [meta: string, stock: string, buyers: string, orders: string, idem: string, live: string],
   [initialStock: number, perUserLimit: number],
   1
 >('reset-sale');
@@ -69,3 +69,18 @@ export const idempotencyClaim = new LuaScript<
 export const idempotencyRelease = new LuaScript<[idem: string], [key: string, claimId: string], 0 | 1>(
   'idempotency-release',
 );
+
+/** Adds an instance's answers since its last publish to a product's live hash: 1 if written, 0 if the product has no sale. */
+export const livePublish = new LuaScript<
+  [meta: string, live: string],
+  [
+    instance: string,
+    pid: number,
+    waiting: number,
+    lostLocks: number,
+    nowMs: number,
+    ttlMs: number,
+    ...answers: (string | number)[],
+  ],
+  0 | 1
+>('live-publish');

@@ -1,0 +1,51 @@
+import { Controller, Get, Header } from '@nestjs/common';
+import { readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+
+/** The page's files, beside this module (nest-cli.json copies them into dist). */
+const PUBLIC = join(__dirname, 'public');
+/**
+ * Chart.js's self-contained browser build. The package's `exports` name only its
+ * module entry points, so the file is found beside the one `require` resolves.
+ */
+const CHART_JS = join(dirname(require.resolve('chart.js')), 'chart.umd.min.js');
+
+/**
+ * GET / : the live sale dashboard. Plain files, read once at start-up and served
+ * from memory, and Chart.js from node_modules: no build step and nothing from a CDN.
+ */
+@Controller()
+export class DashboardController {
+  private readonly html = readFileSync(join(PUBLIC, 'index.html'));
+  private readonly js = readFileSync(join(PUBLIC, 'dashboard.js'));
+  private readonly css = readFileSync(join(PUBLIC, 'dashboard.css'));
+  private readonly chart = readFileSync(CHART_JS);
+
+  @Get()
+  @Header('content-type', 'text/html; charset=utf-8')
+  @Header('cache-control', 'no-cache')
+  page(): Buffer {
+    return this.html;
+  }
+
+  @Get('dashboard.js')
+  @Header('content-type', 'text/javascript; charset=utf-8')
+  @Header('cache-control', 'no-cache')
+  script(): Buffer {
+    return this.js;
+  }
+
+  @Get('dashboard.css')
+  @Header('content-type', 'text/css; charset=utf-8')
+  @Header('cache-control', 'no-cache')
+  style(): Buffer {
+    return this.css;
+  }
+
+  @Get('assets/chart.umd.min.js')
+  @Header('content-type', 'text/javascript; charset=utf-8')
+  @Header('cache-control', 'public, max-age=86400')
+  chartJs(): Buffer {
+    return this.chart;
+  }
+}

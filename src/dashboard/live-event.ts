@@ -1,0 +1,84 @@
+/**
+ * What GET /api/live/:productId sends, about four times a second: the page and the
+ * browser test read these names.
+ */
+export interface LiveEvent {
+  /** When it was read, ms since the epoch (this instance's clock). */
+  readonly at: number;
+  readonly productId: string;
+  readonly strategy: string;
+  /** false with TELEMETRY=0: no instance publishes its answers, so `instances` stays empty. */
+  readonly telemetry: boolean;
+  /** null when the product has no sale. */
+  readonly initialStock: number | null;
+  readonly perUserLimit: number | null;
+  /** Units left, from Redis; below 0 when an unsafe strategy oversold. */
+  readonly stock: number | null;
+  /** initialStock - stock: what the sale sold, as Redis says. */
+  readonly sold: number | null;
+  /** The product's lock as its key in the sale's Redis says, or null when that key is free (or elsewhere: see lockNote). */
+  readonly lock: { readonly holderPid: number | null; readonly ttlMs: number } | null;
+  /** Why `lock` shows less than a pid, when it does: a lock-free strategy, Redlock's own nodes, an owner id without a pid. */
+  readonly lockNote: string | null;
+  readonly instances: readonly LiveInstance[];
+}
+
+/** One app instance's share of a sale, as it published it (live-publish-2.lua). */
+export interface LiveInstance {
+  /** `<hostname>/<pid>`. */
+  readonly id: string;
+  readonly pid: number;
+  /** Answers in this sale by code: CREATED for a 201, else the error code. */
+  readonly answers: Readonly<Record<string, number>>;
+  /** Buyers that had arrived in that instance and were not answered, at its last publish. */
+  readonly waiting: number;
+  /** Holds that instance found lost (all products), at its last publish. */
+  readonly lostLocks: number;
+  /** How long ago it last published (it publishes only when something changed). */
+  readonly seenMsAgo: number;
+}
+
+/** The instance's own fields in the live hash, beside its answer counts `<instance>|<CODE>`. */
+const OWN_FIELDS = new Set(['pid', 'waiting', 'lostLocks', 'seen']);
+
+/** The live hash (`<instance>|<field>` -> value) as one entry per instance, sorted by id. */
+export function readInstances(hash: Record<string, string>, at: number): LiveInstance[] {
+  const byId = new Map<
+    string,
+    { pid: number; answers: Record<string, number>; waiting: number; lostLocks: number; seen: number }
+  >();
+  for (const [field, value] of Object.entries(hash)) {
+    // The instance id holds a '/', never a '|'; a code is upper-snake.
+    const cut = field.lastIndexOf('|');
+    if (cut <= 0) continue;
+    const id = field.slice(0, cut);
+    const name = field.slice(cut + 1);
+    let entry = byId.get(id);
+    if (!entry) {
+      entry = { pid: 0, answers: {}, waiting: 0, lostLocks: 0, seen: 0 };
+      byId.set(id, entry);
+    }
+    const n = Number(value);
+    if (!OWN_FIELDS.has(name)) entry.answers[name] = n;
+    else if (name === 'pid') entry.pid = n;
+    else if (name === 'waiting') entry.waiting = n;
+    else if (name === 'lostLocks') entry.lostLocks = n;
+    else entry.seen = n;
+  }
+  return [...byId]
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+    .map(([id, e]) => ({
+      id,
+      pid: e.pid,
+      answers: e.answers,
+      waiting: e.waiting,
+      lostLocks: e.lostLocks,
+      seenMsAgo: Math.max(0, at - e.seen),
+    }));
+}
+
+/** The pid in a lock token `<pid>:<random>` (lock, fenced, and the token classic mistakes), or null. */
+export function holderPid(value: string | null): number | null {
+  const match = value === null ? null : /^(\d+):/.exec(value);
+  return match ? Number(match[1]) : null;
+}

@@ -1,0 +1,177 @@
+import { BeforeApplicationShutdown, Inject, Injectable, Logger, MessageEvent } from '@nestjs/common';
+import type { ServerResponse } from 'node:http';
+import { Observable, Subscriber } from 'rxjs';
+import { AppConfig, LockStrategyName } from '../config/app-config';
+import { APP_CONFIG } from '../config/config.constants';
+import type { RedisClient } from '../redis/create-client';
+import { execAll } from '../redis/exec-all';
+import { KeyLayout } from '../redis/key-layout';
+import { REDIS_CLIENT } from '../redis/redis.constants';
+import { holderPid, LiveEvent, readInstances } from './live-event';
+
+/** How often a watched product is read: the events' rate, whatever the sale's. */
+export const POLL_INTERVAL_MS = 250;
+/** What an EventSource waits before it reconnects after the stream ends (the app restarting). */
+const RETRY_MS = 2_000;
+/** A client that ignores the end of its stream at shutdown is cut after this. */
+const END_GRACE_MS = 1_000;
+
+/**
+ * How each strategy's lock looks in the sale's Redis: a string `<pid>:<token>` (or a
+ * classic mistake's bare token or timestamp), Redisson's hash, nodes of its own, or
+ * no lock. Checked against the list of strategies at compile time.
+ */
+const LOCK_VIEWS: Record<LockStrategyName, { read: 'string' | 'hash' | null; note: string | null }> = {
+  lock: { read: 'string', note: null },
+  fenced: { read: 'string', note: null },
+  reentrant: { read: 'hash', note: "reentrant: the lock's owner id is a random process id, not a pid" },
+  redlock: { read: null, note: 'redlock: the lock lives on the Redlock nodes, which this page does not read' },
+  atomic: { read: null, note: 'atomic: no lock (one Lua script per purchase)' },
+  optimistic: { read: null, note: 'optimistic: no lock (WATCH/MULTI)' },
+  none: { read: null, note: 'none: no lock at all (it oversells)' },
+  'setnx-no-ttl': { read: 'string', note: "the recipe's token names no pid" },
+  'setnx-then-expire': { read: 'string', note: "the recipe's token names no pid" },
+  'unchecked-del': { read: 'string', note: "the recipe's token names no pid" },
+  'get-then-del': { read: 'string', note: "the recipe's token names no pid" },
+  'expiry-timestamp': { read: 'string', note: 'the lock holds an expiry time, not an owner' },
+};
+
+/** One watched product: its subscribers and the one poll that feeds them all. */
+interface Watch {
+  readonly subscribers: Set<Subscriber<MessageEvent>>;
+  readonly timer: NodeJS.Timeout;
+  reading: boolean;
+}
+
+/**
+ * The streams of GET /api/live/:productId. Per product and instance one poll, four
+ * times a second while anyone watches and stopped when nobody does, reads the sale,
+ * the lock and the live hash in one MULTI and sends the same event to every watcher.
+ * So the dashboard's reads do not grow with the buyers, and barely with the watchers.
+ */
+@Injectable()
+export class LiveFeed implements BeforeApplicationShutdown {
+  private readonly logger = new Logger('LiveFeed');
+  private readonly watches = new Map<string, Watch>();
+  private readonly responses = new Set<ServerResponse>();
+  private closing = false;
+
+  constructor(
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+    @Inject(REDIS_CLIENT) private readonly redis: RedisClient,
+    private readonly keys: KeyLayout,
+  ) {}
+
+  /**
+   * The product's events for one client, the first at once. `response` is ended with
+   * its connection when the app starts closing, so that an open stream neither holds
+   * the graceful drain open nor counts at its deadline as a request cut mid-way.
+   */
+  watch(productId: string, response: ServerResponse): Observable<MessageEvent> {
+    return new Observable<MessageEvent>((subscriber) => {
+      if (this.closing) {
+        subscriber.complete();
+        endConnection(response);
+        return;
+      }
+      this.responses.add(response);
+      let watch = this.watches.get(productId);
+      if (!watch) {
+        const timer = setInterval(() => void this.poll(productId), POLL_INTERVAL_MS);
+        timer.unref();
+        watch = { subscribers: new Set(), timer, reading: false };
+        this.watches.set(productId, watch);
+      }
+      watch.subscribers.add(subscriber);
+      void this.read(productId).then(
+        (event) => subscriber.next(message(event)),
+        () => undefined,
+      );
+      return () => {
+        this.responses.delete(response);
+        watch.subscribers.delete(subscriber);
+        if (watch.subscribers.size === 0 && this.watches.get(productId) === watch) {
+          clearInterval(watch.timer);
+          this.watches.delete(productId);
+        }
+      };
+    });
+  }
+
+  /** Closing starts (before the HTTP server closes): end every stream and its connection. */
+  beforeApplicationShutdown(): void {
+    this.closing = true;
+    // Completing a subscriber runs its teardown, which forgets its response: take them first.
+    const responses = [...this.responses];
+    for (const watch of [...this.watches.values()]) {
+      clearInterval(watch.timer);
+      for (const subscriber of [...watch.subscribers]) subscriber.complete();
+    }
+    this.watches.clear();
+    for (const response of responses) endConnection(response);
+  }
+
+  /** The product as it stands: the sale, the lock and every instance's share. */
+  async read(productId: string): Promise<LiveEvent> {
+    const k = this.keys.product(productId);
+    const view = LOCK_VIEWS[this.config.lockStrategy];
+    const batch = this.redis.multi().hmget(k.meta, 'initialStock', 'perUserLimit').get(k.stock).hgetall(k.live);
+    if (view.read === 'string') batch.get(k.lock);
+    if (view.read !== null) batch.pttl(k.lock);
+    const replies = await execAll(batch);
+    const at = Date.now();
+    const [[initial, limit], stockValue, live] = replies as [(string | null)[], string | null, Record<string, string>];
+    const lockValue = view.read === 'string' ? (replies[3] as string | null) : null;
+    const ttl = view.read === null ? -2 : (replies[replies.length - 1] as number);
+    const known = initial !== null && stockValue !== null;
+    const initialStock = known ? Number(initial) : null;
+    const stock = known ? Number(stockValue) : null;
+    return {
+      at,
+      productId,
+      strategy: this.config.lockStrategy,
+      telemetry: this.config.telemetry,
+      initialStock,
+      perUserLimit: known && limit !== null ? Number(limit) : null,
+      stock,
+      sold: known ? initialStock! - stock! : null,
+      // PTTL: -2 no key (free), -1 a key without a TTL (setnx-no-ttl's failure).
+      lock: ttl === -2 ? null : { holderPid: holderPid(lockValue), ttlMs: ttl },
+      lockNote: view.note,
+      instances: readInstances(live, at),
+    };
+  }
+
+  private async poll(productId: string): Promise<void> {
+    const watch = this.watches.get(productId);
+    // A read slower than the interval is not stacked behind another.
+    if (!watch || watch.reading) return;
+    watch.reading = true;
+    try {
+      const data = message(await this.read(productId));
+      for (const subscriber of watch.subscribers) subscriber.next(data);
+    } catch (err) {
+      this.logger.debug(`live read of ${productId} failed: ${(err as Error).message}`);
+    } finally {
+      watch.reading = false;
+    }
+  }
+}
+
+/** Serialized once per poll, not once per watcher. */
+function message(event: LiveEvent): MessageEvent {
+  return { data: JSON.stringify(event), retry: RETRY_MS };
+}
+
+/**
+ * Once Nest has ended the response (the subscriber completed), ends its connection
+ * too: a keep-alive socket that went idle after the server began closing would
+ * otherwise wait out its keep-alive timeout and hold the drain open.
+ */
+function endConnection(response: ServerResponse): void {
+  const socket = response.socket;
+  if (!socket) return;
+  if (response.writableFinished) socket.end();
+  else response.once('finish', () => socket.end());
+  setTimeout(() => socket.destroy(), END_GRACE_MS).unref();
+}

@@ -1,0 +1,275 @@
+import { existsSync } from 'node:fs';
+import { get, IncomingHttpHeaders } from 'node:http';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Redis } from 'ioredis';
+import { startApp, RunningApp, stopAll } from '../harness/processes';
+import { APP_MAIN } from '../harness/paths';
+import type { LiveEvent } from '../src/dashboard/live-event';
+import { KeyLayout } from '../src/redis/key-layout';
+import { ADMIN_TOKEN, request, startSale, startTestApp, TestApp } from './helpers/app';
+import { closeClient, startTestRedis, TestRedis, uniquePrefix } from './helpers/redis';
+import { startTestStack, TestStack } from './helpers/stack';
+
+/** An open GET /api/live/:productId, its events parsed as they arrive. */
+interface Stream {
+  readonly status: number;
+  readonly headers: IncomingHttpHeaders;
+  readonly events: LiveEvent[];
+  /** Resolves when the server ends the stream. */
+  readonly ended: Promise<void>;
+  close(): void;
+}
+
+function openStream(url: string, productId: string): Promise<Stream> {
+  return new Promise((resolve, reject) => {
+    const req = get(`${url}/api/live/${productId}`, { agent: false }, (res) => {
+      const events: LiveEvent[] = [];
+      let buffered = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => {
+        buffered += chunk;
+        let end: number;
+        while ((end = buffered.indexOf('\n\n')) >= 0) {
+          const block = buffered.slice(0, end);
+          buffered = buffered.slice(end + 2);
+          const data = block
+            .split('\n')
+            .filter((line) => line.startsWith('data: '))
+            .map((line) => line.slice('data: '.length))
+            .join('\n');
+          if (data) events.push(JSON.parse(data) as LiveEvent);
+        }
+      });
+      const ended = new Promise<void>((done) => res.once('close', () => done()));
+      resolve({ status: res.statusCode!, headers: res.headers, events, ended, close: () => req.destroy() });
+    });
+    req.on('error', reject);
+  });
+}
+
+/** Waits for an event that satisfies `test` (checking new events only), or fails with the last one seen. */
+async function eventWhere(stream: Stream, test: (e: LiveEvent) => boolean, withinMs = 5_000): Promise<LiveEvent> {
+  const deadline = Date.now() + withinMs;
+  let checked = 0;
+  for (;;) {
+    for (; checked < stream.events.length; checked++) if (test(stream.events[checked])) return stream.events[checked];
+    if (Date.now() > deadline) {
+      throw new Error(`no such event within ${withinMs} ms; last: ${JSON.stringify(stream.events.at(-1))}`);
+    }
+    await sleep(20);
+  }
+}
+
+const sum = (e: LiveEvent, code: string) => e.instances.reduce((a, i) => a + (i.answers[code] ?? 0), 0);
+const allAnswers = (e: LiveEvent) =>
+  e.instances.reduce((a, i) => a + Object.values(i.answers).reduce((b, n) => b + n, 0), 0);
+
+/** `count` purchases by distinct users, `concurrency` at a time; the answers by status. */
+async function burst(urls: string[], productId: string, count: number, concurrency: number) {
+  const statuses: number[] = [];
+  const byUrl = new Map<string, number>(urls.map((u) => [u, 0]));
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (next < count) {
+        const i = next++;
+        const url = urls[i % urls.length];
+        const res = await request(url, 'POST', '/api/orders', { json: { productId, userId: `u${i}` } });
+        statuses.push(res.status);
+        if (res.status === 201) byUrl.set(url, byUrl.get(url)! + 1);
+      }
+    }),
+  );
+  return { statuses, created: statuses.filter((s) => s === 201).length, createdBy: byUrl };
+}
+
+describe('live dashboard: GET / and Server-Sent Events from the live aggregate', () => {
+  describe('one app in this process', () => {
+    let stack: TestStack;
+    const streams: Stream[] = [];
+    const watch = async (url: string, productId: string) => {
+      const s = await openStream(url, productId);
+      streams.push(s);
+      return s;
+    };
+
+    beforeAll(async () => {
+      stack = await startTestStack('live');
+    });
+
+    afterAll(async () => {
+      for (const s of streams) s.close();
+      await stack?.close();
+    });
+
+    it('serves the page, its script and style, and Chart.js from node_modules, nothing from a CDN', async () => {
+      const page = await fetch(`${stack.url}/`);
+      expect(page.status).toBe(200);
+      expect(page.headers.get('content-type')).toMatch(/^text\/html/);
+      const html = await page.text();
+      for (const id of ['chart-stock', 'chart-sales', 'chart-answers', 'initial-stock', 'sale-state', 'instances']) {
+        expect(html).toContain(`id="${id}"`);
+      }
+      expect(html).not.toMatch(/(src|href)="(https?:)?\/\//);
+      for (const [path, type] of [
+        ['/dashboard.js', /javascript/],
+        ['/dashboard.css', /text\/css/],
+        ['/assets/chart.umd.min.js', /javascript/],
+      ] as const) {
+        const res = await fetch(`${stack.url}${path}`);
+        expect(res.status).toBe(200);
+        expect(res.headers.get('content-type')).toMatch(type);
+        expect((await res.text()).length).toBeGreaterThan(1000);
+      }
+    });
+
+    it.each(['bad%20id', 'a'.repeat(65), 'x%7Bp%7D'])(
+      'refuses the id %s with 400 VALIDATION_FAILED as JSON, not a stream',
+      async (id) => {
+        const res = await fetch(`${stack.url}/api/live/${id}`);
+        expect(res.status).toBe(400);
+        expect(res.headers.get('content-type')).toMatch(/^application\/json/);
+        expect(await res.json()).toMatchObject({ statusCode: 400, code: 'VALIDATION_FAILED' });
+      },
+    );
+
+    it('streams a product without a sale as nulls', async () => {
+      const s = await watch(stack.url, 'nothing-here');
+      expect(s.status).toBe(200);
+      expect(s.headers['content-type']).toMatch(/^text\/event-stream/);
+      const e = await eventWhere(s, () => true);
+      expect(e).toMatchObject({ productId: 'nothing-here', strategy: 'fenced', telemetry: true });
+      expect(e).toMatchObject({ initialStock: null, stock: null, sold: null, lock: null, instances: [] });
+      s.close();
+    });
+
+    it('sends a few events a second however many requests arrive, and ends the sale agreeing with Redis', async () => {
+      await startSale(stack.url, 'burst', 500);
+      const s = await watch(stack.url, 'burst');
+      const opened = Date.now();
+      await eventWhere(s, (e) => e.initialStock === 500);
+      const { statuses, created } = await burst([stack.url], 'burst', 2_000, 50);
+      expect(statuses).toHaveLength(2_000);
+      expect(created).toBe(500);
+      // The last answers reach Redis at the next publish (250 ms), and the page at the next poll.
+      const last = await eventWhere(s, (e) => sum(e, 'CREATED') === created && allAnswers(e) === 2_000);
+      const elapsed = Date.now() - opened;
+      // Four a second, plus the first at once: never one per request.
+      expect(s.events.length).toBeLessThanOrEqual(Math.ceil(elapsed / 250) + 2);
+      expect(s.events.length).toBeGreaterThanOrEqual(Math.floor(elapsed / 250 / 2));
+
+      const k = stack.keys.product('burst');
+      const [stock, orders] = await Promise.all([stack.client.get(k.stock), stack.client.xlen(k.orders)]);
+      expect(last).toMatchObject({ initialStock: 500, stock: Number(stock), sold: 500 - Number(stock) });
+      expect(last.stock).toBe(0);
+      expect(sum(last, 'CREATED')).toBe(orders);
+      expect(sum(last, 'SOLD_OUT')).toBe(statuses.filter((x) => x === 409).length);
+      expect(last.instances).toHaveLength(1);
+      expect(last.instances[0]).toMatchObject({ pid: process.pid, waiting: 0, lostLocks: 0 });
+      expect(last.instances[0].id).toMatch(new RegExp(`/${process.pid}$`));
+
+      // GET /api/live offers it to the page.
+      const list = await request(stack.url, 'GET', '/api/live');
+      expect(list.body.telemetry).toBe(true);
+      expect(list.body.products.map((p: { productId: string }) => p.productId)).toContain('burst');
+      expect(list.body.products.map((p: { productId: string }) => p.productId)).not.toContain('nothing-here');
+    });
+
+    it('restarting a sale starts its counts at 0, even with answers not yet published', async () => {
+      await startSale(stack.url, 'again', 20);
+      const s = await watch(stack.url, 'again');
+      await burst([stack.url], 'again', 30, 10);
+      // Right behind the answers, before the next publish has (always) happened.
+      await startSale(stack.url, 'again', 7);
+      const k = stack.keys.product('again');
+      const fresh = await eventWhere(s, (e) => e.initialStock === 7 && e.instances.length === 1);
+      expect(fresh).toMatchObject({ stock: 7, sold: 0 });
+      expect(allAnswers(fresh)).toBe(0);
+      await sleep(600);
+      expect(allAnswers(s.events.at(-1)!)).toBe(0);
+      expect((await burst([stack.url], 'again', 3, 1)).created).toBe(3);
+      const after = await eventWhere(s, (e) => sum(e, 'CREATED') === 3);
+      expect(allAnswers(after)).toBe(3);
+      expect(await stack.client.hget(k.live, `${after.instances[0].id}|CREATED`)).toBe('3');
+    });
+
+    it('writes no live key for a product without a sale', async () => {
+      const res = await request(stack.url, 'POST', '/api/orders', { json: { productId: 'ghost', userId: 'u1' } });
+      expect(res.body.code).toBe('UNKNOWN_PRODUCT');
+      await sleep(600);
+      expect(await stack.client.exists(stack.keys.product('ghost').live)).toBe(0);
+    });
+
+    it('with TELEMETRY=0 publishes nothing and says so', async () => {
+      const prefix = uniquePrefix('live-off');
+      const off: TestApp = await startTestApp({ REDIS_URL: stack.redis.url, KEY_PREFIX: prefix, TELEMETRY: '0' });
+      try {
+        await startSale(off.url, 'quiet', 5);
+        const s = await openStream(off.url, 'quiet');
+        expect((await burst([off.url], 'quiet', 8, 4)).created).toBe(5);
+        await sleep(600);
+        const e = s.events.at(-1)!;
+        s.close();
+        expect(e).toMatchObject({ telemetry: false, initialStock: 5, stock: 0, sold: 5, instances: [] });
+        expect(await stack.client.exists(new KeyLayout(prefix).product('quiet').live)).toBe(0);
+        expect((await request(off.url, 'GET', '/api/live')).body).toMatchObject({ telemetry: false, products: [] });
+      } finally {
+        await off.close();
+      }
+    });
+  });
+
+  describe('the built app as processes', () => {
+    let redis: TestRedis;
+    let client: Redis;
+    const apps: RunningApp[] = [];
+
+    beforeAll(async () => {
+      if (!existsSync(APP_MAIN)) throw new Error('dist/src/main.js is missing: run `npm run build` first');
+      redis = await startTestRedis();
+      client = new Redis(redis.url);
+    });
+
+    afterAll(async () => {
+      await stopAll();
+      await closeClient(client);
+      await redis?.stop();
+    });
+
+    const env = (prefix: string) => ({ REDIS_URL: redis.url, KEY_PREFIX: prefix, ADMIN_TOKEN, LOG_LEVEL: 'warn' });
+
+    it('shows each of two instances on one Redis with its own share, summing to the total', async () => {
+      const prefix = uniquePrefix('live-two');
+      const [a, b] = await Promise.all([startApp({ env: env(prefix) }), startApp({ env: env(prefix) })]);
+      apps.push(a, b);
+      await startSale(a.url, 'shared', 300);
+      const s = await openStream(b.url, 'shared');
+      const { created, createdBy } = await burst([a.url, b.url], 'shared', 800, 40);
+      expect(created).toBe(300);
+      const last = await eventWhere(s, (e) => sum(e, 'CREATED') === 300 && allAnswers(e) === 800);
+      s.close();
+      expect(last.instances.map((i) => i.pid).sort()).toEqual([a.pid, b.pid].sort());
+      const byPid = new Map(last.instances.map((i) => [i.pid, i]));
+      expect(byPid.get(a.pid)!.answers.CREATED).toBe(createdBy.get(a.url));
+      expect(byPid.get(b.pid)!.answers.CREATED).toBe(createdBy.get(b.url));
+      expect(createdBy.get(a.url)).toBeGreaterThan(0);
+      expect(createdBy.get(b.url)).toBeGreaterThan(0);
+      expect(await client.xlen(new KeyLayout(prefix).product('shared').orders)).toBe(300);
+      expect(last).toMatchObject({ stock: 0, sold: 300 });
+    });
+
+    it('on SIGTERM ends an open stream and exits 0 promptly', async () => {
+      const prefix = uniquePrefix('live-term');
+      const app = await startApp({ env: env(prefix) });
+      await startSale(app.url, 'watched', 10);
+      const s = await openStream(app.url, 'watched');
+      await eventWhere(s, (e) => e.initialStock === 10);
+      const t = Date.now();
+      // SHUTDOWN_TIMEOUT_MS is 8 s: an open stream that held the drain would exit 1 then.
+      const code = await app.stop();
+      expect(code).toBe(0);
+      expect(Date.now() - t).toBeLessThan(3_000);
+      await s.ended;
+    });
+  });
+});
