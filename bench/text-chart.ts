@@ -62,7 +62,7 @@ export function textChart(rows: readonly ChartRow[], width = 60, height = 12): s
   const labelWidth = Math.max(...[...labels.values()].map((l) => l.length));
   const lines = ['units sold over time'];
   for (let y = height - 1; y >= 0; y--) {
-    lines.push(`${(labels.get(y) ?? '').padStart(labelWidth)} ┤${grid[y].join('')}`);
+    lines.push(`${(labels.get(y) ?? '').padStart(labelWidth)} ┤${grid[y].join('')}`.trimEnd());
   }
   const axis = `${' '.repeat(labelWidth)} └${'─'.repeat(width)}`;
   const ms = `${n(Math.round(end))} ms`;
