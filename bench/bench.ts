@@ -11,6 +11,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { dirname, relative } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { startSale } from '../harness/http';
 import { retryFailed } from './retries';
 import { BASELINE_MAIN, FASTIFY_ROUTE_MAIN, ROOT } from '../harness/paths';
@@ -22,8 +23,11 @@ import { Cost, MeteredNode, startMeter } from './cost';
 import { Answer, LoadResult, runLoad } from './load';
 import { BenchOptions, parseOptions, Target, USAGE, UsageError } from './options';
 import { startProgress } from './progress';
-import { formatReport, ProductRow, Row } from './report';
+import { chartJsSource, htmlReport, htmlPathFor } from './html-report';
+import { formatReport, ProductRow, Row, rowLabel } from './report';
 import { BenchClient, connect, RunRedis, startRunRedis } from './run-redis';
+import { textChart } from './text-chart';
+import { soldOverTime, SoldPoint } from './timeline';
 import { judge, judgeProducts, passes, ProductVerdict, readSale, SaleSnapshot, Verdict } from './verdict';
 
 /** Sales the `none` control gets to show an oversell before the bench calls itself blind. */
@@ -34,6 +38,9 @@ const SERVERS: Partial<Record<Target, string>> = { baseline: BASELINE_MAIN, 'fas
 
 /** The bare Fastify route keeps no stock: its verdict is about its answers alone, of a product sold out from the start. */
 const NOTHING_STORED: SaleSnapshot = { initialStock: 0, perUserLimit: 1, stockLeft: 0, orders: [], buyers: {} };
+
+/** --watch: long enough to open the printed address, short enough not to bore. */
+const WATCH_SECONDS = 5;
 
 /** What every row of one bench run shares. */
 interface Run {
@@ -55,6 +62,8 @@ interface Run {
 interface RowApp {
   readonly target: Target;
   readonly workers: number;
+  /** False: the app runs with TELEMETRY=0. */
+  readonly telemetry: boolean;
   readonly label: string;
   readonly unsafe: boolean;
   /** The app now serving the row: the control gets a fresh one for each of its sales. */
@@ -71,19 +80,24 @@ async function main(): Promise<number> {
   const run = await prepare(parseOptions(process.argv.slice(2)));
   const { options } = run;
   const rows: Row[] = [];
-  const pairs: [Target, number][] = [
-    ...(options.baseline ? [['baseline', 1] as [Target, number]] : []),
-    ...(options.soldOutPath ? [['fastify-route', 1] as [Target, number]] : []),
-    ...options.strategies.flatMap((s) => options.workers.map((w): [Target, number] => [s, w])),
+  // The comparison servers have no telemetry to switch off: they run once.
+  const runs: [Target, number, boolean][] = [
+    ...(options.baseline ? [['baseline', 1, true] as [Target, number, boolean]] : []),
+    ...(options.soldOutPath ? [['fastify-route', 1, true] as [Target, number, boolean]] : []),
+    ...options.strategies.flatMap((s) =>
+      options.workers.flatMap((w) => options.telemetry.map((on): [Target, number, boolean] => [s, w, on])),
+    ),
   ];
-  for (const [target, workers] of pairs) rows.push(await runRow(run, target, workers));
+  for (const [target, workers, telemetry] of runs) rows.push(await runRow(run, target, workers, telemetry));
   const compared = withRatios(rows);
-  const machine = await writeResults(run, compared);
+  const { machine, html } = await writeResults(run, compared);
   const { text, failed } = formatReport(compared);
   process.stdout.write(`${text}\n`);
-  run.log(`results: ${relative(process.cwd(), options.out)}`);
+  run.log(`results: ${relative(process.cwd(), options.out)}, charts: ${relative(process.cwd(), html)}`);
   // Figures mean little without what ran them: the Node of the app and the bench alike.
   run.log(`ran on Node ${machine.node}, Redis ${machine.redis}, ${machine.cpus} × ${machine.cpuModel}`);
+  // Last, so a terminal's final screen shows the sale itself: the stock line, and who crossed it.
+  process.stdout.write(`\n${textChart(compared)}\n`);
   return failed ? 1 : 0;
 }
 
@@ -105,8 +119,8 @@ async function prepare(options: BenchOptions): Promise<Run> {
 }
 
 /** One row: a fresh app for the target, warmed up, one measured sale (or up to three for the control), judged. */
-async function runRow(run: Run, target: Target, workers: number): Promise<Row> {
-  const t = await startTarget(run, target, workers);
+async function runRow(run: Run, target: Target, workers: number, telemetry: boolean): Promise<Row> {
+  const t = await startTarget(run, target, workers, telemetry);
   try {
     // The control is not measured for speed: it runs cold (see measuredSale).
     if (target !== 'none') await warmUp(run, t);
@@ -120,10 +134,10 @@ async function runRow(run: Run, target: Target, workers: number): Promise<Row> {
   }
 }
 
-async function startTarget(run: Run, target: Target, workers: number): Promise<RowApp> {
+async function startTarget(run: Run, target: Target, workers: number, telemetry: boolean): Promise<RowApp> {
   const unsafe = (UNSAFE_STRATEGIES as readonly string[]).includes(target);
-  const prefix = `bench:${run.runId}:${target}:x${workers}:`;
-  const label = workers > 1 ? `${target} ×${workers}` : target;
+  const prefix = `bench:${run.runId}:${target}:x${workers}${telemetry ? '' : ':t0'}:`;
+  const label = rowLabel({ strategy: target, workers, telemetry });
   const token = randomBytes(18).toString('base64url');
   const launch = () =>
     startApp({
@@ -137,13 +151,51 @@ async function startTarget(run: Run, target: Target, workers: number): Promise<R
         ALLOW_UNSAFE: unsafe ? '1' : '0',
         KEY_PREFIX: prefix,
         LOG_LEVEL: 'warn',
+        // Said either way, so a TELEMETRY in the bench's own environment cannot decide it.
+        TELEMETRY: telemetry ? '1' : '0',
       },
     });
   const app = await launch();
   run.log(
     `${label}: app up (${workers} worker${workers > 1 ? 's' : ''}) at ${app.url}${unsafe ? ' — UNSAFE on purpose' : ''}`,
   );
-  return { target, workers, label, unsafe, app, token, keys: new KeyLayout(prefix), products: [], launch };
+  const t: RowApp = {
+    target,
+    workers,
+    telemetry,
+    label,
+    unsafe,
+    app,
+    token,
+    keys: new KeyLayout(prefix),
+    products: [],
+    launch,
+  };
+  watchLine(run, t, measuredProducts(run.options, 1)[0]);
+  return t;
+}
+
+/** Where the app's dashboard shows the measured sale as it happens (a comparison server has none). */
+function watchLine(run: Run, t: RowApp, productId: string): void {
+  if (SERVERS[t.target]) return;
+  run.log(`${t.label}: watch it live: ${t.app.url}/?product=${encodeURIComponent(productId)}`);
+}
+
+/**
+ * --watch, for a learner at a terminal: time to open the page before the burst. Never
+ * in CI or a pipe (a test's output is not a terminal), where it would only slow the run.
+ */
+async function pauseToWatch(run: Run, t: RowApp): Promise<void> {
+  if (!run.options.watch || !process.stdin.isTTY || !process.stderr.isTTY || SERVERS[t.target]) return;
+  run.log(`${t.label}: the sale starts in ${WATCH_SECONDS} s: open the address above to watch it (--watch)`);
+  await sleep(WATCH_SECONDS * 1000);
+}
+
+/** The products the measured sale's `attempt` sells: `hot` (or p1..pN), `hot-2` (p1-2..) for the control's second, ... */
+function measuredProducts(options: BenchOptions, attempt: number): string[] {
+  return productIds(options, attempt === 1 ? 'hot' : `hot-${attempt}`, (i) =>
+    attempt === 1 ? `p${i}` : `p${i}-${attempt}`,
+  );
 }
 
 /**
@@ -183,12 +235,12 @@ async function measuredSale(run: Run, t: RowApp): Promise<Measured> {
   const { options } = run;
   const attempts = t.target === 'none' ? CONTROL_ATTEMPTS : 1;
   for (let attempt = 1; ; attempt++) {
-    const ids = productIds(options, attempt === 1 ? 'hot' : `hot-${attempt}`, (i) =>
-      attempt === 1 ? `p${i}` : `p${i}-${attempt}`,
-    );
+    const ids = measuredProducts(options, attempt);
     const productId = ids[0];
     t.products.push(...ids);
+    if (attempt > 1) watchLine(run, t, productId);
     await Promise.all(ids.map((id) => startSale(t.app.url, t.token, id, options.stock, options.quantity)));
+    await pauseToWatch(run, t);
     const progress = { done: 0 };
     const stockKeys = ids.map((id) => t.keys.product(id).stock);
     // Units left over all the products (one GET each: on a cluster they sit in different slots).
@@ -232,13 +284,25 @@ async function measuredSale(run: Run, t: RowApp): Promise<Measured> {
       t.target === 'fastify-route' ? Promise.resolve(NOTHING_STORED) : readSale(run.client, t.keys.product(id));
     let verdict: Verdict;
     let products: ProductVerdict[] | undefined;
+    const parts = await Promise.all(ids.map(async (id) => ({ id, sale: await sale(id), load: load.byProduct?.[id] })));
     if (ids.length === 1) {
-      verdict = judge(await sale(productId), load, options.quantity);
+      verdict = judge(parts[0].sale, load, options.quantity);
     } else {
-      const parts = await Promise.all(ids.map(async (id) => ({ id, sale: await sale(id), load: load.byProduct![id] })));
-      ({ total: verdict, products } = judgeProducts(parts, load, options.quantity));
+      ({ total: verdict, products } = judgeProducts(
+        parts.map((p) => ({ ...p, load: p.load! })),
+        load,
+        options.quantity,
+      ));
     }
-    if (verdict.oversold > 0 || attempt >= attempts) return { load, verdict, products, attempts: attempt, cost };
+    // All the products' orders on one clock against all their stock: the row's totals, drawn.
+    const sold = soldOverTime(
+      parts.flatMap((p) => p.sale.orders),
+      load.startedAt,
+      parts.reduce((sum, p) => sum + p.sale.initialStock, 0),
+    );
+    if (verdict.oversold > 0 || attempt >= attempts) {
+      return { load, verdict, products, attempts: attempt, cost, soldOverTime: sold };
+    }
     run.log(`${t.label}: sale ${attempt} did not oversell; running it again in a fresh app`);
     const exitCode = await t.app.stop();
     if (exitCode !== 0) run.log(`${t.label}: the app exited ${exitCode} on SIGTERM instead of 0`);
@@ -256,12 +320,14 @@ interface Measured {
   readonly attempts: number;
   /** Of the last sale's pass. */
   readonly cost: Cost;
+  /** The last sale's units over time. */
+  readonly soldOverTime: SoldPoint[];
 }
 
 function toRow(
   run: Run,
   t: RowApp,
-  { load, verdict, products, attempts, cost }: Measured,
+  { load, verdict, products, attempts, cost, soldOverTime: sold }: Measured,
   exitCode: number | null,
 ): Row {
   const { options } = run;
@@ -269,6 +335,7 @@ function toRow(
   const productRows = products?.map((p): ProductRow => ({ ...p, pass: passes(p.invariants, t.unsafe) }));
   return {
     strategy: t.target,
+    label: t.label,
     unsafe: t.unsafe,
     buyers: options.buyers,
     requests: requests(options),
@@ -277,9 +344,12 @@ function toRow(
     stock: options.stock * options.products,
     quantity: options.quantity,
     workers: t.workers,
+    telemetry: t.telemetry,
     durationMs: load.durationMs,
     throughput: Math.round((load.sent / load.durationMs) * 1000),
     latency: load.latency,
+    latencyByPercentile: load.latencyCurve ?? [],
+    soldOverTime: sold,
     status: load.status,
     codes: load.codes,
     errors: load.errors,
@@ -299,10 +369,11 @@ async function cleanUp(run: Run, t: RowApp): Promise<void> {
   for (const id of t.products) await run.client.del(...Object.values(t.keys.product(id)));
 }
 
+/** The JSON results, and the HTML report beside them; the machine they ran on and the HTML's path. */
 async function writeResults(
   run: Run,
   rows: Row[],
-): Promise<{ cpus: number; cpuModel: string; node: string; redis: string }> {
+): Promise<{ machine: { cpus: number; cpuModel: string; node: string; redis: string }; html: string }> {
   const { options } = run;
   const redisVersion = /redis_version:(\S+)/.exec(await run.meters[0].client.info('server'))?.[1] ?? 'unknown';
   const report = {
@@ -319,7 +390,9 @@ async function writeResults(
   };
   mkdirSync(dirname(options.out), { recursive: true });
   writeFileSync(options.out, `${JSON.stringify(report, null, 2)}\n`);
-  return report.machine;
+  const html = htmlPathFor(options.out);
+  writeFileSync(html, htmlReport(report, chartJsSource()));
+  return { machine: report.machine, html };
 }
 
 /**
@@ -339,14 +412,19 @@ function requests(options: BenchOptions): number {
 
 /**
  * Each row's figures as multiples of the comparison servers' measured in the same run:
- * throughput and p99 of the baseline's, app CPU per request of the bare Fastify route's.
+ * throughput and p99 of the baseline's, app CPU per request of the bare Fastify route's;
+ * a telemetry-off row's throughput as a multiple of its strategy's with telemetry on.
  */
 function withRatios(rows: Row[]): Row[] {
   const ratio = (a: number, b: number) => Math.round((a / Math.max(b, 1)) * 100) / 100;
   const baseline = rows.find((r) => r.strategy === 'baseline');
   const routeCpu = rows.find((r) => r.strategy === 'fastify-route')?.cost.appCpuUsPerRequest;
+  const telemetryOn = (row: Row) =>
+    rows.find((r) => r.strategy === row.strategy && r.workers === row.workers && r.telemetry);
   return rows.map((row) => ({
     ...row,
+    ...(!row.telemetry &&
+      telemetryOn(row) && { vsTelemetryOn: { throughput: ratio(row.throughput, telemetryOn(row)!.throughput) } }),
     ...(baseline && {
       vsBaseline: {
         throughput: ratio(row.throughput, baseline.throughput),

@@ -1,5 +1,6 @@
 import autocannon from 'autocannon';
 import { randomBytes } from 'node:crypto';
+import { LatencyPoint, latencyCurve } from './latency-curve';
 
 export interface LoadOptions {
   readonly url: string;
@@ -59,6 +60,11 @@ export interface LoadResult {
   readonly startedAt: number;
   readonly durationMs: number;
   readonly latency: { p50: number; p90: number; p99: number; max: number };
+  /**
+   * Every answer's latency as a percentile curve (bench/latency-curve.ts). Absent from
+   * a result summed from several loads (bench/faults/kit.ts): a curve cannot be summed.
+   */
+  readonly latencyCurve?: LatencyPoint[];
   /** With `productIds`: what each product's buyers were answered. */
   readonly byProduct?: Readonly<Record<string, ProductLoad>>;
 }
@@ -126,9 +132,11 @@ export async function runLoad(options: LoadOptions, progress: { done: number } =
   const run = randomBytes(6).toString('hex');
   let next = 0;
   let lastAnswerAt = Date.now();
+  // Every answer's, in ms (autocannon times each request with hrtime): for the full curve.
+  const latencies: number[] = [];
 
   const startedAt = Date.now();
-  const result = await cannon(options.signal, {
+  const result = await cannon(options.signal, (ms) => latencies.push(ms), {
     url: options.url,
     connections: Math.min(options.connections, ids.length),
     amount: ids.length,
@@ -192,6 +200,7 @@ export async function runLoad(options: LoadOptions, progress: { done: number } =
     // one-second tick, which would pad every run by up to a second.
     durationMs: Math.max(lastAnswerAt - startedAt, 1),
     latency: { p50: result.latency.p50, p90: result.latency.p90, p99: result.latency.p99, max: result.latency.max },
+    latencyCurve: latencyCurve(latencies),
     ...(spread && {
       byProduct: Object.fromEntries(
         [...tallies].map(([id, t]): [string, ProductLoad] => [
@@ -220,10 +229,18 @@ function parse(body: string): { code?: unknown; orderId?: unknown } {
   }
 }
 
-/** autocannon as a promise that `signal` can end early (its callback form returns a tracker with stop()). */
-function cannon(signal: AbortSignal | undefined, opts: autocannon.Options): Promise<autocannon.Result> {
+/**
+ * autocannon as a promise that `signal` can end early (its callback form returns a
+ * tracker with stop()); `latency` hears every answer's response time, whatever its status.
+ */
+function cannon(
+  signal: AbortSignal | undefined,
+  latency: (ms: number) => void,
+  opts: autocannon.Options,
+): Promise<autocannon.Result> {
   return new Promise((resolve, reject) => {
     const tracker = autocannon(opts, (err, result) => (err ? reject(err) : resolve(result)));
+    tracker.on('response', (_client, _status, _bytes, ms) => latency(ms));
     signal?.addEventListener('abort', () => tracker.stop(), { once: true });
   });
 }

@@ -11,7 +11,14 @@ describe('bench options', () => {
     expect(parseOptions(['--products', '12', '--cluster', '3'])).toMatchObject({ products: 12, cluster: 3 });
   });
 
+  it('runs with telemetry on and no pause by default; --telemetry on,off gives a row each, --watch asks for the pause', () => {
+    expect(parseOptions([])).toMatchObject({ telemetry: [true], watch: false });
+    expect(parseOptions(['--telemetry', 'on,off', '--watch'])).toMatchObject({ telemetry: [true, false], watch: true });
+    expect(parseOptions(['--telemetry', 'off'])).toMatchObject({ telemetry: [false] });
+  });
+
   it.each([
+    [['--telemetry', 'no'], '--telemetry takes on, off or on,off, got "no"'],
     [['--cluster', '2'], '--cluster needs at least 3 masters (Redis Cluster will not form with fewer), got 2'],
     [['--cluster', '0'], '--cluster needs at least 3 masters'],
     [['--cluster', 'x'], '--cluster must be an integer from 3 to 32, got "x"'],

@@ -15,6 +15,10 @@ export interface BenchOptions {
   readonly strategies: LockStrategyName[];
   /** App process counts to run each strategy with (node:cluster); the baseline is always one. */
   readonly workers: number[];
+  /** Whether each strategy runs with the app's telemetry on, off (TELEMETRY=0), or both: a row each. */
+  readonly telemetry: boolean[];
+  /** On a terminal, pause before each measured sale so the dashboard can be opened. */
+  readonly watch: boolean;
   readonly warmup: number;
   readonly redis?: string;
   readonly out: string;
@@ -56,7 +60,13 @@ export const USAGE = `usage: npm run bench -- [options]
   --strategy LIST   comma-separated: ${LOCK_STRATEGY_NAMES.join(', ')}, or all  (${CONFIG_DEFAULTS.lockStrategy}: the app's default)
   --workers LIST    app processes sharing the port (node:cluster); a
                     list (1,2) runs every strategy with each count    (1)
+  --telemetry LIST  on, off (the app with TELEMETRY=0: no metrics, logs or
+                    dashboard aggregate), or on,off: a row each, and the
+                    off/on throughput ratio of each strategy         (on)
   --warmup N        warm-up requests on a separate product            (10000)
+  --watch           on a terminal (stdin and stderr both a TTY), wait a few
+                    seconds before each measured sale, to open the dashboard
+                    address the bench prints ("watch it live: ...")
   --baseline        first run bench/baselines/atomic-http.ts (node:http + one Lua
                     script, no framework, no lock) and show every row as a ratio to it
   --sold-out-path   measure the sold-out path: stock 0, so every purchase is answered
@@ -74,7 +84,8 @@ export const USAGE = `usage: npm run bench -- [options]
   --cluster K       run on a private Redis Cluster of K masters (K >= 3) started
                     for the run, instead of one Redis server
   --redis URL       use this Redis instead of starting a private one
-  --out FILE        JSON results                    (bench/results/<timestamp>.json)
+  --out FILE        JSON results, and beside it the HTML report with charts
+                    (FILE without .json, plus .html)  (bench/results/<timestamp>.json)
 `;
 
 export function parseOptions(argv: string[]): BenchOptions {
@@ -87,6 +98,8 @@ export function parseOptions(argv: string[]): BenchOptions {
     quantity: { type: 'string', default: '1' },
     strategy: { type: 'string', default: CONFIG_DEFAULTS.lockStrategy },
     workers: { type: 'string', default: '1' },
+    telemetry: { type: 'string', default: 'on' },
+    watch: { type: 'boolean', default: false },
     warmup: { type: 'string', default: '10000' },
     redis: { type: 'string' },
     out: { type: 'string' },
@@ -166,6 +179,11 @@ export function parseOptions(argv: string[]): BenchOptions {
     // bench/baselines/atomic-http.ts speaks to one Redis server only.
     if (values.baseline) throw new UsageError('--baseline runs on one Redis server: it cannot go with --cluster');
   }
+  const telemetry = [...new Set(values.telemetry!.split(',').map((t) => t.trim()))].map((t) => {
+    if (t !== 'on' && t !== 'off')
+      throw new UsageError(`--telemetry takes on, off or on,off, got "${values.telemetry}"`);
+    return t === 'on';
+  });
   const stamp = new Date().toISOString().replace(/[:.]/g, '-');
   return {
     buyers,
@@ -175,6 +193,8 @@ export function parseOptions(argv: string[]): BenchOptions {
     quantity: int('quantity', values.quantity!, 1, 100),
     strategies: names as LockStrategyName[],
     workers: [...new Set(values.workers!.split(',').map((w) => int('workers', w.trim(), 1, 64)))],
+    telemetry,
+    watch: values.watch ?? false,
     warmup: int('warmup', values.warmup!, 0, 1_000_000),
     redis: values.redis,
     baseline: values.baseline ?? false,

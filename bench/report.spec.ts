@@ -12,6 +12,7 @@ function row(strategy: string, shares: number[], fields: Partial<Row> = {}): Row
   }));
   return {
     strategy,
+    label: strategy,
     unsafe: false,
     workers: 1,
     buyers: 10,
@@ -75,5 +76,21 @@ describe('formatReport', () => {
     expect(text).toMatch(/\| lock \| p1 \| PASS \| 5 \| 1 \|/);
     expect(text).toMatch(/\| lock \| p2 \| FAIL \(noOversell\) \| 5 \| 2 \|/);
     expect(text).toContain('verdict: lock FAILED: p2: oversell');
+  });
+
+  it('names a telemetry-off row so, and states its off/on throughput ratio against the same strategy with telemetry on', () => {
+    const on = row('fenced', [1], { telemetry: true, throughput: 1000 });
+    const off = row('fenced', [1], {
+      label: 'fenced telemetry-off',
+      telemetry: false,
+      throughput: 1040,
+      vsTelemetryOn: { throughput: 1.04 },
+    });
+    const { text } = formatReport([on, off]);
+    expect(text).toContain('| fenced telemetry-off | PASS | 1,040 |');
+    expect(text).toContain('verdict: fenced telemetry-off sold 3 of 3');
+    expect(text).toContain(
+      'telemetry: fenced telemetry-off served 1,040 req/s, with it on 1,000: off/on throughput 1.04x (same run)',
+    );
   });
 });

@@ -1,4 +1,6 @@
 import type { Cost } from './cost';
+import type { LatencyPoint } from './latency-curve';
+import type { SoldPoint } from './timeline';
 import type { ProductVerdict, Verdict } from './verdict';
 
 /** One product of a row that sold several (--products N): its own verdict, and whether it passed as its row must. */
@@ -13,6 +15,8 @@ export interface ProductRow extends ProductVerdict {
  */
 export interface Row extends Verdict {
   readonly strategy: string;
+  /** The row's name in tables and charts: the strategy, its workers, its telemetry if off (rowLabel). */
+  readonly label: string;
   /** A deliberately broken strategy: its row passes when it shows its failure. */
   readonly unsafe: boolean;
   readonly buyers: number;
@@ -21,14 +25,22 @@ export interface Row extends Verdict {
   readonly stock: number;
   readonly quantity: number;
   readonly workers: number;
+  /** False for a row whose app ran with TELEMETRY=0 (--telemetry off). */
+  readonly telemetry: boolean;
   readonly durationMs: number;
   /** Requests / wall seconds of the measured pass. */
   readonly throughput: number;
   readonly latency: { p50: number; p90: number; p99: number; max: number };
+  /** Every answer's latency, as a percentile curve (the first pass's, not --retries'). */
+  readonly latencyByPercentile: LatencyPoint[];
+  /** Units sold since the load started, from the order stream (all products together). */
+  readonly soldOverTime: SoldPoint[];
   readonly status: Record<string, number>;
   readonly codes: Record<string, number>;
   readonly errors: number;
   readonly timeouts: number;
+  /** A telemetry-off row: its throughput divided by the same strategy's with telemetry on, same run. */
+  readonly vsTelemetryOn?: { throughput: number };
   /** With --baseline: this row's throughput and p99 divided by the baseline's, same run. */
   readonly vsBaseline?: { throughput: number; p99: number };
   /** What the measured pass cost the app and Redis (bench/cost.ts). */
@@ -56,9 +68,15 @@ export const FAILURE_SHOWN_BY: Readonly<Record<string, string>> = {
 };
 
 const n = (x: number | null) => (x === null ? '-' : x.toLocaleString('en-US'));
-const label = (r: Row) => `${r.strategy}${r.workers > 1 ? ` ×${r.workers}` : ''}`;
 
-function result(row: Row): string {
+/** `fenced`, `lock ×2`, `fenced telemetry-off`: what tells the rows of one run apart. */
+export function rowLabel(r: Pick<Row, 'strategy' | 'workers' | 'telemetry'>): string {
+  return `${r.strategy}${r.workers > 1 ? ` ×${r.workers}` : ''}${r.telemetry === false ? ' telemetry-off' : ''}`;
+}
+const label = rowLabel;
+
+/** The table's result cell: PASS, FAIL (...), or for an unsafe strategy whether it showed its failure. */
+export function rowResult(row: Row): string {
   const broken = Object.entries(row.invariants)
     .filter(([, ok]) => !ok)
     .map(([name]) => name);
@@ -148,7 +166,7 @@ export function formatReport(rows: Row[]): { text: string; tables: string; faile
         .filter(([s]) => s.startsWith(prefix))
         .reduce((a, [, k]) => a + k, 0);
     lines.push(
-      `| ${label(r)} | ${result(r)} | ${n(r.throughput)} | ${r.latency.p50} | ${r.latency.p99} | ` +
+      `| ${label(r)} | ${rowResult(r)} | ${n(r.throughput)} | ${r.latency.p50} | ${r.latency.p99} | ` +
         `${r.latency.max} | ${n(r.status['201'] ?? 0)} | ${n(r.status['409'] ?? 0)} | ${n(count('5'))} | ${n(r.sold)} | ` +
         `${n(r.stockLeft)} | ${n(r.oversold)} | ${n(r.sellOutMs)} | ${n(r.salesPerSec)} |` +
         (ratios ? ` ${r.vsBaseline?.throughput.toFixed(2) ?? '-'}x | ${r.vsBaseline?.p99.toFixed(2) ?? '-'}x |` : ''),
@@ -168,39 +186,47 @@ export function formatReport(rows: Row[]): { text: string; tables: string; faile
     } else if (!r.unsafe && r.pass) {
       const each = r.products ? ` over ${r.products.length} products` : '';
       lines.push(
-        `verdict: ${r.strategy} sold ${n(r.sold)} of ${n(r.stock)}${each} to ${n(r.distinctBuyers)} buyers; ` +
+        `verdict: ${label(r)} sold ${n(r.sold)} of ${n(r.stock)}${each} to ${n(r.distinctBuyers)} buyers; ` +
           `every invariant holds${r.products ? ' for each product' : ''} (checked from Redis) — ` +
           `${n(r.requests)} requests in ${(r.durationMs / 1000).toFixed(1)} s`,
       );
     } else if (!r.unsafe) {
       failed = true;
-      lines.push(`verdict: ${r.strategy} FAILED: ${r.problems.join('; ')}`);
+      lines.push(`verdict: ${label(r)} FAILED: ${r.problems.join('; ')}`);
     } else if (r.oversold > 0) {
       const retried = r.attempts > 1 ? ` in sale ${r.attempts} (the earlier ones did not oversell)` : '';
       const where = r.products
         ? ` in ${r.products.filter((p) => p.oversold > 0).length} of ${r.products.length} products`
         : '';
       lines.push(
-        `verdict: ${r.strategy} oversold by ${n(r.oversold)}${where}${retried} (${n(r.sold)} units sold of ${n(r.stock)}) — expected: it is unsafe`,
+        `verdict: ${label(r)} oversold by ${n(r.oversold)}${where}${retried} (${n(r.sold)} units sold of ${n(r.stock)}) — expected: it is unsafe`,
       );
     } else if (!allHold) {
       const classic = FAILURE_SHOWN_BY[r.strategy]
         ? `; its classic failure is shown by ${FAILURE_SHOWN_BY[r.strategy]}`
         : '';
-      lines.push(`verdict: ${r.strategy} (unsafe) broke ${r.problems.join('; ')}${classic}`);
+      lines.push(`verdict: ${label(r)} (unsafe) broke ${r.problems.join('; ')}${classic}`);
     } else if (FAILURE_SHOWN_BY[r.strategy]) {
       lines.push(
-        `verdict: ${r.strategy} held up under plain load; its failure needs a fault, shown by ${FAILURE_SHOWN_BY[r.strategy]}`,
+        `verdict: ${label(r)} held up under plain load; its failure needs a fault, shown by ${FAILURE_SHOWN_BY[r.strategy]}`,
       );
     } else {
       lines.push(
-        `verdict: ${r.strategy} did NOT oversell and kept every invariant: the bench cannot see the failure it exists to show`,
+        `verdict: ${label(r)} did NOT oversell and kept every invariant: the bench cannot see the failure it exists to show`,
       );
     }
     // The negative control must oversell, or the bench is blind.
     if (r.strategy === 'none' && r.oversold === 0) failed = true;
   }
   for (const r of rows) if (r.cost.shards.length > 1) lines.push(shardSplit(r));
+  for (const r of rows) {
+    if (!r.vsTelemetryOn) continue;
+    const on = rows.find((o) => o.strategy === r.strategy && o.workers === r.workers && o.telemetry !== false);
+    lines.push(
+      `telemetry: ${label(r)} served ${n(r.throughput)} req/s, with it on ${n(on?.throughput ?? null)}: ` +
+        `off/on throughput ${r.vsTelemetryOn.throughput.toFixed(2)}x (same run)`,
+    );
+  }
   for (const r of rows) {
     if (!route || r === route || !r.vsFastifyRoute) continue;
     lines.push(

@@ -1,8 +1,8 @@
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, relative } from 'node:path';
 import { passes } from '../bench/verdict';
 
 const ROOT = join(__dirname, '..');
@@ -18,6 +18,13 @@ function listening(port: number): Promise<boolean> {
     });
     socket.once('error', () => resolve(false));
   });
+}
+
+/** The results the HTML report embeds for its charts and table. */
+function embeddedResults(html: string): unknown {
+  const json = /<script type="application\/json" id="bench-data">([^]*?)<\/script>/.exec(html);
+  expect(json).not.toBeNull();
+  return JSON.parse(json![1]);
 }
 
 const ports = (output: string, pattern: RegExp) => [...output.matchAll(pattern)].map((m) => Number(m[1]));
@@ -129,6 +136,38 @@ describe('bench (scripts/bench.js)', () => {
     expect(run.stdout).toMatch(
       /\n\n\| strategy \| app CPU µs\/req \| Redis CPU µs\/req \|.*\n.*\n\| lock \| [\d.]+ \|/,
     );
+
+    // Units sold over time, from the order stream: the lock stops at the stock, at its
+    // exact sell-out; the control goes past it.
+    expect(lock.soldOverTime[0]).toEqual({ ms: 0, units: 0 });
+    expect(lock.soldOverTime).toContainEqual({ ms: lock.sellOutMs, units: 50 });
+    expect(lock.soldOverTime[lock.soldOverTime.length - 1].units).toBe(50);
+    expect(none.soldOverTime[none.soldOverTime.length - 1].units).toBe(none.sold);
+    // Every answer's latency: a rising curve from 0% to the max at 100%.
+    const curve = lock.latencyByPercentile as { percentile: number; ms: number }[];
+    expect(curve.length).toBeGreaterThan(30);
+    expect(curve[0].percentile).toBe(0);
+    expect(curve[curve.length - 1].percentile).toBe(100);
+    expect(Math.floor(curve[curve.length - 1].ms)).toBe(lock.latency.max);
+    expect(curve.every((p, i) => i === 0 || p.ms >= curve[i - 1].ms)).toBe(true);
+
+    // The HTML report beside the JSON, drawing exactly the JSON's figures.
+    const html = readFileSync(join(dir, 'tiny.html'), 'utf8');
+    expect(embeddedResults(html)).toEqual(report);
+    expect(html).toMatch(/<tr data-strategy="none"[^>]*>.*<td class="oversold">\d+<\/td><\/tr>/);
+    expect(run.stderr).toContain(`results: ${relative(ROOT, out)}, charts: ${relative(ROOT, join(dir, 'tiny.html'))}`);
+
+    // Each app's dashboard address, for the product its measured sale sells.
+    expect(run.stderr).toMatch(/\[bench\] lock: watch it live: http:\/\/127\.0\.0\.1:\d+\/\?product=hot\n/);
+    expect(run.stderr).toMatch(/\[bench\] none: watch it live: http:\/\/127\.0\.0\.1:\d+\/\?product=hot\n/);
+    // The run ends with the text chart: the stock line, and the control drawn above it.
+    const chart = run.stdout.trimEnd().split('\n');
+    expect(chart[chart.length - 1]).toContain('● lock   ○ none   ─ stock (50)');
+    const plot = chart.filter((l) => l.includes('┤'));
+    const stockRow = plot.findIndex((l) => /^\s*50 stock ┤/.test(l));
+    expect(stockRow).toBeGreaterThan(0);
+    expect(plot.slice(0, stockRow).join('')).toContain('○');
+
     // Nothing it started is left running.
     const started = [
       ...ports(output, /private Redis at redis:\/\/127\.0\.0\.1:(\d+)/g),
@@ -217,6 +256,44 @@ describe('bench (scripts/bench.js)', () => {
     expect(run.stdout).toMatch(/verdict: none oversold by \d+ in [123] of 3 products/);
     // One Redis server: no per-shard split to show.
     expect(run.stdout).not.toContain('per-shard CPU split');
+  });
+
+  it('--telemetry on,off runs each strategy with TELEMETRY on and off, and states the off/on throughput ratio', () => {
+    const out = join(dir, 'telemetry.json');
+    const { run, report } = runBench(
+      [
+        '--strategy',
+        'lock',
+        '--telemetry',
+        'on,off',
+        '--buyers',
+        '1000',
+        '--stock',
+        '20',
+        '--connections',
+        '50',
+        '--warmup',
+        '0',
+      ],
+      out,
+      60_000,
+    );
+    const [on, off] = report.rows;
+    expect(on).toMatchObject({ strategy: 'lock', label: 'lock', telemetry: true, pass: true, sold: 20 });
+    expect(on).not.toHaveProperty('vsTelemetryOn');
+    expect(off).toMatchObject({
+      strategy: 'lock',
+      label: 'lock telemetry-off',
+      telemetry: false,
+      pass: true,
+      sold: 20,
+    });
+    expect(off.vsTelemetryOn.throughput).toBeCloseTo(off.throughput / on.throughput, 2);
+    expect(run.stdout).toContain('| lock telemetry-off | PASS |');
+    expect(run.stdout).toMatch(
+      /telemetry: lock telemetry-off served [\d,]+ req\/s, with it on [\d,]+: off\/on throughput [\d.]+x \(same run\)/,
+    );
+    expect(existsSync(join(dir, 'telemetry.html'))).toBe(true);
   });
 
   it('on Ctrl-C (SIGINT) stops the app and Redis it started', async () => {

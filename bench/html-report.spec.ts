@@ -1,0 +1,178 @@
+import { runInNewContext } from 'node:vm';
+import { BenchResults, chartJsSource, htmlPathFor, htmlReport } from './html-report';
+import { Row } from './report';
+
+/** A row as the bench writes it, with the fields the page reads. */
+function row(strategy: string, fields: Partial<Row> = {}): Row {
+  return {
+    strategy,
+    label: strategy,
+    unsafe: strategy === 'none',
+    workers: 1,
+    telemetry: true,
+    buyers: 5000,
+    requests: 5000,
+    throughput: 4321,
+    latency: { p50: 10, p90: 20, p99: 30, max: 40 },
+    latencyByPercentile: [
+      { percentile: 0, ms: 1.5 },
+      { percentile: 90, ms: 20 },
+      { percentile: 99, ms: 30 },
+      { percentile: 100, ms: 40 },
+    ],
+    soldOverTime: [
+      { ms: 0, units: 0 },
+      { ms: 12, units: 1000 },
+    ],
+    status: { '201': 1000, '409': 4000 },
+    codes: { CREATED: 1000, SOLD_OUT: 4000 },
+    stock: 1000,
+    sold: 1000,
+    stockLeft: 0,
+    oversold: 0,
+    invariants: { noOversell: true },
+    pass: true,
+    ...fields,
+  } as unknown as Row;
+}
+
+const results = (rows: Row[], command = 'npm run bench -- --strategy lock,none'): BenchResults => ({
+  command,
+  date: '2026-11-24T08:00:00.000Z',
+  machine: { cpus: 2, cpuModel: 'AMD EPYC', node: 'v24.21.0', redis: '7.0.15' },
+  rows,
+});
+
+const oversold = row('none', {
+  sold: 1178,
+  stockLeft: -178,
+  oversold: 178,
+  soldOverTime: [
+    { ms: 0, units: 0 },
+    { ms: 30, units: 1178 },
+  ],
+  status: { '201': 1178, '409': 3822 },
+  codes: { CREATED: 1178, SOLD_OUT: 3822 },
+  invariants: { noOversell: false } as Row['invariants'],
+});
+
+const chartJs = chartJsSource();
+
+/** The embedded results, as the page's script reads them. */
+function embedded(html: string): unknown {
+  const json = /<script type="application\/json" id="bench-data">([^]*?)<\/script>/.exec(html)![1];
+  return JSON.parse(json);
+}
+
+describe('htmlReport', () => {
+  it('is one file that fetches nothing: Chart.js inlined, no http(s) src or href, no stylesheet link', () => {
+    const html = htmlReport(results([row('lock'), oversold]), chartJs);
+    expect(chartJs.length).toBeGreaterThan(100_000);
+    expect(html).toContain(chartJs);
+    expect(html).toMatch(/^\s*\* Chart\.js v4\./m);
+    expect(html).not.toMatch(/(src|href)\s*=\s*["']?\s*(https?:)?\/\//i);
+    expect(html).not.toMatch(/<link\b|@import|\burl\(/i);
+    expect(html).not.toMatch(/\bimport\s*\(/);
+  });
+
+  it('embeds the results as JSON that parses back to the same rows, command, date and machine', () => {
+    const input = results([row('lock'), oversold]);
+    expect(embedded(htmlReport(input, chartJs))).toEqual(JSON.parse(JSON.stringify(input)));
+  });
+
+  it('keeps a </script> in the data (a label, the command) inside its element, and shows it as text', () => {
+    const evil = '</script><script>alert(1)</script><!--';
+    const input = results([row('lock', { label: evil })], `npm run bench -- ${evil}`);
+    const html = htmlReport(input, chartJs);
+    // Only the page's own three script elements close.
+    expect(html.match(/<\/script/gi)).toHaveLength(3);
+    expect(html).not.toContain('<script>alert(1)');
+    expect(embedded(html)).toEqual(JSON.parse(JSON.stringify(input)));
+    expect(html).toContain('<code id="command">npm run bench -- &lt;/script&gt;&lt;script&gt;alert(1)');
+    expect(html).toContain('data-strategy="&lt;/script&gt;&lt;script&gt;alert(1)&lt;/script&gt;&lt;!--"');
+  });
+
+  it('has a summary row per bench row with its figures as en-US integers, and the command, date and machine', () => {
+    const html = htmlReport(results([row('lock'), oversold]), chartJs);
+    const tr = /<tr data-strategy="none"[^>]*>(.*?)<\/tr>/.exec(html)![1];
+    const cell = (name: string) => new RegExp(`<td class="${name}">([^<]*)</td>`).exec(tr)?.[1];
+    expect({
+      requests: cell('requests'),
+      sold: cell('sold'),
+      left: cell('stock-left'),
+      oversold: cell('oversold'),
+      result: cell('result'),
+    }).toEqual({
+      requests: '5,000',
+      sold: '1,178',
+      left: '-178',
+      oversold: '178',
+      result: 'expected failure shown (noOversell)',
+    });
+    expect(html.match(/<tr data-strategy=/g)).toHaveLength(2);
+    expect(html).toContain('<code id="command">npm run bench -- --strategy lock,none</code>');
+    expect(html).toContain('<span id="date">2026-11-24T08:00:00.000Z</span>');
+    expect(html).toContain('Node v24.21.0, Redis 7.0.15, 2 × AMD EPYC');
+    for (const id of ['summary', 'chart-sold', 'chart-latency', 'chart-codes']) expect(html).toContain(`id="${id}"`);
+  });
+
+  it('states the telemetry off/on throughput ratio of an off row', () => {
+    const off = row('fenced', { label: 'fenced telemetry-off', telemetry: false, vsTelemetryOn: { throughput: 1.04 } });
+    const html = htmlReport(results([row('fenced'), off]), chartJs);
+    expect(html).toContain('<li>fenced telemetry-off: 4,321 req/s, 1.04× the throughput of fenced with telemetry on');
+  });
+
+  // The page's own script, run against a stand-in Chart that renders at once: what it asks Chart.js to draw.
+  it('draws units sold against a stock line, latency on a log percentile axis, answers by code; then sets ready', () => {
+    const html = htmlReport(results([row('lock'), oversold]), chartJs);
+    const script = [...html.matchAll(/<script>([^]*?)<\/script>/g)].pop()![1];
+    const charts: { canvas: string; config: any }[] = [];
+    const body = { dataset: {} as Record<string, string> };
+    const document = {
+      body,
+      getElementById: (id: string) => (id === 'bench-data' ? { textContent: JSON.stringify(embedded(html)) } : id),
+    };
+    class Chart {
+      static defaults = { font: {} };
+      constructor(canvas: string, config: any) {
+        charts.push({ canvas, config });
+        expect(body.dataset.ready).toBeUndefined();
+        for (const plugin of config.plugins ?? []) plugin.afterRender?.(this);
+      }
+    }
+    runInNewContext(script, { document, Chart });
+    expect(charts.map((c) => c.canvas)).toEqual(['chart-sold', 'chart-latency', 'chart-codes']);
+    expect(body.dataset.ready).toBe('true');
+
+    const [sold, latency, codes] = charts.map((c) => c.config);
+    const stockLine = sold.data.datasets.find((d: any) => d.label === 'stock (1,000 units)');
+    expect(stockLine.data).toEqual([
+      { x: 0, y: 1000 },
+      { x: 30, y: 1000 },
+    ]);
+    const none = sold.data.datasets.find((d: any) => d.label === 'none');
+    expect(Math.max(...none.data.map((p: any) => p.y))).toBeGreaterThan(stockLine.data[0].y);
+
+    expect(latency.options.scales.x.type).toBe('logarithmic');
+    const lock = latency.data.datasets[0];
+    expect(lock.data.map((p: any) => p.y)).toEqual([1.5, 20, 30, 40]);
+    expect(lock.data[2].x).toBeCloseTo(100);
+    expect(latency.options.scales.x.ticks.callback(1000)).toBe('99.9%');
+
+    expect(codes.data.labels).toEqual(['lock', 'none']);
+    expect(codes.data.datasets.map((d: any) => [d.label, d.data])).toEqual([
+      ['CREATED', [1000, 1178]],
+      ['SOLD_OUT', [4000, 3822]],
+    ]);
+  });
+});
+
+describe('htmlPathFor', () => {
+  it('puts the page beside the JSON, named alike', () => {
+    expect(htmlPathFor('/tmp/x/r.json')).toBe('/tmp/x/r.html');
+    expect(htmlPathFor('bench/results/2026-11-24T08-00-00-000Z.json')).toBe(
+      'bench/results/2026-11-24T08-00-00-000Z.html',
+    );
+    expect(htmlPathFor('/tmp/x/results')).toBe('/tmp/x/results.html');
+  });
+});

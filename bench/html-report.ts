@@ -1,0 +1,223 @@
+import { readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { Row, rowResult } from './report';
+
+/** What one bench run wrote to its JSON file, as far as the page needs it. */
+export interface BenchResults {
+  readonly command: string;
+  readonly date: string;
+  readonly machine: { readonly cpus: number; readonly cpuModel: string; readonly node: string; readonly redis: string };
+  readonly rows: readonly Row[];
+}
+
+/** `x/r.json` → `x/r.html`: the page sits beside the figures it draws. */
+export function htmlPathFor(jsonPath: string): string {
+  return `${jsonPath.replace(/\.json$/i, '')}.html`;
+}
+
+/** Chart.js's browser build (UMD, minified), to inline: the page must open from a file, offline. */
+export function chartJsSource(): string {
+  return readFileSync(join(dirname(require.resolve('chart.js')), 'chart.umd.min.js'), 'utf8');
+}
+
+const n = (x: number) => x.toLocaleString('en-US');
+
+const escapeHtml = (text: string) =>
+  text.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
+
+/**
+ * JSON that cannot end its <script> element: every `<` becomes the JSON escape \u003c,
+ * so no `</script>` or `<!--` can appear, and JSON.parse gives back the same text.
+ */
+const embeddedJson = (data: unknown) => JSON.stringify(data).replace(/</g, '\\u003c');
+
+/**
+ * The bench's report as one self-contained HTML page: the summary table, and charts of
+ * units sold over time against the stock, latency by percentile and answers by code,
+ * drawn in the browser by Chart.js from the results embedded as JSON. Nothing is
+ * fetched: the library is inlined (`chartJs`, see chartJsSource), so the file can be
+ * mailed or opened from disk. `document.body.dataset.ready` is 'true' once every chart
+ * has been drawn, for a browser test.
+ */
+export function htmlReport(results: BenchResults, chartJs: string): string {
+  const { command, date, machine, rows } = results;
+  const body = rows.map(
+    (r) =>
+      `<tr data-strategy="${escapeHtml(r.label)}"${r.pass ? '' : ' class="failed"'}>` +
+      `<th scope="row">${escapeHtml(r.label)}</th>` +
+      `<td class="result">${escapeHtml(rowResult(r))}</td>` +
+      `<td class="requests">${n(r.requests)}</td>` +
+      `<td class="throughput">${n(r.throughput)}</td>` +
+      `<td class="p99">${n(r.latency.p99)}</td>` +
+      `<td class="stock">${n(r.stock)}</td>` +
+      `<td class="sold">${n(r.sold)}</td>` +
+      `<td class="stock-left">${n(r.stockLeft)}</td>` +
+      `<td class="oversold">${n(r.oversold)}</td></tr>`,
+  );
+  const telemetry = rows
+    .filter((r) => r.vsTelemetryOn)
+    .map(
+      (r) =>
+        `<li>${escapeHtml(r.label)}: ${n(r.throughput)} req/s, ${r.vsTelemetryOn!.throughput.toFixed(2)}× the ` +
+        `throughput of ${escapeHtml(r.strategy)} with telemetry on (off/on, same run)</li>`,
+    );
+  const machineText = `Node ${machine.node}, Redis ${machine.redis}, ${machine.cpus} × ${machine.cpuModel}`;
+  return `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>seckill bench, ${escapeHtml(date)}</title>
+<style>
+body { font: 15px/1.5 system-ui, sans-serif; margin: 2rem auto; max-width: 72rem; padding: 0 1rem; color: #222; }
+code { background: #f3f3f3; padding: 0 .3em; }
+table { border-collapse: collapse; margin: 1rem 0; }
+th, td { border-bottom: 1px solid #ddd; padding: .3rem .7rem; text-align: right; }
+th[scope=row], thead th:first-child, td.result { text-align: left; }
+tr.failed { background: #fde8e8; }
+.chart { position: relative; height: 24rem; margin-bottom: 2.5rem; }
+.hint { color: #555; margin: .2rem 0 .6rem; }
+</style>
+</head>
+<body>
+<h1>seckill bench</h1>
+<p>Ran <code id="command">${escapeHtml(command)}</code> on <span id="date">${escapeHtml(date)}</span>,
+<span id="machine">${escapeHtml(machineText)}</span>.</p>
+<table id="summary">
+<thead><tr><th>row</th><th>result</th><th>requests</th><th>req/s</th><th>p99 ms</th><th>stock</th><th>sold</th><th>stock left</th><th>oversold</th></tr></thead>
+<tbody>
+${body.join('\n')}
+</tbody>
+</table>
+<p class="hint">Sold, stock left and oversold are read from Redis after the sale, not from the answers.
+An unsafe row passes when it shows the failure it exists to show.</p>
+${telemetry.length > 0 ? `<h2>Telemetry off vs on</h2>\n<ul id="telemetry">\n${telemetry.join('\n')}\n</ul>\n` : ''}<h2>Units sold over time</h2>
+<p class="hint">Each order's time is Redis's own clock (the order stream's entry id). The dashed line is the stock:
+a lock's line climbs to it and stops; a line that goes above it sold units that did not exist (an oversell).</p>
+<div class="chart"><canvas id="chart-sold"></canvas></div>
+<h2>Latency by percentile</h2>
+<p class="hint">Every answer's latency. Read left to right: the middle buyer (50%), then the slowest 1 in 10 (90%),
+1 in 100 (99%) and so on to the slowest (100%). The right end is the tail a few buyers wait through.</p>
+<div class="chart"><canvas id="chart-latency"></canvas></div>
+<h2>Answers by code</h2>
+<p class="hint">How every request was answered: CREATED is an order, SOLD_OUT a true refusal. Any 5xx code is a
+failure. The scale is logarithmic, so a few orders show beside many refusals.</p>
+<div class="chart"><canvas id="chart-codes"></canvas></div>
+<script type="application/json" id="bench-data">${embeddedJson(results)}</script>
+<script>${chartJs.replace(/<\/(script)/gi, '<\\/$1')}</script>
+<script>${PAGE_SCRIPT}</script>
+</body>
+</html>
+`;
+}
+
+/**
+ * Draws the three charts from the embedded results. Plain browser JavaScript, no
+ * template: the data comes from #bench-data alone, so the page and the JSON agree.
+ */
+const PAGE_SCRIPT = `
+'use strict';
+(function () {
+  var data = JSON.parse(document.getElementById('bench-data').textContent);
+  var rows = data.rows;
+  var palette = ['#1f77b4', '#d62728', '#2ca02c', '#9467bd', '#ff7f0e', '#8c564b', '#e377c2', '#17becf', '#bcbd22', '#7f7f7f'];
+  var colour = function (i) { return palette[i % palette.length]; };
+  var fmt = function (x) { return Number(x).toLocaleString('en-US'); };
+  // A log axis labelled at 1, 2 and 5 of each power of ten only: readable, not crowded.
+  var logTicks = {
+    callback: function (v) {
+      var m = v / Math.pow(10, Math.floor(Math.log10(v)));
+      return [1, 2, 5].some(function (k) { return Math.abs(m - k) < 1e-9; }) ? fmt(v) : null;
+    }
+  };
+  var charts = 3, drawn = 0;
+  // Each chart reports its first drawing; the page is ready when all three have.
+  var ready = {
+    id: 'ready',
+    afterRender: function (chart) {
+      if (chart.$drawn) return;
+      chart.$drawn = true;
+      if (++drawn === charts) document.body.dataset.ready = 'true';
+    }
+  };
+  Chart.defaults.animation = false;
+  Chart.defaults.maintainAspectRatio = false;
+  Chart.defaults.font.size = 13;
+
+  var end = 0;
+  rows.forEach(function (r) { r.soldOverTime.forEach(function (p) { end = Math.max(end, p.ms); }); });
+  var stocks = [];
+  rows.forEach(function (r) { if (stocks.indexOf(r.stock) < 0) stocks.push(r.stock); });
+  var sold = rows.map(function (r, i) {
+    return {
+      label: r.label, borderColor: colour(i), backgroundColor: colour(i), borderWidth: 2, pointRadius: 0,
+      data: r.soldOverTime.map(function (p) { return { x: p.ms, y: p.units }; })
+    };
+  }).concat(stocks.map(function (s) {
+    return {
+      label: 'stock (' + fmt(s) + ' units)', borderColor: '#000', backgroundColor: '#000', borderDash: [6, 4],
+      borderWidth: 1.5, pointRadius: 0, data: [{ x: 0, y: s }, { x: Math.max(end, 1), y: s }]
+    };
+  }));
+  new Chart(document.getElementById('chart-sold'), {
+    type: 'line', data: { datasets: sold }, plugins: [ready],
+    options: {
+      parsing: false,
+      plugins: { title: { display: true, text: 'Units sold over time: does any line cross the dashed stock line?' } },
+      scales: {
+        x: { type: 'linear', min: 0, title: { display: true, text: 'ms since the first request (Redis clock)' } },
+        y: { type: 'linear', min: 0, title: { display: true, text: 'units sold' } }
+      }
+    }
+  });
+
+  // HdrHistogram's plot: x is 1 / (1 - p), so 90%, 99%, 99.9% are evenly spaced; the max sits one step past the last.
+  var latency = rows.map(function (r, i) {
+    var points = [];
+    r.latencyByPercentile.forEach(function (p) {
+      var x = p.percentile >= 100 ? (points.length ? points[points.length - 1].x * 1.26 : 1) : 1 / (1 - p.percentile / 100);
+      points.push({ x: x, y: Math.max(p.ms, 0.01), percentile: p.percentile });
+    });
+    return { label: r.label, borderColor: colour(i), backgroundColor: colour(i), borderWidth: 2, pointRadius: 0, data: points };
+  });
+  var percentLabel = function (x) {
+    var p = 100 * (1 - 1 / x);
+    return (Math.round(p * 1e4) / 1e4) + '%';
+  };
+  new Chart(document.getElementById('chart-latency'), {
+    type: 'line', data: { datasets: latency }, plugins: [ready],
+    options: {
+      parsing: false,
+      interaction: { mode: 'nearest', intersect: false },
+      plugins: {
+        title: { display: true, text: 'Latency by percentile: how long the slowest 1 in 10, 1 in 100, ... waited' },
+        tooltip: { callbacks: { label: function (c) { return c.dataset.label + ': ' + c.raw.percentile + '% within ' + c.raw.y + ' ms'; } } }
+      },
+      scales: {
+        x: {
+          type: 'logarithmic', min: 1, title: { display: true, text: 'percentile (log scale of 1 / (1 - p))' },
+          ticks: { callback: function (x) { return Math.abs(Math.log10(x) % 1) < 1e-9 ? percentLabel(x) : null; } }
+        },
+        y: { type: 'logarithmic', ticks: logTicks, title: { display: true, text: 'latency, ms (log scale)' } }
+      }
+    }
+  });
+
+  var codes = [];
+  rows.forEach(function (r) { Object.keys(r.codes).forEach(function (c) { if (codes.indexOf(c) < 0) codes.push(c); }); });
+  codes.sort(function (a, b) { return a === 'CREATED' ? -1 : b === 'CREATED' ? 1 : a < b ? -1 : 1; });
+  new Chart(document.getElementById('chart-codes'), {
+    type: 'bar', plugins: [ready],
+    data: {
+      labels: rows.map(function (r) { return r.label; }),
+      datasets: codes.map(function (c, i) {
+        return { label: c, backgroundColor: colour(i), data: rows.map(function (r) { return r.codes[c] || null; }) };
+      })
+    },
+    options: {
+      plugins: { title: { display: true, text: 'Answers by code, per row: orders (CREATED) beside refusals' } },
+      scales: { y: { type: 'logarithmic', ticks: logTicks, title: { display: true, text: 'answers (log scale)' } } }
+    }
+  });
+})();
+`;
