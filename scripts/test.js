@@ -31,7 +31,12 @@ function main() {
   // rest runs two files at a time, then these run one after the other. The start:dev
   // test is among them because `nest start --watch` deletes and rebuilds dist/, which
   // the others run.
-  const HEAVY = ['test/bench.e2e-spec.ts', 'test/faults.e2e-spec.ts', 'test/watch.e2e-spec.ts'];
+  const HEAVY = [
+    'test/bench.e2e-spec.ts',
+    'test/report-browser.e2e-spec.ts',
+    'test/faults.e2e-spec.ts',
+    'test/watch.e2e-spec.ts',
+  ];
   const first = run(['--testPathIgnorePatterns', '/node_modules/', '/dist/', ...HEAVY]);
   const second = run(['--runInBand', ...HEAVY]);
   process.exit(first || second);

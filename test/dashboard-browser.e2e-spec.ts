@@ -85,8 +85,10 @@ describeWithBrowser('dashboard in Chromium during a real sale', (browser) => {
     expect(answered).toBe(2_000);
     await page.waitForFunction(
       ({ created, soldOut }) => {
+        // Runs in the page (this file is compiled without the DOM's types).
+        const doc = (globalThis as any).document;
         const count = (code: string) =>
-          Number(document.querySelector(`#answers tr[data-code="${code}"] td.count`)?.textContent?.replace(/,/g, ''));
+          Number(doc.querySelector(`#answers tr[data-code="${code}"] td.count`)?.textContent?.replace(/,/g, ''));
         return count('CREATED') === created && count('SOLD_OUT') === soldOut;
       },
       { created: total(loads, 'CREATED'), soldOut: total(loads, 'SOLD_OUT') },
@@ -122,7 +124,7 @@ describeWithBrowser('dashboard in Chromium during a real sale', (browser) => {
     // Each chart has something drawn on it.
     const drawn = await page.$$eval('canvas', (canvases) =>
       canvases.map((c) => {
-        const data = (c as HTMLCanvasElement).getContext('2d')!.getImageData(0, 0, c.width, c.height).data;
+        const data = (c as any).getContext('2d').getImageData(0, 0, c.width, c.height).data;
         let inked = 0;
         for (let p = 3; p < data.length; p += 4) if (data[p] > 0) inked++;
         return { id: c.id, inked };
