@@ -150,8 +150,10 @@ async function startTarget(run: Run, target: Target, workers: number, telemetry:
         LOCK_STRATEGY: target,
         ALLOW_UNSAFE: unsafe ? '1' : '0',
         KEY_PREFIX: prefix,
-        LOG_LEVEL: 'warn',
-        // Said either way, so a TELEMETRY in the bench's own environment cannot decide it.
+        // Telemetry on is what `npm start` runs: metrics, the dashboard's aggregate and the
+        // default log level; off is none of them, so the ratio prices all three. Said either
+        // way, so a TELEMETRY or LOG_LEVEL in the bench's own environment cannot decide it.
+        LOG_LEVEL: telemetry ? 'log' : 'error',
         TELEMETRY: telemetry ? '1' : '0',
       },
     });

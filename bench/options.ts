@@ -60,8 +60,9 @@ export const USAGE = `usage: npm run bench -- [options]
   --strategy LIST   comma-separated: ${LOCK_STRATEGY_NAMES.join(', ')}, or all  (${CONFIG_DEFAULTS.lockStrategy}: the app's default)
   --workers LIST    app processes sharing the port (node:cluster); a
                     list (1,2) runs every strategy with each count    (1)
-  --telemetry LIST  on, off (the app with TELEMETRY=0: no metrics, logs or
-                    dashboard aggregate), or on,off: a row each, and the
+  --telemetry LIST  on, off (the app with TELEMETRY=0 and LOG_LEVEL=error: no
+                    metrics, dashboard aggregate or info logs), or on,off
+                    (or off,on: the order they run in): a row each, and the
                     off/on throughput ratio of each strategy         (on)
   --warmup N        warm-up requests on a separate product            (10000)
   --watch           on a terminal (stdin and stderr both a TTY), wait a few
