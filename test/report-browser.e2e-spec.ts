@@ -21,6 +21,13 @@ interface JsonRow {
   latencyByPercentile: { percentile: number; ms: number }[];
 }
 
+/** One dataset of a chart, as Chart.js holds it in the page. */
+interface Plotted {
+  label: string;
+  last: unknown;
+  values: unknown[];
+}
+
 /** What a summary row's cells show, as numbers (toLocaleString('en-US') undone). */
 async function summaryRow(page: Page, label: string): Promise<Record<string, number>> {
   return page.$eval(`#summary tbody tr[data-strategy="${label}"]`, (tr) => {
@@ -105,7 +112,7 @@ describeWithBrowser('bench HTML report in Chromium', (browser) => {
     }
 
     // What each chart plots, read back from Chart.js in the page.
-    const plotted = await page.evaluate(() => {
+    const plotted: Record<'sold' | 'latency' | 'codes', Plotted[]> = await page.evaluate(() => {
       const Chart = (globalThis as any).Chart;
       const datasets = (id: string) =>
         Chart.getChart(id).data.datasets.map((d: any) => ({
