@@ -4,6 +4,7 @@ import { FastifyAdapter, NestFastifyApplication } from '@nestjs/platform-fastify
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { AppModule } from './app.module';
 import { AppConfig, LOG_LEVELS } from './config/app-config';
+import { setupOpenApi } from './docs/openapi';
 import { answerClientError } from './errors/client-error';
 import { errorBody } from './errors/error.filter';
 import { FRAMEWORK_ERRORS, ValidationFailedError } from './errors/errors';
@@ -75,6 +76,7 @@ export async function createApp(config: AppConfig, options: { logger?: false } =
     // No urlencoded parser: Fastify's own JSON parser is the only one registered.
     bodyParser: false,
   });
+  setupOpenApi(app);
   await app.init();
   return app;
 }
