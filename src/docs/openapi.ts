@@ -14,9 +14,10 @@ export const ADMIN_AUTH = 'admin';
 
 /**
  * The routes SwaggerModule serves, which no controller declares: listed so the
- * document covers every route the app answers.
+ * document covers every route the app answers. New objects for each document, which
+ * gets its error responses added in place.
  */
-const DOCS_ROUTES: Record<string, PathItemObject> = {
+const docsRoutes = (): Record<string, PathItemObject> => ({
   [`/${DOCS_PATH}`]: {
     get: {
       operationId: 'docs_ui',
@@ -45,7 +46,7 @@ const DOCS_ROUTES: Record<string, PathItemObject> = {
       { [ERROR_CODES_EXTENSION]: ['NOT_FOUND'] },
     ),
   },
-};
+});
 
 /**
  * Serves the OpenAPI document of every route at `/docs-json` and Swagger UI at `/docs`
@@ -90,7 +91,7 @@ function openApiDocument(app: INestApplication): OpenAPIObject {
     )
     .build();
   const document = SwaggerModule.createDocument(app, config);
-  document.paths = { ...document.paths, ...DOCS_ROUTES };
+  document.paths = { ...document.paths, ...docsRoutes() };
   for (const item of Object.values(document.paths)) {
     for (const operation of operationsOf(item)) addErrorResponses(operation);
   }
@@ -113,11 +114,17 @@ function addErrorResponses(operation: OperationObject): void {
   operation.responses = { ...operation.responses, ...errors };
 }
 
+interface PackageJson {
+  readonly name: string;
+  readonly description: string;
+  readonly version: string;
+}
+
 /** The package's own package.json, from src/docs (tests) or dist/src/docs (the built app, the image). */
-function packageJson(): { name: string; description: string; version: string } {
+function packageJson(): PackageJson {
   for (let dir = __dirname; dirname(dir) !== dir; dir = dirname(dir)) {
     const file = join(dir, 'package.json');
-    if (existsSync(file)) return JSON.parse(readFileSync(file, 'utf8')) as never;
+    if (existsSync(file)) return JSON.parse(readFileSync(file, 'utf8')) as PackageJson;
   }
   throw new Error(`no package.json above ${__dirname}`);
 }
