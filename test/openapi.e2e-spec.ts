@@ -8,7 +8,8 @@ import { CREATE_ORDER_ROUTE_SCHEMA } from '../src/orders/dto/create-order.schema
 import { ProductParamsDto } from '../src/products/dto/product-params.dto';
 import { StartSaleDto } from '../src/products/dto/start-sale.dto';
 import { bodySchemaOf } from '../src/validation/json-schema';
-import { ADMIN_TOKEN, request, startSale } from './helpers/app';
+import { ADMIN_TOKEN, request, startSale, startTestApp } from './helpers/app';
+import { uniquePrefix } from './helpers/redis';
 import { startTestStack, TestStack } from './helpers/stack';
 
 type Json = Record<string, any>;
@@ -154,6 +155,15 @@ describe('OpenAPI at /docs-json, Swagger UI at /docs', () => {
       for (const schema of Object.values<Json>(doc.components.schemas)) ajv.compile(resolveRefs(doc, schema));
     });
 
+    it('is the same for a second app built in the same process (nothing in it is built twice)', async () => {
+      const second = await startTestApp({ REDIS_URL: stack.redis.url, KEY_PREFIX: uniquePrefix('openapi-2') });
+      try {
+        expect((await request(second.url, 'GET', '/docs-json')).body).toEqual(doc);
+      } finally {
+        await second.close();
+      }
+    });
+
     it('lists every route of the README API table, and nothing the table does not', () => {
       const rows = apiTable().map((r) => r.route);
       for (const route of ['PUT /api/products/:id', 'GET /api/products/:id', 'POST /api/orders', 'GET /health']) {
@@ -282,7 +292,8 @@ describe('OpenAPI at /docs-json, Swagger UI at /docs', () => {
   describe('the document against the running app', () => {
     /** The route's path with each parameter filled in. */
     const pathOf = (o: Operation, value = 'docs-probe') => o.path.replace(/\{\w+\}/g, value);
-    const tokenOf = (o: Operation): Record<string, string> => (o.op.security?.length ? { authorization: `Bearer ${ADMIN_TOKEN}` } : {});
+    const tokenOf = (o: Operation): Record<string, string> =>
+      o.op.security?.length ? { authorization: `Bearer ${ADMIN_TOKEN}` } : {};
 
     it('answers a bad body, malformed JSON, another media type and a body over 16 KiB with a code the route lists', async () => {
       const bodyRoutes = operations.filter((o) => o.op.requestBody);
