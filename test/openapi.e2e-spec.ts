@@ -297,7 +297,9 @@ describe('OpenAPI at /docs-json, Swagger UI at /docs', () => {
 
     it('answers a bad body, malformed JSON, another media type and a body over 16 KiB with a code the route lists', async () => {
       const bodyRoutes = operations.filter((o) => o.op.requestBody);
-      expect(bodyRoutes.map((o) => o.route).sort()).toEqual(['POST /api/orders', 'PUT /api/products/:id']);
+      expect(bodyRoutes.map((o) => o.route)).toEqual(
+        expect.arrayContaining(['POST /api/orders', 'PUT /api/products/:id']),
+      );
       const json = { 'content-type': 'application/json' };
       const sends: [string, { raw: string; headers: Record<string, string> }][] = [
         ['an empty object', { raw: '{}', headers: json }],
