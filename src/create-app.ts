@@ -4,6 +4,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Logger } from 'nestjs-pino';
 import { AppModule } from './app.module';
 import { AppConfig } from './config/app-config';
+import { setupOpenApi } from './docs/openapi';
 import { answerClientError } from './errors/client-error';
 import { errorBody } from './errors/error.filter';
 import { FRAMEWORK_ERRORS, ValidationFailedError } from './errors/errors';
@@ -79,6 +80,7 @@ export async function createApp(config: AppConfig, options: { logger?: false } =
     bodyParser: false,
   });
   if (logged) app.useLogger(app.get(Logger));
+  setupOpenApi(app);
   await app.init();
   return app;
 }

@@ -1,4 +1,5 @@
 import { Controller, Get, Header } from '@nestjs/common';
+import { ApiOperation, ApiProduces, ApiResponse, ApiTags } from '@nestjs/swagger';
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 
@@ -14,6 +15,7 @@ const CHART_JS = join(dirname(require.resolve('chart.js')), 'chart.umd.min.js');
  * GET / : the live sale dashboard. Plain files, read once at start-up and served
  * from memory, and Chart.js from node_modules: no build step and nothing from a CDN.
  */
+@ApiTags('dashboard')
 @Controller()
 export class DashboardController {
   private readonly html = readFileSync(join(PUBLIC, 'index.html'));
@@ -22,6 +24,9 @@ export class DashboardController {
   private readonly chart = readFileSync(CHART_JS);
 
   @Get()
+  @ApiOperation({ summary: 'the live sale dashboard (HTML)' })
+  @ApiProduces('text/html')
+  @ApiResponse({ status: 200, description: 'the live sale dashboard (HTML)', schema: { type: 'string' } })
   @Header('content-type', 'text/html; charset=utf-8')
   @Header('cache-control', 'no-cache')
   page(): Buffer {
@@ -29,6 +34,9 @@ export class DashboardController {
   }
 
   @Get('dashboard.js')
+  @ApiOperation({ summary: "the dashboard's script" })
+  @ApiProduces('text/javascript')
+  @ApiResponse({ status: 200, description: "the dashboard's script", schema: { type: 'string' } })
   @Header('content-type', 'text/javascript; charset=utf-8')
   @Header('cache-control', 'no-cache')
   script(): Buffer {
@@ -36,6 +44,9 @@ export class DashboardController {
   }
 
   @Get('dashboard.css')
+  @ApiOperation({ summary: "the dashboard's style sheet" })
+  @ApiProduces('text/css')
+  @ApiResponse({ status: 200, description: "the dashboard's style sheet", schema: { type: 'string' } })
   @Header('content-type', 'text/css; charset=utf-8')
   @Header('cache-control', 'no-cache')
   style(): Buffer {
@@ -43,6 +54,9 @@ export class DashboardController {
   }
 
   @Get('assets/chart.umd.min.js')
+  @ApiOperation({ summary: 'Chart.js, served from the installed package' })
+  @ApiProduces('text/javascript')
+  @ApiResponse({ status: 200, description: 'Chart.js, served from the installed package', schema: { type: 'string' } })
   @Header('content-type', 'text/javascript; charset=utf-8')
   @Header('cache-control', 'public, max-age=86400')
   chartJs(): Buffer {

@@ -1,12 +1,16 @@
 import { Controller, Get, Inject, MessageEvent, Param, Res, Sse } from '@nestjs/common';
 import type { FastifyReply } from 'fastify';
+import { ApiOperation, ApiProduces, ApiResponse, ApiTags } from '@nestjs/swagger';
 import { Observable } from 'rxjs';
 import { AppConfig } from '../config/app-config';
 import { APP_CONFIG } from '../config/config.constants';
+import { ApiErrors } from '../docs/api-errors';
+import { ApiPathParams } from '../docs/dto-decorators';
 import { LiveParamsDto } from './dto/live-params.dto';
 import { LiveFeed } from './live-feed';
 import { LiveSales } from './live-sales';
 
+@ApiTags('dashboard')
 @Controller('api/live')
 export class LiveController {
   constructor(
@@ -17,6 +21,12 @@ export class LiveController {
 
   /** The products this instance saw lately (bought or reset), the latest first: the page opens the first. */
   @Get()
+  @ApiOperation({ summary: 'the products this instance saw lately (bought or reset), the latest first' })
+  @ApiResponse({
+    status: 200,
+    description: '`{instance, strategy, telemetry, products: [{productId, seenMsAgo}]}`',
+    schema: { type: 'object', required: ['instance', 'strategy', 'telemetry', 'products'] },
+  })
   products() {
     return {
       instance: this.sales.instance,
@@ -32,6 +42,16 @@ export class LiveController {
    * begins (the pipe runs first; Nest sends no header until the first event).
    */
   @Sse(':productId')
+  @ApiOperation({ summary: "a product's sale, live: Server-Sent Events, one about every 250 ms, the first at once" })
+  @ApiPathParams(LiveParamsDto)
+  @ApiErrors('VALIDATION_FAILED', 'URI_TOO_LONG')
+  @ApiProduces('text/event-stream')
+  @ApiResponse({
+    status: 200,
+    description:
+      "each event's `data` is a JSON `{at, productId, strategy, telemetry, initialStock, perUserLimit, stock, sold, lock, lockNote, instances}`; the stream ends when the app starts closing",
+    schema: { type: 'string' },
+  })
   watch(@Param() params: LiveParamsDto, @Res({ passthrough: true }) reply: FastifyReply): Observable<MessageEvent> {
     return this.feed.watch(params.productId, reply.raw);
   }

@@ -1,12 +1,18 @@
 import { Controller, Get, HttpStatus, Inject, Res } from '@nestjs/common';
+import { ApiOperation, ApiResponse, ApiTags } from '@nestjs/swagger';
 import type { FastifyReply } from 'fastify';
 import type { RedisClient } from '../redis/create-client';
 import { AppConfig, UNSAFE_STRATEGIES } from '../config/app-config';
 import { APP_CONFIG } from '../config/config.constants';
+import { component } from '../docs/components';
 import { PurchasePath } from '../orders/purchases/purchase-path';
 import { REDIS_CLIENT } from '../redis/redis.constants';
+import { HEALTH_SCHEMA } from './health.schema';
 import { redisStatus } from './redis-status';
 
+const HEALTH = component('Health', HEALTH_SCHEMA);
+
+@ApiTags('health')
 @Controller('health')
 export class HealthController {
   constructor(
@@ -21,6 +27,15 @@ export class HealthController {
    * 503 otherwise. Says which strategy is running.
    */
   @Get()
+  @ApiOperation({ summary: "whether this instance can sell: Redis (and Redlock's nodes) answer" })
+  @ApiResponse({ status: 200, description: 'Redis answers', schema: HEALTH })
+  @ApiResponse({
+    status: 503,
+    description:
+      'Redis does not answer PING, or fewer than a quorum of Redlock nodes do: the same body, `status: "unavailable"`',
+    headers: { 'Retry-After': { description: 'seconds to wait before asking again', schema: { type: 'integer' } } },
+    schema: HEALTH,
+  })
   async check(@Res({ passthrough: true }) reply: FastifyReply) {
     const [{ redis, cluster }, { lostLocks, lockNodes }] = await Promise.all([
       redisStatus(this.redis),

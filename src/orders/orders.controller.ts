@@ -1,15 +1,20 @@
 import { Body, Controller, Headers, Post, Res } from '@nestjs/common';
 import { RouteSchema } from '@nestjs/platform-fastify';
+import { ApiCreatedResponse, ApiHeader, ApiOperation, ApiTags } from '@nestjs/swagger';
 import type { FastifyReply } from 'fastify';
+import { ApiErrors } from '../docs/api-errors';
+import { component } from '../docs/components';
+import { ApiJsonBody } from '../docs/dto-decorators';
 import { ErrorBody, errorBody, toAppError } from '../errors/error.filter';
 import { CREATED, PurchaseTelemetry } from '../telemetry/purchase-telemetry';
 import { CreateOrderDto } from './dto/create-order.dto';
-import { CREATE_ORDER_ROUTE_SCHEMA } from './dto/create-order.schema';
+import { CREATE_ORDER_ROUTE_SCHEMA, ORDER_SCHEMA } from './dto/create-order.schema';
 import { Idempotency, parseIdempotencyKey } from './idempotency';
 import type { Order, OrderLine } from './order';
 import { PurchasePath } from './purchases/purchase-path';
 import { ReplicaAcks } from './replica-acks';
 
+@ApiTags('orders')
 @Controller('api/orders')
 export class OrdersController {
   constructor(
@@ -28,6 +33,43 @@ export class OrdersController {
    */
   @Post()
   @RouteSchema(CREATE_ORDER_ROUTE_SCHEMA)
+  @ApiOperation({ summary: 'buy: one order of quantity units of a product for a user' })
+  @ApiJsonBody(CreateOrderDto)
+  @ApiHeader({
+    name: 'Idempotency-Key',
+    required: false,
+    description:
+      'makes a retry safe: 1 to 255 visible ASCII characters other than `"` and `\\`, bare or quoted; scoped to the product',
+    schema: { type: 'string' },
+  })
+  @ApiCreatedResponse({
+    description: 'the order; a retry with the same Idempotency-Key and body answers the same order again',
+    schema: component('Order', ORDER_SCHEMA),
+    headers: {
+      'Idempotent-Replayed': {
+        description: "`true` when this answer is a retry's: the order was placed earlier, nothing was written now",
+        schema: { type: 'string', enum: ['true'] },
+      },
+    },
+  })
+  @ApiErrors(
+    'VALIDATION_FAILED',
+    'PAYLOAD_TOO_LARGE',
+    'UNSUPPORTED_MEDIA_TYPE',
+    'UNKNOWN_PRODUCT',
+    'SOLD_OUT',
+    'INSUFFICIENT_STOCK',
+    'LIMIT_REACHED',
+    'IDEMPOTENCY_KEY_IN_USE',
+    'IDEMPOTENCY_KEY_MISMATCH',
+    'LOCK_TIMEOUT',
+    'LOCK_EXPIRED',
+    'STALE_LOCK',
+    'CONTENTION',
+    'LOCK_NODES_UNAVAILABLE',
+    'REDIS_UNAVAILABLE',
+    'OUTCOME_UNKNOWN',
+  )
   async create(
     @Body() body: CreateOrderDto,
     @Headers('idempotency-key') rawKey: string | undefined,

@@ -3,7 +3,7 @@ import { bodySchemaOf } from '../../validation/json-schema';
 import { CreateOrderDto } from './create-order.dto';
 
 /** The 201 body (order.ts's Order), in the order acknowledge() writes its fields. */
-const ORDER_SCHEMA = {
+export const ORDER_SCHEMA = {
   type: 'object',
   required: ['orderId', 'productId', 'userId', 'quantity', 'remaining'],
   properties: {

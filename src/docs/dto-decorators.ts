@@ -1,0 +1,20 @@
+import { applyDecorators } from '@nestjs/common';
+import { ApiBody, ApiParam } from '@nestjs/swagger';
+import { bodySchemaOf } from '../validation/json-schema';
+import { component } from './components';
+
+/**
+ * The request body is `dto`, documented by the JSON Schema derived from its
+ * class-validator decorators (json-schema.ts): the bounds the route enforces, never a copy.
+ */
+export function ApiJsonBody(dto: new () => object): MethodDecorator {
+  return ApiBody({ required: true, schema: component(dto.name, bodySchemaOf(dto)) });
+}
+
+/** One path parameter per field of `dto` (`@Param() params: Dto`), each with its derived schema. */
+export function ApiPathParams(dto: new () => object): MethodDecorator {
+  const { properties } = bodySchemaOf(dto);
+  return applyDecorators(
+    ...Object.entries(properties).map(([name, schema]) => ApiParam({ name, required: true, schema })),
+  );
+}

@@ -1,0 +1,64 @@
+import type { ResponseObject, SchemaObject } from '@nestjs/swagger';
+import { ERROR_BODY_SCHEMA, errorBody } from '../errors/error.filter';
+import { ERROR_CODES } from '../errors/errors';
+import { component } from './components';
+import { ERROR_EXAMPLES } from './error-examples';
+
+/** Every error answer: ErrorFilter's body, and the fields' messages of a VALIDATION_FAILED. */
+const ERROR_BODY = component('ErrorBody', {
+  ...ERROR_BODY_SCHEMA,
+  properties: {
+    ...ERROR_BODY_SCHEMA.properties,
+    errors: {
+      type: 'array',
+      description: 'VALIDATION_FAILED of a body or a parameter: each failing field and its first broken rule',
+      items: {
+        type: 'object',
+        required: ['field', 'messages'],
+        properties: { field: { type: 'string' }, messages: { type: 'array', items: { type: 'string' } } },
+      },
+    },
+  },
+});
+
+/** ErrorFilter sends it with every 503. */
+const RETRY_AFTER = {
+  'Retry-After': { description: 'seconds to wait before retrying', schema: { type: 'integer' } },
+};
+
+/**
+ * One response per HTTP status for `codes`: its codes named in the description and
+ * as the enum of `code`, and each code's example body (its message from errors.ts).
+ */
+export function errorResponses(codes: readonly string[]): Record<string, ResponseObject> {
+  const byStatus = new Map<number, string[]>();
+  for (const code of new Set(codes)) {
+    const declared = ERROR_CODES.get(code);
+    if (!declared) throw new Error(`${code} is not declared in src/errors/errors.ts`);
+    byStatus.set(declared.status, [...(byStatus.get(declared.status) ?? []), code]);
+  }
+  const responses: Record<string, ResponseObject> = {};
+  for (const [status, group] of [...byStatus].sort(([a], [b]) => a - b)) {
+    const schema: SchemaObject = {
+      allOf: [ERROR_BODY],
+      properties: { statusCode: { type: 'integer', enum: [status] }, code: { type: 'string', enum: group } },
+    };
+    responses[status] = {
+      description: group.map((code) => `\`${code}\``).join(', '),
+      ...(status === 503 ? { headers: RETRY_AFTER } : {}),
+      content: {
+        'application/json': {
+          schema,
+          examples: Object.fromEntries(group.map((code) => [code, { value: errorBody(exampleOf(code)) }])),
+        },
+      },
+    };
+  }
+  return responses;
+}
+
+function exampleOf(code: string) {
+  const example = ERROR_EXAMPLES.get(code);
+  if (!example) throw new Error(`no example answer for ${code} in src/docs/error-examples.ts`);
+  return example;
+}
