@@ -287,8 +287,13 @@ describe(`fuzzed bad input (seed ${SEED}, ${CASES} requests)`, () => {
   afterAll(() => stack?.close());
 
   /** Every key of the app's, with its full content. */
+  /**
+   * Every key of the sale, by value. Not the dashboard's `:live` hashes: they count the
+   * answers given (a refusal such as LIMIT_REACHED is an answer, and the set-up's own
+   * 201s are published a tick later), which is what they are for, not a change to a sale.
+   */
   async function dump(): Promise<Record<string, unknown>> {
-    const keys = (await client.keys('*')).sort();
+    const keys = (await client.keys('*')).filter((key) => !key.endsWith(':live')).sort();
     const out: Record<string, unknown> = {};
     for (const key of keys) out[key] = (await client.dumpBuffer(key))?.toString('hex');
     return out;

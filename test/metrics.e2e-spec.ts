@@ -90,8 +90,19 @@ describe('GET /metrics (Prometheus, prom-client)', () => {
         const code = r.status === 201 ? 'CREATED' : String(r.body.code);
         answers.set(code, (answers.get(code) ?? 0) + 1);
       }
-      // Not purchases: refused by validation before the route's handler.
-      await request(t.url, 'POST', '/api/orders', { json: { productId: product } });
+      // Not purchases: refused as bad input, the body by validation before the route's
+      // handler, the malformed Idempotency-Key by the handler before the purchase begins.
+      const bad = await Promise.all([
+        request(t.url, 'POST', '/api/orders', { json: { productId: product } }),
+        request(t.url, 'POST', '/api/orders', {
+          json: { productId: product, userId: userOf(99) },
+          headers: { 'idempotency-key': 'has "quotes" inside' },
+        }),
+      ]);
+      expect(bad.map((r) => [r.status, r.body.code])).toEqual([
+        [400, 'VALIDATION_FAILED'],
+        [400, 'VALIDATION_FAILED'],
+      ]);
       ({ contentType, text } = await scrape(t.url));
     });
 

@@ -76,16 +76,19 @@ export class OrdersController {
     @Res({ passthrough: true }) reply: FastifyReply,
   ): Promise<Order | ErrorBody> {
     const line: OrderLine = { productId: body.productId, userId: body.userId, quantity: body.quantity };
+    // A malformed key is bad input, refused (400) before it counts as a purchase, as a
+    // bad body is.
+    const key = rawKey === undefined ? undefined : parseIdempotencyKey(rawKey);
     this.telemetry.arrived(line.productId);
     let order: Order;
     try {
       // REDIS_WAIT_REPLICAS: refused before anything is written when the master lacks the replicas.
       const master = this.replicas.enabled ? await this.replicas.ensure(line.productId) : '';
-      if (rawKey === undefined) {
+      if (key === undefined) {
         order = await this.purchases.purchase(line);
         if (this.replicas.enabled) await this.replicas.confirm(line.productId, false, master);
       } else {
-        const keyed = await this.idempotency.purchase(line, parseIdempotencyKey(rawKey));
+        const keyed = await this.idempotency.purchase(line, key);
         if (this.replicas.enabled) await this.replicas.confirm(line.productId, true, master);
         if (keyed.replayed) void reply.header('idempotent-replayed', 'true');
         order = keyed.order;
