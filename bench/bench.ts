@@ -27,6 +27,7 @@ import { chartJsSource, htmlReport, htmlPathFor } from './html-report';
 import { formatReport, ProductRow, Row, rowLabel } from './report';
 import { BenchClient, connect, RunRedis, startRunRedis } from './run-redis';
 import { textChart } from './text-chart';
+import { redisClockSkewMs } from './redis-clock';
 import { soldOverTime, SoldPoint } from './timeline';
 import { judge, judgeProducts, passes, ProductVerdict, readSale, SaleSnapshot, Verdict } from './verdict';
 
@@ -251,6 +252,7 @@ async function measuredSale(run: Run, t: RowApp): Promise<Measured> {
     const onSale = options.stock * ids.length;
     const reporter = startProgress(t.label, requests(options), progress, async () => String(await left()), onSale);
     const answers: Answer[] = [];
+    const skewMs = await redisClockSkewMs(run.client);
     // The cost is the pass's alone: after the sale's setup, before the retries and the verdict.
     const meter = await startMeter(run.meters, t.app.pid);
     const first = await runLoad(
@@ -286,20 +288,28 @@ async function measuredSale(run: Run, t: RowApp): Promise<Measured> {
       t.target === 'fastify-route' ? Promise.resolve(NOTHING_STORED) : readSale(run.client, t.keys.product(id));
     let verdict: Verdict;
     let products: ProductVerdict[] | undefined;
-    const parts = await Promise.all(ids.map(async (id) => ({ id, sale: await sale(id), load: load.byProduct?.[id] })));
+    // The load's start on Redis's clock, which the orders' times are on.
+    const onRedisClock = <L extends { startedAt: number }>(l: L): L => ({ ...l, startedAt: l.startedAt + skewMs });
+    const parts = await Promise.all(
+      ids.map(async (id) => ({
+        id,
+        sale: await sale(id),
+        load: load.byProduct?.[id] && onRedisClock(load.byProduct[id]),
+      })),
+    );
     if (ids.length === 1) {
-      verdict = judge(parts[0].sale, load, options.quantity);
+      verdict = judge(parts[0].sale, onRedisClock(load), options.quantity);
     } else {
       ({ total: verdict, products } = judgeProducts(
         parts.map((p) => ({ ...p, load: p.load! })),
-        load,
+        onRedisClock(load),
         options.quantity,
       ));
     }
     // All the products' orders on one clock against all their stock: the row's totals, drawn.
     const sold = soldOverTime(
       parts.flatMap((p) => p.sale.orders),
-      load.startedAt,
+      load.startedAt + skewMs,
       parts.reduce((sum, p) => sum + p.sale.initialStock, 0),
     );
     if (verdict.oversold > 0 || attempt >= attempts) {

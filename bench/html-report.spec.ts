@@ -119,7 +119,7 @@ describe('htmlReport', () => {
   it('states the telemetry off/on throughput ratio of an off row', () => {
     const off = row('fenced', { label: 'fenced telemetry-off', telemetry: false, vsTelemetryOn: { throughput: 1.04 } });
     const html = htmlReport(results([row('fenced'), off]), chartJs);
-    expect(html).toContain('<li>fenced telemetry-off: 4,321 req/s, 1.04× the throughput of fenced with telemetry on');
+    expect(html).toContain('<li>fenced telemetry-off: 4,321 req/s, 1.04× the throughput of fenced (off/on, same run)');
   });
 
   // The page's own script, run against a stand-in Chart that renders at once: what it asks Chart.js to draw.

@@ -54,12 +54,14 @@ export function htmlReport(results: BenchResults, chartJs: string): string {
       `<td class="stock-left">${n(r.stockLeft)}</td>` +
       `<td class="oversold">${n(r.oversold)}</td></tr>`,
   );
+  // The row it was measured against: the same strategy and workers, telemetry on.
+  const onRow = (r: Row) => rows.find((o) => o.telemetry && o.strategy === r.strategy && o.workers === r.workers);
   const telemetry = rows
     .filter((r) => r.vsTelemetryOn)
     .map(
       (r) =>
         `<li>${escapeHtml(r.label)}: ${n(r.throughput)} req/s, ${r.vsTelemetryOn!.throughput.toFixed(2)}× the ` +
-        `throughput of ${escapeHtml(r.strategy)} with telemetry on (off/on, same run)</li>`,
+        `throughput of ${escapeHtml(onRow(r)?.label ?? r.strategy)} (off/on, same run)</li>`,
     );
   const machineText = `Node ${machine.node}, Redis ${machine.redis}, ${machine.cpus} × ${machine.cpuModel}`;
   return `<!doctype html>
@@ -150,7 +152,8 @@ const PAGE_SCRIPT = `
   rows.forEach(function (r) { if (stocks.indexOf(r.stock) < 0) stocks.push(r.stock); });
   var sold = rows.map(function (r, i) {
     return {
-      label: r.label, borderColor: colour(i), backgroundColor: colour(i), borderWidth: 2, pointRadius: 0,
+      // Stepped: a count holds until the next order, no line drawn through sales that never were.
+      label: r.label, borderColor: colour(i), backgroundColor: colour(i), borderWidth: 2, pointRadius: 0, stepped: 'after',
       data: r.soldOverTime.map(function (p) { return { x: p.ms, y: p.units }; })
     };
   }).concat(stocks.map(function (s) {

@@ -33,7 +33,11 @@ function hasPackageLists() {
  */
 function aptInstall(pkg, log) {
   const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
-  const apt = (...args) => spawnSync('apt-get', args, { stdio: ['ignore', 'inherit', 'inherit'], env }).status;
+  // A freshly booted machine may be running its own apt (apt-daily, unattended
+  // upgrades): wait for its lock a while instead of failing at once.
+  const apt = (...args) =>
+    spawnSync('apt-get', ['-o', 'DPkg::Lock::Timeout=180', ...args], { stdio: ['ignore', 'inherit', 'inherit'], env })
+      .status;
   const update = () => {
     const status = apt('update', '-q');
     if (status !== 0) throw new Error(`apt-get update -q failed (exit ${status})`);

@@ -16,8 +16,12 @@ function log(line) {
   process.stderr.write(`[seckill] ${line}\n`);
 }
 
-/** The oldest Node major the project runs on (package.json's engines). */
-const MIN_NODE_MAJOR = 22;
+/**
+ * The oldest Node the project runs on (package.json's engines): 22.12 is the first 22
+ * that can require() an ES module, which @fastify/static (for /docs) needs of
+ * content-disposition 3, and nestjs-pino declares it too.
+ */
+const MIN_NODE = '22.12';
 /**
  * The Node a launcher on an older one installs and runs itself on: the npm registry's
  * node-<platform>-<arch> package of this version is the official binary (bin/node).
@@ -28,7 +32,7 @@ const NODE_DIR = path.join(ROOT, '.data', `node-v${NODE_VERSION}`);
 const RELAUNCHED_FROM = 'SECKILL_RELAUNCHED_FROM';
 
 /**
- * The first thing every launcher does. On Node >= MIN_NODE_MAJOR it does nothing and
+ * The first thing every launcher does. On Node >= MIN_NODE it does nothing and
  * returns false. On an older Node it installs NODE_VERSION into .data/ (once; later
  * runs reuse it), runs this same launcher again on it with the same arguments, that
  * Node's folder first on PATH (a `node` spawned by name is the new one too), and
@@ -44,18 +48,16 @@ function relaunchOnSupportedNode({ announce = false } = {}) {
     // Our children run on this Node already (process.execPath, PATH): none relaunches.
     delete process.env[RELAUNCHED_FROM];
     log(
-      `running on Node ${process.version} (installed from the npm registry because the system Node ${from} is older than ${MIN_NODE_MAJOR})`,
+      `running on Node ${process.version} (installed from the npm registry because the system Node ${from} is older than ${MIN_NODE})`,
     );
     return false;
   }
-  if (Number(process.versions.node.split('.')[0]) >= MIN_NODE_MAJOR) {
+  if (atLeast(process.versions.node, MIN_NODE)) {
     if (announce) log(`running on Node ${process.version}`);
     return false;
   }
   if (process.env.SECKILL_SYSTEM_NODE === '1') {
-    log(
-      `running on Node ${process.version}, older than ${MIN_NODE_MAJOR}, because SECKILL_SYSTEM_NODE=1 (unsupported)`,
-    );
+    log(`running on Node ${process.version}, older than ${MIN_NODE}, because SECKILL_SYSTEM_NODE=1 (unsupported)`);
     return false;
   }
   const node = installedNode() ?? installNode();
@@ -98,6 +100,12 @@ function relaunchOnSupportedNode({ announce = false } = {}) {
   return true;
 }
 
+/** True when version `a` (major.minor[.patch]) is `b` or newer. */
+function atLeast(a, b) {
+  const [x, y] = [a, b].map((v) => v.split('.').map(Number));
+  return x[0] !== y[0] ? x[0] > y[0] : (x[1] ?? 0) >= (y[1] ?? 0);
+}
+
 /** NODE_VERSION's binary in NODE_DIR if it is there and runs, else null. */
 function installedNode(dir = NODE_DIR) {
   const pkg = path.join(dir, 'node_modules', `node-${process.platform}-${process.arch}`);
@@ -127,7 +135,7 @@ function installNode() {
     cannotInstall(`the npm registry has no such package for ${process.platform}-${process.arch}`);
   }
   log(
-    `Node ${process.version} is older than ${MIN_NODE_MAJOR}: installing Node ${NODE_VERSION} (${pkg}) from the npm registry into ${rel}/`,
+    `Node ${process.version} is older than ${MIN_NODE}: installing Node ${NODE_VERSION} (${pkg}) from the npm registry into ${rel}/`,
   );
   const parent = path.dirname(NODE_DIR);
   fs.mkdirSync(parent, { recursive: true });
@@ -165,7 +173,7 @@ function installNode() {
 function cannotInstall(why) {
   log(`could not install Node ${NODE_VERSION}: ${why}`);
   log(
-    `install Node ${MIN_NODE_MAJOR} or newer yourself (24 is the target; \`nvm install\` reads .nvmrc), or set SECKILL_SYSTEM_NODE=1 to try Node ${process.version}`,
+    `install Node ${MIN_NODE} or newer yourself (24 is the target; \`nvm install\` reads .nvmrc), or set SECKILL_SYSTEM_NODE=1 to try Node ${process.version}`,
   );
   process.exit(1);
 }

@@ -148,7 +148,11 @@ describe('bench (scripts/bench.js)', () => {
     expect(curve.length).toBeGreaterThan(30);
     expect(curve[0].percentile).toBe(0);
     expect(curve[curve.length - 1].percentile).toBe(100);
-    expect(Math.floor(curve[curve.length - 1].ms)).toBe(lock.latency.max);
+    // The same slowest answer: autocannon's histogram truncates it to whole milliseconds,
+    // the curve rounds it to hundredths (357.996 is 358 here, 357 there).
+    const slowest = curve[curve.length - 1].ms;
+    expect(slowest).toBeGreaterThanOrEqual(lock.latency.max);
+    expect(slowest).toBeLessThanOrEqual(lock.latency.max + 1);
     expect(curve.every((p, i) => i === 0 || p.ms >= curve[i - 1].ms)).toBe(true);
 
     // The HTML report beside the JSON, drawing exactly the JSON's figures.
