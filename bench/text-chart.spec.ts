@@ -27,6 +27,15 @@ describe('textChart', () => {
     expect(chart).toContain('● lock   ─ stock (100)');
   });
 
+  it('keeps a small stock off the 0 row when an oversell dwarfs it', () => {
+    const chart = textChart([sale('none', 100, 1)], 40, 10);
+    const lines = chart.split('\n');
+    // 0 keeps its own row at the bottom, the stock line sits above it.
+    expect(lines.find((l) => /^\s+0 ┤/.test(l))).toBeDefined();
+    expect(lines.find((l) => /^1 stock ┤/.test(l))).toBeDefined();
+    expect(lines.findIndex((l) => /^1 stock ┤/.test(l))).toBeLessThan(lines.findIndex((l) => /^\s+0 ┤/.test(l)));
+  });
+
   it('draws a row that sold past the stock above the stock line, even by one unit, and one that did not, never above it', () => {
     for (const oversold of [1, 40]) {
       const chart = textChart([sale('lock', 100), sale('none', 100 + oversold)], 40, 10);

@@ -34,8 +34,12 @@ export function textChart(rows: readonly ChartRow[], width = 60, height = 12): s
   const top = Math.max(1, stock, ...rows.flatMap((r) => r.soldOverTime.map((p) => p.units)));
   const end = Math.max(1, ...rows.flatMap((r) => r.soldOverTime.map((p) => p.ms)));
   const over = top > stock;
-  // Room above the stock line whenever something went past it.
-  const stockLine = Math.min(Math.round((stock / top) * (height - 1)), over ? height - 2 : height - 1);
+  // Room above the stock line whenever something went past it, and below it for 0: a
+  // small stock under a big oversell would otherwise round onto the 0 row.
+  const stockLine = Math.max(
+    stock > 0 ? 1 : 0,
+    Math.min(Math.round((stock / top) * (height - 1)), over ? height - 2 : height - 1),
+  );
   const line = (units: number) => {
     const y = Math.round((units / top) * (height - 1));
     if (units > stock) return Math.max(y, stockLine + 1);
