@@ -231,8 +231,9 @@ describe('live dashboard: GET / and Server-Sent Events from the live aggregate',
     });
 
     afterAll(async () => {
-      await stopAll();
+      // The client first: stopAll() stops this file's Redis too (startTestRedis tracks it).
       await closeClient(client);
+      await stopAll();
       await redis?.stop();
     });
 

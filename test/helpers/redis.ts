@@ -55,9 +55,21 @@ export async function startSaleIn(
   return { keys, k };
 }
 
-/** QUIT a test's client (disconnect() leaves a timer that keeps Jest alive). */
+/**
+ * QUIT a test's client (disconnect() leaves a timer that keeps Jest alive). Only while
+ * its Redis still runs: once ioredis has seen the connection close ('close', then
+ * 'reconnecting'), QUIT and disconnect() both wait up to disconnectTimeout (2 s) for a
+ * 'close' that already happened, on a timer that holds the process; a Jest worker is
+ * force-exited after 500 ms. So that is an error here, not a silent leak.
+ */
 export async function closeClient(client: Redis | undefined): Promise<void> {
   if (!client || client.status === 'end') return;
+  const { status } = client;
+  if (status === 'close' || status === 'reconnecting') {
+    // Stops its reconnect attempts; the timer stays (see above).
+    client.disconnect();
+    throw new Error(`closeClient: the client's Redis is already gone (${status}): close a client before its Redis`);
+  }
   await client.quit().catch(() => client.disconnect());
 }
 
