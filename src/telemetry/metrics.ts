@@ -119,7 +119,7 @@ export class Metrics implements PurchaseListener, OnApplicationShutdown {
     const readers = this.lostLockReaders;
     new Counter({
       name: 'seckill_lost_locks_total',
-      help: 'Holds found lost: a release that found the lock no longer ours, a failed renewal, a fenced write refused (each is also logged).',
+      help: 'Holds found lost: a release that found the lock no longer ours, a failed renewal, a fenced write refused (one per hold, each also logged once).',
       registers,
       collect() {
         this.reset();
