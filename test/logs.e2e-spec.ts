@@ -1,5 +1,6 @@
 import { ChildProcess, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { startPrivateRedis } from '../harness/redis';
 import { APP_MAIN, ROOT } from '../harness/paths';
@@ -110,6 +111,35 @@ describe('logs: JSON lines on stdout through nestjs-pino (the built app as a pro
     expect(steps.every((l) => l.level === PINO.info)).toBe(true);
     expect(app.stderr()).toBe('');
   }, 60_000);
+
+  it('writes each line before the next statement runs (synchronously), so none is overtaken or lost at exit', async () => {
+    // The logger as nestjs-pino builds it (pino-http from the app's own logParams, built),
+    // then a raw write to the same fd and an exit. An asynchronous destination still has
+    // the second line in its buffer (the first one's write has not called back) when the
+    // raw write goes out: it would come after the marker, or not at all.
+    const script = `
+      const { logParams } = require(${JSON.stringify(join(dirname(APP_MAIN), 'telemetry', 'log-params.js'))});
+      const { pinoHttp } = require('pino-http');
+      const params = logParams({ logLevel: 'log' }).pinoHttp;
+      const logger = (Array.isArray(params) ? pinoHttp(...params) : pinoHttp(params)).logger;
+      logger.info('one');
+      logger.info('two');
+      require('node:fs').writeSync(1, 'marker\\n');
+      process.exit(0);
+    `;
+    const child = spawn(process.execPath, ['-e', script], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    const code = await new Promise<number | null>((resolve) => child.once('close', (c) => resolve(c)));
+    expect([code, stderr]).toEqual([0, '']);
+    const order = stdout
+      .split('\n')
+      .filter(Boolean)
+      .map((line) => (line === 'marker' ? line : (JSON.parse(line) as LogLine).msg));
+    expect(order).toEqual(['one', 'two', 'marker']);
+  });
 
   it('LOG_LEVEL=warn: only warnings and errors; a Redis outage is one warning, its end one line (shown at debug)', async () => {
     const own = await startPrivateRedis();
