@@ -23,6 +23,9 @@ const LISTEN_BACKLOG = 4096;
  */
 const REDIS_READY_WAIT_MS = 10_000;
 
+/** The app's logger, once the app exists: from then on even a failure to start is a JSON line. */
+let appLogger: Logger | undefined;
+
 async function main(): Promise<void> {
   let config;
   try {
@@ -36,6 +39,7 @@ async function main(): Promise<void> {
   }
   const app = await createApp(config);
   const logger = new Logger('Main');
+  appLogger = logger;
 
   const open = new OpenRequests(app.getHttpServer());
   // The steps of a shutdown, one line each: the signal, the HTTP server drained (here),
@@ -80,9 +84,10 @@ async function main(): Promise<void> {
     // an ACL without INFO) proves nothing either way.
     const problem = await checkRedisVersion(redis).catch(() => null);
     if (problem) {
-      console.error(`seckill: ${problem}`);
+      // A log line like every other once the logger exists (a JSON reader sees it).
+      logger.error(`refusing to serve: ${problem}`);
       await app.close().catch(() => undefined);
-      process.exit(1);
+      exit(1);
     }
   }
   await app.listen({ port: config.port, host: config.host, backlog: LISTEN_BACKLOG });
@@ -115,6 +120,14 @@ function cutAtDeadline(open: OpenRequests, timeoutMs: number, logger: Logger): n
 }
 
 main().catch((err: Error) => {
-  console.error(`seckill: failed to start: ${err.stack ?? err.message}`);
+  // Before the app exists (Nest could not even build it) no logger does: plain text for
+  // a person. After, the app's logger, so stdout stays JSON lines; the stack goes in the
+  // line, as Nest's own error lines carry theirs.
+  if (appLogger) {
+    appLogger.error(`failed to start: ${err.message}`, err.stack);
+    appLogger.log('exiting with code 1');
+  } else {
+    console.error(`seckill: failed to start: ${err.stack ?? err.message}`);
+  }
   process.exit(1);
 });

@@ -1,5 +1,7 @@
 import { ChildProcess, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
+import { AddressInfo, createServer } from 'node:net';
+import { dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { startPrivateRedis } from '../harness/redis';
 import { APP_MAIN, ROOT } from '../harness/paths';
@@ -110,6 +112,73 @@ describe('logs: JSON lines on stdout through nestjs-pino (the built app as a pro
     expect(steps.every((l) => l.level === PINO.info)).toBe(true);
     expect(app.stderr()).toBe('');
   }, 60_000);
+
+  it('writes each line before the next statement runs (synchronously), so none is overtaken or lost at exit', async () => {
+    // The logger as nestjs-pino builds it (pino-http from the app's own logParams, built),
+    // then a raw write to the same fd and an exit. An asynchronous destination still has
+    // the second line in its buffer (the first one's write has not called back) when the
+    // raw write goes out: it would come after the marker, or not at all.
+    const script = `
+      const { logParams } = require(${JSON.stringify(join(dirname(APP_MAIN), 'telemetry', 'log-params.js'))});
+      const { pinoHttp } = require('pino-http');
+      const params = logParams({ logLevel: 'log' }).pinoHttp;
+      const logger = (Array.isArray(params) ? pinoHttp(...params) : pinoHttp(params)).logger;
+      logger.info('one');
+      logger.info('two');
+      require('node:fs').writeSync(1, 'marker\\n');
+      process.exit(0);
+    `;
+    const child = spawn(process.execPath, ['-e', script], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    const code = await new Promise<number | null>((resolve) => child.once('close', (c) => resolve(c)));
+    expect([code, stderr]).toEqual([0, '']);
+    const order = stdout
+      .split('\n')
+      .filter(Boolean)
+      .map((line) => (line === 'marker' ? line : (JSON.parse(line) as LogLine).msg));
+    expect(order).toEqual(['one', 'two', 'marker']);
+  });
+
+  it('a failure to start once the app exists is JSON lines on stdout (the port taken), nothing plain on stderr', async () => {
+    const taken = createServer();
+    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+    const port = (taken.address() as AddressInfo).port;
+    try {
+      const child = spawn(process.execPath, [APP_MAIN], {
+        cwd: ROOT,
+        env: {
+          ...process.env,
+          ADMIN_TOKEN,
+          REDIS_URL: redis.url,
+          KEY_PREFIX: uniquePrefix('taken'),
+          PORT: String(port),
+          HOST: '127.0.0.1',
+        },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      started.push(child);
+      let stdout = '';
+      let stderr = '';
+      child.stdout!.on('data', (d: Buffer) => (stdout += d.toString()));
+      child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+      const code = await new Promise<number | null>((resolve) => child.once('close', (c) => resolve(c)));
+      expect(code).toBe(1);
+      expect(stderr).toBe('');
+      const lines = stdout
+        .split('\n')
+        .filter(Boolean)
+        .map((line) => JSON.parse(line) as LogLine);
+      expect(lines.filter((l) => l.context === 'Main').map((l) => [l.level, l.msg])).toEqual([
+        [PINO.error, expect.stringMatching(/^failed to start: listen EADDRINUSE/)],
+        [PINO.info, 'exiting with code 1'],
+      ]);
+    } finally {
+      await new Promise((resolve) => taken.close(resolve));
+    }
+  }, 30_000);
 
   it('LOG_LEVEL=warn: only warnings and errors; a Redis outage is one warning, its end one line (shown at debug)', async () => {
     const own = await startPrivateRedis();

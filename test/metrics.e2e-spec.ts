@@ -6,7 +6,7 @@ import { Lock } from '../src/locks/lock';
 import { MeteredLock } from '../src/locks/metered-lock';
 import { KeyLayout } from '../src/redis/key-layout';
 import { request, startSale, startTestApp, TestApp } from './helpers/app';
-import { closeClient, startTestRedis, TestRedis, uniquePrefix } from './helpers/redis';
+import { closeClient, startTestRedis, TestRedis, uniquePrefix, whileWritesHeld } from './helpers/redis';
 
 /** One sample of a scrape: `name{labels} value`. */
 interface Sample {
@@ -134,11 +134,20 @@ describe('GET /metrics (Prometheus, prom-client)', () => {
     it('times every hold and counts the buyers each batch served', () => {
       const { samples } = parseScrape(text);
       const holds = valueOf(samples, 'seckill_lock_hold_seconds_count');
-      const waits = valueOf(samples, 'seckill_lock_wait_seconds_count');
+      const waits = valueOf(samples, 'seckill_lock_wait_seconds_count', { outcome: 'acquired' });
       const batches = valueOf(samples, 'seckill_batch_size_count');
       // Every hold was waited for; every hold but the sale's start (PUT, a reset under the lock) served a batch.
       expect(holds).toBeGreaterThan(0);
       expect(waits).toBe(holds);
+      // No wait ended without the lock, and every outcome is there from the start.
+      for (const outcome of ['timeout', 'aborted', 'error']) {
+        expect([outcome, valueOf(samples, 'seckill_lock_wait_seconds_count', { outcome })]).toEqual([outcome, 0]);
+      }
+      expect(
+        [
+          ...new Set(samples.filter((s) => s.name.startsWith('seckill_lock_wait_')).map((s) => s.labels.outcome)),
+        ].sort(),
+      ).toEqual(['aborted', 'acquired', 'error', 'timeout']);
       expect(batches).toBe(holds - 1);
       expect(valueOf(samples, 'seckill_lock_hold_seconds_sum')).toBeGreaterThan(0);
       expect(valueOf(samples, 'seckill_lock_hold_seconds_bucket', { le: '+Inf' })).toBe(holds);
@@ -190,6 +199,94 @@ describe('GET /metrics (Prometheus, prom-client)', () => {
       warn.mockRestore();
       await t.close();
     }
+  });
+
+  describe('waits that end without the lock', () => {
+    let t: TestApp;
+    let prefix: string;
+    const waits = async (outcome: string) =>
+      valueOf(parseScrape((await scrape(t.url)).text).samples, 'seckill_lock_wait_seconds_count', { outcome });
+    /** Scrapes until `read` gives `want` (a buyer hears LOCK_TIMEOUT from its own timer, a moment before the lock's wait ends). */
+    const eventually = async (read: () => Promise<number>, want: number) => {
+      const deadline = Date.now() + 5_000;
+      while ((await read()) !== want && Date.now() < deadline) await sleep(20);
+      return read();
+    };
+
+    beforeEach(async () => {
+      prefix = uniquePrefix('waits');
+      t = await startTestApp({
+        REDIS_URL: redis.url,
+        KEY_PREFIX: prefix,
+        LOCK_STRATEGY: 'fenced',
+        LOCK_WAIT_MS: '200',
+      });
+    });
+
+    afterEach(() => t?.close());
+
+    it('records a wait that ended in LOCK_TIMEOUT, labelled timeout, with no hold', async () => {
+      await startSale(t.url, 'busy', 5);
+      const before = parseScrape((await scrape(t.url)).text).samples;
+      const lockKey = new KeyLayout(prefix).product('busy').lock;
+      // Someone else holds the lock for longer than the buyer may wait.
+      await client.set(lockKey, 'someone-else', 'PX', 60_000);
+      const res = await request(t.url, 'POST', '/api/orders', { json: { productId: 'busy', userId: 'u1' } });
+      expect([res.status, res.body.code]).toEqual([503, 'LOCK_TIMEOUT']);
+      expect(await eventually(() => waits('timeout'), 1)).toBe(1);
+      const { samples } = parseScrape((await scrape(t.url)).text);
+      expect(valueOf(samples, 'seckill_lock_wait_seconds_sum', { outcome: 'timeout' })).toBeGreaterThanOrEqual(0.19);
+      expect(valueOf(samples, 'seckill_lock_wait_seconds_count', { outcome: 'acquired' })).toBe(
+        valueOf(before, 'seckill_lock_wait_seconds_count', { outcome: 'acquired' }),
+      );
+      expect(valueOf(samples, 'seckill_lock_hold_seconds_count')).toBe(
+        valueOf(before, 'seckill_lock_hold_seconds_count'),
+      );
+      await client.del(lockKey);
+    });
+
+    it('records an aborted wait (aborted) and a wait that failed (error)', async () => {
+      const lock = t.app.get(Lock);
+      const keys = new KeyLayout(prefix);
+      const held = keys.product('held').lock;
+      await client.set(held, 'someone-else', 'PX', 60_000);
+      const stop = new AbortController();
+      const waiting = lock.using(held, () => Promise.resolve(), { signal: stop.signal, deadline: Date.now() + 10_000 });
+      await sleep(50);
+      stop.abort(new Error('sold out meanwhile'));
+      await expect(waiting).rejects.toThrow('sold out meanwhile');
+      // The fencing counter is not a number: the acquire script's INCR fails with an error reply.
+      const broken = keys.product('broken');
+      await client.hset(broken.fence, 'not', 'a counter');
+      await expect(lock.using(broken.lock, () => Promise.resolve())).rejects.toThrow(/WRONGTYPE/);
+      const { samples } = parseScrape((await scrape(t.url)).text);
+      expect(
+        ['acquired', 'timeout', 'aborted', 'error'].map((outcome) =>
+          valueOf(samples, 'seckill_lock_wait_seconds_count', { outcome }),
+        ),
+      ).toEqual([0, 0, 1, 1]);
+      expect(valueOf(samples, 'seckill_lock_hold_seconds_count')).toBe(0);
+      await client.del(held);
+    });
+
+    it('a hold whose buyers all timed out while it was taken is not a batch of 0', async () => {
+      await startSale(t.url, 'slow', 5);
+      const holds = () =>
+        scrape(t.url).then(({ text }) => valueOf(parseScrape(text).samples, 'seckill_lock_hold_seconds_count'));
+      const before = await holds();
+      // Writes paused past the buyer's 200 ms: its unlocked read answers, the lock's SET NX
+      // waits in Redis, the buyer hears LOCK_TIMEOUT; then the SET runs and the hold finds nobody.
+      const res = await whileWritesHeld(client, async () => {
+        const answer = await request(t.url, 'POST', '/api/orders', { json: { productId: 'slow', userId: 'u1' } });
+        await sleep(300);
+        return answer;
+      });
+      expect([res.status, res.body.code]).toEqual([503, 'LOCK_TIMEOUT']);
+      expect(await eventually(holds, before + 1)).toBe(before + 1);
+      const { samples } = parseScrape((await scrape(t.url)).text);
+      expect(valueOf(samples, 'seckill_batch_size_count')).toBe(0);
+      expect(valueOf(samples, 'seckill_lock_wait_seconds_count', { outcome: 'acquired' })).toBe(before + 1);
+    });
   });
 
   it('counts answers REDIS_UNAVAILABLE and connection errors when Redis is gone', async () => {

@@ -1,5 +1,5 @@
 import type { Params } from 'nestjs-pino';
-import type { Level } from 'pino';
+import { destination, type Level } from 'pino';
 import type { AppConfig, LogLevel } from '../config/app-config';
 
 /** LOG_LEVEL keeps Nest's names; pino calls `log` info and `verbose` trace. */
@@ -19,10 +19,16 @@ export const PINO_LEVELS: Readonly<Record<LogLevel, Level>> = {
  * request even with its request line off. An empty `forRoutes` registers the
  * middleware on no route at all; `autoLogging: false` says the same to pino-http, in
  * case it ever runs.
+ *
+ * Written synchronously: pino's default stdout writes asynchronously, and main.ts calls
+ * process.exit right after its last line, so a line could be lost at exit or land
+ * after a later one (an in-flight write overtaken by the exit's flush: "exiting with
+ * code 0" before "HTTP server closed"). A sync write is a write(2) per line, and the
+ * app logs events, never requests: a handful of lines, so it costs nothing.
  */
 export function logParams(config: Pick<AppConfig, 'logLevel'>): Params {
   return {
-    pinoHttp: { level: PINO_LEVELS[config.logLevel], autoLogging: false },
+    pinoHttp: [{ level: PINO_LEVELS[config.logLevel], autoLogging: false }, destination({ dest: 1, sync: true })],
     forRoutes: [],
   };
 }

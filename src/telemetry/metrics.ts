@@ -17,6 +17,22 @@ export type RedisErrorKind =
 
 const REDIS_ERROR_KINDS: readonly RedisErrorKind[] = ['unavailable', 'outcome_unknown', 'reply', 'connection'];
 
+/**
+ * How a wait for a lock ended, the `outcome` of `seckill_lock_wait_seconds`. A closed set:
+ * the waits that end without the lock are the ones that matter when buyers time out.
+ */
+export type LockWaitOutcome =
+  /** The lock was held (a hold follows, in seckill_lock_hold_seconds). */
+  | 'acquired'
+  /** LockTimeoutError: the deadline passed first (the buyers hear LOCK_TIMEOUT). */
+  | 'timeout'
+  /** The caller's signal aborted the wait (the product sold out meanwhile). */
+  | 'aborted'
+  /** Any other error while waiting (Redis did not answer, an error reply). */
+  | 'error';
+
+const LOCK_WAIT_OUTCOMES: readonly LockWaitOutcome[] = ['acquired', 'timeout', 'aborted', 'error'];
+
 /** Seconds, from a fraction of a millisecond (a batch's hold on a local Redis) to the longest LOCK_WAIT_MS a sale should use. */
 const LOCK_SECONDS_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 /** Buyers per hold: powers of two up to MAX_BATCH (256). */
@@ -44,7 +60,7 @@ export class Metrics implements PurchaseListener, OnApplicationShutdown {
   private readonly answers = new Map<string, number>();
   private inProgress = 0;
   private readonly lostLockReaders: (() => number)[] = [];
-  private readonly lockWait: Histogram;
+  private readonly lockWait: Histogram<'outcome'>;
   private readonly lockHold: Histogram;
   private readonly batchSize: Histogram;
   private readonly redisErrors: Counter<'kind'>;
@@ -81,10 +97,13 @@ export class Metrics implements PurchaseListener, OnApplicationShutdown {
     });
     this.lockWait = new Histogram({
       name: 'seckill_lock_wait_seconds',
-      help: 'Time from asking for a product lock to holding it (a batch of buyers asks once), including the wait in this process line.',
+      help: 'Time from asking for a product lock to the end of the wait (a batch of buyers asks once), including the wait in this process line, by outcome: acquired, timeout, aborted, error.',
+      labelNames: ['outcome'],
       buckets: LOCK_SECONDS_BUCKETS,
       registers,
     });
+    // Every outcome shows from the first scrape, at 0, so a rate() of timeouts has a start.
+    for (const outcome of LOCK_WAIT_OUTCOMES) this.lockWait.zero({ outcome });
     this.lockHold = new Histogram({
       name: 'seckill_lock_hold_seconds',
       help: 'Time a product lock was held: from acquisition to the end of its release.',
@@ -100,7 +119,7 @@ export class Metrics implements PurchaseListener, OnApplicationShutdown {
     const readers = this.lostLockReaders;
     new Counter({
       name: 'seckill_lost_locks_total',
-      help: 'Holds found lost: a release that found the lock no longer ours, a failed renewal, a fenced write refused (each is also logged).',
+      help: 'Holds found lost: a release that found the lock no longer ours, a failed renewal, a fenced write refused (one per hold, each also logged once).',
       registers,
       collect() {
         this.reset();
@@ -127,16 +146,16 @@ export class Metrics implements PurchaseListener, OnApplicationShutdown {
     this.answers.set(code, (this.answers.get(code) ?? 0) + 1);
   }
 
-  /** A lock was waited for `seconds` and then held (a metered lock calls it once per hold). */
-  lockWaited(seconds: number): void {
-    this.lockWait.observe(seconds);
+  /** A lock was waited for `seconds`, and the wait ended so (a metered lock calls it once per `using`). */
+  lockWaited(seconds: number, outcome: LockWaitOutcome): void {
+    this.lockWait.observe({ outcome }, seconds);
   }
 
   lockHeld(seconds: number): void {
     this.lockHold.observe(seconds);
   }
 
-  /** A batched hold served `buyers` buyers. */
+  /** A batched hold served `buyers` buyers (at least one: a hold whose buyers all timed out is not a batch). */
   batchServed(buyers: number): void {
     if (this.enabled) this.batchSize.observe(buyers);
   }

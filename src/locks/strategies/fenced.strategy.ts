@@ -3,7 +3,7 @@ import { StaleLockError } from '../../errors/errors';
 import { fenceKeyFor } from '../../redis/key-layout';
 import { fencedAcquire } from '../../redis/lua-scripts';
 import { Hold, UsingOptions } from '../lock';
-import { LockOptions, SetNxLockStrategy } from './lock.strategy';
+import { LockLease, LockOptions, SetNxLockStrategy } from './lock.strategy';
 
 /**
  * `fenced` — the `lock` strategy plus fencing tokens (Kleppmann, "How to do
@@ -14,8 +14,10 @@ import { LockOptions, SetNxLockStrategy } from './lock.strategy';
  *   token than the one before.
  * - Write: the section gets the token (`hold.fence`) and presents it with its write;
  *   fenced-write-6.lua applies it only if no later token was issued, and otherwise
- *   changes nothing and the section throws StaleLockError (503 STALE_LOCK), which is
- *   counted here in lostLocks and logged. Each order in the stream carries its token.
+ *   changes nothing and the section throws StaleLockError (503 STALE_LOCK). That hold
+ *   is lost, and counted once: a later token means another holder took the key, so
+ *   our release finds it gone and counts it (its one warning says the write was
+ *   refused). Each order in the stream carries its token.
  * - Everything else (owner token, compare-and-delete release, local line, validity
  *   signal) is `lock`'s.
  *
@@ -35,18 +37,40 @@ export class FencedLockStrategy extends SetNxLockStrategy {
     return fencedAcquire.run(this.fencing, [key, fenceKeyFor(key)], token, this.options.ttlMs);
   }
 
-  override using<T>(key: string, section: (hold: Hold) => Promise<T>, options?: UsingOptions): Promise<T> {
-    return super.using(
-      key,
-      (hold) =>
-        section(hold).catch((err: unknown) => {
-          if (err instanceof StaleLockError) {
-            this.lost++;
-            this.logger.warn(`write under ${key} refused: ${err.message}`);
-          }
-          throw err;
-        }),
-      options,
-    );
+  /** Holds whose write the fence refused, by `key#fence`, until their release reports them. */
+  private readonly refused = new Map<string, string>();
+
+  override async using<T>(key: string, section: (hold: Hold) => Promise<T>, options?: UsingOptions): Promise<T> {
+    let refusal: string | undefined;
+    try {
+      return await super.using(
+        key,
+        (hold) =>
+          section(hold).catch((err: unknown) => {
+            if (err instanceof StaleLockError) {
+              refusal = `${key}#${hold.fence}`;
+              this.refused.set(refusal, err.message);
+            }
+            throw err;
+          }),
+        options,
+      );
+    } finally {
+      // Still here: the release did not find the lock lost (it failed: Redis went away),
+      // so the refused write is counted and said here, still once.
+      if (refusal !== undefined && this.refused.has(refusal)) {
+        this.lost++;
+        this.logger.warn(`write under ${key} refused: ${this.refused.get(refusal)}`);
+        this.refused.delete(refusal);
+      }
+    }
+  }
+
+  protected override whyLost(lease: LockLease): string {
+    const id = `${lease.key}#${lease.fence}`;
+    const refused = this.refused.get(id);
+    if (refused === undefined) return super.whyLost(lease);
+    this.refused.delete(id);
+    return `its write was refused: ${refused}`;
   }
 }

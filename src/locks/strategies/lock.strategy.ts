@@ -139,10 +139,13 @@ export class SetNxLockStrategy implements Lock {
     const deleted = await releaseLock.run(this.redis, [lease.key], lease.token, releasedChannel(lease.key));
     if (deleted === 1) return true;
     this.lost++;
-    this.logger.warn(
-      `lock ${lease.key} was no longer ours at release: the hold outlived its TTL of ${this.options.ttlMs} ms`,
-    );
+    this.logger.warn(`lock ${lease.key} was no longer ours at release: ${this.whyLost(lease)}`);
     return false;
+  }
+
+  /** What the release's warning says of a hold found lost: one line per lost hold, so a subclass that knows more says it here. */
+  protected whyLost(_lease: LockLease): string {
+    return `the hold outlived its TTL of ${this.options.ttlMs} ms`;
   }
 
   using<T>(key: string, section: (hold: Hold) => Promise<T>, options?: UsingOptions): Promise<T> {

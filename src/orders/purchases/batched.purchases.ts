@@ -144,8 +144,10 @@ export class BatchedPurchases extends LockedPurchases {
     // outcome of this hold may answer them.
     const buyers = unsettled(batch);
     for (const buyer of buyers) clearTimeout(buyer.timer);
-    this.metrics?.batchServed(buyers.length);
+    // A hold whose buyers all timed out while it was being taken served nobody: not a
+    // batch (its wait and hold are still in the lock's histograms).
     if (buyers.length === 0) return [];
+    this.metrics?.batchServed(buyers.length);
     const keyed = buyers.filter((b) => b.order.claim);
     const read = await readSale(
       this.redis,
