@@ -2,6 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { commandCalls, uniquePrefix, useClosing, useTestRedis, whileWritesHeld } from '../../../test/helpers/redis';
 import { LockExpiredError, LockTimeoutError } from '../../errors/errors';
 import { releaseLock } from '../../redis/lua-scripts';
+import { releasedChannel } from '../release-subscriber';
 import { SetNxLockStrategy } from './lock.strategy';
 
 describe('SetNxLockStrategy (lock) against a real Redis', () => {
@@ -113,8 +114,16 @@ describe('SetNxLockStrategy (lock) against a real Redis', () => {
     const holder = closing(new SetNxLockStrategy(client(), { ttlMs: 10_000, waitMs: 0 }));
     const waiter = closing(new SetNxLockStrategy(client(), { ttlMs: 10_000, waitMs: 5_000 }));
     const held = await holder.acquire(key);
+    const admin = client();
+    const sets = await commandCalls(admin, 'set');
     const taken = waiter.acquire(key);
-    await sleep(300); // the waiter's fallback timeouts are up to 250 ms; it is now waiting
+    // Not a fixed sleep (a loaded machine outlasts any): the waiter is subscribed, has
+    // tried often enough that its fallback waits are long (2 ms doubling, up to 250 ms),
+    // and is waiting now, so only the message can end this wait in time.
+    const channel = releasedChannel(key);
+    const subscribed = async () => Number(((await admin.call('PUBSUB', 'SHARDNUMSUB', channel)) as unknown[])[1]);
+    const waiting = () => ((waiter as any).subscriber.channels.get(channel)?.wake.size ?? 0) > 0;
+    while ((await subscribed()) < 1 || (await commandCalls(admin, 'set')) - sets < 7 || !waiting()) await sleep(1);
     await holder.release(held);
     const lease = await taken;
     expect(await client().get(key)).toBe(lease.token);
