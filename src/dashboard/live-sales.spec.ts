@@ -152,7 +152,10 @@ describe('LiveSales (the dashboard aggregate)', () => {
     // ...when another instance restarts the sale, as ProductsService.startSale does.
     const other = otherInstance(live);
     other.saleRestarted('phone');
-    other.saleStarted('phone', await resetSale.run(client, [k.meta, k.stock, k.buyers, k.orders, k.idem, k.live], 5, 1));
+    other.saleStarted(
+      'phone',
+      await resetSale.run(client, [k.meta, k.stock, k.buyers, k.orders, k.idem, k.live], 5, 1),
+    );
     await live.publish();
     expect(await field('SOLD_OUT')).toBeNull();
     expect(await field('CREATED')).toBeNull();
