@@ -1,4 +1,4 @@
-import { holderPid, readInstances } from './live-event';
+import { holderPid, readInstances, STALE_AFTER_MS } from './live-event';
 
 describe('the live hash read back (live-event.ts)', () => {
   it('groups fields by instance, answers apart from what the instance says of itself', () => {
@@ -21,12 +21,31 @@ describe('the live hash read back (live-event.ts)', () => {
         pid: 5,
         answers: { CREATED: 4, LOCK_TIMEOUT: 2 },
         waiting: 9,
+        stale: false,
         lostLocks: 1,
         seenMsAgo: 500,
       },
-      { id: 'host-b/7', pid: 7, answers: { CREATED: 3 }, waiting: 0, lostLocks: 0, seenMsAgo: 1000 },
+      { id: 'host-b/7', pid: 7, answers: { CREATED: 3 }, waiting: 0, stale: false, lostLocks: 0, seenMsAgo: 1000 },
     ]);
     expect(readInstances({}, 0)).toEqual([]);
+  });
+
+  it('does not count the waiting buyers of an instance unseen past STALE_AFTER_MS (crashed); keeps its answers', () => {
+    const hash = {
+      'dead/1|CREATED': '4',
+      'dead/1|waiting': '7',
+      'dead/1|seen': '1000',
+      'idle/2|CREATED': '2',
+      'idle/2|waiting': '0',
+      'idle/2|seen': '1000',
+      'live/3|waiting': '5',
+      'live/3|seen': String(1000 + 10_000 - STALE_AFTER_MS),
+    };
+    const [dead, idle, live] = readInstances(hash, 1000 + 10_000);
+    expect(dead).toMatchObject({ id: 'dead/1', waiting: 0, stale: true, answers: { CREATED: 4 }, seenMsAgo: 10_000 });
+    // Nobody waiting, so no heartbeat is owed: quiet, not gone.
+    expect(idle).toMatchObject({ id: 'idle/2', waiting: 0, stale: false, answers: { CREATED: 2 } });
+    expect(live).toMatchObject({ id: 'live/3', waiting: 5, stale: false });
   });
 
   it('reads the pid in a `<pid>:<token>` lock value, and none in a bare token or timestamp', () => {

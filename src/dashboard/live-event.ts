@@ -23,6 +23,16 @@ export interface LiveEvent {
   readonly instances: readonly LiveInstance[];
 }
 
+/**
+ * How long an instance with buyers waiting may go unseen before its waiting buyers
+ * stop counting: it publishes every 250 ms while any wait (its heartbeat), so 2 s is
+ * eight missed ticks. Long enough that a busy event loop, a slow Redis round trip or
+ * a second of clock skew between instances (`seen` is the publisher's clock, the
+ * age the reader's) does not flicker a live instance to "gone"; short enough that a
+ * crashed one's buyers leave the total within a couple of seconds, not 24 hours.
+ */
+export const STALE_AFTER_MS = 2_000;
+
 /** One app instance's share of a sale, as it published it (live-publish-2.lua). */
 export interface LiveInstance {
   /** `<hostname>/<pid>`. */
@@ -30,8 +40,17 @@ export interface LiveInstance {
   readonly pid: number;
   /** Answers in this sale by code: CREATED for a 201, else the error code. */
   readonly answers: Readonly<Record<string, number>>;
-  /** Buyers that had arrived in that instance and were not answered, at its last publish. */
+  /**
+   * Buyers that had arrived in that instance and were not answered, at its last
+   * publish; 0 when the instance is stale.
+   */
   readonly waiting: number;
+  /**
+   * It said buyers were waiting and has not published for over STALE_AFTER_MS
+   * (crashed, or cut off from Redis): they are not counted. Its answers still are
+   * (they happened). An idle instance publishes nothing and is never stale.
+   */
+  readonly stale: boolean;
   /** Holds that instance found lost (all products), at its last publish. */
   readonly lostLocks: number;
   /** How long ago it last published (it publishes only when something changed). */
@@ -67,14 +86,19 @@ export function readInstances(hash: Record<string, string>, at: number): LiveIns
   }
   return [...byId]
     .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-    .map(([id, e]) => ({
-      id,
-      pid: e.pid,
-      answers: e.answers,
-      waiting: e.waiting,
-      lostLocks: e.lostLocks,
-      seenMsAgo: Math.max(0, at - e.seen),
-    }));
+    .map(([id, e]) => {
+      const seenMsAgo = Math.max(0, at - e.seen);
+      const stale = e.waiting > 0 && seenMsAgo > STALE_AFTER_MS;
+      return {
+        id,
+        pid: e.pid,
+        answers: e.answers,
+        waiting: stale ? 0 : e.waiting,
+        stale,
+        lostLocks: e.lostLocks,
+        seenMsAgo,
+      };
+    });
 }
 
 /** The pid in a lock token `<pid>:<random>` (lock, fenced, and the token classic mistakes), or null. */

@@ -3,6 +3,7 @@ import type { ServerResponse } from 'node:http';
 import { Observable, Subscriber } from 'rxjs';
 import { AppConfig, LockStrategyName } from '../config/app-config';
 import { APP_CONFIG } from '../config/config.constants';
+import { TooManyWatchersError } from '../errors/errors';
 import type { RedisClient } from '../redis/create-client';
 import { execAll } from '../redis/exec-all';
 import { KeyLayout } from '../redis/key-layout';
@@ -11,6 +12,16 @@ import { holderPid, LiveEvent, readInstances } from './live-event';
 
 /** How often a watched product is read: the events' rate, whatever the sale's. */
 export const POLL_INTERVAL_MS = 250;
+/** A watched product without a sale (a typo, a made-up id, a sale not yet started) is read once a second. */
+export const NO_SALE_POLL_MS = 1_000;
+/**
+ * Distinct products polled at once per instance: each costs Redis a MULTI per poll,
+ * and anyone may name any id. A page watches one product; 32 leaves room for many
+ * people watching different sales.
+ */
+export const MAX_WATCHED_PRODUCTS = 32;
+/** Open streams per instance (each holds a socket and a subscriber, not Redis reads). */
+export const MAX_STREAMS = 256;
 /** What an EventSource waits before it reconnects after the stream ends (the app restarting). */
 const RETRY_MS = 2_000;
 /** A client that ignores the end of its stream at shutdown is cut after this. */
@@ -41,11 +52,14 @@ interface Watch {
   readonly subscribers: Set<Subscriber<MessageEvent>>;
   readonly timer: NodeJS.Timeout;
   reading: boolean;
+  /** No sale at the last read: the next read is not before this (ms since the epoch). */
+  nextReadAt: number;
 }
 
 /**
  * The streams of GET /api/live/:productId. Per product and instance one poll, four
- * times a second while anyone watches and stopped when nobody does, reads the sale,
+ * times a second while anyone watches (once a second while the product has no sale)
+ * and stopped when nobody does, reads the sale,
  * the lock and the live hash in one MULTI and sends the same event to every watcher.
  * So the dashboard's reads do not grow with the buyers, and barely with the watchers.
  */
@@ -54,6 +68,9 @@ export class LiveFeed implements BeforeApplicationShutdown {
   private readonly logger = new Logger('LiveFeed');
   private readonly watches = new Map<string, Watch>();
   private readonly responses = new Set<ServerResponse>();
+  /** Streams asked for and not yet ended, by product, counted from the ask (see watch). */
+  private readonly asked = new Map<string, number>();
+  private streams = 0;
   private closing = false;
 
   constructor(
@@ -66,8 +83,31 @@ export class LiveFeed implements BeforeApplicationShutdown {
    * The product's events for one client, the first at once. `response` is ended with
    * its connection when the app starts closing, so that an open stream neither holds
    * the graceful drain open nor counts at its deadline as a request cut mid-way.
+   * Throws TooManyWatchersError (503, before any header is sent) past either bound.
+   * Nest subscribes only after the handler returns, so the bounds count a stream
+   * and its product from the ask, not from the subscription: two asks in between
+   * cannot both take the last place.
    */
   watch(productId: string, response: ServerResponse): Observable<MessageEvent> {
+    if (this.streams >= MAX_STREAMS) {
+      throw new TooManyWatchersError(`this instance already holds ${MAX_STREAMS} live streams`);
+    }
+    if (!this.asked.has(productId) && this.asked.size >= MAX_WATCHED_PRODUCTS) {
+      throw new TooManyWatchersError(`this instance already polls ${MAX_WATCHED_PRODUCTS} products`);
+    }
+    this.streams++;
+    this.asked.set(productId, (this.asked.get(productId) ?? 0) + 1);
+    let counted = true;
+    // Once per stream, whether Nest subscribed or not (response closed first).
+    const release = () => {
+      if (!counted) return;
+      counted = false;
+      this.streams--;
+      const left = (this.asked.get(productId) ?? 1) - 1;
+      if (left > 0) this.asked.set(productId, left);
+      else this.asked.delete(productId);
+    };
+    response.once('close', release);
     return new Observable<MessageEvent>((subscriber) => {
       if (this.closing) {
         subscriber.complete();
@@ -79,15 +119,19 @@ export class LiveFeed implements BeforeApplicationShutdown {
       if (!watch) {
         const timer = setInterval(() => void this.poll(productId), POLL_INTERVAL_MS);
         timer.unref();
-        watch = { subscribers: new Set(), timer, reading: false };
+        watch = { subscribers: new Set(), timer, reading: false, nextReadAt: 0 };
         this.watches.set(productId, watch);
       }
       watch.subscribers.add(subscriber);
       void this.read(productId).then(
-        (event) => subscriber.next(message(event)),
+        (event) => {
+          if (event.initialStock === null) watch.nextReadAt = Math.max(watch.nextReadAt, nextNoSaleRead(event));
+          subscriber.next(message(event));
+        },
         () => undefined,
       );
       return () => {
+        release();
         this.responses.delete(response);
         watch.subscribers.delete(subscriber);
         if (watch.subscribers.size === 0 && this.watches.get(productId) === watch) {
@@ -145,10 +189,13 @@ export class LiveFeed implements BeforeApplicationShutdown {
   private async poll(productId: string): Promise<void> {
     const watch = this.watches.get(productId);
     // A read slower than the interval is not stacked behind another.
-    if (!watch || watch.reading) return;
+    if (!watch || watch.reading || Date.now() < watch.nextReadAt) return;
     watch.reading = true;
     try {
-      const data = message(await this.read(productId));
+      const event = await this.read(productId);
+      // A product without a sale is read less often; within a second of its start, as often again.
+      watch.nextReadAt = event.initialStock === null ? nextNoSaleRead(event) : 0;
+      const data = message(event);
       for (const subscriber of watch.subscribers) subscriber.next(data);
     } catch (err) {
       this.logger.debug(`live read of ${productId} failed: ${(err as Error).message}`);
@@ -156,6 +203,11 @@ export class LiveFeed implements BeforeApplicationShutdown {
       watch.reading = false;
     }
   }
+}
+
+/** When to read a product without a sale next: a second on (half a tick early, so a tick is not skipped by jitter). */
+function nextNoSaleRead(event: LiveEvent): number {
+  return event.at + NO_SALE_POLL_MS - POLL_INTERVAL_MS / 2;
 }
 
 /** Serialized once per poll, not once per watcher. */

@@ -2,6 +2,7 @@ import { commandCalls, startSaleIn, useTestRedis } from '../../test/helpers/redi
 import { AppConfig, loadConfig } from '../config/app-config';
 import type { PurchasePath } from '../orders/purchases/purchase-path';
 import { KeyLayout } from '../redis/key-layout';
+import { resetSale } from '../redis/lua-scripts';
 import { PurchaseTelemetry } from '../telemetry/purchase-telemetry';
 import { LIVE_TTL_MS, LiveSales } from './live-sales';
 
@@ -123,5 +124,96 @@ describe('LiveSales (the dashboard aggregate)', () => {
     const hash = await client.hgetall(k.live);
     expect(hash[`${live.instance}|CREATED`]).toBe('1');
     expect(hash['elsewhere/42|CREATED']).toBe('1');
+  });
+
+  /** A second instance on the same Redis and keys, as another process would be. */
+  function otherInstance(live: LiveSales, client = live['redis']): LiveSales {
+    const other = new LiveSales(
+      live['config'],
+      client,
+      live['keys'],
+      { status: () => Promise.resolve({ lostLocks: 0 }) } as unknown as PurchasePath,
+      new PurchaseTelemetry(),
+    );
+    Object.defineProperty(other, 'instance', { value: 'elsewhere/42' });
+    return other;
+  }
+
+  it('drops what it counted in the last sale when another instance restarted it before the publish', async () => {
+    const { client, k, live, telemetry, field } = await setUp();
+    telemetry.arrived('phone');
+    telemetry.answered('phone', 'CREATED');
+    // It has published in this sale once, so it knows the sale's id.
+    await live.publish();
+    expect(await field('CREATED')).toBe('1');
+    // Answers of the old sale, counted here, not yet published...
+    telemetry.arrived('phone');
+    telemetry.answered('phone', 'SOLD_OUT');
+    // ...when another instance restarts the sale, as ProductsService.startSale does.
+    const other = otherInstance(live);
+    other.saleRestarted('phone');
+    other.saleStarted(
+      'phone',
+      await resetSale.run(client, [k.meta, k.stock, k.buyers, k.orders, k.idem, k.live], 5, 1),
+    );
+    await live.publish();
+    expect(await field('SOLD_OUT')).toBeNull();
+    expect(await field('CREATED')).toBeNull();
+    expect(await field('waiting')).toBe('0');
+    // The publish's reply taught it the new sale: its answers count again.
+    telemetry.arrived('phone');
+    telemetry.answered('phone', 'CREATED');
+    await live.publish();
+    expect(await field('CREATED')).toBe('1');
+    // The instance that restarted knows the sale from its own reset.
+    other.arrived('phone');
+    other.answered('phone', 'CREATED');
+    await other.publish();
+    expect(await client.hget(k.live, 'elsewhere/42|CREATED')).toBe('1');
+  });
+
+  it('while buyers wait, publishes every tick (a heartbeat), news or not', async () => {
+    const { client, k, live, telemetry, field } = await setUp();
+    clearInterval(live['timer']);
+    telemetry.arrived('phone');
+    await live.publish();
+    // As if the last publish were long ago: nothing changed since, yet a buyer waits.
+    await client.hset(k.live, `${live.instance}|seen`, '1');
+    await live.publish();
+    expect(Math.abs(Number(await field('seen')) - Date.now())).toBeLessThan(5_000);
+    // Nobody waiting and nothing new: no publish.
+    telemetry.answered('phone', 'CREATED');
+    await live.publish();
+    await client.hset(k.live, `${live.instance}|seen`, '1');
+    await live.publish();
+    expect(await field('seen')).toBe('1');
+  });
+
+  it('keeps the counts of a publish that was never sent (not connected) for the next tick', async () => {
+    const { live } = await setUp();
+    const own = redis.client({ enableOfflineQueue: false, maxRetriesPerRequest: 1 });
+    const ready = () => new Promise((done) => own.once('ready', done));
+    await ready();
+    const other = otherInstance(live, own);
+    const field = (name: string) => live['redis'].hget(live['keys'].product('phone').live, `elsewhere/42|${name}`);
+    other.arrived('phone');
+    other.answered('phone', 'CREATED');
+    await other.publish();
+    other.arrived('phone');
+    other.answered('phone', 'CREATED');
+    const ended = new Promise((done) => own.once('end', done));
+    own.disconnect();
+    await ended;
+    // Refused unsent: "Connection is closed." (ended client).
+    await other.publish();
+    expect(await field('CREATED')).toBe('1');
+    // And while it connects again: "Stream isn't writeable".
+    const back = ready();
+    void own.connect().catch(() => undefined);
+    await other.publish();
+    expect(await field('CREATED')).toBe('1');
+    await back;
+    await other.publish();
+    expect(await field('CREATED')).toBe('2');
   });
 });

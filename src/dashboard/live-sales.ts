@@ -6,6 +6,7 @@ import { PurchasePath } from '../orders/purchases/purchase-path';
 import type { RedisClient } from '../redis/create-client';
 import { KeyLayout } from '../redis/key-layout';
 import { livePublish } from '../redis/lua-scripts';
+import { isOutcomeUnknown, isRedisUnavailable } from '../redis/redis-errors';
 import { REDIS_CLIENT } from '../redis/redis.constants';
 import { PurchaseListener, PurchaseTelemetry } from '../telemetry/purchase-telemetry';
 
@@ -33,6 +34,13 @@ interface Counts {
   seenAt: number;
   /** Redis said the product has a sale (the last publish wrote), or this instance started one. */
   known: boolean;
+  /**
+   * The sale the counts belong to, as Redis last said (a publish's reply, this
+   * instance's own reset); '' until then. A publish with an older one is dropped.
+   */
+  saleId: string;
+  /** Bumped by each restart here: counts taken before it are never put back after it. */
+  restarts: number;
 }
 
 /**
@@ -101,8 +109,19 @@ export class LiveSales implements PurchaseListener, OnModuleInit, OnApplicationS
     if (!counts) return;
     counts.answers = new Map();
     counts.known = true;
+    counts.restarts++;
     // The reset deletes this instance's fields too: the next tick writes them again.
     counts.dirty = true;
+  }
+
+  /**
+   * The reset script answered: the new sale's id (reset-sale-6.lua). What this
+   * instance counts from now on belongs to it; what another instance counted in the
+   * last sale and publishes later carries the old id, and Redis drops it.
+   */
+  saleStarted(productId: string, saleId: number): void {
+    const counts = this.products.get(productId);
+    if (counts) counts.saleId = String(saleId);
   }
 
   /** Products this instance saw lately (a buyer, a reset), the latest first. */
@@ -133,7 +152,15 @@ export class LiveSales implements PurchaseListener, OnModuleInit, OnApplicationS
 
   private track(productId: string): Counts | undefined {
     if (this.products.size >= MAX_PRODUCTS) return undefined;
-    const counts: Counts = { answers: new Map(), waiting: 0, dirty: false, seenAt: Date.now(), known: false };
+    const counts: Counts = {
+      answers: new Map(),
+      waiting: 0,
+      dirty: false,
+      seenAt: Date.now(),
+      known: false,
+      saleId: '',
+      restarts: 0,
+    };
     this.products.set(productId, counts);
     return counts;
   }
@@ -142,7 +169,10 @@ export class LiveSales implements PurchaseListener, OnModuleInit, OnApplicationS
     const now = Date.now();
     const changed: [string, Counts][] = [];
     for (const [productId, counts] of this.products) {
-      if (counts.dirty) changed.push([productId, counts]);
+      // Buyers waiting: publish every tick even without news, a heartbeat that keeps
+      // `seen` fresh, so that a reader can tell a crashed instance's waiting buyers
+      // (no heartbeat) from a live one's (live-event.ts, STALE_AFTER_MS).
+      if (counts.dirty || counts.waiting > 0) changed.push([productId, counts]);
       else if (counts.waiting === 0 && now - counts.seenAt > FORGET_AFTER_MS) this.products.delete(productId);
     }
     if (changed.length === 0) return;
@@ -157,11 +187,20 @@ export class LiveSales implements PurchaseListener, OnModuleInit, OnApplicationS
 
   /**
    * Takes the product's counts and sends them in the same synchronous step (see
-   * saleRestarted). A failed publish loses its counts rather than risk adding them
-   * twice: a script whose reply was lost may have run.
+   * saleRestarted). A publish that may have run (sent, its reply lost) loses its
+   * counts rather than risk adding them twice; one that was never sent (not
+   * connected) puts them back for the next tick.
    */
   private async send(productId: string, counts: Counts, lostLocks: number): Promise<void> {
+    // Not connected: the client would refuse the command unsent (enableOfflineQueue
+    // is off, and an ended client says "Connection is closed", which also names a
+    // command cut mid-way); keep the counts for a tick when it is back.
+    if (this.redis.status !== 'ready') {
+      this.notPublished(new Error(`Redis connection is ${this.redis.status}`));
+      return;
+    }
     const now = Date.now();
+    const restarts = counts.restarts;
     const answers = counts.answers;
     counts.answers = new Map();
     counts.dirty = false;
@@ -170,7 +209,7 @@ export class LiveSales implements PurchaseListener, OnModuleInit, OnApplicationS
     for (const [code, n] of answers) pairs.push(code, n);
     const k = this.keys.product(productId);
     try {
-      const written = await livePublish.run(
+      const saleId = await livePublish.run(
         this.redis,
         [k.meta, k.live],
         this.instance,
@@ -179,9 +218,12 @@ export class LiveSales implements PurchaseListener, OnModuleInit, OnApplicationS
         lostLocks,
         now,
         LIVE_TTL_MS,
+        counts.saleId,
         ...pairs,
       );
-      counts.known = written === 1;
+      counts.known = saleId !== null;
+      // A restart here since the publish was sent set the id from its own reset.
+      if (saleId !== null && counts.restarts === restarts) counts.saleId = saleId;
       // No such sale: forget the id now, so made-up ids do not crowd out real products.
       if (!counts.known && counts.waiting <= 0 && !counts.dirty && this.products.get(productId) === counts) {
         this.products.delete(productId);
@@ -189,8 +231,19 @@ export class LiveSales implements PurchaseListener, OnModuleInit, OnApplicationS
       if (this.failing) this.logger.log('publishing to Redis again');
       this.failing = false;
     } catch (err) {
-      if (!this.failing) this.logger.warn(`dashboard counts not published (lost): ${(err as Error).message}`);
-      this.failing = true;
+      const unsent = isRedisUnavailable(err) && !isOutcomeUnknown(err);
+      if (unsent && counts.restarts === restarts && this.products.get(productId) === counts) {
+        for (const [code, n] of answers) counts.answers.set(code, (counts.answers.get(code) ?? 0) + n);
+        counts.dirty = true;
+      }
+      this.notPublished(err as Error, !unsent);
     }
+  }
+
+  private notPublished(err: Error, lost = false): void {
+    if (!this.failing) {
+      this.logger.warn(`dashboard counts not published (${lost ? 'lost' : 'kept for the next tick'}): ${err.message}`);
+    }
+    this.failing = true;
   }
 }

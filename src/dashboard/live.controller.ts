@@ -39,12 +39,13 @@ export class LiveController {
   /**
    * Server-Sent Events: one LiveEvent (live-event.ts) about four times a second, the
    * first at once. A bad id is refused 400 VALIDATION_FAILED as JSON before any stream
-   * begins (the pipe runs first; Nest sends no header until the first event).
+   * begins (the pipe runs first; Nest sends no header until the first event); past
+   * the instance's bounds on streams, 503 TOO_MANY_WATCHERS the same way.
    */
   @Sse(':productId')
   @ApiOperation({ summary: "a product's sale, live: Server-Sent Events, one about every 250 ms, the first at once" })
   @ApiPathParams(LiveParamsDto)
-  @ApiErrors('VALIDATION_FAILED', 'URI_TOO_LONG')
+  @ApiErrors('VALIDATION_FAILED', 'URI_TOO_LONG', 'TOO_MANY_WATCHERS')
   @ApiProduces('text/event-stream')
   @ApiResponse({
     status: 200,

@@ -172,6 +172,16 @@ export class LockNodesUnavailableError extends createError(
     `${down} of ${nodes} Redlock nodes are unreachable and a lock needs ${quorum}; nothing was changed, retry later`,
 ) {}
 
+/**
+ * GET /api/live/:productId past this instance's bounds on live streams (products
+ * polled, streams open): each polled product costs Redis reads, each stream a socket.
+ */
+export class TooManyWatchersError extends createError(
+  'TOO_MANY_WATCHERS',
+  503,
+  (detail: string) => `${detail}; retry later or watch from another instance`,
+) {}
+
 /** The sale's Redis does not answer (down, restarting, paused past the command timeout). */
 export class RedisUnavailableError extends createError(
   'REDIS_UNAVAILABLE',

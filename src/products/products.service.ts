@@ -24,13 +24,20 @@ export class ProductsService {
    * (under a lock, holding the product's lock, which the release then clears), so
    * that no purchase decided in the old sale lands in the new one. The dashboard's
    * counts of the old sale go too: the live hash in the script, this instance's
-   * unpublished ones right before it.
+   * unpublished ones right before it, and other instances' when they publish them
+   * (the new sale id the script returns tells them apart).
    */
   async startSale(productId: string, stock: number, perUserLimit: number): Promise<Product> {
     const k = this.keys.product(productId);
-    await this.purchases.exclusive(productId, () => {
+    await this.purchases.exclusive(productId, async () => {
       this.live.saleRestarted(productId);
-      return resetSale.run(this.redis, [k.meta, k.stock, k.buyers, k.orders, k.idem, k.live], stock, perUserLimit);
+      const saleId = await resetSale.run(
+        this.redis,
+        [k.meta, k.stock, k.buyers, k.orders, k.idem, k.live],
+        stock,
+        perUserLimit,
+      );
+      this.live.saleStarted(productId, saleId);
     });
     return this.get(productId);
   }

@@ -10,11 +10,11 @@ export type { ScriptClient } from './lua-script';
 /** Compare-and-delete of a lock, announced on `channel`. 1 if ours and deleted, 0 if not ours. */
 export const releaseLock = new LuaScript<[lock: string], [token: string, channel: string], 0 | 1>('release-lock');
 
-/** A sale's start or restart in one step. */
+/** A sale's start or restart in one step: the new sale's id. */
 export const resetSale = new LuaScript<
   [meta: string, stock: string, buyers: string, orders: string, idem: string, live: string],
   [initialStock: number, perUserLimit: number],
-  1
+  number
 >('reset-sale');
 
 /** The whole purchase (strategy `atomic`). */
@@ -70,7 +70,10 @@ export const idempotencyRelease = new LuaScript<[idem: string], [key: string, cl
   'idempotency-release',
 );
 
-/** Adds an instance's answers since its last publish to a product's live hash: 1 if written, 0 if the product has no sale. */
+/**
+ * Adds an instance's answers since its last publish to a product's live hash, unless
+ * they belong to another sale: the current sale id, or null if the product has no sale.
+ */
 export const livePublish = new LuaScript<
   [meta: string, live: string],
   [
@@ -80,7 +83,8 @@ export const livePublish = new LuaScript<
     lostLocks: number,
     nowMs: number,
     ttlMs: number,
+    saleId: string,
     ...answers: (string | number)[],
   ],
-  0 | 1
+  string | null
 >('live-publish');

@@ -242,8 +242,13 @@
       row.querySelector('.answers').textContent = fmt(answers);
       row.querySelector('.waiting').textContent = fmt(instance.waiting);
       row.querySelector('.lost-locks').textContent = fmt(instance.lostLocks);
-      row.querySelector('.seen').textContent =
-        instance.seenMsAgo < 1000 ? 'now' : `${fmt(Math.round(instance.seenMsAgo / 1000))} s ago`;
+      // Stale: it had buyers waiting and stopped publishing (crashed): they are not counted.
+      row.querySelector('.seen').textContent = instance.stale
+        ? 'gone'
+        : instance.seenMsAgo < 1000
+          ? 'now'
+          : `${fmt(Math.round(instance.seenMsAgo / 1000))} s ago`;
+      row.classList.toggle('gone', Boolean(instance.stale));
       return row;
     });
     body.replaceChildren(...rows);

@@ -4,16 +4,20 @@
   and the dashboard's counts of the last sale go with it, so the new sale's start at 0.
   The caller holds the product's lock, so no purchase is between its read and its
   write while this runs; the lock itself is released by the caller afterwards.
+  Each (re)start gets a new sale id in the meta hash: an instance that counted
+  answers in the last sale and publishes them after this sends the old id, and
+  live-publish-2.lua drops them instead of adding them to the new sale.
 
-  KEYS[1]  meta hash        KEYS[2]  stock
+  KEYS[1]  meta hash (initialStock, perUserLimit, saleId)
+  KEYS[2]  stock
   KEYS[3]  buyers hash      KEYS[4]  orders stream
   KEYS[5]  idempotency hash (a retry of the last sale's request is a new request)
   KEYS[6]  live hash (the dashboard's answers per instance, live-publish-2.lua)
   ARGV[1]  initial stock (integer >= 0)
   ARGV[2]  per-user limit (integer >= 1)
-  Returns  1
+  Returns  the new sale's id (integer >= 1, one more than the last sale's)
 ]]
 redis.call('DEL', KEYS[3], KEYS[4], KEYS[5], KEYS[6])
 redis.call('HSET', KEYS[1], 'initialStock', ARGV[1], 'perUserLimit', ARGV[2])
 redis.call('SET', KEYS[2], ARGV[1])
-return 1
+return redis.call('HINCRBY', KEYS[1], 'saleId', 1)
