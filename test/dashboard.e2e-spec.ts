@@ -219,6 +219,48 @@ describe('live dashboard: GET / and Server-Sent Events from the live aggregate',
     });
   });
 
+  describe('bounds on watchers', () => {
+    let stack: TestStack;
+    const streams: Stream[] = [];
+
+    beforeAll(async () => {
+      stack = await startTestStack('live-bounds');
+    });
+
+    afterAll(async () => {
+      for (const s of streams) s.close();
+      await stack?.close();
+    });
+
+    it('polls at most 32 products: the 33rd is refused 503 TOO_MANY_WATCHERS as JSON, and a freed place is taken again', async () => {
+      for (let i = 1; i <= 32; i++) {
+        const s = await openStream(stack.url, `made-up-${i}`);
+        streams.push(s);
+        expect([i, s.status]).toEqual([i, 200]);
+      }
+      const refused = await request(stack.url, 'GET', '/api/live/made-up-33');
+      expect(refused.status).toBe(503);
+      expect(refused.headers.get('retry-after')).toBe('1');
+      expect(refused.body).toMatchObject({ statusCode: 503, code: 'TOO_MANY_WATCHERS' });
+      // A product already polled is no new place: another watcher of it is served.
+      const again = await openStream(stack.url, 'made-up-1');
+      streams.push(again);
+      expect(again.status).toBe(200);
+      // Closing every watcher of one product frees its place (the server sees each close).
+      streams[0].close();
+      again.close();
+      for (;;) {
+        const next = await openStream(stack.url, 'made-up-34');
+        if (next.status === 200) {
+          streams.push(next);
+          break;
+        }
+        next.close();
+        await sleep(10);
+      }
+    });
+  });
+
   describe('the built app as processes', () => {
     let redis: TestRedis;
     let client: Redis;
