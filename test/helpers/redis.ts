@@ -56,19 +56,17 @@ export async function startSaleIn(
 }
 
 /**
- * QUIT a test's client (disconnect() leaves a timer that keeps Jest alive). Only while
- * its Redis still runs: once ioredis has seen the connection close ('close', then
- * 'reconnecting'), QUIT and disconnect() both wait up to disconnectTimeout (2 s) for a
- * 'close' that already happened, on a timer that holds the process; a Jest worker is
- * force-exited after 500 ms. So that is an error here, not a silent leak.
+ * QUIT a test's client while its Redis still runs. Once ioredis has seen the connection
+ * close ('close', then 'reconnecting'), QUIT would wait for a server that is gone, so
+ * the client is only disconnected; that leaves ioredis' disconnectTimeout timer (2 s)
+ * holding the process, so a spec closes its clients before it stops their Redis where
+ * it can (a spec that kills a node on purpose cannot).
  */
 export async function closeClient(client: Redis | undefined): Promise<void> {
   if (!client || client.status === 'end') return;
-  const { status } = client;
-  if (status === 'close' || status === 'reconnecting') {
-    // Stops its reconnect attempts; the timer stays (see above).
+  if (client.status === 'close' || client.status === 'reconnecting') {
     client.disconnect();
-    throw new Error(`closeClient: the client's Redis is already gone (${status}): close a client before its Redis`);
+    return;
   }
   await client.quit().catch(() => client.disconnect());
 }
