@@ -1,6 +1,6 @@
 import { Logger } from '@nestjs/common';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { startSaleIn, useClosing, useTestRedis } from '../../test/helpers/redis';
+import { startSaleIn, useTestRedis } from '../../test/helpers/redis';
 import { StaleLockError } from '../errors/errors';
 import { FencedLockStrategy } from '../locks/strategies/fenced.strategy';
 import { SetNxLockStrategy } from '../locks/strategies/lock.strategy';
@@ -8,8 +8,7 @@ import { writeOrders } from './sale-store';
 
 /** The write side of fencing: an order written under a fenced hold, and the fence refusing a paused holder. */
 describe('writeOrders under a fenced hold, against a real Redis', () => {
-  const { client } = useTestRedis();
-  const closing = useClosing();
+  const { client, closing } = useTestRedis();
 
   async function product(stock: number) {
     const redis = client();

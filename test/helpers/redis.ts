@@ -72,31 +72,29 @@ export async function closeClient(client: Redis | undefined): Promise<void> {
 }
 
 /**
- * For a spec file: `closing(x)` returns x and closes it after the file's tests.
- * Locks keep a subscriber connection of their own once they have waited for a
- * lock; left open, it keeps Jest from exiting.
+ * For a spec file: one real Redis started before its tests, `client()` for a fresh
+ * connection per simulated process, and `closing(x)`, which returns x and closes it
+ * after the file's tests. Locks keep a subscriber connection of their own once they
+ * have waited for a lock; left open, it keeps Jest from exiting.
+ *
+ * After the file, the closing items go first, then the clients, then Redis: a
+ * subscriber still open when its Redis stops can only be disconnected, and ioredis
+ * then holds the process for its disconnectTimeout (2 s) (closeClient), long enough
+ * for Jest to force-exit a worker that had already run its last file.
  */
-export function useClosing(): <T extends { close(): Promise<void> }>(item: T) => T {
-  const items: { close(): Promise<void> }[] = [];
-  afterAll(() => Promise.all(items.map((item) => item.close())));
-  return (item) => {
-    items.push(item);
-    return item;
-  };
-}
-
-/**
- * For a spec file: one real Redis started before its tests, and `client()` for a
- * fresh connection per simulated process; everything is closed and stopped after
- * the file.
- */
-export function useTestRedis(): { url(): string; client(options?: RedisOptions): Redis } {
+export function useTestRedis(): {
+  url(): string;
+  client(options?: RedisOptions): Redis;
+  closing<T extends { close(): Promise<void> }>(item: T): T;
+} {
   let redis: TestRedis | undefined;
   const clients: Redis[] = [];
+  const items: { close(): Promise<void> }[] = [];
   beforeAll(async () => {
     redis = await startTestRedis();
   });
   afterAll(async () => {
+    await Promise.all(items.map((item) => item.close()));
     await Promise.all(clients.map(closeClient));
     await redis?.stop();
   });
@@ -106,6 +104,10 @@ export function useTestRedis(): { url(): string; client(options?: RedisOptions):
       const c = new Redis(redis!.url, options ?? {});
       clients.push(c);
       return c;
+    },
+    closing: (item) => {
+      items.push(item);
+      return item;
     },
   };
 }

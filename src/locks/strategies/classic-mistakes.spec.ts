@@ -1,6 +1,6 @@
 import { Redis } from 'ioredis';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { uniquePrefix, useClosing, useTestRedis } from '../../../test/helpers/redis';
+import { uniquePrefix, useTestRedis } from '../../../test/helpers/redis';
 import { LockTimeoutError } from '../../errors/errors';
 import type { LockFaults } from '../lock-faults';
 import type { Lock } from '../lock';
@@ -17,8 +17,7 @@ import { UncheckedDelStrategy } from './unchecked-del.strategy';
  * correct `lock` survives the same scenario, that is asserted beside it.
  */
 describe('classic mistakes fail as the literature says', () => {
-  const { client } = useTestRedis();
-  const closing = useClosing();
+  const { client, closing } = useTestRedis();
   let key: string;
 
   beforeEach(() => {

@@ -1,12 +1,11 @@
-import { startSaleIn, useClosing, useTestRedis, whileWritesHeld } from '../../../test/helpers/redis';
+import { startSaleIn, useTestRedis, whileWritesHeld } from '../../../test/helpers/redis';
 import { fencedAcquire, resetSale } from '../../redis/lua-scripts';
 import { FencedLockStrategy } from './fenced.strategy';
 
 /** The lock side of fencing; the write side (the fence refusing a late write) is src/orders/fenced-write.spec.ts. */
 
 describe('FencedLockStrategy (fenced) against a real Redis', () => {
-  const { client } = useTestRedis();
-  const closing = useClosing();
+  const { client, closing } = useTestRedis();
 
   async function product(stock: number) {
     const redis = client();

@@ -1,13 +1,12 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { commandCalls, uniquePrefix, useClosing, useTestRedis, whileWritesHeld } from '../../../test/helpers/redis';
+import { commandCalls, uniquePrefix, useTestRedis, whileWritesHeld } from '../../../test/helpers/redis';
 import { LockExpiredError, LockTimeoutError } from '../../errors/errors';
 import { releaseLock } from '../../redis/lua-scripts';
 import { releasedChannel } from '../release-subscriber';
 import { SetNxLockStrategy } from './lock.strategy';
 
 describe('SetNxLockStrategy (lock) against a real Redis', () => {
-  const { client } = useTestRedis();
-  const closing = useClosing();
+  const { client, closing } = useTestRedis();
   let key: string;
 
   beforeEach(() => {

@@ -1,4 +1,4 @@
-import { startSaleIn, useClosing, useTestRedis } from '../../../test/helpers/redis';
+import { startSaleIn, useTestRedis } from '../../../test/helpers/redis';
 import { loadConfig } from '../../config/app-config';
 import { SetNxLockStrategy } from '../../locks/strategies/lock.strategy';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -8,8 +8,7 @@ import { FaultStop } from '../fault-stop';
 import { BatchedPurchases } from './batched.purchases';
 
 describe('BatchedPurchases (lock coalescing) against a real Redis', () => {
-  const { client, url } = useTestRedis();
-  const closing = useClosing();
+  const { client, url, closing } = useTestRedis();
 
   async function sale(stock: number, perUserLimit: number, options = { ttlMs: 5_000, waitMs: 2_000 }) {
     const redis = client();

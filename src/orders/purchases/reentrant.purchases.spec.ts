@@ -1,12 +1,11 @@
-import { startSaleIn, useClosing, useTestRedis } from '../../../test/helpers/redis';
+import { startSaleIn, useTestRedis } from '../../../test/helpers/redis';
 import { ReentrantStrategy } from '../../locks/strategies/reentrant.strategy';
 import { reentrantRelease } from '../../redis/lua-scripts';
 import { FaultStop } from '../fault-stop';
 import { ReentrantPurchases } from './reentrant.purchases';
 
 describe('ReentrantPurchases (reentrant) against a real Redis', () => {
-  const { client } = useTestRedis();
-  const closing = useClosing();
+  const { client, closing } = useTestRedis();
 
   it('re-enters the lock it holds to record the order: Redis counts 2 holds, released one by one', async () => {
     const redis = client();
