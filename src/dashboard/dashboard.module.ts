@@ -7,11 +7,11 @@ import { LiveSales } from './live-sales';
 /**
  * dashboard/: the live sale page at `/`, fed by Server-Sent Events from each
  * instance's aggregate (LiveSales) as the product's live hash in Redis holds it.
- * Not global: Nest calls its shutdown hook (the last publish) before RedisModule's.
+ * Not global: Nest calls its shutdown hook (the last publish) before RedisModule's. It
+ * exports nothing: products/ tells it of a sale reset through PurchaseTelemetry.
  */
 @Module({
   controllers: [DashboardController, LiveController],
   providers: [LiveSales, LiveFeed],
-  exports: [LiveSales],
 })
 export class DashboardModule {}

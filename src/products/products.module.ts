@@ -1,12 +1,10 @@
 import { Module } from '@nestjs/common';
-import { DashboardModule } from '../dashboard/dashboard.module';
 import { AdminGuard } from './admin.guard';
 import { ProductsController } from './products.controller';
 import { ProductsService } from './products.service';
 
 /** products/: the admin's sale set-up (PUT, behind the bearer token) and anyone's stock read (GET). */
 @Module({
-  imports: [DashboardModule],
   controllers: [ProductsController],
   providers: [ProductsService, AdminGuard],
 })

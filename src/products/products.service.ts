@@ -1,5 +1,4 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { LiveSales } from '../dashboard/live-sales';
 import type { RedisClient } from '../redis/create-client';
 import { UnknownProductError } from '../errors/errors';
 import { PurchasePath } from '../orders/purchases/purchase-path';
@@ -7,6 +6,7 @@ import { execAll } from '../redis/exec-all';
 import { KeyLayout } from '../redis/key-layout';
 import { resetSale } from '../redis/lua-scripts';
 import { REDIS_CLIENT } from '../redis/redis.constants';
+import { PurchaseTelemetry } from '../telemetry/purchase-telemetry';
 import { Product } from './product';
 
 @Injectable()
@@ -15,7 +15,7 @@ export class ProductsService {
     @Inject(REDIS_CLIENT) private readonly redis: RedisClient,
     private readonly purchases: PurchasePath,
     private readonly keys: KeyLayout,
-    private readonly live: LiveSales,
+    private readonly telemetry: PurchaseTelemetry,
   ) {}
 
   /**
@@ -30,14 +30,14 @@ export class ProductsService {
   async startSale(productId: string, stock: number, perUserLimit: number): Promise<Product> {
     const k = this.keys.product(productId);
     await this.purchases.exclusive(productId, async () => {
-      this.live.saleRestarted(productId);
+      this.telemetry.saleRestarted(productId);
       const saleId = await resetSale.run(
         this.redis,
         [k.meta, k.stock, k.buyers, k.orders, k.idem, k.live],
         stock,
         perUserLimit,
       );
-      this.live.saleStarted(productId, saleId);
+      this.telemetry.saleStarted(productId, saleId);
     });
     return this.get(productId);
   }

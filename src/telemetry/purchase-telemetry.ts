@@ -10,10 +10,14 @@ export interface PurchaseListener {
   arrived(productId: string): void;
   /** That buyer was answered. Called exactly once per `arrived`. */
   answered(productId: string, code: string): void;
+  /** An admin is restarting the product's sale (under its lock, right before the reset script): what was counted belongs to the old sale. */
+  saleRestarted?(productId: string): void;
+  /** The reset script answered with the new sale's id (meta `saleId`). */
+  saleStarted?(productId: string, saleId: number): void;
 }
 
 /**
- * The one hook the purchase route calls: it fans each event out to the listeners that
+ * The one hook the purchase route (and the sale reset) calls: it fans each event out to the listeners that
  * registered (the Prometheus counters, the dashboard's aggregate). With TELEMETRY=0
  * none registers and each call is a loop over nothing.
  */
@@ -31,6 +35,14 @@ export class PurchaseTelemetry {
 
   answered(productId: string, code: string): void {
     for (const l of this.listeners) l.answered(productId, code);
+  }
+
+  saleRestarted(productId: string): void {
+    for (const l of this.listeners) l.saleRestarted?.(productId);
+  }
+
+  saleStarted(productId: string, saleId: number): void {
+    for (const l of this.listeners) l.saleStarted?.(productId, saleId);
   }
 }
 
