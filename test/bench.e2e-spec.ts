@@ -4,6 +4,7 @@ import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { passes } from '../bench/verdict';
+import { runBench } from './helpers/bench';
 
 const ROOT = join(__dirname, '..');
 const BENCH = join(ROOT, 'scripts', 'bench.js');
@@ -61,19 +62,6 @@ function expectCost(row: { strategy: string; cost: Record<string, any> }, sold: 
   expect(shards[0].commands).toBe(
     Object.values(measured.redisCommands as Record<string, number>).reduce((a, b) => a + b, 0),
   );
-}
-
-/**
- * Runs the bench with `args` and `--out out`, and expects it to exit `status` (showing
- * what it said if not); returns its output and the report it wrote.
- */
-function runBench(args: string[], out: string, timeout: number, status = 0) {
-  const run = spawnSync(process.execPath, [BENCH, ...args, '--out', out], { cwd: ROOT, encoding: 'utf8', timeout });
-  expect({ status: run.status, output: run.status === status ? '' : `${run.stdout}\n${run.stderr}` }).toEqual({
-    status,
-    output: '',
-  });
-  return { run, report: JSON.parse(readFileSync(out, 'utf8')) };
 }
 
 /**

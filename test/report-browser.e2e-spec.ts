@@ -1,12 +1,9 @@
-import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { runBench } from './helpers/bench';
 import { describeWithBrowser, type Page, saveScreenshot } from './helpers/browser';
-
-const ROOT = join(__dirname, '..');
-const BENCH = join(ROOT, 'scripts', 'bench.js');
 
 /** A row of the bench's JSON report, as far as the page shows it. */
 interface JsonRow {
@@ -73,16 +70,7 @@ describeWithBrowser('bench HTML report in Chromium', (browser) => {
       '--warmup',
       '500',
     ];
-    const run = spawnSync(process.execPath, [BENCH, ...args, '--out', out], {
-      cwd: ROOT,
-      encoding: 'utf8',
-      timeout: 150_000,
-    });
-    expect({ status: run.status, output: run.status === 0 ? '' : `${run.stdout}\n${run.stderr}` }).toEqual({
-      status: 0,
-      output: '',
-    });
-    const rows = (JSON.parse(readFileSync(out, 'utf8')) as { rows: JsonRow[] }).rows;
+    const rows = (runBench(args, out, 150_000).report as { rows: JsonRow[] }).rows;
     expect(rows.map((r) => r.label)).toEqual(['lock', 'none']);
     // The control really oversold, so its line has something to cross.
     expect(rows[1].oversold).toBeGreaterThan(0);
