@@ -10,5 +10,6 @@ export async function redisClockSkewMs(client: Pick<Redis, 'time'>): Promise<num
   const sent = Date.now();
   const [seconds, micros] = await client.time();
   const answered = Date.now();
-  return Number(seconds) * 1000 + Number(micros) / 1000 - (sent + answered) / 2;
+  // Whole milliseconds, as both clocks are read: figures built on it (sell-out ms) stay whole.
+  return Math.round(Number(seconds) * 1000 + Number(micros) / 1000 - (sent + answered) / 2);
 }
