@@ -87,12 +87,25 @@ describe('docker-compose.yml: the default services', () => {
     expect(always.sort()).toEqual(['app', 'redis']);
   });
 
-  it('runs the official Redis image on 6379 with AOF on', () => {
+  it('runs the official Redis image with AOF on, published on loopback only, behind a required password', () => {
     // A minor version, not `redis:7` (which floats to 7.4 and whatever comes next), and
     // at least the app's minimum (src/redis/redis-version.ts).
     expect(service('redis').image).toBe(REDIS_IMAGE);
-    expect(service('redis').ports).toContain('6379:6379');
-    expect(service('redis').command?.join(' ')).toContain('--appendonly yes');
+    // Docker's port rules bypass the host firewall: never every interface.
+    expect(service('redis').ports).toEqual(['127.0.0.1:6379:6379']);
+    const command = service('redis').command ?? [];
+    expect(command.join(' ')).toContain('--appendonly yes');
+    // Required, from the environment: compose stops when it is unset (`:?`).
+    expect(command[command.indexOf('--requirepass') + 1]).toMatch(/^\$\{REDIS_PASSWORD:\?[^}]+\}$/);
+    expect(service('redis').environment?.REDISCLI_AUTH).toMatch(/^\$\{REDIS_PASSWORD:\?[^}]+\}$/);
+  });
+
+  it('publishes no Redis of any profile on an address other than loopback', () => {
+    for (const [name, s] of Object.entries(services)) {
+      if (!s.image?.startsWith('redis:')) continue;
+      for (const port of s.ports ?? [])
+        expect({ name, port }).toEqual({ name, port: expect.stringMatching(/^127\.0\.0\.1:/) });
+    }
   });
 
   it('gives app only variables the config knows, pointing at the redis service', () => {
@@ -109,7 +122,8 @@ describe('docker-compose.yml: the default services', () => {
       'REDIS_URL',
     ]);
     for (const name of Object.keys(env)) expect(CONFIG_ENV_NAMES).toContain(name);
-    expect(env.REDIS_URL).toBe('redis://redis:6379');
+    expect(env.REDIS_URL).toBe('redis://:a-token-the-user-supplies@redis:6379');
+    expect(service('app').environment?.REDIS_URL).toMatch(/^redis:\/\/:\$\{REDIS_PASSWORD:\?[^}]+\}@redis:6379$/);
     expect(service('app').depends_on).toHaveProperty('redis');
     expect(service('app').build).toBe('.');
     expect(service('app').ports).toEqual(['3000:3000']);
@@ -120,6 +134,64 @@ describe('docker-compose.yml: the default services', () => {
     expect(config.port).toBe(3000);
     // Compose's default strategy is the app's, not a second opinion.
     expect(config.lockStrategy).toBe(CONFIG_DEFAULTS.lockStrategy);
+  });
+});
+
+describe("docker-compose.yml's redis, run as compose runs it (a real redis-server)", () => {
+  const bin = findRedisServer();
+  const password = 'compose-test-password-5d1c';
+  let child: ChildProcess | undefined;
+  let port = 0;
+
+  beforeAll(async () => {
+    if (!bin) throw new Error('redis-server not found: `npm test` installs it');
+    port = await freePort();
+    // The service's command with compose's interpolation done, and only what differs
+    // outside a container (loopback, a free port, no data volume) added.
+    const [, ...args] = (service('redis').command ?? []).map((a) =>
+      a.replace(/\$\{REDIS_PASSWORD:\?[^}]*\}/, password),
+    );
+    child = spawn(bin, [...args, '--port', String(port), '--bind', '127.0.0.1', '--appendonly', 'no', '--save', ''], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    await new Promise<void>((resolve, reject) => {
+      let output = '';
+      child!.stdout!.setEncoding('utf8').on('data', (chunk: string) => {
+        output += chunk;
+        if (/Ready to accept connections/.test(output)) resolve();
+      });
+      child!.once('exit', () => reject(new Error(`redis-server exited before it was ready:\n${output}`)));
+    });
+    child.stdout!.resume();
+    child.stderr!.resume();
+  }, 30_000);
+
+  afterAll(async () => {
+    if (!child || child.exitCode !== null) return;
+    const exited = new Promise((resolve) => child!.once('exit', resolve));
+    child.kill('SIGTERM');
+    await exited;
+  });
+
+  it('refuses a client without the password, and takes the app with the URL compose gives it', async () => {
+    const { Redis } = await import('ioredis');
+    const anonymous = new Redis({ port, host: '127.0.0.1', lazyConnect: true, maxRetriesPerRequest: 0 });
+    try {
+      await anonymous.connect().catch(() => undefined);
+      await expect(anonymous.set('seckill:{p:x}:stock', 1)).rejects.toThrow(/NOAUTH/);
+    } finally {
+      anonymous.disconnect();
+    }
+    // The app's REDIS_URL with the same password, pointed at this server.
+    const url = String(service('app').environment?.REDIS_URL)
+      .replace(/\$\{REDIS_PASSWORD:\?[^}]*\}/, password)
+      .replace('@redis:6379', `@127.0.0.1:${port}`);
+    const app = new Redis(url);
+    try {
+      expect(await app.ping()).toBe('PONG');
+    } finally {
+      app.disconnect();
+    }
   });
 });
 
@@ -240,6 +312,18 @@ describe('docker-compose.yml: profile scale', () => {
     expect(conf).not.toMatch(/non_idempotent/);
     expect(proxy.ports?.[0]).toMatch(/:80$/);
     expect(conf).toMatch(/listen\s+80;/);
+  });
+
+  it('passes the live stream unbuffered and keeps each client on one app', () => {
+    const conf = mountedFile('proxy', '/etc/nginx/conf.d/default.conf').replace(/#.*$/gm, '');
+    const live = /location\s+\/api\/live\/\s*\{([^}]*)\}/.exec(conf)?.[1];
+    expect(live).toBeDefined();
+    expect(live).toMatch(/proxy_buffering\s+off;/);
+    const upstream = /proxy_pass\s+http:\/\/(\w+);/.exec(live!)?.[1];
+    const body = new RegExp(`upstream\\s+${upstream}\\s*\\{([^}]*)\\}`).exec(conf)?.[1];
+    expect(body).toMatch(/hash\s+\$remote_addr\s+consistent;/);
+    const servers = [...body!.matchAll(/^\s*server\s+([^\s;]+)/gm)].map((m) => m[1]);
+    expect(servers.sort()).toEqual(apps.map((app) => `${app}:${resolvedEnv(app).PORT}`).sort());
   });
 });
 
