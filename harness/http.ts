@@ -35,7 +35,11 @@ export async function startSale(
   stock: number,
   perUserLimit = 1,
 ): Promise<void> {
-  const res = await request(url, 'PUT', `/api/products/${productId}`, { json: { stock, perUserLimit }, token });
+  // The harness starts every sale on purpose, a warm-up's orders included.
+  const res = await request(url, 'PUT', `/api/products/${productId}`, {
+    json: { stock, perUserLimit, discardOrders: true },
+    token,
+  });
   if (res.status !== 200)
     throw new Error(`sale setup for ${productId} failed: ${res.status} ${JSON.stringify(res.body)}`);
 }

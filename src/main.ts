@@ -6,6 +6,9 @@ import { createApp } from './create-app';
 import { OpenRequests } from './open-requests';
 import { REDIS_CLIENT } from './redis/redis.constants';
 import { checkRedisVersion } from './redis/redis-version';
+import { checkEvictionPolicy } from './redis/redis-fitness';
+import { permissionProblem } from './redis/redis-permissions';
+import { KeyLayout } from './redis/key-layout';
 
 /**
  * Accept queue length. A flash sale opens with thousands of connections at once;
@@ -38,6 +41,10 @@ async function main(): Promise<void> {
     process.exit(1);
   }
   const app = await createApp(config);
+  // Nest holds the lines logged while the app is built (bufferLogs) until listen()
+  // succeeds: a refusal to serve before it (a Redis too old, evicting, or a user
+  // without a command) exited with its reason still in the buffer, and said nothing.
+  app.flushLogs();
   const logger = new Logger('Main');
   appLogger = logger;
 
@@ -79,10 +86,15 @@ async function main(): Promise<void> {
       `Redis is not reachable after ${REDIS_READY_WAIT_MS} ms; listening anyway (purchases get 503 until it is)`,
     );
   } else {
-    // A Redis too old for the lock's release message would fail every purchase after its
-    // write while /health said ok: refuse to serve. An INFO that fails (Redis gone again,
-    // an ACL without INFO) proves nothing either way.
-    const problem = await checkRedisVersion(redis).catch(() => null);
+    // A user without a command the app needs, or a Redis too old for the lock's release
+    // message, would fail purchases after their write while /health said ok, and a
+    // Redis that may evict keys can lose a lock or a fencing counter and sell twice:
+    // refuse to serve. An INFO that fails (Redis gone
+    // again, an ACL without INFO) proves nothing either way; /health asks again.
+    const problem =
+      (await permissionProblem(redis, app.get(KeyLayout)).catch(() => null)) ??
+      (await checkRedisVersion(redis).catch(() => null)) ??
+      (config.redisAllowEviction ? null : ((await checkEvictionPolicy(redis).catch(() => []))[0] ?? null));
     if (problem) {
       // A log line like every other once the logger exists (a JSON reader sees it).
       logger.error(`refusing to serve: ${problem}`);

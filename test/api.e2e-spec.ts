@@ -60,7 +60,10 @@ describe('HTTP API', () => {
       const before = await keyed();
       const k = keys.product('restart');
       expect(await client.hexists(k.idem, 'k-restart')).toBe(1);
-      const res = await request(t.url, 'PUT', '/api/products/restart', { json: { stock: 4 }, admin: true });
+      const res = await request(t.url, 'PUT', '/api/products/restart', {
+        json: { stock: 4, discardOrders: true },
+        admin: true,
+      });
       expect(res.body).toEqual({ id: 'restart', initialStock: 4, stock: 4, sold: 0, orders: 0, perUserLimit: 1 });
       expect(await client.exists(k.buyers, k.orders, k.lock, k.idem)).toBe(0);
       expect((await buy('restart', 'alice')).status).toBe(201);
@@ -68,6 +71,40 @@ describe('HTTP API', () => {
       const after = await keyed();
       expect(after.status).toBe(201);
       expect(after.body.orderId).not.toBe(before.body.orderId);
+    });
+
+    it('refuses to discard the orders of a sale under way without "discardOrders": 409 SALE_HAS_ORDERS, nothing changed', async () => {
+      await startSale(t.url, 'under-way', 3);
+      expect((await buy('under-way', 'alice')).status).toBe(201);
+      const before = await snapshot('under-way');
+      for (const json of [{ stock: 100 }, { stock: 100, discardOrders: false }]) {
+        const res = await request(t.url, 'PUT', '/api/products/under-way', { json, admin: true });
+        expect(res.status).toBe(409);
+        expect(res.body).toEqual({
+          statusCode: 409,
+          code: 'SALE_HAS_ORDERS',
+          message:
+            'product "under-way" has 1 order in its current sale, which a new sale discards; send the PUT again with "discardOrders": true to do so',
+        });
+        expect(await snapshot('under-way')).toEqual(before);
+        expect(await client.hget(keys.product('under-way').meta, 'initialStock')).toBe('3');
+      }
+      // A sale with no orders yet restarts without it; "discardOrders" must be a boolean.
+      await startSale(t.url, 'no-orders-yet', 3);
+      const fresh = await request(t.url, 'PUT', '/api/products/no-orders-yet', { json: { stock: 9 }, admin: true });
+      expect(fresh.status).toBe(200);
+      const typo = await request(t.url, 'PUT', '/api/products/under-way', {
+        json: { stock: 100, discardOrders: 'yes' },
+        admin: true,
+      });
+      expect(typo.status).toBe(400);
+      expect(typo.body.code).toBe('VALIDATION_FAILED');
+      const discarded = await request(t.url, 'PUT', '/api/products/under-way', {
+        json: { stock: 100, discardOrders: true },
+        admin: true,
+      });
+      expect(discarded.status).toBe(200);
+      expect(discarded.body).toMatchObject({ initialStock: 100, stock: 100, orders: 0 });
     });
 
     it.each([
@@ -402,7 +439,14 @@ describe('HTTP API', () => {
     it('is 200 while Redis answers', async () => {
       const res = await request(t.url, 'GET', '/health');
       expect(res.status).toBe(200);
-      expect(res.body).toEqual({ status: 'ok', redis: 'up', strategy: 'fenced', unsafe: false, lostLocks: 0 });
+      expect(res.body).toEqual({
+        status: 'ok',
+        redis: 'up',
+        strategy: 'fenced',
+        strategyFamily: 'lock',
+        unsafe: false,
+        lostLocks: 0,
+      });
     });
 
     it("says unsafe, and names the hook, when the fault suite's FAULT_STOP_AT is set", async () => {

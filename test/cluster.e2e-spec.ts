@@ -2,6 +2,7 @@ import calculateSlot from 'cluster-key-slot';
 import { type Cluster, Redis } from 'ioredis';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { LockStrategyName } from '../src/config/app-config';
+import { CLUSTER_STATUS_TTL_MS } from '../src/health/health.controller';
 import { ReleaseSubscriber, releasedChannel } from '../src/locks/release-subscriber';
 import { createRedisCluster, whenReady } from '../src/redis/create-client';
 import { KeyLayout } from '../src/redis/key-layout';
@@ -215,6 +216,10 @@ describe('Redis Cluster: three masters', () => {
     const app = await startTestApp({ REDIS_CLUSTER_NODES: cluster.clusterNodes, KEY_PREFIX: uniquePrefix('hung') });
     const hung = cluster.nodes.find((n) => n.role === 'master')!;
     try {
+      // One look at the cluster answers /health for CLUSTER_STATUS_TTL_MS: the one its
+      // start-up took is over once that long has passed after it answered.
+      await request(app.url, 'GET', '/health');
+      await sleep(CLUSTER_STATUS_TTL_MS);
       // Paused for one /health call only: shorter than the cluster's node timeout (2 s), so no failover starts.
       hung.pause();
       const res = await request(app.url, 'GET', '/health').finally(() => hung.resume());

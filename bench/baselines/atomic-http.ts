@@ -81,6 +81,7 @@ async function purchase(req: IncomingMessage, res: ServerResponse): Promise<void
     '',
     '',
     0,
+    'lock-free',
   );
   if (status === 'OK') {
     return send(res, 201, { orderId, productId: body.productId, userId: body.userId, quantity, remaining });
@@ -103,6 +104,8 @@ async function startSale(req: IncomingMessage, res: ServerResponse, id: string):
     [k.meta, k.stock, k.buyers, k.orders, k.idem, k.live],
     stock as number,
     perUserLimit as number,
+    '1',
+    'lock-free',
   );
   send(res, 200, { id, initialStock: stock, stock, sold: 0, orders: 0, perUserLimit });
 }

@@ -12,6 +12,7 @@ describe('loadConfig', () => {
       redisCluster: null,
       redisWaitReplicas: 0,
       redisWaitTimeoutMs: 500,
+      redisAllowEviction: false,
       redlockUrls: [],
       lockStrategy: 'fenced',
       lockTtlMs: 10_000,
@@ -69,6 +70,14 @@ describe('loadConfig', () => {
     [{ REDIS_URL: 'http://x' }, 'REDIS_URL must start with redis://'],
     [{ ADMIN_TOKEN: undefined }, 'ADMIN_TOKEN is required'],
     [{ ADMIN_TOKEN: 'short' }, 'ADMIN_TOKEN is required and must be at least 16 characters'],
+    // The README's and .env.example's example value once: long enough, and public.
+    [{ ADMIN_TOKEN: 'change-me-to-a-long-secret' }, 'ADMIN_TOKEN looks like an example value (it contains "changeme")'],
+    [
+      { ADMIN_TOKEN: 'Your_Secret_Token_Here_2024' },
+      'ADMIN_TOKEN looks like an example value (it contains "yoursecret")',
+    ],
+    [{ ADMIN_TOKEN: 'x'.repeat(40) }, 'ADMIN_TOKEN is too easy to guess (about 0 bits, at least 64 needed'],
+    [{ ADMIN_TOKEN: 'ab'.repeat(20) }, 'ADMIN_TOKEN is too easy to guess (about 40 bits'],
     [{ PORT: 'abc' }, 'PORT must be an integer from 0 to 65535, got "abc"'],
     [{ PORT: '70000' }, 'PORT must be an integer'],
     [{ PORT: '-1' }, 'PORT must be an integer'],

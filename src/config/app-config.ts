@@ -25,6 +25,21 @@ export type LockStrategyName = (typeof LOCK_STRATEGY_NAMES)[number];
 /** The strategies that are a lock (src/locks builds them); the rest are lock-free purchases. */
 export type LockName = (typeof SAFE_LOCKS)[number] | (typeof UNSAFE)[number];
 
+/**
+ * Which strategies may sell one product side by side (a rolling deploy, two versions
+ * of the app on one Redis): those whose purchases exclude each other. `lock` and
+ * `fenced` take the same SET NX PX lock; `atomic`'s script and `optimistic`'s WATCH
+ * see each other's writes. Everything else excludes only its own kind: a lock-free
+ * write does not wait for a lock holder, `reentrant`'s lock is a hash where `lock`'s
+ * is a string, `redlock`'s lives on nodes of its own, and each mistake is its own.
+ * The family that starts a sale is recorded with it; the others refuse that product.
+ */
+export function strategyFamily(name: LockStrategyName): string {
+  if (name === 'lock' || name === 'fenced') return 'lock';
+  if (name === 'atomic' || name === 'optimistic') return 'lock-free';
+  return name;
+}
+
 /** Strategies that run only with ALLOW_UNSAFE=1, logged loudly at boot. */
 export const UNSAFE_STRATEGIES: readonly LockStrategyName[] = UNSAFE;
 
@@ -56,6 +71,12 @@ export interface AppConfig {
   readonly redisWaitReplicas: number;
   /** REDIS_WAIT_TIMEOUT_MS: how long WAIT may take before the order is answered OUTCOME_UNKNOWN. */
   readonly redisWaitTimeoutMs: number;
+  /**
+   * REDIS_ALLOW_EVICTION: serve on a Redis whose maxmemory-policy may evict keys. Only
+   * for a Redis that can never fill: an evicted lock, fencing counter, buyers' count or
+   * Idempotency-Key outcome breaks the promises (src/redis/redis-fitness.ts).
+   */
+  readonly redisAllowEviction: boolean;
   /** Independent Redis nodes for LOCK_STRATEGY=redlock; empty otherwise. */
   readonly redlockUrls: readonly string[];
   readonly lockStrategy: LockStrategyName;
@@ -106,6 +127,7 @@ export const CONFIG_DEFAULTS = Object.freeze({
   telemetry: true,
   redisWaitReplicas: 0,
   redisWaitTimeoutMs: 500,
+  redisAllowEviction: false,
 } as const satisfies Partial<AppConfig>);
 
 /** Every environment variable the app reads; docker-compose.yml is checked against it. */
@@ -116,6 +138,7 @@ export const CONFIG_ENV_NAMES = [
   'REDIS_CLUSTER_NODES',
   'REDIS_WAIT_REPLICAS',
   'REDIS_WAIT_TIMEOUT_MS',
+  'REDIS_ALLOW_EVICTION',
   'REDLOCK_URLS',
   'LOCK_STRATEGY',
   'LOCK_TTL_MS',
@@ -150,6 +173,7 @@ export function loadConfig(env: Env): AppConfig {
     // WAIT needs replicas to answer it; more than a handful per master is not a sale's setup.
     redisWaitReplicas: int(env, 'REDIS_WAIT_REPLICAS', CONFIG_DEFAULTS.redisWaitReplicas, 0, 16),
     redisWaitTimeoutMs: int(env, 'REDIS_WAIT_TIMEOUT_MS', CONFIG_DEFAULTS.redisWaitTimeoutMs, 1, 60_000),
+    redisAllowEviction: bool(env, 'REDIS_ALLOW_EVICTION', CONFIG_DEFAULTS.redisAllowEviction),
     redlockUrls: redlockUrls(env),
     lockStrategy: oneOf(env, 'LOCK_STRATEGY', LOCK_STRATEGY_NAMES, CONFIG_DEFAULTS.lockStrategy),
     // The TTL bounds the damage of a crashed holder; below 100 ms a slow Redis
@@ -352,12 +376,58 @@ function redlockUrls(env: Env): string[] {
   return urls;
 }
 
+/**
+ * Example values that documentation, compose files and tutorials show for a token:
+ * long enough to pass a length check, and known to anyone who read the same page.
+ * Compared with letters and digits only, case folded (`Change_Me` is `changeme`).
+ */
+const EXAMPLE_TOKEN_WORDS = [
+  'changeme',
+  'example',
+  'placeholder',
+  'yoursecret',
+  'yourtoken',
+  'replaceme',
+  'secret',
+  'password',
+];
+
+/**
+ * Bits a token carries at most if its characters were drawn as often as they occur in
+ * it (Shannon's estimate over the token itself): `aaaaaaaaaaaaaaaa` carries 0,
+ * `abababababababab` 16, a 24-byte random base64url token about 150. A guess costs an
+ * attacker one request each; below 64 bits, a dictionary or a pattern finds it.
+ */
+export function tokenBits(value: string): number {
+  const counts = new Map<string, number>();
+  for (const ch of value) counts.set(ch, (counts.get(ch) ?? 0) + 1);
+  let perChar = 0;
+  for (const n of counts.values()) perChar -= (n / value.length) * Math.log2(n / value.length);
+  return perChar * value.length;
+}
+
+/** The fewest bits tokenBits() must find in ADMIN_TOKEN. */
+export const MIN_ADMIN_TOKEN_BITS = 64;
+
 function adminToken(env: Env): string {
   const value = raw(env, 'ADMIN_TOKEN');
+  const generate = '`npm start` generates one when it is unset; or `openssl rand -base64 24`';
   if (value === undefined || value.length < 16) {
+    throw new ConfigError('ADMIN_TOKEN', `is required and must be at least 16 characters (${generate})`);
+  }
+  const folded = value.toLowerCase().replace(/[^a-z0-9]/g, '');
+  const word = EXAMPLE_TOKEN_WORDS.find((w) => folded.includes(w));
+  if (word) {
     throw new ConfigError(
       'ADMIN_TOKEN',
-      'is required and must be at least 16 characters (`npm start` generates one when it is unset)',
+      `looks like an example value (it contains "${word}"): anyone who read the same example can start and reset sales; use a random secret (${generate})`,
+    );
+  }
+  const bits = tokenBits(value);
+  if (bits < MIN_ADMIN_TOKEN_BITS) {
+    throw new ConfigError(
+      'ADMIN_TOKEN',
+      `is too easy to guess (about ${Math.floor(bits)} bits, at least ${MIN_ADMIN_TOKEN_BITS} needed: more length, more different characters); use a random secret (${generate})`,
     );
   }
   return value;

@@ -19,7 +19,11 @@ describe('LiveFeed (the streams of GET /api/live/:productId)', () => {
   async function setUp() {
     const client = redis.client();
     const { keys } = await startSaleIn(client, 10, 1, 'feed');
-    const feed = new LiveFeed(loadConfig({ REDIS_URL: redis.url(), ADMIN_TOKEN: 'x'.repeat(16) }), client, keys);
+    const feed = new LiveFeed(
+      loadConfig({ REDIS_URL: redis.url(), ADMIN_TOKEN: 'a-long-enough-admin-token' }),
+      client,
+      keys,
+    );
     const watch = (productId: string) => {
       const sub = feed.watch(productId, fakeResponse()).subscribe();
       subscriptions.push(sub);

@@ -15,7 +15,7 @@ describe('LiveSales (the dashboard aggregate)', () => {
   async function setUp(env: Record<string, string> = {}, stock = 10) {
     const client = redis.client();
     const { keys, k } = await startSaleIn(client, stock, 1, 'live');
-    const config: AppConfig = loadConfig({ REDIS_URL: redis.url(), ADMIN_TOKEN: 'x'.repeat(16), ...env });
+    const config: AppConfig = loadConfig({ REDIS_URL: redis.url(), ADMIN_TOKEN: 'a-long-enough-admin-token', ...env });
     const purchases = { status: () => Promise.resolve({ lostLocks: 2 }) } as unknown as PurchasePath;
     const telemetry = new PurchaseTelemetry();
     const live = new LiveSales(config, client, keys, purchases, telemetry);
@@ -154,7 +154,7 @@ describe('LiveSales (the dashboard aggregate)', () => {
     other.saleRestarted('phone');
     other.saleStarted(
       'phone',
-      await resetSale.run(client, [k.meta, k.stock, k.buyers, k.orders, k.idem, k.live], 5, 1),
+      (await resetSale.run(client, [k.meta, k.stock, k.buyers, k.orders, k.idem, k.live], 5, 1, '1', ''))[1],
     );
     await live.publish();
     expect(await field('SOLD_OUT')).toBeNull();

@@ -1,8 +1,9 @@
 import { ArgumentsHost, Catch, ExceptionFilter, HttpException, Logger, Optional } from '@nestjs/common';
 import type { FastifyReply } from 'fastify';
 import { ReplyError } from 'ioredis';
-import { isRedisUnavailable } from '../redis/redis-errors';
+import { isRedisUnavailable, redisRefusal } from '../redis/redis-errors';
 import { Metrics } from '../telemetry/metrics';
+import { BurstLog } from './burst-log';
 import {
   AppError,
   BadRequestError,
@@ -53,6 +54,8 @@ export function toAppError(err: unknown): AppError {
     const Known = FRAMEWORK_ERRORS[err.getStatus()] ?? BadRequestError;
     return new Known(err.message);
   }
+  const refused = redisRefusal(err);
+  if (refused) return refused;
   if (isRedisUnavailable(err)) return new RedisUnavailableError();
   return new InternalError();
 }
@@ -65,6 +68,12 @@ export function toAppError(err: unknown): AppError {
 @Catch()
 export class ErrorFilter implements ExceptionFilter {
   private readonly logger = new Logger('ErrorFilter');
+  /**
+   * A failed batch answers up to MAX_BATCH buyers with one error, and a Redis that
+   * refuses writes fails every buyer: one line per kind of trouble per 10 s, counted.
+   */
+  private readonly errors = new BurstLog((line) => this.logger.error(line));
+  private readonly warnings = new BurstLog((line) => this.logger.warn(line));
 
   constructor(@Optional() private readonly metrics?: Metrics) {}
 
@@ -72,8 +81,12 @@ export class ErrorFilter implements ExceptionFilter {
     const reply = host.switchToHttp().getResponse<FastifyReply>();
     const known = toAppError(err);
     if (known instanceof InternalError && known !== err) {
-      this.logger.error(err instanceof Error ? (err.stack ?? err.message) : String(err));
+      const message = err instanceof Error ? err.message : String(err);
+      this.errors.say(`INTERNAL_ERROR ${message}`, err instanceof Error ? (err.stack ?? message) : message);
       if (err instanceof ReplyError) this.metrics?.redisError('reply');
+    } else if (known !== err && redisRefusal(err)) {
+      this.warnings.say(known.code, `Redis refused a command (${known.code}): ${(err as Error).message}`);
+      this.metrics?.redisError('refused');
     } else if (known instanceof RedisUnavailableError) {
       this.metrics?.redisError('unavailable');
     } else if (known instanceof OutcomeUnknownError) {

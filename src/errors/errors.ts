@@ -74,6 +74,17 @@ export const FRAMEWORK_ERRORS: Readonly<Record<number, new (detail: string) => A
  */
 export const BadRequestError = createError('BAD_REQUEST', 400, (detail: string) => detail);
 
+/**
+ * A PUT that would start a new sale over the orders of the current one: the order log
+ * is the only record of them, so discarding it takes the admin saying so.
+ */
+export class SaleHasOrdersError extends createError(
+  'SALE_HAS_ORDERS',
+  409,
+  (productId: string, orders: number) =>
+    `product "${productId}" has ${orders} order${orders === 1 ? '' : 's'} in its current sale, which a new sale discards; send the PUT again with "discardOrders": true to do so`,
+) {}
+
 /** The same Idempotency-Key (keys are scoped to a product) with another user or quantity (the IETF draft's 422). */
 export class IdempotencyKeyMismatchError extends createError(
   'IDEMPOTENCY_KEY_MISMATCH',
@@ -180,6 +191,52 @@ export class TooManyWatchersError extends createError(
   'TOO_MANY_WATCHERS',
   503,
   (detail: string) => `${detail}; retry later or watch from another instance`,
+) {}
+
+/**
+ * The product's sale was started by an instance whose strategy does not exclude this
+ * one's (a rolling deploy from `atomic` to `lock`, say): their purchases would not see
+ * each other's holds, so this instance refuses to sell it rather than oversell.
+ */
+export class StrategyMismatchError extends createError(
+  'STRATEGY_MISMATCH',
+  503,
+  (productId: string, soldBy: string, ours: string) =>
+    `product "${productId}" is sold by instances of the "${soldBy}" strategies and this one runs "${ours}", which does not exclude them; retry (another instance serves it), or start its next sale from this strategy`,
+) {}
+
+/**
+ * Redis refused the command without running it, for a reason of its own that lasts
+ * beyond one retry: out of memory, unable to persist, too few replicas, a read-only
+ * replica, a user without permission. Each its own code; nothing was changed.
+ */
+export class RedisOutOfMemoryError extends createError(
+  'REDIS_OUT_OF_MEMORY',
+  503,
+  () =>
+    'Redis is out of memory (maxmemory reached with noeviction) and refuses writes; nothing was changed, retry later',
+) {}
+export class RedisPersistenceError extends createError(
+  'REDIS_PERSISTENCE_FAILED',
+  503,
+  () => 'Redis cannot save to disk and refuses writes until it can (MISCONF); nothing was changed, retry later',
+) {}
+export class RedisNoReplicasError extends createError(
+  'REDIS_NOT_ENOUGH_REPLICAS',
+  503,
+  () =>
+    'Redis has fewer connected replicas than min-replicas-to-write and refuses writes (NOREPLICAS); nothing was changed, retry later',
+) {}
+export class RedisReadOnlyError extends createError(
+  'REDIS_READ_ONLY',
+  503,
+  () => 'the Redis this instance writes to is a read-only replica (READONLY); nothing was changed, retry later',
+) {}
+export class RedisNoPermissionError extends createError(
+  'REDIS_NO_PERMISSION',
+  503,
+  () =>
+    "the Redis user lacks a permission this command needs (NOPERM); nothing was changed; the README's ACL SETUSER line grants what seckill needs",
 ) {}
 
 /** The sale's Redis does not answer (down, restarting, paused past the command timeout). */

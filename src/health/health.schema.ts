@@ -2,14 +2,23 @@ import { LOCK_STRATEGY_NAMES } from '../config/app-config';
 
 const INTEGER = { type: 'integer' } as const;
 
+/** What makes a Redis refuse or lose writes now (src/redis/redis-fitness.ts writeProblems). */
+const PROBLEMS = {
+  type: 'array',
+  items: { type: 'string', enum: ['eviction', 'read-only', 'out-of-memory', 'persistence-failing'] },
+  description:
+    'why Redis would refuse or lose a write now: `eviction` (maxmemory-policy other than noeviction, without REDIS_ALLOW_EVICTION=1), `read-only` (a replica), `out-of-memory` (maxmemory reached), `persistence-failing` (its last save or AOF write failed)',
+} as const;
+
 /** The JSON Schema of GET /health's body, 200 and 503 alike (health.controller.ts, redis-status.ts). */
 export const HEALTH_SCHEMA = {
   type: 'object',
   additionalProperties: false,
-  required: ['status', 'redis', 'strategy', 'unsafe', 'lostLocks'],
+  required: ['status', 'redis', 'strategy', 'strategyFamily', 'unsafe', 'lostLocks'],
   properties: {
     status: { type: 'string', enum: ['ok', 'unavailable'] },
     redis: { type: 'string', enum: ['up', 'down'] },
+    problems: PROBLEMS,
     cluster: {
       type: 'object',
       description: 'cluster mode only',
@@ -23,12 +32,13 @@ export const HEALTH_SCHEMA = {
           items: {
             type: 'object',
             additionalProperties: false,
-            required: ['node', 'status', 'slots', 'replicas'],
+            required: ['node', 'status', 'slots', 'replicas', 'problems'],
             properties: {
               node: { type: 'string' },
               status: { type: 'string', enum: ['up', 'down'] },
               slots: INTEGER,
               replicas: INTEGER,
+              problems: PROBLEMS,
             },
           },
         },
@@ -42,6 +52,17 @@ export const HEALTH_SCHEMA = {
       properties: { up: INTEGER, total: INTEGER, quorum: INTEGER },
     },
     strategy: { type: 'string', enum: [...LOCK_STRATEGY_NAMES] },
+    strategyFamily: {
+      type: 'string',
+      description:
+        'the strategies this instance sells beside: `lock` (lock, fenced), `lock-free` (atomic, optimistic), else the strategy itself',
+    },
+    strategyMismatch: {
+      type: 'array',
+      items: { type: 'string' },
+      description:
+        'products this instance refused lately (503 STRATEGY_MISMATCH) because instances of another strategy family sell them, the latest first (16 at most)',
+    },
     unsafe: { type: 'boolean', description: 'an unsafe strategy, or the fault hook, is on: not for a real sale' },
     faultStopAt: { type: 'string', description: 'the fault hook (FAULT_STOP_AT), when set' },
     lostLocks: { ...INTEGER, description: 'holds found lost since start' },

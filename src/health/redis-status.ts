@@ -1,5 +1,6 @@
 import { Cluster } from 'ioredis';
 import type { RedisClient } from '../redis/create-client';
+import { FITNESS_SECTIONS, infoFields, writeProblems } from '../redis/redis-fitness';
 
 /** One master of a Redis Cluster, as /health reports it. */
 export interface MasterStatus {
@@ -9,6 +10,8 @@ export interface MasterStatus {
   readonly slots: number;
   /** Its replicas that the cluster does not see as failed. */
   readonly replicas: number;
+  /** What makes it refuse or lose writes now (redis-fitness.ts writeProblems); empty when none. */
+  readonly problems: readonly string[];
 }
 
 export interface ClusterStatus {
@@ -21,6 +24,8 @@ export interface ClusterStatus {
 
 export interface RedisStatus {
   readonly redis: 'up' | 'down';
+  /** Standalone: what makes it refuse or lose writes now (writeProblems); empty when none. */
+  readonly problems?: readonly string[];
   /** Cluster mode only. */
   readonly cluster?: ClusterStatus;
 }
@@ -43,9 +48,14 @@ function within<T>(reply: Promise<T>): Promise<T> {
  * that is down shows before the cluster has failed it over; `up` only when the state
  * is ok, every slot is served and every master answers.
  */
-export async function redisStatus(client: RedisClient): Promise<RedisStatus> {
+export async function redisStatus(client: RedisClient, allowEviction = false): Promise<RedisStatus> {
   if (!(client instanceof Cluster)) {
-    return { redis: await client.ping().then(up, down) };
+    try {
+      const problems = await problemsOf(client, allowEviction);
+      return { redis: problems.length === 0 ? 'up' : 'down', problems };
+    } catch {
+      return { redis: 'down', problems: [] };
+    }
   }
   try {
     // Asked of every master at once, the first answer taken: one that hangs (paused,
@@ -63,10 +73,14 @@ export async function redisStatus(client: RedisClient): Promise<RedisStatus> {
         ),
     );
     const state = /cluster_state:(\w+)/.exec(info)?.[1] ?? 'unknown';
-    const masters = await Promise.all(shards.map((shard) => masterStatus(client, shard)));
+    const masters = await Promise.all(shards.map((shard) => masterStatus(client, shard, allowEviction)));
     const serving = masters.filter((m): m is MasterStatus => m !== null);
     const slotsCovered = serving.reduce((sum, m) => sum + m.slots, 0);
-    const ok = state === 'ok' && slotsCovered === SLOTS && serving.every((m) => m.status === 'up');
+    // The client's own readiness too: until it has the slot map and the cluster said
+    // ok, it refuses every command ("Cluster isn't ready") though each node answers.
+    const ok =
+      client.status === 'ready' &&
+      state === 'ok' && slotsCovered === SLOTS && serving.every((m) => m.status === 'up' && m.problems.length === 0);
     return { redis: ok ? 'up' : 'down', cluster: { state, slotsCovered, masters: serving } };
   } catch {
     return { redis: 'down', cluster: { state: 'unknown', slotsCovered: 0, masters: [] } };
@@ -74,7 +88,7 @@ export async function redisStatus(client: RedisClient): Promise<RedisStatus> {
 }
 
 /** The master of one CLUSTER SHARDS entry and whether it answers; null for a shard that serves no slot. */
-async function masterStatus(client: Cluster, shard: unknown): Promise<MasterStatus | null> {
+async function masterStatus(client: Cluster, shard: unknown, allowEviction: boolean): Promise<MasterStatus | null> {
   const { slots: ranges = [], nodes = [] } = pairs(shard) as { slots?: number[]; nodes?: unknown[] };
   let slots = 0;
   for (let i = 0; i + 1 < ranges.length; i += 2) slots += ranges[i + 1] - ranges[i] + 1;
@@ -87,8 +101,22 @@ async function masterStatus(client: Cluster, shard: unknown): Promise<MasterStat
   // (no write since it synced) as `loading`.
   const replicas = members.filter((n) => n.role === 'replica' && n.health !== 'failed').length;
   const connection = client.nodes('master').find((n) => `${n.options.host}:${n.options.port}` === node);
-  const answers = master.health === 'online' && connection ? await within(connection.ping()).then(up, down) : 'down';
-  return { node, status: answers, slots, replicas };
+  let problems: string[] = [];
+  let answers: 'up' | 'down' = 'down';
+  if (master.health === 'online' && connection) {
+    try {
+      problems = await within(problemsOf(connection, allowEviction));
+      answers = 'up';
+    } catch {
+      // No answer in time: down, whatever it would have said.
+    }
+  }
+  return { node, status: answers, slots, replicas, problems };
+}
+
+/** What makes one node refuse or lose writes, from one INFO (which also proves it answers). */
+async function problemsOf(node: { call(...args: string[]): Promise<unknown> }, allowEviction: boolean) {
+  return writeProblems(infoFields(String(await node.call('INFO', ...FITNESS_SECTIONS))), allowEviction);
 }
 
 /** `[name, value, name, value, ...]` -> `{ name: value }`. */
@@ -98,6 +126,3 @@ function pairs(reply: unknown): Record<string, unknown> {
   for (let i = 0; i + 1 < list.length; i += 2) out[String(list[i])] = list[i + 1];
   return out;
 }
-
-const up = () => 'up' as const;
-const down = () => 'down' as const;

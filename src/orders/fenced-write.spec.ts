@@ -1,7 +1,7 @@
 import { Logger } from '@nestjs/common';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { startSaleIn, useTestRedis } from '../../test/helpers/redis';
-import { StaleLockError } from '../errors/errors';
+import { StaleLockError, StrategyMismatchError } from '../errors/errors';
 import { FencedLockStrategy } from '../locks/strategies/fenced.strategy';
 import { SetNxLockStrategy } from '../locks/strategies/lock.strategy';
 import { writeOrders } from './sale-store';
@@ -23,6 +23,7 @@ describe('writeOrders under a fenced hold, against a real Redis', () => {
       return writeOrders(
         redis,
         k,
+        'lock',
         [{ order: { productId: 'phone', userId: 'ann', quantity: 1 }, orderId: 'o1', remaining: 1 }],
         fence,
       );
@@ -58,7 +59,7 @@ describe('writeOrders under a fenced hold, against a real Redis', () => {
         expect(await redis.get(k.stock)).toBe('1');
         signal.throwIfAborted(); // still valid here...
         await bFinished; // ...then the pause: B acquires after our TTL and sells
-        return writeOrders(redis, k, [buy('a')], fence);
+        return writeOrders(redis, k, 'lock', [buy('a')], fence);
       })
       .then(
         (left) => ({ wrote: left }),
@@ -67,7 +68,7 @@ describe('writeOrders under a fenced hold, against a real Redis', () => {
     await sleep(200); // past A's TTL: the lock is free in Redis
     const bLeft = await b.using(k.lock, async ({ fence }) => {
       expect(await redis.get(k.stock)).toBe('1');
-      return writeOrders(redis, k, [buy('b')], fence);
+      return writeOrders(redis, k, 'lock', [buy('b')], fence);
     });
     bDone();
     return {
@@ -106,5 +107,77 @@ describe('writeOrders under a fenced hold, against a real Redis', () => {
     expect(run.a).toEqual({ wrote: [-1] });
     expect(run.stock).toBe('-1');
     expect(run.orders).toBe(2);
+  });
+
+  /**
+   * The fence can miss a second holder: the counter lost (evicted, deleted), or a
+   * failover that lost the last acquisition. What still holds then.
+   */
+  describe('when the fence misses a holder', () => {
+    it('never hands out a token below the last one applied, even with the counter gone', async () => {
+      const { redis, k } = await product(3);
+      const lock = closing(new FencedLockStrategy(redis, { ttlMs: 5_000, waitMs: 1_000 }));
+      const order = (userId: string) => [
+        { order: { productId: 'phone', userId, quantity: 1 }, orderId: `o-${userId}`, remaining: 0 },
+      ];
+      // Nine acquisitions: token 9 is the last one applied.
+      for (let i = 1; i <= 9; i++) await lock.using(k.lock, async () => undefined);
+      await lock.using(k.lock, ({ fence }) => writeOrders(redis, k, 'lock', order('ann'), fence));
+      expect(await redis.hget(k.meta, 'fence')).toBe('10');
+      // The counter is lost (an eviction under allkeys-*, a DEL by hand)...
+      await redis.del(k.fence);
+      // ...and the next holder still gets a token above the last applied: a holder
+      // paused with token 10 would otherwise pass every check of holders 1 to 10.
+      const fence = await lock.using(k.lock, async (hold) => hold.fence);
+      expect(fence).toBe(11);
+      expect(await redis.get(k.fence)).toBe('11');
+    });
+
+    it("refuses a batch that would take a buyer past the limit, which another holder's write did; nothing written", async () => {
+      const { redis, k } = await product(5);
+      await redis.hset(k.meta, 'perUserLimit', 2);
+      const lock = closing(new FencedLockStrategy(redis, { ttlMs: 5_000, waitMs: 1_000 }));
+      const err = await lock
+        .using(k.lock, async ({ fence }) => {
+          // This holder read ann at 0 of 2 and decided one is fine; meanwhile a holder
+          // the fence did not see wrote two for her.
+          await redis.hincrby(k.buyers, 'ann', 2);
+          return writeOrders(
+            redis,
+            k,
+            'lock',
+            [
+              { order: { productId: 'phone', userId: 'bob', quantity: 1 }, orderId: 'o-bob', remaining: 4 },
+              { order: { productId: 'phone', userId: 'ann', quantity: 1 }, orderId: 'o-ann', remaining: 3 },
+            ],
+            fence,
+          );
+        })
+        .catch((e: unknown) => e);
+      expect(String(err)).toMatch(/fenced write refused: OVER_LIMIT ann 2; nothing was written/);
+      expect(await redis.get(k.stock)).toBe('5');
+      expect(await redis.xlen(k.orders)).toBe(0);
+      expect(await redis.hgetall(k.buyers)).toEqual({ ann: '2' });
+    });
+
+    it('refuses the write of a sale another strategy family started: STRATEGY_MISMATCH, nothing written', async () => {
+      const { redis, k } = await product(5);
+      await redis.hset(k.meta, 'soldBy', 'lock-free');
+      const lock = closing(new FencedLockStrategy(redis, { ttlMs: 5_000, waitMs: 1_000 }));
+      const err = await lock
+        .using(k.lock, ({ fence }) =>
+          writeOrders(
+            redis,
+            k,
+            'lock',
+            [{ order: { productId: 'phone', userId: 'ann', quantity: 1 }, orderId: 'o-ann', remaining: 4 }],
+            fence,
+          ),
+        )
+        .catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(StrategyMismatchError);
+      expect(await redis.get(k.stock)).toBe('5');
+      expect(await redis.xlen(k.orders)).toBe(0);
+    });
   });
 });

@@ -58,6 +58,7 @@ describe('Idempotency-Key claims in Redis', () => {
       [k.fence, k.stock, k.buyers, k.orders, k.meta, k.idem],
       1,
       OUTCOME_TTL_MS,
+      'lock',
       ...['ann', 1, 'o-ann', 'lost', 'c-lost'],
       ...['bob', 1, 'o-bob', 'kept', 'c-kept'],
       ...['cid', 1, 'o-cid', '', ''],
@@ -76,9 +77,12 @@ describe('Idempotency-Key claims in Redis', () => {
     await idempotencyClaim.run(redis, [k.idem], 'key', 'first', 'fp', CLAIM_TTL_MS, OUTCOME_TTL_MS);
     await idempotencyRelease.run(redis, [k.idem], 'key', 'first'); // its answer was lost
     await idempotencyClaim.run(redis, [k.idem], 'key', 'retry', 'fp', CLAIM_TTL_MS, OUTCOME_TTL_MS);
-    expect(await purchase.run(redis, keys, 'ann', 1, 'o-retry', 'key', 'retry', OUTCOME_TTL_MS)).toEqual(['OK', 4]);
+    expect(await purchase.run(redis, keys, 'ann', 1, 'o-retry', 'key', 'retry', OUTCOME_TTL_MS, 'lock-free')).toEqual([
+      'OK',
+      4,
+    ]);
     // The first request's purchase, delivered late:
-    expect(await purchase.run(redis, keys, 'ann', 1, 'o-first', 'key', 'first', OUTCOME_TTL_MS)).toEqual([
+    expect(await purchase.run(redis, keys, 'ann', 1, 'o-first', 'key', 'first', OUTCOME_TTL_MS, 'lock-free')).toEqual([
       'CLAIM_LOST',
     ]);
     expect(await redis.xlen(k.orders)).toBe(1);

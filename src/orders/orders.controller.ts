@@ -13,6 +13,8 @@ import { Idempotency, parseIdempotencyKey } from './idempotency';
 import type { Order, OrderLine } from './order';
 import { PurchasePath } from './purchases/purchase-path';
 import { ReplicaAcks } from './replica-acks';
+import { StrategyMismatches } from './strategy-mismatches';
+import { StrategyMismatchError } from '../errors/errors';
 
 @ApiTags('orders')
 @Controller('api/orders')
@@ -22,6 +24,7 @@ export class OrdersController {
     private readonly idempotency: Idempotency,
     private readonly replicas: ReplicaAcks,
     private readonly telemetry: PurchaseTelemetry,
+    private readonly mismatches: StrategyMismatches,
   ) {}
 
   /**
@@ -67,7 +70,13 @@ export class OrdersController {
     'STALE_LOCK',
     'CONTENTION',
     'LOCK_NODES_UNAVAILABLE',
+    'STRATEGY_MISMATCH',
     'REDIS_UNAVAILABLE',
+    'REDIS_OUT_OF_MEMORY',
+    'REDIS_PERSISTENCE_FAILED',
+    'REDIS_NOT_ENOUGH_REPLICAS',
+    'REDIS_READ_ONLY',
+    'REDIS_NO_PERMISSION',
     'OUTCOME_UNKNOWN',
   )
   async create(
@@ -97,6 +106,7 @@ export class OrdersController {
       // The code ErrorFilter will answer with, told once, before the answer is written.
       const known = toAppError(err);
       this.telemetry.answered(line.productId, known.code);
+      if (known instanceof StrategyMismatchError) this.mismatches.saw(line.productId);
       // Most answers of a sale are refusals: answered here, the body ErrorFilter would
       // write, without a rejection unwinding through Nest's exception zone to find it.
       if (known === err && known.status === 409) {

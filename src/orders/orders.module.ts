@@ -12,6 +12,7 @@ import { PurchasePath } from './purchases/purchase-path';
 import { ReentrantPurchases } from './purchases/reentrant.purchases';
 import { ScriptedPurchases } from './purchases/scripted.purchases';
 import { ReplicaAcks } from './replica-acks';
+import { StrategyMismatches } from './strategy-mismatches';
 
 /** LOCK_STRATEGY value -> the way a purchase is made; the config's list of names is checked against it at compile time. */
 const PURCHASE_PATHS: Record<LockStrategyName, Type<PurchasePath>> = {
@@ -51,9 +52,10 @@ export class OrdersModule {
         { provide: FaultStop, inject: [APP_CONFIG], useFactory: (c: AppConfig) => new FaultStop(c.faultStopAt) },
         Idempotency,
         ReplicaAcks,
+        StrategyMismatches,
         Announcement,
       ],
-      exports: [PurchasePath],
+      exports: [PurchasePath, StrategyMismatches],
     };
   }
 }

@@ -3,6 +3,13 @@ import { KeyLayout } from '../redis/key-layout';
 import type { OrderRequest } from './order';
 import { ScriptedPurchases } from './purchases/scripted.purchases';
 import { refusal, SaleState } from './sale-rules';
+import { loadConfig } from '../config/app-config';
+
+const CONFIG = loadConfig({
+  REDIS_URL: 'redis://unused:1',
+  ADMIN_TOKEN: 'a-long-enough-admin-token',
+  LOCK_STRATEGY: 'atomic',
+});
 
 interface Case {
   readonly state: SaleState | null;
@@ -41,7 +48,7 @@ describe('the sale rules, in TypeScript and in Lua, on the same table of cases',
     }
 
     const ts = refusal(order, state);
-    const lua = await new ScriptedPurchases(redis, keys).purchase(order).then(
+    const lua = await new ScriptedPurchases(redis, keys, CONFIG).purchase(order).then(
       (o) => ({ code: 'OK', remaining: o.remaining }),
       (err: { code: string; message: string }) => ({ code: err.code, message: err.message }),
     );

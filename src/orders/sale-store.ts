@@ -1,5 +1,5 @@
 import type { ChainableCommander, Redis } from 'ioredis';
-import { OutcomeUnknownError, StaleLockError } from '../errors/errors';
+import { OutcomeUnknownError, StaleLockError, StrategyMismatchError } from '../errors/errors';
 import { execAll } from '../redis/exec-all';
 import type { ProductKeys } from '../redis/key-layout';
 import { fencedWrite, ScriptClient } from '../redis/lua-scripts';
@@ -20,30 +20,40 @@ export interface SaleRead {
  * The reads every decision needs, for one buyer or a batch, in one round trip: the
  * limit, the stock and `HMGET` of the buyers' counts. On an auto-pipelining client
  * the pipeline also shares a socket write with every other buyer's reads of the tick.
+ * Throws StrategyMismatchError when the sale was started by instances of another
+ * strategy family than `family` (strategyFamily()): their purchases and ours would not
+ * exclude each other. A sale that recorded none (started before families) is anyone's.
  */
 export async function readSale(
   redis: Pick<Redis, 'pipeline'>,
   k: ProductKeys,
+  family: string,
   userIds: readonly string[],
   claimKeys: readonly string[] = [],
 ): Promise<SaleRead> {
   const pipeline = redis
     .pipeline()
-    .hget(k.meta, 'perUserLimit')
+    .hmget(k.meta, 'perUserLimit', 'soldBy')
     .get(k.stock)
     .hmget(k.buyers, ...userIds);
   if (claimKeys.length > 0) pipeline.hmget(k.idem, ...claimKeys);
-  const [limit, stock, bought, claims] = (await execAll(pipeline)) as [
-    string | null,
+  const [[limit, soldBy], stock, bought, claims] = (await execAll(pipeline)) as [
+    (string | null)[],
     string | null,
     (string | null)[],
     (string | null)[] | undefined,
   ];
+  if (soldBy && soldBy !== family) throw new StrategyMismatchError(productIdOf(k), soldBy, family);
   return {
     sale: limit === null || stock === null ? null : { perUserLimit: Number(limit), stock: Number(stock) },
     bought: bought.map((b) => Number(b ?? 0)),
     claims: claims ?? [],
   };
+}
+
+/** The product id in a product's keys (`<prefix>{p:<id>}:stock`), for a message. */
+function productIdOf(k: ProductKeys): string {
+  return /\{p:([^}]*)\}/.exec(k.stock)?.[1] ?? k.stock;
 }
 
 /** Whether a claim field read from Redis is still `claim`'s (not given up, taken over or decided). */
@@ -121,6 +131,7 @@ export interface AcceptedOrder {
 export async function writeOrders(
   redis: Pick<Redis, 'multi'> & ScriptClient,
   k: ProductKeys,
+  family: string,
   accepted: readonly AcceptedOrder[],
   fence?: number,
 ): Promise<(number | null)[]> {
@@ -144,11 +155,19 @@ export async function writeOrders(
     order.claim?.claimId ?? '',
   ]);
   const [status, ...rest] = await orderWrite(
-    fencedWrite.run(redis, [k.fence, k.stock, k.buyers, k.orders, k.meta, k.idem], fence, OUTCOME_TTL_MS, ...args),
+    fencedWrite.run(
+      redis,
+      [k.fence, k.stock, k.buyers, k.orders, k.meta, k.idem],
+      fence,
+      OUTCOME_TTL_MS,
+      family,
+      ...args,
+    ),
   );
-  if (status === 'STALE_LOCK') throw new StaleLockError(fence, rest[0]);
-  // The holder checked the stock under this very hold: a shortfall means someone
-  // wrote outside the lock.
+  if (status === 'STALE_LOCK') throw new StaleLockError(fence, Number(rest[0]));
+  if (status === 'STRATEGY_MISMATCH') throw new StrategyMismatchError(productIdOf(k), String(rest[0]), family);
+  // The holder checked the stock and the limits under this very hold: a shortfall or
+  // a limit exceeded means someone wrote outside it (a holder the fence missed).
   if (status !== 'OK') throw new Error(`fenced write refused: ${status} ${rest.join(' ')}; nothing was written`);
   return rest.map((left) => (Number(left) === -1 ? null : Number(left)));
 }

@@ -24,7 +24,8 @@ export class ProductsController {
   @ApiBearerAuth(ADMIN_AUTH)
   @ApiOperation({
     summary: "admin: start or restart a product's sale",
-    description: "sets the stock and clears the product's buyers, order log, Idempotency-Key outcomes and lock",
+    description:
+      "sets the stock and clears the product's buyers, order log, Idempotency-Key outcomes and lock; refuses (409 SALE_HAS_ORDERS) to discard a sale's orders unless `discardOrders` is true",
   })
   @ApiPathParams(ProductParamsDto)
   @ApiJsonBody(StartSaleDto)
@@ -35,13 +36,14 @@ export class ProductsController {
     'PAYLOAD_TOO_LARGE',
     'UNSUPPORTED_MEDIA_TYPE',
     'UNAUTHORIZED',
+    'SALE_HAS_ORDERS',
     'LOCK_TIMEOUT',
     'LOCK_EXPIRED',
     'LOCK_NODES_UNAVAILABLE',
     'REDIS_UNAVAILABLE',
   )
   startSale(@Param() params: ProductParamsDto, @Body() body: StartSaleDto): Promise<Product> {
-    return this.products.startSale(params.id, body.stock, body.perUserLimit);
+    return this.products.startSale(params.id, body.stock, body.perUserLimit, body.discardOrders);
   }
 
   @Get(':id')

@@ -1,6 +1,8 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { RedisClient } from '../redis/create-client';
-import { UnknownProductError } from '../errors/errors';
+import { AppConfig, strategyFamily } from '../config/app-config';
+import { APP_CONFIG } from '../config/config.constants';
+import { SaleHasOrdersError, UnknownProductError } from '../errors/errors';
 import { PurchasePath } from '../orders/purchases/purchase-path';
 import { execAll } from '../redis/exec-all';
 import { KeyLayout } from '../redis/key-layout';
@@ -16,6 +18,7 @@ export class ProductsService {
     private readonly purchases: PurchasePath,
     private readonly keys: KeyLayout,
     private readonly telemetry: PurchaseTelemetry,
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
   ) {}
 
   /**
@@ -26,18 +29,24 @@ export class ProductsService {
    * counts of the old sale go too: the live hash in the script, this instance's
    * unpublished ones right before it, and other instances' when they publish them
    * (the new sale id the script returns tells them apart).
+   * The orders of the current sale are discarded only when `discardOrders` says so
+   * (else SaleHasOrdersError, nothing changed), and the sale records this instance's
+   * strategy family: instances of another refuse to sell it (strategyFamily()).
    */
-  async startSale(productId: string, stock: number, perUserLimit: number): Promise<Product> {
+  async startSale(productId: string, stock: number, perUserLimit: number, discardOrders = false): Promise<Product> {
     const k = this.keys.product(productId);
     await this.purchases.exclusive(productId, async () => {
-      this.telemetry.saleRestarted(productId);
-      const saleId = await resetSale.run(
+      const [status, value] = await resetSale.run(
         this.redis,
         [k.meta, k.stock, k.buyers, k.orders, k.idem, k.live],
         stock,
         perUserLimit,
+        discardOrders ? '1' : '0',
+        strategyFamily(this.config.lockStrategy),
       );
-      this.telemetry.saleStarted(productId, saleId);
+      if (status === 'HAS_ORDERS') throw new SaleHasOrdersError(productId, value);
+      this.telemetry.saleRestarted(productId);
+      this.telemetry.saleStarted(productId, value);
     });
     return this.get(productId);
   }

@@ -2,7 +2,11 @@
 export interface ProductKeys {
   /** String: units left. */
   readonly stock: string;
-  /** Hash: initialStock, perUserLimit (and `fence`, the last fencing token applied). Its presence is what makes a product known. */
+  /**
+   * Hash: initialStock, perUserLimit, saleId, soldBy (the strategy family that started
+   * the sale: strategyFamily()) and `fence`, the last fencing token applied. Its
+   * presence is what makes a product known.
+   */
   readonly meta: string;
   /** String: the lock's owner token, with a TTL. */
   readonly lock: string;
@@ -22,8 +26,17 @@ export interface ProductKeys {
 
 /** The fencing counter that goes with a product's lock key (`...:lock` -> `...:fence`). */
 export function fenceKeyFor(lockKey: string): string {
+  return siblingOf(lockKey, 'fence');
+}
+
+/** The meta hash that goes with a product's lock key (`...:lock` -> `...:meta`): it records the last token applied. */
+export function metaKeyFor(lockKey: string): string {
+  return siblingOf(lockKey, 'meta');
+}
+
+function siblingOf(lockKey: string, part: string): string {
   if (!lockKey.endsWith(':lock')) throw new Error(`not a product lock key: ${lockKey}`);
-  return `${lockKey.slice(0, -':lock'.length)}:fence`;
+  return `${lockKey.slice(0, -':lock'.length)}:${part}`;
 }
 
 /**

@@ -10,18 +10,26 @@ export type { ScriptClient } from './lua-script';
 /** Compare-and-delete of a lock, announced on `channel`. 1 if ours and deleted, 0 if not ours. */
 export const releaseLock = new LuaScript<[lock: string], [token: string, channel: string], 0 | 1>('release-lock');
 
-/** A sale's start or restart in one step: the new sale's id. */
+/** A sale's start or restart in one step: the new sale's id, or the orders that a restart would discard. */
 export const resetSale = new LuaScript<
   [meta: string, stock: string, buyers: string, orders: string, idem: string, live: string],
-  [initialStock: number, perUserLimit: number],
-  number
+  [initialStock: number, perUserLimit: number, discardOrders: '1' | '0', family: string],
+  ['OK', number] | ['HAS_ORDERS', number]
 >('reset-sale');
 
 /** The whole purchase (strategy `atomic`). */
 export const purchase = new LuaScript<
   [meta: string, stock: string, buyers: string, orders: string, idem: string],
-  [userId: string, quantity: number, orderId: string, idempotencyKey: string, claimId: string, outcomeTtlMs: number],
-  [status: string, ...values: number[]]
+  [
+    userId: string,
+    quantity: number,
+    orderId: string,
+    idempotencyKey: string,
+    claimId: string,
+    outcomeTtlMs: number,
+    family: string,
+  ],
+  [status: string, ...values: (number | string)[]]
 >('purchase');
 
 /** null when acquired or re-entered, else the PTTL of the other owner's lock. */
@@ -46,7 +54,7 @@ export const reentrantRenew = new LuaScript<[lock: string], [owner: string, ttlM
 
 /** The new fencing token if the lock is now ours, null if it is held. */
 export const fencedAcquire = new LuaScript<
-  [lock: string, fence: string],
+  [lock: string, fence: string, meta: string],
   [token: string, ttlMs: number],
   number | null
 >('fenced-acquire');
@@ -54,8 +62,8 @@ export const fencedAcquire = new LuaScript<
 /** A batch of orders under a fenced hold: per order userId, quantity, orderId, Idempotency-Key, claim id. */
 export const fencedWrite = new LuaScript<
   [fence: string, stock: string, buyers: string, orders: string, meta: string, idem: string],
-  [token: number, outcomeTtlMs: number, ...orders: (string | number)[]],
-  [status: string, ...values: number[]]
+  [token: number, outcomeTtlMs: number, family: string, ...orders: (string | number)[]],
+  [status: string, ...values: (number | string)[]]
 >('fenced-write');
 
 /** Claims an Idempotency-Key, or says what became of it. */
@@ -88,3 +96,8 @@ export const livePublish = new LuaScript<
   ],
   string | null
 >('live-publish');
+
+/** The commands the scripts run that this Redis user may not (NOPERM), tried on throwaway keys. */
+export const permissionCheck = new LuaScript<[text: string, hash: string, stream: string], [channel: string], string[]>(
+  'permission-check',
+);

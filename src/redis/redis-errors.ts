@@ -1,4 +1,12 @@
 import { ReplyError } from 'ioredis';
+import {
+  AppError,
+  RedisNoPermissionError,
+  RedisNoReplicasError,
+  RedisOutOfMemoryError,
+  RedisPersistenceError,
+  RedisReadOnlyError,
+} from '../errors/errors';
 
 /**
  * Redis replies that mean "not now" or "not here" rather than "your command is wrong":
@@ -7,7 +15,40 @@ import { ReplyError } from 'ioredis';
  * a command sent alone, but hands them to the caller from an auto-pipelined batch whose
  * replies differ). The buyer should retry; nothing was applied.
  */
-const TRANSIENT_REPLIES = /^(LOADING|BUSY|MASTERDOWN|READONLY|TRYAGAIN|CLUSTERDOWN|MOVED|ASK)\b/;
+const TRANSIENT_REPLIES = /^(LOADING|BUSY|MASTERDOWN|TRYAGAIN|CLUSTERDOWN|MOVED|ASK)\b/;
+
+/**
+ * Replies by which Redis refuses a command it did not run, for a reason of its own
+ * that outlasts a quick retry: each its own 503 code, so an operator reading the
+ * answers (or the metrics) knows which knob to turn. Redis checks these before a
+ * command runs, and a script's first write before the script writes anything, so
+ * nothing was changed. In a MULTI the refused command aborts the whole EXEC
+ * (EXECABORT, the refusal in `previousErrors`).
+ */
+const REFUSALS: readonly [RegExp, new () => AppError][] = [
+  [/^OOM\b/, RedisOutOfMemoryError],
+  [/^MISCONF\b/, RedisPersistenceError],
+  [/^NOREPLICAS\b/, RedisNoReplicasError],
+  [/^READONLY\b/, RedisReadOnlyError],
+  [/^NOPERM\b/, RedisNoPermissionError],
+  // The same refusal met by a command inside a script (Redis 7); the script's writes
+  // before it stay (scripts do not roll back), which is why start-up checks them all.
+  [/^ERR The user executing the script can't/, RedisNoPermissionError],
+];
+
+/** The refusal `err` is (a fresh AppError of its code), or null if it is no refusal. */
+export function redisRefusal(err: unknown): AppError | null {
+  if (!(err instanceof ReplyError)) return null;
+  const previous = (err as { previousErrors?: unknown[] }).previousErrors ?? [];
+  for (const message of [
+    (err as Error).message,
+    ...previous.map((e) => (e instanceof Error ? e.message : String(e))),
+  ]) {
+    const refusal = REFUSALS.find(([reply]) => reply.test(message));
+    if (refusal) return new refusal[1]();
+  }
+  return null;
+}
 
 /**
  * Errors ioredis raises itself (never a server reply) when it cannot deliver a
@@ -20,7 +61,7 @@ const CONNECTION_ERRORS =
 /** True when `err` means Redis could not be reached, so the answer is 503, not 500. */
 export function isRedisUnavailable(err: unknown): boolean {
   if (!(err instanceof Error)) return false;
-  if (err instanceof ReplyError) return TRANSIENT_REPLIES.test(err.message);
+  if (err instanceof ReplyError) return TRANSIENT_REPLIES.test(err.message) || redisRefusal(err) !== null;
   return err.name === 'MaxRetriesPerRequestError' || CONNECTION_ERRORS.test(err.message);
 }
 

@@ -10,12 +10,20 @@ export type RedisErrorKind =
   | 'unavailable'
   /** An answer OUTCOME_UNKNOWN: a write was sent and its reply lost. */
   | 'outcome_unknown'
+  /** Redis refused a command it did not run (OOM, MISCONF, NOREPLICAS, READONLY, NOPERM): its own 503 code. */
+  | 'refused'
   /** A Redis error reply the app did not expect, answered 500 INTERNAL_ERROR. */
   | 'reply'
   /** An ioredis connection error event (one per failed connect or reconnect attempt). */
   | 'connection';
 
-const REDIS_ERROR_KINDS: readonly RedisErrorKind[] = ['unavailable', 'outcome_unknown', 'reply', 'connection'];
+const REDIS_ERROR_KINDS: readonly RedisErrorKind[] = [
+  'unavailable',
+  'outcome_unknown',
+  'refused',
+  'reply',
+  'connection',
+];
 
 /**
  * How a wait for a lock ended, the `outcome` of `seckill_lock_wait_seconds`. A closed set:
@@ -128,7 +136,7 @@ export class Metrics implements PurchaseListener, OnApplicationShutdown {
     });
     this.redisErrors = new Counter({
       name: 'seckill_redis_errors_total',
-      help: 'Redis trouble by kind: answers REDIS_UNAVAILABLE (unavailable) and OUTCOME_UNKNOWN (outcome_unknown), unexpected error replies (reply), connection errors (connection).',
+      help: 'Redis trouble by kind: answers REDIS_UNAVAILABLE (unavailable) and OUTCOME_UNKNOWN (outcome_unknown), refusals such as OOM, MISCONF, NOREPLICAS, READONLY, NOPERM (refused), unexpected error replies (reply), connection errors (connection).',
       labelNames: ['kind'],
       registers,
     });

@@ -1,7 +1,7 @@
 import { getMetadataStorage, ValidationTypes } from 'class-validator';
 import { PRESENT } from './omittable';
 
-/** A JSON Schema (draft 7, as Fastify's ajv reads it) for a flat body of strings and integers. */
+/** A JSON Schema (draft 7, as Fastify's ajv reads it) for a flat body of strings, integers and booleans. */
 export interface BodySchema {
   readonly type: 'object';
   readonly additionalProperties: false;
@@ -28,6 +28,7 @@ const RULES: Readonly<Record<string, (constraints: readonly unknown[]) => Record
     return { type: 'string', pattern: pattern.source };
   },
   isInt: () => ({ type: 'integer' }),
+  isBoolean: () => ({ type: 'boolean' }),
   min: ([min]) => ({ minimum: min }),
   max: ([max]) => ({ maximum: max }),
 };

@@ -1,6 +1,6 @@
 import type { RedisClient } from '../../redis/create-client';
 import { StaleLockError } from '../../errors/errors';
-import { fenceKeyFor } from '../../redis/key-layout';
+import { fenceKeyFor, metaKeyFor } from '../../redis/key-layout';
 import { fencedAcquire } from '../../redis/lua-scripts';
 import { Hold, UsingOptions } from '../lock';
 import { LockLease, LockOptions, SetNxLockStrategy } from './lock.strategy';
@@ -9,11 +9,13 @@ import { LockLease, LockOptions, SetNxLockStrategy } from './lock.strategy';
  * `fenced` — the `lock` strategy plus fencing tokens (Kleppmann, "How to do
  * distributed locking"; Redisson's RFencedLock, which leaves the check to the caller).
  *
- * - Acquire: fenced-acquire-2.lua does the same SET NX PX and, in the same step,
+ * - Acquire: fenced-acquire-3.lua does the same SET NX PX and, in the same step,
  *   INCRs the product's `:fence` counter: every acquisition by anyone gets a larger
- *   token than the one before.
+ *   token than the one before, and never one below the last token a write applied
+ *   (meta's `fence`), even if the counter was lost.
  * - Write: the section gets the token (`hold.fence`) and presents it with its write;
- *   fenced-write-6.lua applies it only if no later token was issued, and otherwise
+ *   fenced-write-6.lua applies it only if no later token was issued (and, in case the
+ *   fence missed a holder, only within stock and each buyer's limit), and otherwise
  *   changes nothing and the section throws StaleLockError (503 STALE_LOCK). That hold
  *   is lost, and counted once: a later token means another holder took the key, so
  *   our release finds it gone and counts it (its one warning says the write was
@@ -34,7 +36,7 @@ export class FencedLockStrategy extends SetNxLockStrategy {
   }
 
   protected override take(key: string, token: string): Promise<number | null> {
-    return fencedAcquire.run(this.fencing, [key, fenceKeyFor(key)], token, this.options.ttlMs);
+    return fencedAcquire.run(this.fencing, [key, fenceKeyFor(key), metaKeyFor(key)], token, this.options.ttlMs);
   }
 
   /** Holds whose write the fence refused, by `key#fence`, until their release reports them. */

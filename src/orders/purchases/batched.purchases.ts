@@ -1,7 +1,7 @@
 import { Inject, Injectable, Optional } from '@nestjs/common';
 import type { RedisClient } from '../../redis/create-client';
 import { randomUUID } from 'node:crypto';
-import { AppConfig } from '../../config/app-config';
+import { AppConfig, strategyFamily } from '../../config/app-config';
 import { APP_CONFIG } from '../../config/config.constants';
 import { IdempotencyKeyInUseError, LockTimeoutError } from '../../errors/errors';
 import { Hold, Lock } from '../../locks/lock';
@@ -63,7 +63,7 @@ export class BatchedPurchases extends LockedPurchases {
     private readonly faults: FaultStop,
     @Optional() private readonly metrics?: Metrics,
   ) {
-    super(lock, keys);
+    super(lock, keys, strategyFamily(config.lockStrategy));
     this.waitMs = config.lockWaitMs;
   }
 
@@ -116,6 +116,7 @@ export class BatchedPurchases extends LockedPurchases {
     const seen = await readSale(
       this.redis,
       k,
+      this.family,
       waiting.map((b) => b.order.userId),
     );
     waiting.forEach((buyer, i) => {
@@ -152,6 +153,7 @@ export class BatchedPurchases extends LockedPurchases {
     const read = await readSale(
       this.redis,
       k,
+      this.family,
       buyers.map((b) => b.order.userId),
       keyed.map((b) => b.order.claim!.key),
     );
@@ -188,6 +190,7 @@ export class BatchedPurchases extends LockedPurchases {
     const remaining = await writeOrders(
       this.redis,
       k,
+      this.family,
       accepted.map(({ buyer, orderId, remaining: left }) => ({ order: buyer.order, orderId, remaining: left })),
       hold.fence,
     );

@@ -15,7 +15,7 @@ const config = (redisUrl: string) =>
 const close = async (path: PurchasePath) => (path as Partial<OptimisticPurchases>).onApplicationShutdown?.();
 
 describe.each([
-  ['atomic', (redis: Redis, keys: KeyLayout) => new ScriptedPurchases(redis, keys)],
+  ['atomic', (redis: Redis, keys: KeyLayout) => new ScriptedPurchases(redis, keys, config('redis://unused:1'))],
   ['optimistic', (redis: Redis, keys: KeyLayout) => new OptimisticPurchases(redis, keys, config('redis://unused:1'))],
 ] as const)('%s (lock-free) against a real Redis', (_name, create) => {
   let redis: TestRedis;
@@ -45,7 +45,7 @@ describe.each([
   });
 
   const sale = (stock: number, perUserLimit: number) =>
-    resetSale.run(client, [k.meta, k.stock, k.buyers, k.orders, k.idem, k.live], stock, perUserLimit);
+    resetSale.run(client, [k.meta, k.stock, k.buyers, k.orders, k.idem, k.live], stock, perUserLimit, '1', '');
   const buy = async (userId: string, quantity = 1) => (await path.purchase({ productId, userId, quantity })).remaining;
 
   it('applies the sale rules in order, changing nothing on a refusal', async () => {

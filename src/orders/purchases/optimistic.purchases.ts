@@ -2,7 +2,7 @@ import { Inject, Injectable, OnApplicationShutdown } from '@nestjs/common';
 import type { Redis } from 'ioredis';
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { AppConfig } from '../../config/app-config';
+import { AppConfig, strategyFamily } from '../../config/app-config';
 import { APP_CONFIG } from '../../config/config.constants';
 import { ContentionError, IdempotencyKeyInUseError } from '../../errors/errors';
 import { backoffMs } from '../../locks/backoff';
@@ -48,6 +48,8 @@ const BACKOFF_CAP_MS = 16;
 export class OptimisticPurchases extends PurchasePath implements OnApplicationShutdown {
   private readonly pool: WatchConnections;
   private readonly waitMs: number;
+  /** strategyFamily() of LOCK_STRATEGY: a sale started by another family is refused. */
+  private readonly family: string;
   private readonly soldOut = new SoldOutSignals();
   /** Attempts that found their wait budget spent while queued behind this process's others. */
   private readonly line = new LocalQueue((waitMs) => new ContentionError(0, waitMs));
@@ -61,6 +63,7 @@ export class OptimisticPurchases extends PurchasePath implements OnApplicationSh
   ) {
     super();
     this.waitMs = config.lockWaitMs;
+    this.family = strategyFamily(config.lockStrategy);
     // No offline queue: a command queued while a connection reconnects, then timed
     // out, would still be sent when it comes back (a late EXEC). The pool lends a
     // connection only once it is ready. On a cluster each connection goes to the
@@ -80,7 +83,7 @@ export class OptimisticPurchases extends PurchasePath implements OnApplicationSh
     const k = this.keys.product(order.productId);
     try {
       // Unlocked pre-check, for refusals only: a sold-out product never queues.
-      this.check(order, await readSale(this.redis, k, [order.userId]));
+      this.check(order, await readSale(this.redis, k, this.family, [order.userId]));
       const orderId = randomUUID();
       const remaining = await this.attempts(k, order, orderId);
       if (remaining <= 0) this.soldOut.soldOut(order.productId);
@@ -144,7 +147,7 @@ export class OptimisticPurchases extends PurchasePath implements OnApplicationSh
     await c.watch(k.meta, k.stock, k.buyers);
     let read: SaleRead;
     try {
-      read = await readSale(c, k, [order.userId]);
+      read = await readSale(c, k, this.family, [order.userId]);
       this.check(order, read);
       await this.checkClaim(c, k, order);
     } catch (err) {

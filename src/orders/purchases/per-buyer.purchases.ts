@@ -4,6 +4,8 @@ import { randomUUID } from 'node:crypto';
 import { Hold, Lock } from '../../locks/lock';
 import { KeyLayout, ProductKeys } from '../../redis/key-layout';
 import { REDIS_CLIENT } from '../../redis/redis.constants';
+import { AppConfig, strategyFamily } from '../../config/app-config';
+import { APP_CONFIG } from '../../config/config.constants';
 import { FaultStop } from '../fault-stop';
 import { IdempotencyKeyInUseError } from '../../errors/errors';
 import { acknowledge, Order, OrderRequest } from '../order';
@@ -28,8 +30,9 @@ export class PerBuyerPurchases extends LockedPurchases {
     keys: KeyLayout,
     @Inject(REDIS_CLIENT) protected readonly redis: RedisClient,
     protected readonly faults: FaultStop,
+    @Inject(APP_CONFIG) config: AppConfig,
   ) {
-    super(lock, keys);
+    super(lock, keys, strategyFamily(config.lockStrategy));
   }
 
   async purchase(order: OrderRequest): Promise<Order> {
@@ -56,7 +59,13 @@ export class PerBuyerPurchases extends LockedPurchases {
     hold.assertValid();
     this.faults.reached('before-write');
     const orderId = randomUUID();
-    const [remaining] = await writeOrders(this.redis, k, [{ order, orderId, remaining: expected }], hold.fence);
+    const [remaining] = await writeOrders(
+      this.redis,
+      k,
+      this.family,
+      [{ order, orderId, remaining: expected }],
+      hold.fence,
+    );
     if (remaining === null) throw new IdempotencyKeyInUseError(0);
     if (remaining <= 0) this.soldOut.soldOut(order.productId);
     return acknowledge(order, orderId, remaining);
@@ -64,7 +73,7 @@ export class PerBuyerPurchases extends LockedPurchases {
 
   /** Throws the refusal that applies now, if any; else returns the stock read. */
   private async check(k: ProductKeys, order: OrderRequest): Promise<number> {
-    const read = await readSale(this.redis, k, [order.userId]);
+    const read = await readSale(this.redis, k, this.family, [order.userId]);
     const no = refusal(order, buyerState(read, 0));
     if (!no) return read.sale!.stock;
     this.soldOut.notice(order.productId, no);

@@ -35,6 +35,8 @@ export abstract class LockedPurchases extends PurchasePath {
   constructor(
     protected readonly lock: Lock,
     protected readonly keys: KeyLayout,
+    /** strategyFamily() of LOCK_STRATEGY: a sale started by another family is refused. */
+    protected readonly family: string,
   ) {
     super();
   }

@@ -3,6 +3,13 @@ import { ReentrantStrategy } from '../../locks/strategies/reentrant.strategy';
 import { reentrantRelease } from '../../redis/lua-scripts';
 import { FaultStop } from '../fault-stop';
 import { ReentrantPurchases } from './reentrant.purchases';
+import { loadConfig } from '../../config/app-config';
+
+const CONFIG = loadConfig({
+  REDIS_URL: 'redis://unused:1',
+  ADMIN_TOKEN: 'a-long-enough-admin-token',
+  LOCK_STRATEGY: 'reentrant',
+});
 
 describe('ReentrantPurchases (reentrant) against a real Redis', () => {
   const { client, closing } = useTestRedis();
@@ -13,7 +20,7 @@ describe('ReentrantPurchases (reentrant) against a real Redis', () => {
     const lock = closing(new ReentrantStrategy(redis, { ttlMs: 5_000, waitMs: 1_000 }));
     const releases = jest.spyOn(reentrantRelease, 'run');
     try {
-      const order = await new ReentrantPurchases(lock, keys, redis, new FaultStop(null)).purchase({
+      const order = await new ReentrantPurchases(lock, keys, redis, new FaultStop(null), CONFIG).purchase({
         productId: 'phone',
         userId: 'ann',
         quantity: 1,

@@ -3,6 +3,8 @@ import type { RedisClient } from '../../redis/create-client';
 import { Hold, Lock } from '../../locks/lock';
 import { KeyLayout, ProductKeys } from '../../redis/key-layout';
 import { REDIS_CLIENT } from '../../redis/redis.constants';
+import { AppConfig } from '../../config/app-config';
+import { APP_CONFIG } from '../../config/config.constants';
 import { FaultStop } from '../fault-stop';
 import type { Order, OrderRequest } from '../order';
 import { PerBuyerPurchases } from './per-buyer.purchases';
@@ -15,8 +17,14 @@ import { PerBuyerPurchases } from './per-buyer.purchases';
  */
 @Injectable()
 export class ReentrantPurchases extends PerBuyerPurchases {
-  constructor(lock: Lock, keys: KeyLayout, @Inject(REDIS_CLIENT) redis: RedisClient, faults: FaultStop) {
-    super(lock, keys, redis, faults);
+  constructor(
+    lock: Lock,
+    keys: KeyLayout,
+    @Inject(REDIS_CLIENT) redis: RedisClient,
+    faults: FaultStop,
+    @Inject(APP_CONFIG) config: AppConfig,
+  ) {
+    super(lock, keys, redis, faults, config);
   }
 
   /** The inner hold is the outer one, re-entered: the same validity, refused if it was lost. */

@@ -7,8 +7,11 @@ import {
   InsufficientStockError,
   LimitReachedError,
   SoldOutError,
+  StrategyMismatchError,
   UnknownProductError,
 } from '../../errors/errors';
+import { AppConfig, strategyFamily } from '../../config/app-config';
+import { APP_CONFIG } from '../../config/config.constants';
 import { KeyLayout } from '../../redis/key-layout';
 import { purchase } from '../../redis/lua-scripts';
 import { REDIS_CLIENT } from '../../redis/redis.constants';
@@ -30,11 +33,16 @@ import { PurchasePath, PurchaseStatus } from './purchase-path';
  */
 @Injectable()
 export class ScriptedPurchases extends PurchasePath {
+  /** strategyFamily() of LOCK_STRATEGY: a sale started by another family is refused. */
+  private readonly family: string;
+
   constructor(
     @Inject(REDIS_CLIENT) private readonly redis: RedisClient,
     private readonly keys: KeyLayout,
+    @Inject(APP_CONFIG) config: AppConfig,
   ) {
     super();
+    this.family = strategyFamily(config.lockStrategy);
   }
 
   async purchase(order: OrderRequest): Promise<Order> {
@@ -50,10 +58,12 @@ export class ScriptedPurchases extends PurchasePath {
         order.claim?.key ?? '',
         order.claim?.claimId ?? '',
         OUTCOME_TTL_MS,
+        this.family,
       ),
     );
-    if (status === 'OK') return acknowledge(order, orderId, a);
-    throw refusalOf(order, status, a, b);
+    if (status === 'OK') return acknowledge(order, orderId, Number(a));
+    if (status === 'STRATEGY_MISMATCH') throw new StrategyMismatchError(order.productId, String(a), this.family);
+    throw refusalOf(order, status, Number(a), Number(b));
   }
 
   /** Each purchase is one script, so a reset (one script too) can never fall inside one. */

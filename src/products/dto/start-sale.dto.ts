@@ -1,4 +1,4 @@
-import { IsInt, Max, Min } from 'class-validator';
+import { IsBoolean, IsInt, Max, Min } from 'class-validator';
 import { MAX_PER_USER_LIMIT, MAX_STOCK } from '../../sale/sale-limits';
 import { Omittable } from '../../validation/omittable';
 
@@ -16,4 +16,12 @@ export class StartSaleDto {
   @Min(1)
   @IsInt()
   readonly perUserLimit: number = 1;
+
+  /**
+   * A new sale discards the current one's orders (its order log, the only record of
+   * them): while there are any, the PUT is refused 409 SALE_HAS_ORDERS unless this is true.
+   */
+  @Omittable()
+  @IsBoolean()
+  readonly discardOrders: boolean = false;
 }

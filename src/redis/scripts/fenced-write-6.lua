@@ -14,11 +14,13 @@
 
   KEYS[1]  fencing counter   KEYS[2]  stock
   KEYS[3]  buyers hash       KEYS[4]  orders stream
-  KEYS[5]  meta hash: `fence` records the last token applied to the product
+  KEYS[5]  meta hash: perUserLimit; soldBy, the strategy family of the sale; `fence`
+           records the last token applied to the product
   KEYS[6]  idempotency hash: Idempotency-Key -> claim or outcome (idempotency-claim-1.lua)
   ARGV[1]  our fencing token
   ARGV[2]  how long an outcome is kept, in ms (the idempotency hash's TTL)
-  ARGV[3..] per order, five values: userId, quantity (integer >= 1), orderId,
+  ARGV[3]  our strategy family: a sale started by another family is not ours to write
+  ARGV[4..] per order, five values: userId, quantity (integer >= 1), orderId,
            Idempotency-Key and claim id ('' and '' for an order sent without a key).
            An order with a key is written only while its claim is still the one this
            request made (`P|<claim id>|...`): a claim given up (the write's answer was
@@ -30,11 +32,23 @@
            {'STALE_LOCK', newest token}: a later holder exists; nothing written
            {'SHORT', stock}: fewer units than the batch needs, which the holder's
            own check rules out; nothing written
+           {'OVER_LIMIT', userId, units they have}: an order would take a buyer past
+           the per-user limit, which the holder's own check also rules out: another
+           holder wrote in between (a holder the fence missed: a lost counter, a
+           failover that lost the last acquisition); nothing written
+           {'STRATEGY_MISMATCH', soldBy}: the sale was started by another family;
+           nothing written
+  Stock and limits are checked here too, not only by the holder: whenever the fence
+  misses a second holder, this is what still stops an oversell and a limit exceeded.
 ]]
 local token = tonumber(ARGV[1])
 local newest = tonumber(redis.call('GET', KEYS[1]) or '0')
 if newest > token then
   return {'STALE_LOCK', newest}
+end
+local meta = redis.call('HMGET', KEYS[5], 'perUserLimit', 'soldBy')
+if meta[2] and meta[2] ~= ARGV[3] then
+  return {'STRATEGY_MISMATCH', meta[2]}
 end
 local function claimed(i)
   if ARGV[i + 3] == '' then
@@ -44,10 +58,18 @@ local function claimed(i)
   local mine = 'P|' .. ARGV[i + 4] .. '|'
   return held ~= false and string.sub(held, 1, #mine) == mine
 end
+local limit = tonumber(meta[1] or '0')
 local total = 0
-for i = 3, #ARGV, 5 do
+local owned = {}
+for i = 4, #ARGV, 5 do
   if claimed(i) then
-    total = total + tonumber(ARGV[i + 1])
+    local quantity = tonumber(ARGV[i + 1])
+    total = total + quantity
+    local user = ARGV[i]
+    owned[user] = (owned[user] or tonumber(redis.call('HGET', KEYS[3], user) or '0')) + quantity
+    if owned[user] > limit then
+      return {'OVER_LIMIT', user, owned[user] - quantity}
+    end
   end
 end
 local stock = tonumber(redis.call('GET', KEYS[2]) or '0')
@@ -56,7 +78,7 @@ if stock < total then
 end
 redis.call('HSET', KEYS[5], 'fence', ARGV[1])
 local replies = {'OK'}
-for i = 3, #ARGV, 5 do
+for i = 4, #ARGV, 5 do
   if claimed(i) then
     local left = redis.call('DECRBY', KEYS[2], ARGV[i + 1])
     replies[#replies + 1] = left

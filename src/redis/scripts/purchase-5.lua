@@ -4,12 +4,14 @@
   buyer and no lock is needed. The same rules, in the same order, as
   src/orders/sale-rules.ts.
 
-  KEYS[1]  meta hash (perUserLimit)   KEYS[2]  stock
+  KEYS[1]  meta hash (perUserLimit, soldBy)   KEYS[2]  stock
   KEYS[3]  buyers hash                KEYS[4]  orders stream
   KEYS[5]  idempotency hash (idempotency-claim-1.lua)
   ARGV[1]  userId   ARGV[2]  quantity (integer >= 1)   ARGV[3]  orderId
   ARGV[4]  Idempotency-Key ('' without one)   ARGV[5]  claim id   ARGV[6]  outcome TTL in ms
+  ARGV[7]  this instance's strategy family (a sale started by another is not ours to sell)
   Returns  {'OK', remaining}
+           {'STRATEGY_MISMATCH', soldBy}: the sale's family is another; nothing written
            {'CLAIM_LOST'}: the key's claim is no longer this request's (given up
            after a lost answer, or taken over by a retry); nothing written
            {'UNKNOWN_PRODUCT'}
@@ -25,10 +27,14 @@ if ARGV[4] ~= '' then
     return {'CLAIM_LOST'}
   end
 end
-local limit = redis.call('HGET', KEYS[1], 'perUserLimit')
+local meta = redis.call('HMGET', KEYS[1], 'perUserLimit', 'soldBy')
+local limit = meta[1]
 local stock = redis.call('GET', KEYS[2])
 if not limit or not stock then
   return {'UNKNOWN_PRODUCT'}
+end
+if meta[2] and meta[2] ~= ARGV[7] then
+  return {'STRATEGY_MISMATCH', meta[2]}
 end
 local quantity = tonumber(ARGV[2])
 local bought = tonumber(redis.call('HGET', KEYS[3], ARGV[1]) or '0')

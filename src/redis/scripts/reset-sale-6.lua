@@ -8,16 +8,32 @@
   answers in the last sale and publishes them after this sends the old id, and
   live-publish-2.lua drops them instead of adding them to the new sale.
 
-  KEYS[1]  meta hash (initialStock, perUserLimit, saleId)
+  KEYS[1]  meta hash (initialStock, perUserLimit, saleId, soldBy)
   KEYS[2]  stock
   KEYS[3]  buyers hash      KEYS[4]  orders stream
   KEYS[5]  idempotency hash (a retry of the last sale's request is a new request)
   KEYS[6]  live hash (the dashboard's answers per instance, live-publish-2.lua)
   ARGV[1]  initial stock (integer >= 0)
   ARGV[2]  per-user limit (integer >= 1)
-  Returns  the new sale's id (integer >= 1, one more than the last sale's)
+  ARGV[3]  '1' to discard the orders of the current sale; anything else refuses to
+           while its order log has any (the log is the only record of them)
+  ARGV[4]  the strategy family that sells this sale (soldBy: instances of another
+           refuse the product, since their purchases and ours exclude nothing); ''
+           records none, a sale any family may sell (tools that write the sale's
+           keys themselves, tests of one purchase path)
+  Returns  {'OK', the new sale's id (integer >= 1, one more than the last sale's)}
+           {'HAS_ORDERS', orders in the log}: nothing changed
 ]]
+local orders = redis.call('XLEN', KEYS[4])
+if orders > 0 and ARGV[3] ~= '1' then
+  return {'HAS_ORDERS', orders}
+end
 redis.call('DEL', KEYS[3], KEYS[4], KEYS[5], KEYS[6])
 redis.call('HSET', KEYS[1], 'initialStock', ARGV[1], 'perUserLimit', ARGV[2])
+if ARGV[4] == '' then
+  redis.call('HDEL', KEYS[1], 'soldBy')
+else
+  redis.call('HSET', KEYS[1], 'soldBy', ARGV[4])
+end
 redis.call('SET', KEYS[2], ARGV[1])
-return redis.call('HINCRBY', KEYS[1], 'saleId', 1)
+return {'OK', redis.call('HINCRBY', KEYS[1], 'saleId', 1)}
