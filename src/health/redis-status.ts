@@ -80,7 +80,9 @@ export async function redisStatus(client: RedisClient, allowEviction = false): P
     // ok, it refuses every command ("Cluster isn't ready") though each node answers.
     const ok =
       client.status === 'ready' &&
-      state === 'ok' && slotsCovered === SLOTS && serving.every((m) => m.status === 'up' && m.problems.length === 0);
+      state === 'ok' &&
+      slotsCovered === SLOTS &&
+      serving.every((m) => m.status === 'up' && m.problems.length === 0);
     return { redis: ok ? 'up' : 'down', cluster: { state, slotsCovered, masters: serving } };
   } catch {
     return { redis: 'down', cluster: { state: 'unknown', slotsCovered: 0, masters: [] } };
