@@ -13,7 +13,7 @@ import { startPrivateRedis } from '../../harness/redis';
 import { startTcpProxy, TcpProxy } from '../../harness/tcp-proxy';
 import { COMMAND_TIMEOUT_MS } from '../../src/redis/create-client';
 import { KeyLayout, ProductKeys } from '../../src/redis/key-layout';
-import { fencedAcquire, fencedWrite, purchase } from '../../src/redis/lua-scripts';
+import { fencedAcquire, fencedWrite, keyedWrite, purchase } from '../../src/redis/lua-scripts';
 import { Answer, LoadResult, runLoad } from '../load';
 import { readSale, SaleSnapshot } from '../verdict';
 import {
@@ -43,7 +43,9 @@ const EXEC = '$4\r\nexec\r\n';
 
 /** The request that carries each strategy's write of orders: a fault armed on it hits the write. */
 export const WRITE_MARKER: Record<NetworkStrategy, string> = {
-  lock: EXEC,
+  // Every buyer here sends an Idempotency-Key: under `lock` its claim is checked as it
+  // is written, by the keyed-write script (a batch without keys is a MULTI/EXEC).
+  lock: keyedWrite.sha1,
   fenced: fencedWrite.sha1,
   atomic: purchase.sha1,
   optimistic: EXEC,
@@ -51,7 +53,7 @@ export const WRITE_MARKER: Record<NetworkStrategy, string> = {
 
 /** Each strategy's write, in words. */
 export const WRITE_NAME: Record<NetworkStrategy, string> = {
-  lock: 'MULTI/EXEC',
+  lock: 'keyed-write script',
   fenced: 'fenced-write script',
   atomic: 'purchase script',
   optimistic: 'WATCHed MULTI/EXEC',

@@ -2,14 +2,19 @@ import type { ChainableCommander, Redis } from 'ioredis';
 import { OutcomeUnknownError, StaleLockError, StrategyMismatchError } from '../errors/errors';
 import { execAll } from '../redis/exec-all';
 import type { ProductKeys } from '../redis/key-layout';
-import { fencedWrite, ScriptClient } from '../redis/lua-scripts';
+import { fencedWrite, keyedWrite, ScriptClient } from '../redis/lua-scripts';
 import { isOutcomeUnknown } from '../redis/redis-errors';
 import { Claim, OrderRequest, OUTCOME_TTL_MS, outcomeRecord } from './order';
 import type { SaleState } from './sale-rules';
 
 /** A product's limit and stock (null: no sale), and each asking buyer's units, as read in one round trip. */
 export interface SaleRead {
-  readonly sale: { readonly perUserLimit: number; readonly stock: number } | null;
+  readonly sale: {
+    readonly perUserLimit: number;
+    readonly stock: number;
+    /** Meta's saleId: which sale this read saw ('' for one started before sale ids). */
+    readonly saleId: string;
+  } | null;
   /** Units bought so far, per buyer asked for, in the order asked. */
   readonly bought: readonly number[];
   /** The Idempotency-Key fields asked for, as they are now (claims or outcomes; null if absent). */
@@ -33,11 +38,11 @@ export async function readSale(
 ): Promise<SaleRead> {
   const pipeline = redis
     .pipeline()
-    .hmget(k.meta, 'perUserLimit', 'soldBy')
+    .hmget(k.meta, 'perUserLimit', 'soldBy', 'saleId')
     .get(k.stock)
     .hmget(k.buyers, ...userIds);
   if (claimKeys.length > 0) pipeline.hmget(k.idem, ...claimKeys);
-  const [[limit, soldBy], stock, bought, claims] = (await execAll(pipeline)) as [
+  const [[limit, soldBy, saleId], stock, bought, claims] = (await execAll(pipeline)) as [
     (string | null)[],
     string | null,
     (string | null)[],
@@ -45,7 +50,10 @@ export async function readSale(
   ];
   if (soldBy && soldBy !== family) throw new StrategyMismatchError(productIdOf(k), soldBy, family);
   return {
-    sale: limit === null || stock === null ? null : { perUserLimit: Number(limit), stock: Number(stock) },
+    sale:
+      limit === null || stock === null
+        ? null
+        : { perUserLimit: Number(limit), stock: Number(stock), saleId: saleId ?? '' },
     bought: bought.map((b) => Number(b ?? 0)),
     claims: claims ?? [],
   };
@@ -72,7 +80,7 @@ export function buyerState(read: SaleRead, i: number): SaleState | null {
  * Idempotency-Key, record its outcome (with `remaining`, the stock the holder expects
  * after it). The DECRBY reply (the stock left) comes first in the EXEC replies.
  * Nothing in a MULTI can check that the key's claim is still this request's: that
- * takes a script (fenced-write-6.lua, purchase-5.lua).
+ * takes a script (keyed-write-4.lua, fenced-write-6.lua, purchase-5.lua), or a WATCH.
  */
 export function queueOrder(
   multi: ChainableCommander,
@@ -124,7 +132,8 @@ export interface AcceptedOrder {
  * Writes accepted orders in one round trip and returns the stock left after each, or
  * null for an order whose Idempotency-Key claim was no longer its request's (not
  * written: another request decides that key). Under a plain hold: one MULTI of
- * queueOrder's commands. Under a fenced hold (`fence` given): fenced-write-6.lua,
+ * queueOrder's commands, or keyed-write-4.lua when an order has a key, which checks
+ * each claim as it writes. Under a fenced hold (`fence` given): fenced-write-6.lua,
  * which applies them only if no later lock was issued, else throws StaleLockError
  * with nothing written, and checks each order's claim.
  */
@@ -135,6 +144,20 @@ export async function writeOrders(
   accepted: readonly AcceptedOrder[],
   fence?: number,
 ): Promise<(number | null)[]> {
+  const args = accepted.flatMap(({ order, orderId }) => [
+    order.userId,
+    order.quantity,
+    orderId,
+    order.claim?.key ?? '',
+    order.claim?.claimId ?? '',
+  ]);
+  if (fence === undefined && accepted.some(({ order }) => order.claim)) {
+    // A keyed order's claim is checked in Redis, atomically with its write.
+    const left = await orderWrite(
+      keyedWrite.run(redis, [k.stock, k.buyers, k.orders, k.idem], OUTCOME_TTL_MS, ...args),
+    );
+    return left.map((l) => (Number(l) === -1 ? null : Number(l)));
+  }
   if (fence === undefined) {
     const multi = redis.multi();
     for (const { order, orderId, remaining } of accepted) queueOrder(multi, k, order, orderId, remaining);
@@ -147,13 +170,6 @@ export async function writeOrders(
       return left;
     });
   }
-  const args = accepted.flatMap(({ order, orderId }) => [
-    order.userId,
-    order.quantity,
-    orderId,
-    order.claim?.key ?? '',
-    order.claim?.claimId ?? '',
-  ]);
   const [status, ...rest] = await orderWrite(
     fencedWrite.run(
       redis,

@@ -42,10 +42,10 @@ export const reentrantReenter = new LuaScript<[lock: string], [owner: string, tt
   'reentrant-reenter',
 );
 
-/** null if not ours, 0 if still held, 1 if now free (and published on `channel`). */
+/** null if not ours, 0 if still held, 1 if now free (and published on `channel`); `all` leaves every hold of the owner. */
 export const reentrantRelease = new LuaScript<
   [lock: string],
-  [owner: string, ttlMs: number, channel: string],
+  [owner: string, ttlMs: number, channel: string, holds: 'one' | 'all'],
   0 | 1 | null
 >('reentrant-release');
 
@@ -65,6 +65,13 @@ export const fencedWrite = new LuaScript<
   [token: number, outcomeTtlMs: number, family: string, ...orders: (string | number)[]],
   [status: string, ...values: (number | string)[]]
 >('fenced-write');
+
+/** A batch of orders under an unfenced hold, keyed ones only while their claim is theirs: the stock left after each, -1 if skipped. */
+export const keyedWrite = new LuaScript<
+  [stock: string, buyers: string, orders: string, idem: string],
+  [outcomeTtlMs: number, ...orders: (string | number)[]],
+  number[]
+>('keyed-write');
 
 /** Claims an Idempotency-Key, or says what became of it. */
 export const idempotencyClaim = new LuaScript<

@@ -1,5 +1,5 @@
 import type { LockStrategyName } from '../../src/config/app-config';
-import { fencedWrite, purchase } from '../../src/redis/lua-scripts';
+import { fencedWrite, keyedWrite, purchase } from '../../src/redis/lua-scripts';
 
 /** An EXEC request on the wire (ioredis sends command names in lower case). */
 const EXEC = '$4\r\nexec\r\n';
@@ -14,6 +14,18 @@ export const WRITE_MARKER: Partial<Record<LockStrategyName, string>> = {
   optimistic: EXEC,
   fenced: fencedWrite.sha1,
   atomic: purchase.sha1,
+};
+
+/**
+ * The same for an order sent with an Idempotency-Key: under an unfenced lock its claim
+ * is checked as it is written, by keyed-write-4.lua instead of a MULTI. (Redlock's lock
+ * lives on nodes of its own; the orders, and so the write, on REDIS_URL.)
+ */
+export const KEYED_WRITE_MARKER: Partial<Record<LockStrategyName, string>> = {
+  ...WRITE_MARKER,
+  lock: keyedWrite.sha1,
+  reentrant: keyedWrite.sha1,
+  redlock: keyedWrite.sha1,
 };
 
 /** The port of a redis:// URL, for a proxy in front of it. */

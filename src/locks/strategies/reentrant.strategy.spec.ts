@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { commandCalls, uniquePrefix, useTestRedis, whileWritesHeld } from '../../../test/helpers/redis';
 import { LockExpiredError, LockTimeoutError } from '../../errors/errors';
-import { reentrantAcquire, reentrantRelease } from '../../redis/lua-scripts';
+import { reentrantAcquire, reentrantReenter, reentrantRelease } from '../../redis/lua-scripts';
 import { ReentrantStrategy } from './reentrant.strategy';
 
 describe('ReentrantStrategy (reentrant) against a real Redis', () => {
@@ -89,7 +89,7 @@ describe('ReentrantStrategy (reentrant) against a real Redis', () => {
     const c = client();
     await c.hset(key, 'someone-else', '1');
     await c.pexpire(key, 5_000);
-    expect(await reentrantRelease.run(c, [key], 'me', 5_000, `${key}:released`)).toBeNull();
+    expect(await reentrantRelease.run(c, [key], 'me', 5_000, `${key}:released`, 'one')).toBeNull();
     expect(await c.hget(key, 'someone-else')).toBe('1');
     await expect(reentrant(5_000, 100).using(key, async () => 'never')).rejects.toBeInstanceOf(LockTimeoutError);
   });
@@ -162,6 +162,32 @@ describe('ReentrantStrategy (reentrant) against a real Redis', () => {
     await buyer.ping(); // answered in order: the held script and whatever followed it have run
     expect(await commandCalls(admin, 'evalsha')).toBe(ranBefore + 1); // the acquisition did run, after the buyer gave up
     expect(await admin.exists(key)).toBe(0);
+    await expect(reentrant(30_000, 0).using(key, async () => 'bought')).resolves.toBe('bought');
+  });
+
+  it('a re-entry that timed out but ran afterwards leaves no hold nobody owns: the lock is free at once', async () => {
+    const admin = client();
+    const buyer = client({ commandTimeout: 200 }); // gives up after 200 ms, as the app's does after 2 s
+    // Cached now, so the held EVALSHA runs the script (a NOSCRIPT reply would come too late for EVAL).
+    await buyer.script('LOAD', reentrantReenter.lua);
+    const lock = new ReentrantStrategy(buyer, { ttlMs: 30_000, waitMs: 1_000 });
+    strategies.push(lock);
+    const ranBefore = await commandCalls(admin, 'evalsha');
+    let outerSignal: AbortSignal | undefined;
+    await expect(
+      lock.using(key, async (outer) => {
+        outerSignal = outer.signal;
+        await whileWritesHeld(admin, () => lock.using(key, async () => 'inner'));
+      }),
+    ).rejects.toThrow('Command timed out');
+    await buyer.ping(); // answered in order: the held re-entry, then the undo, have run
+    // The re-entry did run (count 2) after the buyer gave up on it...
+    expect(await commandCalls(admin, 'evalsha')).toBeGreaterThanOrEqual(ranBefore + 2);
+    // ...and yet nothing is left: not a count of 1 with a 30 s TTL that blocks the product.
+    expect(await admin.exists(key)).toBe(0);
+    // The outer hold was declared lost: its section may not write after it.
+    expect(outerSignal?.aborted).toBe(true);
+    expect(lock.lostLocks).toBe(1);
     await expect(reentrant(30_000, 0).using(key, async () => 'bought')).resolves.toBe('bought');
   });
 });

@@ -135,10 +135,25 @@ export class ReentrantStrategy implements Lock {
     await this.subscriber.close();
   }
 
-  /** Same owner, lock held by the outer section: count it up (only if still ours), run, count it down. */
+  /**
+   * Same owner, lock held by the outer section: count it up (only if still ours), run,
+   * count it down. A re-entry that failed without a reply (timed out, connection lost)
+   * may still run and count one hold nobody will leave: the lock would outlive every
+   * section by a TTL, and block the product. As for an acquisition, the undo follows it
+   * on the connection, but here one release step could take the outer hold's count
+   * instead (if the re-entry never ran), so the outer hold is declared lost (its section
+   * may not write) and the undo leaves all of this owner's holds at once.
+   */
   private async reenter<T>(owner: string, key: string, held: Held, section: (hold: Hold) => Promise<T>) {
     held.hold.assertValid();
-    if ((await reentrantReenter.run(this.redis, [key], owner, this.options.ttlMs)) !== 1) {
+    const reentered = await reentrantReenter.run(this.redis, [key], owner, this.options.ttlMs).catch((err: unknown) => {
+      held.lose(`its re-entry got no answer (${(err as Error).message}); the lock is given up`);
+      this.undo.fire(`re-entry of ${key}`, () =>
+        reentrantRelease.runInFull(this.redis, [key], owner, this.options.ttlMs, releasedChannel(key), 'all'),
+      );
+      throw err;
+    });
+    if (reentered !== 1) {
       held.lose('it was gone when the holder re-entered it');
       held.hold.assertValid(); // throws: the outer hold is gone
     }
@@ -161,7 +176,7 @@ export class ReentrantStrategy implements Lock {
           // Outcome unknown: the script may have counted us in (1, as we held nothing
           // here). One release step takes exactly that back, and nothing if it did not run.
           this.undo.fire(`acquisition of ${key}`, () =>
-            reentrantRelease.runInFull(this.redis, [key], owner, this.options.ttlMs, releasedChannel(key)),
+            reentrantRelease.runInFull(this.redis, [key], owner, this.options.ttlMs, releasedChannel(key), 'one'),
           );
           throw err;
         });
@@ -174,7 +189,14 @@ export class ReentrantStrategy implements Lock {
 
   private async release(key: string, owner: string): Promise<void> {
     try {
-      const result = await reentrantRelease.run(this.redis, [key], owner, this.options.ttlMs, releasedChannel(key));
+      const result = await reentrantRelease.run(
+        this.redis,
+        [key],
+        owner,
+        this.options.ttlMs,
+        releasedChannel(key),
+        'one',
+      );
       if (result === null) this.logger.warn(`lock ${key} was no longer ours at release`);
     } catch (err) {
       this.logger.warn(`release of ${key} failed, the TTL will free it: ${(err as Error).message}`);

@@ -81,17 +81,12 @@ export class OptimisticPurchases extends PurchasePath implements OnApplicationSh
 
   async purchase(order: OrderRequest): Promise<Order> {
     const k = this.keys.product(order.productId);
-    try {
-      // Unlocked pre-check, for refusals only: a sold-out product never queues.
-      this.check(order, await readSale(this.redis, k, this.family, [order.userId]));
-      const orderId = randomUUID();
-      const remaining = await this.attempts(k, order, orderId);
-      if (remaining <= 0) this.soldOut.soldOut(order.productId);
-      return acknowledge(order, orderId, remaining);
-    } catch (err) {
-      this.soldOut.notice(order.productId, err);
-      throw err;
-    }
+    // Unlocked pre-check, for refusals only: a sold-out product never queues.
+    const { saleId } = this.check(order, await readSale(this.redis, k, this.family, [order.userId]));
+    const orderId = randomUUID();
+    const { remaining, saleId: soldIn } = await this.attempts(k, order, orderId, saleId);
+    if (remaining <= 0) this.soldOut.soldOut(order.productId, soldIn);
+    return acknowledge(order, orderId, remaining);
   }
 
   /** WATCH aborts a purchase whose keys a reset changed, so the reset needs nothing more. */
@@ -107,12 +102,18 @@ export class OptimisticPurchases extends PurchasePath implements OnApplicationSh
     return this.pool.close();
   }
 
-  private async attempts(k: ProductKeys, order: OrderRequest, orderId: string): Promise<number> {
+  /** The stock left after the order, and the sale it was written in. `saleId`: the sale the buyer waits in. */
+  private async attempts(
+    k: ProductKeys,
+    order: OrderRequest,
+    orderId: string,
+    saleId: string,
+  ): Promise<{ remaining: number; saleId: string }> {
     const deadline = Date.now() + this.waitMs;
     // One attempt per product at a time in this process: attempts of one process
     // would only invalidate each other (every sale changes the watched stock), so
     // they queue here and the races left are between processes.
-    await this.line.enter(k.stock, this.waitMs, this.soldOut.signal(order.productId));
+    await this.line.enter(k.stock, this.waitMs, this.soldOut.signal(order.productId, saleId));
     try {
       for (let attempt = 1; ; attempt++) {
         const left = await this.pool.use(
@@ -132,10 +133,12 @@ export class OptimisticPurchases extends PurchasePath implements OnApplicationSh
     }
   }
 
-  /** Throws the refusal that applies to `read`, if any. */
-  private check(order: OrderRequest, read: SaleRead): void {
+  /** Throws the refusal that applies to `read`, if any (a sold-out one wakes that sale's waiters); else returns the sale read. */
+  private check(order: OrderRequest, read: SaleRead): NonNullable<SaleRead['sale']> {
     const no = refusal(order, buyerState(read, 0));
-    if (no) throw no;
+    if (!no) return read.sale!;
+    this.soldOut.notice(order.productId, read.sale?.saleId ?? '', no);
+    throw no;
   }
 
   /**
@@ -143,7 +146,12 @@ export class OptimisticPurchases extends PurchasePath implements OnApplicationSh
    * Every order changes the watched stock, so an EXEC that arrives late (its answer was
    * lost, a retry with the same Idempotency-Key bought meanwhile) is refused by Redis.
    */
-  private async attempt(c: Redis, k: ProductKeys, order: OrderRequest, orderId: string): Promise<number | null> {
+  private async attempt(
+    c: Redis,
+    k: ProductKeys,
+    order: OrderRequest,
+    orderId: string,
+  ): Promise<{ remaining: number; saleId: string } | null> {
     await c.watch(k.meta, k.stock, k.buyers);
     let read: SaleRead;
     try {
@@ -159,7 +167,7 @@ export class OptimisticPurchases extends PurchasePath implements OnApplicationSh
     if (replies === null) return null;
     const failed = replies.find(([err]) => err);
     if (failed) throw failed[0];
-    return Number(replies[0][1]);
+    return { remaining: Number(replies[0][1]), saleId: read.sale!.saleId };
   }
 
   /** For a request with an Idempotency-Key: its claim must still be its own (else another request decides the key). */

@@ -10,7 +10,7 @@ import { FaultStop } from '../fault-stop';
 import { IdempotencyKeyInUseError } from '../../errors/errors';
 import { acknowledge, Order, OrderRequest } from '../order';
 import { refusal } from '../sale-rules';
-import { buyerState, readSale, writeOrders } from '../sale-store';
+import { buyerState, readSale, stillClaimed, writeOrders } from '../sale-store';
 import { LockedPurchases } from './purchase-path';
 import { SoldOutSignals } from './sold-out-signals';
 
@@ -40,20 +40,29 @@ export class PerBuyerPurchases extends LockedPurchases {
     // Unlocked pre-check, for refusals only: stock never rises during a sale, so a
     // sold-out read here is final and the sold-out tail never queues for the lock.
     // A "yes" proves nothing yet; it is checked again under the lock.
-    await this.check(k, order);
+    const { saleId } = await this.check(k, order, false);
     return this.lock.using(k.lock, (hold) => this.buy(k, order, hold), {
-      signal: this.soldOut.signal(order.productId),
+      signal: this.soldOut.signal(order.productId, saleId),
     });
   }
 
   /** The critical section: read, check, write. Correct only while the lock excludes other buyers. */
   private async buy(k: ProductKeys, order: OrderRequest, hold: Hold): Promise<Order> {
-    const stock = await this.check(k, order);
-    return this.record(k, order, hold, stock - order.quantity);
+    const { stock, saleId } = await this.check(k, order, true);
+    return this.record(k, order, hold, stock - order.quantity, saleId);
   }
 
-  /** Writes the order the rules allowed, under `hold`; `expected` is the stock the holder's read leaves after it. */
-  protected async record(k: ProductKeys, order: OrderRequest, hold: Hold, expected: number): Promise<Order> {
+  /**
+   * Writes the order the rules allowed, under `hold`; `expected` is the stock the
+   * holder's read leaves after it, `saleId` the sale that read saw.
+   */
+  protected async record(
+    k: ProductKeys,
+    order: OrderRequest,
+    hold: Hold,
+    expected: number,
+    saleId: string,
+  ): Promise<Order> {
     // The hold may have outlived its TTL while we read (a slow Redis, a GC pause):
     // then another buyer may hold the lock, and writing now could oversell.
     hold.assertValid();
@@ -67,16 +76,29 @@ export class PerBuyerPurchases extends LockedPurchases {
       hold.fence,
     );
     if (remaining === null) throw new IdempotencyKeyInUseError(0);
-    if (remaining <= 0) this.soldOut.soldOut(order.productId);
+    if (remaining <= 0) this.soldOut.soldOut(order.productId, saleId);
     return acknowledge(order, orderId, remaining);
   }
 
-  /** Throws the refusal that applies now, if any; else returns the stock read. */
-  private async check(k: ProductKeys, order: OrderRequest): Promise<number> {
-    const read = await readSale(this.redis, k, this.family, [order.userId]);
+  /**
+   * Throws the refusal that applies now, if any; else returns the stock read and the
+   * sale it was read in. Under the lock (`locked`), a keyed order's Idempotency-Key
+   * claim is read too: one no longer this request's (it lapsed while this hold waited
+   * or stalled, and a retry took it over) means another request decides that key, and
+   * the MULTI this path writes with could not tell, so the order is not written
+   * (IDEMPOTENCY_KEY_IN_USE), as the batched path and the write scripts do.
+   */
+  private async check(
+    k: ProductKeys,
+    order: OrderRequest,
+    locked: boolean,
+  ): Promise<{ stock: number; saleId: string }> {
+    const claim = locked ? order.claim : undefined;
+    const read = await readSale(this.redis, k, this.family, [order.userId], claim ? [claim.key] : []);
+    if (claim && !stillClaimed(read.claims[0], claim)) throw new IdempotencyKeyInUseError(0);
     const no = refusal(order, buyerState(read, 0));
-    if (!no) return read.sale!.stock;
-    this.soldOut.notice(order.productId, no);
+    if (!no) return read.sale!;
+    this.soldOut.notice(order.productId, read.sale?.saleId ?? '', no);
     throw no;
   }
 }

@@ -28,7 +28,13 @@ export class ReentrantPurchases extends PerBuyerPurchases {
   }
 
   /** The inner hold is the outer one, re-entered: the same validity, refused if it was lost. */
-  protected override record(k: ProductKeys, order: OrderRequest, _outer: Hold, expected: number): Promise<Order> {
-    return this.lock.using(k.lock, (inner) => super.record(k, order, inner, expected));
+  protected override record(
+    k: ProductKeys,
+    order: OrderRequest,
+    _outer: Hold,
+    expected: number,
+    saleId: string,
+  ): Promise<Order> {
+    return this.lock.using(k.lock, (inner) => super.record(k, order, inner, expected, saleId));
   }
 }

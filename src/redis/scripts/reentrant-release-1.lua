@@ -7,13 +7,16 @@
   ARGV[1]  owner id
   ARGV[2]  TTL in ms (renewed while holds remain)
   ARGV[3]  channel the waiters of this lock subscribe to
+  ARGV[4]  'all' to leave every hold this owner has at once (its hold count is not
+           known: a re-entry whose reply was lost may or may not have counted one more);
+           anything else leaves one
   Returns  nil if the lock is not ours (expired or taken by someone else);
            0 if we still hold it (count > 0); 1 if it is now free.
 ]]
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then
   return nil
 end
-if redis.call('HINCRBY', KEYS[1], ARGV[1], -1) > 0 then
+if ARGV[4] ~= 'all' and redis.call('HINCRBY', KEYS[1], ARGV[1], -1) > 0 then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return 0
 end

@@ -1,0 +1,45 @@
+--[[
+  The write of an unfenced hold (`lock`, `reentrant`, `redlock`, the mistakes) when a
+  batch has orders sent with an Idempotency-Key: each keyed order is written only while
+  its claim is still the one its request made, as fenced-write-6.lua and purchase-5.lua
+  check it. A MULTI cannot: a write delayed past the claim's lapse (its holder stalled,
+  its bytes held in the network) would land beside the order of the retry that took the
+  claim over, two orders for one key. Nothing else is checked here: stock and limits
+  are the lock's to protect (that an unfenced late write can still oversell is what
+  `lock` teaches); a batch without keys is written with a plain MULTI.
+
+  KEYS[1]  stock   KEYS[2]  buyers hash   KEYS[3]  orders stream
+  KEYS[4]  idempotency hash (idempotency-claim-1.lua)
+  ARGV[1]  how long an outcome is kept, in ms (the idempotency hash's TTL)
+  ARGV[2..] per order, five values: userId, quantity (integer >= 1), orderId,
+           Idempotency-Key and claim id ('' and '' for an order without a key)
+  Returns  the stock left after each order, in order; -1 for an order skipped because
+           its claim is no longer its request's (nothing of it written)
+]]
+local function claimed(i)
+  if ARGV[i + 3] == '' then
+    return true
+  end
+  local held = redis.call('HGET', KEYS[4], ARGV[i + 3])
+  local mine = 'P|' .. ARGV[i + 4] .. '|'
+  return held ~= false and string.sub(held, 1, #mine) == mine
+end
+local replies = {}
+for i = 2, #ARGV, 5 do
+  if claimed(i) then
+    local left = redis.call('DECRBY', KEYS[1], ARGV[i + 1])
+    replies[#replies + 1] = left
+    redis.call('HINCRBY', KEYS[2], ARGV[i], ARGV[i + 1])
+    redis.call('XADD', KEYS[3], '*', 'orderId', ARGV[i + 2], 'userId', ARGV[i], 'quantity', ARGV[i + 1])
+    if ARGV[i + 3] ~= '' then
+      local claim = redis.call('HGET', KEYS[4], ARGV[i + 3])
+      local fingerprint = string.match(claim, '^P|[^|]*|[^|]*|(.*)$')
+      redis.call('HSET', KEYS[4], ARGV[i + 3],
+        'D|' .. fingerprint .. '|' .. ARGV[i + 2] .. '|' .. ARGV[i + 1] .. '|' .. left)
+      redis.call('PEXPIRE', KEYS[4], ARGV[1])
+    end
+  else
+    replies[#replies + 1] = -1
+  end
+end
+return replies
