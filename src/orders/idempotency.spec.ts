@@ -1,5 +1,6 @@
 import { startSaleIn, useTestRedis } from '../../test/helpers/redis';
 import { fencedWrite, idempotencyClaim, idempotencyRelease, purchase } from '../redis/lua-scripts';
+import { writeOrders } from './sale-store';
 import { parseIdempotencyKey } from './idempotency';
 import { OUTCOME_TTL_MS } from './order';
 
@@ -67,6 +68,31 @@ describe('Idempotency-Key claims in Redis', () => {
     expect((await redis.xrange(k.orders, '-', '+')).map(([, f]) => f[1])).toEqual(['o-bob', 'o-cid']);
     expect(await redis.hgetall(k.buyers)).toEqual({ bob: '1', cid: '1' });
     expect(await redis.hget(k.idem, 'kept')).toBe('D|fp-kept|o-bob|1|4');
+    expect(await redis.hexists(k.idem, 'lost')).toBe(0);
+  });
+
+  it('keyed-write-4.lua (unfenced holds): skips an order whose claim was given up, and a late write past 0 says the -1 it left', async () => {
+    const redis = client();
+    const { k } = await startSaleIn(redis, 1, 2, 'keyed-claims');
+    for (const [key, id] of [
+      ['lost', 'c-lost'],
+      ['late', 'c-late'],
+    ]) {
+      await idempotencyClaim.run(redis, [k.idem], key, id, `fp-${key}`, CLAIM_TTL_MS, OUTCOME_TTL_MS);
+    }
+    expect(await idempotencyRelease.run(redis, [k.idem], 'lost', 'c-lost')).toBe(1);
+    const order = (userId: string, key: string, claimId: string) => ({
+      order: { productId: 'phone', userId, quantity: 1, claim: { key, claimId, fingerprint: `fp-${key}` } },
+      orderId: `o-${userId}`,
+      remaining: 0,
+    });
+    // The claim given up: nothing. The other: written, although the unit is gone, as an
+    // unfenced late write is (bob's order took it): -1 left, which is no "skipped".
+    await redis.decr(k.stock);
+    const left = await writeOrders(redis, k, 'lock', [order('ann', 'lost', 'c-lost'), order('cid', 'late', 'c-late')]);
+    expect(left).toEqual([null, -1]);
+    expect((await redis.xrange(k.orders, '-', '+')).map(([, f]) => f[1])).toEqual(['o-cid']);
+    expect(await redis.hget(k.idem, 'late')).toBe('D|fp-late|o-cid|1|-1');
     expect(await redis.hexists(k.idem, 'lost')).toBe(0);
   });
 

@@ -156,7 +156,9 @@ export async function writeOrders(
     const left = await orderWrite(
       keyedWrite.run(redis, [k.stock, k.buyers, k.orders, k.idem], OUTCOME_TTL_MS, ...args),
     );
-    return left.map((l) => (Number(l) === -1 ? null : Number(l)));
+    // Not -1 for a skipped order, as in fenced-write-6.lua: here nothing checks the
+    // stock, and a late write that oversold leaves -1 for real.
+    return left.map((l) => (l === 'CLAIM_LOST' ? null : Number(l)));
   }
   if (fence === undefined) {
     const multi = redis.multi();

@@ -66,11 +66,11 @@ export const fencedWrite = new LuaScript<
   [status: string, ...values: (number | string)[]]
 >('fenced-write');
 
-/** A batch of orders under an unfenced hold, keyed ones only while their claim is theirs: the stock left after each, -1 if skipped. */
+/** A batch of orders under an unfenced hold, keyed ones only while their claim is theirs: the stock left after each, or 'CLAIM_LOST'. */
 export const keyedWrite = new LuaScript<
   [stock: string, buyers: string, orders: string, idem: string],
   [outcomeTtlMs: number, ...orders: (string | number)[]],
-  number[]
+  (number | 'CLAIM_LOST')[]
 >('keyed-write');
 
 /** Claims an Idempotency-Key, or says what became of it. */

@@ -13,7 +13,8 @@
   ARGV[1]  how long an outcome is kept, in ms (the idempotency hash's TTL)
   ARGV[2..] per order, five values: userId, quantity (integer >= 1), orderId,
            Idempotency-Key and claim id ('' and '' for an order without a key)
-  Returns  the stock left after each order, in order; -1 for an order skipped because
+  Returns  the stock left after each order, in order (below 0 when a late write
+           oversold: nothing here stops it); 'CLAIM_LOST' for an order skipped because
            its claim is no longer its request's (nothing of it written)
 ]]
 local function claimed(i)
@@ -39,7 +40,7 @@ for i = 2, #ARGV, 5 do
       redis.call('PEXPIRE', KEYS[4], ARGV[1])
     end
   else
-    replies[#replies + 1] = -1
+    replies[#replies + 1] = 'CLAIM_LOST'
   end
 end
 return replies
