@@ -104,7 +104,7 @@ describe('Redis Cluster: three masters', () => {
         const key = keys.product(id).stock;
         const port = await connections.use(
           key,
-          Date.now() + 5_000,
+          performance.now() + 5_000,
           () => new Error('timed out'),
           async (c) => {
             await c.watch(key);

@@ -252,7 +252,10 @@ describe('GET /metrics (Prometheus, prom-client)', () => {
       const held = keys.product('held').lock;
       await client.set(held, 'someone-else', 'PX', 60_000);
       const stop = new AbortController();
-      const waiting = lock.using(held, () => Promise.resolve(), { signal: stop.signal, deadline: Date.now() + 10_000 });
+      const waiting = lock.using(held, () => Promise.resolve(), {
+        signal: stop.signal,
+        deadline: performance.now() + 10_000,
+      });
       await sleep(50);
       stop.abort(new Error('sold out meanwhile'));
       await expect(waiting).rejects.toThrow('sold out meanwhile');

@@ -4,7 +4,7 @@ import type { Hold } from './lock';
 
 /** A held lock, as far as waiting and expiry need to know it. */
 export interface Lease {
-  /** Date.now() after which the lock may have expired in Redis. */
+  /** performance.now() after which the lock may have expired in Redis. */
   readonly validUntil: number;
 }
 
@@ -12,11 +12,11 @@ export interface HoldSteps<L extends Lease> {
   readonly line: LocalQueue;
   readonly key: string;
   readonly ttlMs: number;
-  /** Date.now() by which the lock must be held, for both waits (LockTimeoutError after). */
+  /** performance.now() by which the lock must be held, for both waits (LockTimeoutError after). */
   readonly deadline: number;
   /** Aborting it stops the wait (the product sold out meanwhile). */
   readonly signal?: AbortSignal;
-  /** Takes the lock in Redis by `deadline` (a Date.now() value), or throws. */
+  /** Takes the lock in Redis by `deadline` (a performance.now() value), or throws. */
   acquire(deadline: number): Promise<L>;
   /** Gives the lock back; never throws (what it cannot release, the TTL frees). */
   release(lease: L): Promise<void>;
@@ -27,7 +27,7 @@ export interface HoldSteps<L extends Lease> {
  * - wait in this process's line for the product (LocalQueue), then for the Redis
  *   lock, by one deadline;
  * - run the section with a signal that aborts once the lease's validity is over, and
- *   an assertValid() that checks the clock (Date.now() against validUntil);
+ *   an assertValid() that checks the clock (performance.now() against validUntil);
  * - release, then let the next one in line go.
  */
 export async function holdInLine<L extends Lease, T>(
@@ -35,15 +35,15 @@ export async function holdInLine<L extends Lease, T>(
   section: (validity: Pick<Hold, 'signal' | 'assertValid'>, lease: L) => Promise<T>,
 ): Promise<T> {
   const { line, key, deadline } = steps;
-  await line.enter(key, deadline - Date.now(), steps.signal);
+  await line.enter(key, deadline - performance.now(), steps.signal);
   try {
     const lease = await steps.acquire(deadline);
     const expiry = new AbortController();
     const expire = () => expiry.abort(new LockExpiredError(steps.ttlMs));
-    const timer = setTimeout(expire, lease.validUntil - Date.now());
+    const timer = setTimeout(expire, lease.validUntil - performance.now());
     timer.unref();
     const assertValid = () => {
-      if (Date.now() >= lease.validUntil) expire();
+      if (performance.now() >= lease.validUntil) expire();
       expiry.signal.throwIfAborted();
     };
     try {

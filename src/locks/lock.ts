@@ -26,7 +26,12 @@ export interface Hold {
 export interface UsingOptions {
   /** Abort to stop waiting for the lock (the product sold out meanwhile): rejects with the signal's reason. */
   readonly signal?: AbortSignal;
-  /** Date.now() by which the lock must be held (LockTimeoutError after); default: now + the wait budget. */
+  /**
+   * performance.now() by which the lock must be held (LockTimeoutError after); default:
+   * now + the wait budget. Every duration the app measures is on this monotonic clock:
+   * a wall clock stepped back (NTP, an operator) would stretch a lease's validity and
+   * a deadline, and turn assertValid()'s clock check off for as long as the step.
+   */
   readonly deadline?: number;
 }
 

@@ -119,7 +119,7 @@ export class ReplicaAcks {
   private liveReplicas(key: string, node: string): Promise<number> {
     const client = this.redis;
     const cached = this.known.get(node);
-    if (cached && Date.now() - cached.at < REPLICAS_FRESH_MS) return cached.count;
+    if (cached && performance.now() - cached.at < REPLICAS_FRESH_MS) return cached.count;
     // INFO is keyless; in a pipeline behind a key of the slot it goes to that slot's master.
     const count = client
       .pipeline()
@@ -131,7 +131,7 @@ export class ReplicaAcks {
         if (err) throw err;
         return liveReplicasIn(String(info));
       });
-    this.known.set(node, { count, at: Date.now() });
+    this.known.set(node, { count, at: performance.now() });
     // A failed read is not remembered: the next buyer asks again.
     count.catch(() => this.known.delete(node));
     return count;

@@ -10,16 +10,17 @@ const MAX_NAMED = 16;
  */
 @Injectable()
 export class StrategyMismatches {
-  private readonly products = new Map<string, number>();
+  /** In the order last seen (a Set keeps insertion order), the oldest first. */
+  private readonly products = new Set<string>();
 
-  saw(productId: string, now = Date.now()): void {
+  saw(productId: string): void {
     this.products.delete(productId);
-    this.products.set(productId, now);
-    if (this.products.size > MAX_NAMED) this.products.delete(this.products.keys().next().value!);
+    this.products.add(productId);
+    if (this.products.size > MAX_NAMED) this.products.delete(this.products.values().next().value!);
   }
 
   /** The latest first. */
   recent(): string[] {
-    return [...this.products.keys()].reverse();
+    return [...this.products].reverse();
   }
 }

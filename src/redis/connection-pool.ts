@@ -19,7 +19,7 @@ export class ConnectionPool {
 
   /**
    * Runs `fn` with a connection of its own; waits for one until `deadline`
-   * (Date.now()), then rejects with `timedOut()`.
+   * (performance.now()), then rejects with `timedOut()`.
    */
   async use<T>(deadline: number, timedOut: () => Error, fn: (connection: Redis) => Promise<T>): Promise<T> {
     const connection = await this.take(deadline, timedOut);
@@ -59,7 +59,7 @@ export class ConnectionPool {
           this.waiters.splice(this.waiters.indexOf(waiter), 1);
           reject(timedOut());
         },
-        Math.max(0, deadline - Date.now()),
+        Math.max(0, deadline - performance.now()),
       );
       this.waiters.push(waiter);
     });
@@ -95,7 +95,7 @@ function ready(connection: Redis, deadline: number, timedOut: () => Error): Prom
     };
     const onReady = () => done();
     const onEnd = () => done(timedOut());
-    const timer = setTimeout(() => done(timedOut()), Math.max(0, deadline - Date.now()));
+    const timer = setTimeout(() => done(timedOut()), Math.max(0, deadline - performance.now()));
     connection.on('ready', onReady).on('end', onEnd);
   });
 }

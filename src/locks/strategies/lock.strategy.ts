@@ -86,7 +86,7 @@ export class SetNxLockStrategy implements Lock {
     // process holds the lock (as Redisson's uuid:threadId does), for an operator
     // reading the key and for the fault suite that stops or kills the holder.
     const token = `${process.pid}:${randomBytes(16).toString('hex')}`;
-    const start = Date.now();
+    const start = performance.now();
     const taken = await this.take(key, token).catch((err: unknown) => {
       // Outcome unknown: the lock may be ours in Redis. Release it if so.
       this.undo.fire(`acquisition of ${key}`, () =>
@@ -110,7 +110,7 @@ export class SetNxLockStrategy implements Lock {
    * `signal` aborts (its reason is thrown).
    */
   acquire(key: string, waitMs = this.options.waitMs, signal?: AbortSignal): Promise<LockLease> {
-    return this.acquireBy(key, Date.now() + waitMs, signal);
+    return this.acquireBy(key, performance.now() + waitMs, signal);
   }
 
   private async acquireBy(key: string, deadline: number, signal?: AbortSignal): Promise<LockLease> {
@@ -118,7 +118,7 @@ export class SetNxLockStrategy implements Lock {
     const first = await this.tryAcquire(key);
     if (first) return first;
     // No time left (LOCK_WAIT_MS=0 means "try once"): that was the one try.
-    if (Date.now() >= deadline) throw new LockTimeoutError(this.options.waitMs);
+    if (performance.now() >= deadline) throw new LockTimeoutError(this.options.waitMs);
     // Taken: listen for its release (release-lock-1.lua publishes it), so we try again
     // the moment it is freed, not after a poll interval.
     let attempt = 0;
@@ -126,7 +126,7 @@ export class SetNxLockStrategy implements Lock {
       signal?.throwIfAborted();
       const lease = await this.tryAcquire(key);
       if (lease) return { got: lease };
-      const left = deadline - Date.now();
+      const left = deadline - performance.now();
       if (left <= 0) throw new LockTimeoutError(this.options.waitMs);
       // Only the fallback for a lock that expires instead of being released (its
       // holder died): then nobody publishes.
@@ -154,7 +154,7 @@ export class SetNxLockStrategy implements Lock {
         line: this.line,
         key,
         ttlMs: this.options.ttlMs,
-        deadline: options?.deadline ?? Date.now() + this.options.waitMs,
+        deadline: options?.deadline ?? performance.now() + this.options.waitMs,
         signal: options?.signal,
         acquire: (deadline) => this.acquireBy(key, deadline, options?.signal),
         // A failed release must not turn a completed purchase into an error: the

@@ -35,7 +35,7 @@ export abstract class NaiveLock implements Lock {
   abstract release(key: string, token: string): Promise<void>;
 
   async using<T>(key: string, section: (hold: Hold) => Promise<T>, options?: UsingOptions): Promise<T> {
-    const deadline = options?.deadline ?? Date.now() + this.options.waitMs;
+    const deadline = options?.deadline ?? performance.now() + this.options.waitMs;
     for (let attempt = 0; ; attempt++) {
       options?.signal?.throwIfAborted();
       const token = await this.tryAcquire(key);
@@ -46,7 +46,7 @@ export abstract class NaiveLock implements Lock {
           await this.release(key, token);
         }
       }
-      const left = deadline - Date.now();
+      const left = deadline - performance.now();
       if (left <= 0) throw new LockTimeoutError(this.options.waitMs);
       await sleep(backoffMs(attempt, left));
     }

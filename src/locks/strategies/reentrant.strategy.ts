@@ -94,8 +94,8 @@ export class ReentrantStrategy implements Lock {
     if (holding && held) return this.reenter(holding.owner, key, held, section);
     // Outermost acquisition in this async context: a new owner.
     const mine: Holding = holding ?? { owner: `${this.process}:${++this.contexts}`, held: new Map() };
-    const deadline = options?.deadline ?? Date.now() + this.options.waitMs;
-    await this.line.enter(key, deadline - Date.now(), options?.signal);
+    const deadline = options?.deadline ?? performance.now() + this.options.waitMs;
+    await this.line.enter(key, deadline - performance.now(), options?.signal);
     try {
       const takenAt = await this.acquire(key, mine.owner, deadline, options?.signal);
       const lost = new AbortController();
@@ -109,7 +109,7 @@ export class ReentrantStrategy implements Lock {
       const hold: Hold = {
         signal: lost.signal,
         assertValid: () => {
-          if (!lost.signal.aborted && Date.now() >= validUntil) {
+          if (!lost.signal.aborted && performance.now() >= validUntil) {
             lost.abort(new LockExpiredError(this.options.ttlMs));
           }
           lost.signal.throwIfAborted();
@@ -164,12 +164,12 @@ export class ReentrantStrategy implements Lock {
     }
   }
 
-  /** Resolves with Date.now() from before the attempt that took the lock: its validity counts from there. */
+  /** Resolves with performance.now() from before the attempt that took the lock: its validity counts from there. */
   private acquire(key: string, owner: string, deadline: number, signal?: AbortSignal): Promise<number> {
     // Subscribed before the first try, so a release between a try and its wait is not missed.
     return this.subscriber.retry(releasedChannel(key), async (): Promise<Attempt<number>> => {
       signal?.throwIfAborted();
-      const at = Date.now();
+      const at = performance.now();
       const otherTtl = await reentrantAcquire
         .run(this.redis, [key], owner, this.options.ttlMs)
         .catch((err: unknown) => {
@@ -181,7 +181,7 @@ export class ReentrantStrategy implements Lock {
           throw err;
         });
       if (otherTtl === null) return { got: at };
-      const left = deadline - Date.now();
+      const left = deadline - performance.now();
       if (left <= 0) throw new LockTimeoutError(this.options.waitMs);
       return { waitMs: Math.min(left, otherTtl > 0 ? otherTtl : MAX_WAIT_MS, MAX_WAIT_MS) };
     });
@@ -209,7 +209,7 @@ export class ReentrantStrategy implements Lock {
       () => {
         if (renewing) return; // never two renewals at once
         renewing = true;
-        const at = Date.now();
+        const at = performance.now();
         reentrantRenew
           .run(this.redis, [key], owner, this.options.ttlMs)
           .then(

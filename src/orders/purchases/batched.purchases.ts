@@ -20,7 +20,7 @@ export const MAX_BATCH = 256;
 /** A buyer waiting for its product's next batch; settled exactly once. */
 interface Buyer {
   readonly order: OrderRequest;
-  /** Date.now() by which this buyer must hold the lock, or hear LOCK_TIMEOUT. */
+  /** performance.now() by which this buyer must hold the lock, or hear LOCK_TIMEOUT. */
   readonly deadline: number;
   /** Answers LOCK_TIMEOUT at the deadline, wherever the buyer is waiting; cleared once its hold begins. */
   timer?: NodeJS.Timeout;
@@ -71,7 +71,7 @@ export class BatchedPurchases extends LockedPurchases {
     return new Promise<Order>((resolve, reject) => {
       const buyer: Buyer = {
         order,
-        deadline: Date.now() + this.waitMs,
+        deadline: performance.now() + this.waitMs,
         settled: false,
         resolve: (o) => settle(buyer, () => resolve(o)),
         reject: (err) => settle(buyer, () => reject(err)),

@@ -109,7 +109,7 @@ export class OptimisticPurchases extends PurchasePath implements OnApplicationSh
     orderId: string,
     saleId: string,
   ): Promise<{ remaining: number; saleId: string }> {
-    const deadline = Date.now() + this.waitMs;
+    const deadline = performance.now() + this.waitMs;
     // One attempt per product at a time in this process: attempts of one process
     // would only invalidate each other (every sale changes the watched stock), so
     // they queue here and the races left are between processes.
@@ -125,8 +125,8 @@ export class OptimisticPurchases extends PurchasePath implements OnApplicationSh
         // A slot that moved counts as a conflict: nothing was applied, try again on its new master.
         if (left !== null && left !== moved) return left;
         this.conflicts++;
-        if (attempt >= MAX_ATTEMPTS || Date.now() >= deadline) throw new ContentionError(attempt, this.waitMs);
-        await sleep(backoffMs(attempt - 1, deadline - Date.now(), BACKOFF_CAP_MS));
+        if (attempt >= MAX_ATTEMPTS || performance.now() >= deadline) throw new ContentionError(attempt, this.waitMs);
+        await sleep(backoffMs(attempt - 1, deadline - performance.now(), BACKOFF_CAP_MS));
       }
     } finally {
       this.line.leave(k.stock);
