@@ -51,6 +51,10 @@ export async function createApp(config: AppConfig, options: { logger?: false } =
       void reply.status(known.status).send(errorBody(known));
     },
     clientErrorHandler: answerClientError,
+    // Who the client is (request.ip) behind the proxies TRUST_PROXY names. Fastify takes
+    // a boolean, a hop count or a list; the adapter's overloaded options type cannot
+    // infer a union of them, hence the cast to one.
+    trustProxy: (Array.isArray(config.trustProxy) ? [...config.trustProxy] : config.trustProxy) as string[],
   });
   const fastify = adapter.getInstance();
   // Before Nest registers its routes, which is when the hook sees them.

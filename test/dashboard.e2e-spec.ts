@@ -20,9 +20,11 @@ interface Stream {
   close(): void;
 }
 
-function openStream(url: string, productId: string): Promise<Stream> {
+/** `from`: the client's address, as a proxy the app trusts (TRUST_PROXY) says it in X-Forwarded-For. */
+function openStream(url: string, productId: string, from?: string): Promise<Stream> {
   return new Promise((resolve, reject) => {
-    const req = get(`${url}/api/live/${productId}`, { agent: false }, (res) => {
+    const headers = from ? { 'x-forwarded-for': from } : {};
+    const req = get(`${url}/api/live/${productId}`, { agent: false, headers }, (res) => {
       const events: LiveEvent[] = [];
       let buffered = '';
       res.setEncoding('utf8');
@@ -225,8 +227,19 @@ describe('live dashboard: GET / and Server-Sent Events from the live aggregate',
     const streams: Stream[] = [];
 
     beforeAll(async () => {
-      stack = await startTestStack('live-bounds');
+      // Behind a proxy on loopback (the test): X-Forwarded-For says who each client is.
+      stack = await startTestStack('live-bounds', { TRUST_PROXY: 'loopback' });
     });
+
+    /** Waits until the server has seen `closed` go and serves `productId` to `from` again. */
+    async function reopen(productId: string, from: string): Promise<Stream> {
+      for (;;) {
+        const next = await openStream(stack.url, productId, from);
+        if (next.status === 200) return next;
+        next.close();
+        await sleep(10);
+      }
+    }
 
     afterAll(async () => {
       for (const s of streams) s.close();
@@ -234,31 +247,53 @@ describe('live dashboard: GET / and Server-Sent Events from the live aggregate',
     });
 
     it('polls at most 32 products: the 33rd is refused 503 TOO_MANY_WATCHERS as JSON, and a freed place is taken again', async () => {
+      // 32 clients, one made-up product each.
       for (let i = 1; i <= 32; i++) {
-        const s = await openStream(stack.url, `made-up-${i}`);
+        const s = await openStream(stack.url, `made-up-${i}`, `10.0.1.${i}`);
         streams.push(s);
         expect([i, s.status]).toEqual([i, 200]);
       }
-      const refused = await request(stack.url, 'GET', '/api/live/made-up-33');
+      const refused = await request(stack.url, 'GET', '/api/live/made-up-33', {
+        headers: { 'x-forwarded-for': '10.0.1.33' },
+      });
       expect(refused.status).toBe(503);
       expect(refused.headers.get('retry-after')).toBe('1');
       expect(refused.body).toMatchObject({ statusCode: 503, code: 'TOO_MANY_WATCHERS' });
       // A product already polled is no new place: another watcher of it is served.
-      const again = await openStream(stack.url, 'made-up-1');
+      const again = await openStream(stack.url, 'made-up-1', '10.0.1.33');
       streams.push(again);
       expect(again.status).toBe(200);
       // Closing every watcher of one product frees its place (the server sees each close).
       streams[0].close();
       again.close();
-      for (;;) {
-        const next = await openStream(stack.url, 'made-up-34');
-        if (next.status === 200) {
-          streams.push(next);
-          break;
-        }
-        next.close();
-        await sleep(10);
-      }
+      streams.push(await reopen('made-up-34', '10.0.1.34'));
+      for (const s of streams.splice(0)) s.close();
+    });
+
+    it('bounds each client: 4 products and 8 streams, then 503 for it alone; its places come back as its streams end', async () => {
+      const greedy = '10.0.2.1';
+      const mine: Stream[] = [];
+      for (let i = 1; i <= 4; i++) mine.push(await openStream(stack.url, `greedy-${i}`, greedy));
+      expect(mine.map((s) => s.status)).toEqual([200, 200, 200, 200]);
+      const fifth = await request(stack.url, 'GET', '/api/live/greedy-5', { headers: { 'x-forwarded-for': greedy } });
+      expect(fifth.status).toBe(503);
+      expect(fifth.body).toMatchObject({
+        code: 'TOO_MANY_WATCHERS',
+        message: expect.stringContaining('this client already watches 4 products here'),
+      });
+      for (let i = 5; i <= 8; i++) mine.push(await openStream(stack.url, 'greedy-1', greedy));
+      expect(mine.map((s) => s.status)).toEqual(Array(8).fill(200));
+      const ninth = await request(stack.url, 'GET', '/api/live/greedy-1', { headers: { 'x-forwarded-for': greedy } });
+      expect(ninth.status).toBe(503);
+      expect(ninth.body.message).toContain('this client already holds 8 live streams here');
+      // Anyone else is served meanwhile: the instance's bounds are far from reached.
+      const other = await openStream(stack.url, 'greedy-5', '10.0.2.2');
+      expect(other.status).toBe(200);
+      other.close();
+      // One of its streams ends: it may open one again.
+      mine.shift()!.close();
+      mine.push(await reopen('greedy-2', greedy));
+      for (const s of mine) s.close();
     });
   });
 

@@ -290,7 +290,8 @@ describe('docker-compose.yml: profile scale', () => {
   it('runs two app processes on the default redis, published only through the proxy', () => {
     expect(apps.sort()).toEqual(['app-1', 'app-2']);
     for (const name of apps) {
-      expect(resolvedEnv(name)).toEqual(resolvedEnv('app'));
+      // The same app, told that one proxy stands in front of it (who the client is).
+      expect(resolvedEnv(name)).toEqual({ ...resolvedEnv('app'), TRUST_PROXY: '1' });
       expect(service(name).ports).toBeUndefined();
       expect(service('proxy').depends_on?.[name]).toEqual({ condition: 'service_healthy' });
     }

@@ -37,11 +37,17 @@ describe('fault suite (scripts/faults.js --quick)', () => {
       'redlock',
       'redlock',
       'redlock',
+      'redlock',
       'lost reply (fenced)',
       'delayed write (fenced, 2 apps)',
       'slot moved (fenced, 2 apps)',
     ]);
     for (const line of lines) expect(line).toMatch(/invariants hold/);
+    // A Redlock node paused under two contending apps: no 5xx, each refused attempt
+    // waiting for it at most its node timeout.
+    expect(lines.find((l) => l.includes('nodes paused, 2 apps'))).toMatch(
+      / 0 × 5xx, .*at most 200 ms \(its node timeout\)/,
+    );
     // The paused holder, stopped by its own fault hook: another app sold while it slept,
     // then its late write oversold under plain `lock` and was refused under `fenced`.
     const paused = (strategy: string) => lines.find((l) => l.includes(`holder paused (${strategy}`))!;

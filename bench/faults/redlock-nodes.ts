@@ -1,11 +1,16 @@
 import { health, startSale } from '../../harness/http';
 import { stopAll } from '../../harness/processes';
 import { PrivateRedis, REDLOCK_NODE, startPrivateRedis } from '../../harness/redis';
+import { CONFIG_DEFAULTS } from '../../src/config/app-config';
+import { redlockNodeTimeoutMs } from '../../src/locks/strategies/redlock.strategy';
 import { KeyLayout } from '../../src/redis/key-layout';
+
+/** The apps' LOCK_TTL_MS (not set here: the default). */
+const DEFAULT_TTL_MS = CONFIG_DEFAULTS.lockTtlMs;
 import { runLoad } from '../load';
 import { apps, codesSeen, Context, harnessClient, n, Outcome, PREFIX, Size, TOKEN, verdict, waitUntil } from './kit';
 
-/** Redlock over three nodes: one killed mid-sale, then two down, then both back. */
+/** Redlock over three nodes: one paused under two contending apps, one killed mid-sale, then two down, then both back. */
 export async function redlockNodes(ctx: Context): Promise<Outcome[]> {
   const size: Size = ctx.quick
     ? { buyers: 3_000, stock: 400, connections: 50 }
@@ -20,7 +25,37 @@ export async function redlockNodes(ctx: Context): Promise<Outcome[]> {
   const load = (url: string, productId: string, buyers: number, userPrefix?: string) =>
     runLoad({ url, productId, buyers, duplicates: 0, connections: size.connections, quantity: 1, userPrefix });
   try {
-    const [app] = await apps(1, 'redlock', redis.url, { REDLOCK_URLS: nodes.map((x) => x.url).join(',') });
+    const [app, other] = await apps(2, 'redlock', redis.url, { REDLOCK_URLS: nodes.map((x) => x.url).join(',') });
+
+    // 0. One node paused (SIGSTOP: it holds its connections and answers nothing) while
+    // two apps contend for the lock. The package resolves an attempt at a quorum, but a
+    // refused attempt learns how many nodes are down only once every vote is in: each
+    // waits for the hung node, at most its node timeout, not the 2 s command timeout.
+    const k0 = keys.product('node-paused');
+    await startSale(app.url, TOKEN, 'node-paused', size.stock, 1);
+    const half = Math.floor(size.buyers / 2);
+    const load0 = [load(app.url, 'node-paused', half, 'a-'), load(other.url, 'node-paused', half, 'b-')];
+    await waitUntil(
+      'a quarter of the stock to sell',
+      async () => Number(await client.get(k0.stock)) <= size.stock * 0.75,
+    );
+    const soldAtPause = size.stock - Number(await client.get(k0.stock));
+    process.kill(nodes[2].pid, 'SIGSTOP');
+    let loads0;
+    try {
+      loads0 = await Promise.all(load0);
+    } finally {
+      process.kill(nodes[2].pid, 'SIGCONT');
+    }
+    const v0 = await verdict(client, k0, loads0, [], []);
+    outcomes.push({
+      name: 'redlock: one of three nodes paused, 2 apps',
+      ...v0,
+      story:
+        `SIGSTOP node 3 after ${n(soldAtPause)} sold, two apps contending: the other two kept granting the lock, ` +
+        `and an attempt the lock refused waited for the hung node at most ${redlockNodeTimeoutMs(DEFAULT_TTL_MS)} ms ` +
+        `(its node timeout), not the 2,000 ms command timeout; slowest answer ${n(v0.load.latency.max)} ms`,
+    });
 
     // 1. One node killed mid-sale: a majority (2 of 3) still grants the lock.
     const k1 = keys.product('one-down');

@@ -18,6 +18,7 @@ describe('loadConfig', () => {
       lockTtlMs: 10_000,
       lockWaitMs: 5_000,
       requestTimeoutMs: 10_000,
+      trustProxy: false,
       shutdownTimeoutMs: 8_000,
       adminToken: REQUIRED.ADMIN_TOKEN,
       keyPrefix: 'seckill:',
@@ -46,8 +47,12 @@ describe('loadConfig', () => {
       TELEMETRY: '0',
       REDIS_WAIT_REPLICAS: '1',
       REDIS_WAIT_TIMEOUT_MS: '250',
+      REDIS_ALLOW_EVICTION: '1',
+      TRUST_PROXY: 'loopback, 10.0.0.0/8',
     });
     expect(config).toMatchObject({
+      redisAllowEviction: true,
+      trustProxy: ['loopback', '10.0.0.0/8'],
       redisWaitReplicas: 1,
       redisWaitTimeoutMs: 250,
       port: 8080,
@@ -62,6 +67,16 @@ describe('loadConfig', () => {
       logLevel: 'debug',
       telemetry: false,
     });
+  });
+
+  it.each([
+    ['true', true],
+    ['1', 1],
+    ['2', 2],
+    ['false', false],
+    ['uniquelocal', ['uniquelocal']],
+  ])('TRUST_PROXY=%s is %j', (value, expected) => {
+    expect(loadConfig({ ...REQUIRED, TRUST_PROXY: value }).trustProxy).toEqual(expected);
   });
 
   it.each([
@@ -150,6 +165,7 @@ describe('loadConfig', () => {
     ],
     [{ REDIS_URL: undefined, REDIS_CLUSTER_NODES: 'H:7000,h:7000' }, 'REDIS_CLUSTER_NODES lists the same node twice'],
     [{ REDIS_WAIT_REPLICAS: '-1' }, 'REDIS_WAIT_REPLICAS must be an integer from 0 to 16'],
+    [{ TRUST_PROXY: 'nginx' }, 'TRUST_PROXY must be true, false, a hop count, or a comma-separated list'],
     [{ REDIS_WAIT_TIMEOUT_MS: '0' }, 'REDIS_WAIT_TIMEOUT_MS must be an integer from 1 to 60000'],
   ])('refuses %j with one line naming the variable', (overrides, message) => {
     const env = { ...REQUIRED, ...overrides };

@@ -82,6 +82,13 @@ export interface AppConfig {
   readonly lockStrategy: LockStrategyName;
   readonly lockTtlMs: number;
   readonly lockWaitMs: number;
+  /**
+   * TRUST_PROXY: which proxies' X-Forwarded-For names the client (Fastify's trustProxy):
+   * false (unset: the client is the socket's peer), true (any: only behind a proxy that
+   * overwrites the header), a hop count, or addresses, CIDRs and proxy-addr's keywords
+   * (loopback, linklocal, uniquelocal). Per-client bounds (the live streams) count by it.
+   */
+  readonly trustProxy: boolean | number | readonly string[];
   /** How long a client may take to send one whole request (headers and body) before 408. */
   readonly requestTimeoutMs: number;
   /** From SIGTERM/SIGINT to exit at the latest: what is still open then is cut (src/main.ts). */
@@ -144,6 +151,7 @@ export const CONFIG_ENV_NAMES = [
   'LOCK_TTL_MS',
   'LOCK_WAIT_MS',
   'REQUEST_TIMEOUT_MS',
+  'TRUST_PROXY',
   'SHUTDOWN_TIMEOUT_MS',
   'ADMIN_TOKEN',
   'KEY_PREFIX',
@@ -183,6 +191,7 @@ export function loadConfig(env: Env): AppConfig {
     // Node checks request deadlines once a second (create-app.ts), so less than a
     // second would not be kept; no upper limit would let a slow client hold a socket forever.
     requestTimeoutMs: int(env, 'REQUEST_TIMEOUT_MS', CONFIG_DEFAULTS.requestTimeoutMs, 1_000, 600_000),
+    trustProxy: trustProxy(env),
     shutdownTimeoutMs: int(env, 'SHUTDOWN_TIMEOUT_MS', CONFIG_DEFAULTS.shutdownTimeoutMs, 100, 600_000),
     adminToken: adminToken(env),
     keyPrefix: keyPrefix(env),
@@ -258,6 +267,24 @@ function oneOf<T extends string>(env: Env, name: string, allowed: readonly T[], 
     throw new ConfigError(name, `must be one of ${allowed.join(', ')}, got "${value}"`);
   }
   return value as T;
+}
+
+function trustProxy(env: Env): AppConfig['trustProxy'] {
+  const value = raw(env, 'TRUST_PROXY')?.toLowerCase();
+  if (value === undefined || value === 'false' || value === '0') return false;
+  if (value === 'true') return true;
+  if (/^\d{1,2}$/.test(value)) return Number(value);
+  const entries = value.split(',').map((e) => e.trim());
+  const keyword = /^(loopback|linklocal|uniquelocal)$/;
+  const address = /^[0-9a-f.:]+(\/\d{1,3})?$/;
+  const bad = entries.find((e) => !keyword.test(e) && !address.test(e));
+  if (bad !== undefined) {
+    throw new ConfigError(
+      'TRUST_PROXY',
+      `must be true, false, a hop count, or a comma-separated list of addresses, CIDRs, loopback, linklocal or uniquelocal; got "${bad}"`,
+    );
+  }
+  return entries;
 }
 
 function host(env: Env): string {

@@ -4,7 +4,13 @@ import { Subscription } from 'rxjs';
 import { commandCalls, startSaleIn, useTestRedis } from '../../test/helpers/redis';
 import { loadConfig } from '../config/app-config';
 import { TooManyWatchersError } from '../errors/errors';
-import { LiveFeed, MAX_STREAMS, MAX_WATCHED_PRODUCTS } from './live-feed';
+import {
+  LiveFeed,
+  MAX_PRODUCTS_PER_CLIENT,
+  MAX_STREAMS,
+  MAX_STREAMS_PER_CLIENT,
+  MAX_WATCHED_PRODUCTS,
+} from './live-feed';
 
 /** What watch() needs of a response: its 'close' event, and no socket to end. */
 function fakeResponse(): ServerResponse {
@@ -24,8 +30,10 @@ describe('LiveFeed (the streams of GET /api/live/:productId)', () => {
       client,
       keys,
     );
-    const watch = (productId: string) => {
-      const sub = feed.watch(productId, fakeResponse()).subscribe();
+    let clients = 0;
+    /** A stream of a new client each time, unless `client` is given. */
+    const watch = (productId: string, client = `10.0.0.${++clients}`) => {
+      const sub = feed.watch(productId, fakeResponse(), client).subscribe();
       subscriptions.push(sub);
       return sub;
     };
@@ -35,25 +43,38 @@ describe('LiveFeed (the streams of GET /api/live/:productId)', () => {
   it(`polls at most ${MAX_WATCHED_PRODUCTS} products and holds at most ${MAX_STREAMS} streams, refusing more before any stream`, async () => {
     const { feed, watch } = await setUp();
     for (let i = 0; i < MAX_WATCHED_PRODUCTS; i++) watch(`made-up-${i}`);
-    expect(() => feed.watch('one-more', fakeResponse())).toThrow(TooManyWatchersError);
+    expect(() => feed.watch('one-more', fakeResponse(), 'someone')).toThrow(TooManyWatchersError);
     // A product already polled takes more watchers, up to the bound on streams.
     for (let i = MAX_WATCHED_PRODUCTS; i < MAX_STREAMS; i++) watch('made-up-0');
-    expect(() => feed.watch('made-up-0', fakeResponse())).toThrow(TooManyWatchersError);
+    expect(() => feed.watch('made-up-0', fakeResponse(), 'someone')).toThrow(TooManyWatchersError);
     // A stream asked for and never subscribed (the client left first) frees its place on close.
     subscriptions.pop()!.unsubscribe();
     const response = fakeResponse();
-    feed.watch('made-up-0', response);
-    expect(() => feed.watch('made-up-0', fakeResponse())).toThrow(TooManyWatchersError);
+    feed.watch('made-up-0', response, 'someone');
+    expect(() => feed.watch('made-up-0', fakeResponse(), 'someone-else')).toThrow(TooManyWatchersError);
     response.emit('close');
     // Every stream of one product ended: its place goes to another product.
     subscriptions.splice(1).forEach((s) => s.unsubscribe());
     subscriptions[0].unsubscribe();
     expect(() => watch('phone')).not.toThrow();
     try {
-      feed.watch('x', fakeResponse());
+      feed.watch('x', fakeResponse(), 'someone');
     } catch (err) {
       expect(err).toMatchObject({ code: 'TOO_MANY_WATCHERS', status: 503 });
     }
+  });
+
+  it(`bounds one client to ${MAX_PRODUCTS_PER_CLIENT} products and ${MAX_STREAMS_PER_CLIENT} streams, whatever the instance's room`, async () => {
+    const { feed, watch } = await setUp();
+    for (let i = 0; i < MAX_PRODUCTS_PER_CLIENT; i++) watch(`p-${i}`, 'greedy');
+    expect(() => feed.watch('one-more', fakeResponse(), 'greedy')).toThrow(/already watches 4 products/);
+    for (let i = MAX_PRODUCTS_PER_CLIENT; i < MAX_STREAMS_PER_CLIENT; i++) watch('p-0', 'greedy');
+    expect(() => feed.watch('p-0', fakeResponse(), 'greedy')).toThrow(/already holds 8 live streams/);
+    expect(() => watch('one-more', 'modest')).not.toThrow();
+    // Its streams end: its places come back, and its entry goes.
+    subscriptions.splice(0, MAX_STREAMS_PER_CLIENT).forEach((s) => s.unsubscribe());
+    expect(feed['clients'].has('greedy')).toBe(false);
+    expect(() => watch('p-9', 'greedy')).not.toThrow();
   });
 
   it('reads a product without a sale once a second, one with a sale every tick', async () => {

@@ -22,6 +22,21 @@ export const NO_SALE_POLL_MS = 1_000;
 export const MAX_WATCHED_PRODUCTS = 32;
 /** Open streams per instance (each holds a socket and a subscriber, not Redis reads). */
 export const MAX_STREAMS = 256;
+/**
+ * One client's share of those bounds (a client is an address: request.ip, behind the
+ * proxies TRUST_PROXY names): without it, one client opening 256 streams, or naming 32
+ * made-up products, would lock every other watcher of this instance out.
+ */
+export const MAX_STREAMS_PER_CLIENT = 8;
+export const MAX_PRODUCTS_PER_CLIENT = 4;
+/**
+ * A stream ends after this, however busy: an EventSource comes back after its retry
+ * interval, counted afresh, so a client that went away (a tab left open, a script that
+ * stopped reading) does not keep its places for ever.
+ */
+export const STREAM_LIFETIME_MS = 10 * 60_000;
+/** A stream of a product without a sale (nothing to show but the wait) ends sooner. */
+export const NO_SALE_LIFETIME_MS = 60_000;
 /** What an EventSource waits before it reconnects after the stream ends (the app restarting). */
 const RETRY_MS = 2_000;
 /** A client that ignores the end of its stream at shutdown is cut after this. */
@@ -70,6 +85,8 @@ export class LiveFeed implements BeforeApplicationShutdown {
   private readonly responses = new Set<ServerResponse>();
   /** Streams asked for and not yet ended, by product, counted from the ask (see watch). */
   private readonly asked = new Map<string, number>();
+  /** The same, per client: its streams by product. */
+  private readonly clients = new Map<string, Map<string, number>>();
   private streams = 0;
   private closing = false;
 
@@ -86,9 +103,18 @@ export class LiveFeed implements BeforeApplicationShutdown {
    * Throws TooManyWatchersError (503, before any header is sent) past either bound.
    * Nest subscribes only after the handler returns, so the bounds count a stream
    * and its product from the ask, not from the subscription: two asks in between
-   * cannot both take the last place.
+   * cannot both take the last place. `client` (its address) has bounds of its own,
+   * and a stream ends after STREAM_LIFETIME_MS (NO_SALE_LIFETIME_MS without a sale).
    */
-  watch(productId: string, response: ServerResponse): Observable<MessageEvent> {
+  watch(productId: string, response: ServerResponse, client: string): Observable<MessageEvent> {
+    const mine = this.clients.get(client) ?? new Map<string, number>();
+    const streamsOfClient = [...mine.values()].reduce((a, b) => a + b, 0);
+    if (streamsOfClient >= MAX_STREAMS_PER_CLIENT) {
+      throw new TooManyWatchersError(`this client already holds ${MAX_STREAMS_PER_CLIENT} live streams here`);
+    }
+    if (!mine.has(productId) && mine.size >= MAX_PRODUCTS_PER_CLIENT) {
+      throw new TooManyWatchersError(`this client already watches ${MAX_PRODUCTS_PER_CLIENT} products here`);
+    }
     if (this.streams >= MAX_STREAMS) {
       throw new TooManyWatchersError(`this instance already holds ${MAX_STREAMS} live streams`);
     }
@@ -96,16 +122,18 @@ export class LiveFeed implements BeforeApplicationShutdown {
       throw new TooManyWatchersError(`this instance already polls ${MAX_WATCHED_PRODUCTS} products`);
     }
     this.streams++;
-    this.asked.set(productId, (this.asked.get(productId) ?? 0) + 1);
+    countUp(this.asked, productId);
+    countUp(mine, productId);
+    this.clients.set(client, mine);
     let counted = true;
     // Once per stream, whether Nest subscribed or not (response closed first).
     const release = () => {
       if (!counted) return;
       counted = false;
       this.streams--;
-      const left = (this.asked.get(productId) ?? 1) - 1;
-      if (left > 0) this.asked.set(productId, left);
-      else this.asked.delete(productId);
+      countDown(this.asked, productId);
+      countDown(mine, productId);
+      if (mine.size === 0 && this.clients.get(client) === mine) this.clients.delete(client);
     };
     response.once('close', release);
     return new Observable<MessageEvent>((subscriber) => {
@@ -123,14 +151,21 @@ export class LiveFeed implements BeforeApplicationShutdown {
         this.watches.set(productId, watch);
       }
       watch.subscribers.add(subscriber);
+      // Ends the stream (the client's EventSource comes back after its retry interval).
+      let lifetime = setTimeout(() => subscriber.complete(), STREAM_LIFETIME_MS).unref();
       void this.read(productId).then(
         (event) => {
-          if (event.initialStock === null) watch.nextReadAt = Math.max(watch.nextReadAt, nextNoSaleRead(event));
+          if (event.initialStock === null) {
+            watch.nextReadAt = Math.max(watch.nextReadAt, nextNoSaleRead(event));
+            clearTimeout(lifetime);
+            lifetime = setTimeout(() => subscriber.complete(), NO_SALE_LIFETIME_MS).unref();
+          }
           subscriber.next(message(event));
         },
         () => undefined,
       );
       return () => {
+        clearTimeout(lifetime);
         release();
         this.responses.delete(response);
         watch.subscribers.delete(subscriber);
@@ -220,6 +255,16 @@ function message(event: LiveEvent): MessageEvent {
  * too: a keep-alive socket that went idle after the server began closing would
  * otherwise wait out its keep-alive timeout and hold the drain open.
  */
+function countUp(counts: Map<string, number>, key: string): void {
+  counts.set(key, (counts.get(key) ?? 0) + 1);
+}
+
+function countDown(counts: Map<string, number>, key: string): void {
+  const left = (counts.get(key) ?? 1) - 1;
+  if (left > 0) counts.set(key, left);
+  else counts.delete(key);
+}
+
 function endConnection(response: ServerResponse): void {
   const socket = response.socket;
   if (!socket) return;

@@ -1,5 +1,5 @@
-import { Controller, Get, Inject, MessageEvent, Param, Res, Sse } from '@nestjs/common';
-import type { FastifyReply } from 'fastify';
+import { Controller, Get, Inject, MessageEvent, Param, Req, Res, Sse } from '@nestjs/common';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import { ApiOperation, ApiProduces, ApiResponse, ApiTags } from '@nestjs/swagger';
 import { Observable } from 'rxjs';
 import { AppConfig } from '../config/app-config';
@@ -40,7 +40,8 @@ export class LiveController {
    * Server-Sent Events: one LiveEvent (live-event.ts) about four times a second, the
    * first at once. A bad id is refused 400 VALIDATION_FAILED as JSON before any stream
    * begins (the pipe runs first; Nest sends no header until the first event); past
-   * the instance's bounds on streams, 503 TOO_MANY_WATCHERS the same way.
+   * the instance's bounds on streams, or the client's own, 503 TOO_MANY_WATCHERS the
+   * same way. A stream ends after 10 minutes (1 without a sale): EventSource reconnects.
    */
   @Sse(':productId')
   @ApiOperation({ summary: "a product's sale, live: Server-Sent Events, one about every 250 ms, the first at once" })
@@ -50,10 +51,14 @@ export class LiveController {
   @ApiResponse({
     status: 200,
     description:
-      "each event's `data` is a JSON `{at, productId, strategy, telemetry, initialStock, perUserLimit, stock, sold, lock, lockNote, instances}`; the stream ends when the app starts closing",
+      "each event's `data` is a JSON `{at, productId, strategy, telemetry, initialStock, perUserLimit, stock, sold, lock, lockNote, instances}`; the stream ends when the app starts closing, and after 10 minutes (1 minute for a product without a sale)",
     schema: { type: 'string' },
   })
-  watch(@Param() params: LiveParamsDto, @Res({ passthrough: true }) reply: FastifyReply): Observable<MessageEvent> {
-    return this.feed.watch(params.productId, reply.raw);
+  watch(
+    @Param() params: LiveParamsDto,
+    @Req() request: FastifyRequest,
+    @Res({ passthrough: true }) reply: FastifyReply,
+  ): Observable<MessageEvent> {
+    return this.feed.watch(params.productId, reply.raw, request.ip);
   }
 }

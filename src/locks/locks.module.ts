@@ -1,7 +1,7 @@
 import { DynamicModule, Inject, Logger, Module, OnApplicationShutdown, Optional } from '@nestjs/common';
 import { AppConfig, LockName, LockStrategyName } from '../config/app-config';
 import { APP_CONFIG } from '../config/config.constants';
-import { createRedisClient, type RedisClient } from '../redis/create-client';
+import type { RedisClient } from '../redis/create-client';
 import { REDIS_CLIENT } from '../redis/redis.constants';
 import { Metrics } from '../telemetry/metrics';
 import { Lock } from './lock';
@@ -11,7 +11,7 @@ import { FencedLockStrategy } from './strategies/fenced.strategy';
 import { GetThenDelStrategy } from './strategies/get-then-del.strategy';
 import { SetNxLockStrategy } from './strategies/lock.strategy';
 import { NoLockStrategy } from './strategies/none.strategy';
-import { RedlockStrategy } from './strategies/redlock.strategy';
+import { createRedlockNodes, RedlockStrategy } from './strategies/redlock.strategy';
 import { ReentrantStrategy } from './strategies/reentrant.strategy';
 import { SetnxNoTtlStrategy } from './strategies/setnx-no-ttl.strategy';
 import { SetnxThenExpireStrategy } from './strategies/setnx-then-expire.strategy';
@@ -23,10 +23,7 @@ const LOCKS: Record<LockName, (redis: RedisClient, config: AppConfig) => Lock> =
   fenced: (redis, config) => new FencedLockStrategy(redis, timing(config)),
   reentrant: (redis, config) => new ReentrantStrategy(redis, timing(config)),
   redlock: (_redis, config) =>
-    new RedlockStrategy(
-      config.redlockUrls.map((url, i) => createRedisClient(url, `Redlock node ${i + 1}`)),
-      timing(config),
-    ),
+    new RedlockStrategy(createRedlockNodes(config.redlockUrls, config.lockTtlMs), timing(config)),
   none: () => new NoLockStrategy(),
   'setnx-no-ttl': (redis, config) => new SetnxNoTtlStrategy(redis, timing(config)),
   'setnx-then-expire': (redis, config) => new SetnxThenExpireStrategy(redis, timing(config)),

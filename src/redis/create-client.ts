@@ -43,9 +43,10 @@ export function createAppRedisClient(config: Pick<AppConfig, 'redisUrl' | 'redis
  * An ioredis client as the app uses them all (the main one, Redlock's nodes): fail
  * fast while Redis is away, log each outage once.
  */
-export function createRedisClient(url: string, name: string): Redis {
+export function createRedisClient(url: string, name: string, options: { commandTimeout?: number } = {}): Redis {
   const client = new Redis(url, {
     ...CONNECTION_OPTIONS,
+    ...options,
     // Commands issued in the same event-loop tick leave in one socket write: under a
     // burst, thousands of buyers' reads cost a handful of syscalls, not one each.
     enableAutoPipelining: true,
@@ -101,7 +102,7 @@ export function refreshSlotsEvery(cluster: Cluster): void {
  * that takes longer than `waitMs`.
  */
 export async function whenReady(client: RedisClient, waitMs: number): Promise<boolean> {
-  const deadline = Date.now() + waitMs;
+  const deadline = performance.now() + waitMs;
   if (!(await readyBy(client, deadline))) return false;
   if (!(client instanceof Cluster)) return true;
   const masters = client.nodes('master');
@@ -117,7 +118,7 @@ function readyBy(client: RedisClient, deadline: number): Promise<boolean> {
       resolve(ok);
     };
     const onReady = () => done(true);
-    const timer = setTimeout(() => done(false), Math.max(0, deadline - Date.now()));
+    const timer = setTimeout(() => done(false), Math.max(0, deadline - performance.now()));
     client.on('ready', onReady);
   });
 }
@@ -206,10 +207,10 @@ function reportOutages(
   // a connection closed), for the cluster's own error line.
   const reasons = new Map<string, string>();
   let outageReported = false;
-  /** Date.now() of the outage's first error; 0 while connected. */
+  /** performance.now() of the outage's first error; 0 while connected. */
   let downSince = 0;
   client.on('ready', () => {
-    const outage = downSince > 0 ? ` (unavailable for ${Date.now() - downSince} ms)` : '';
+    const outage = downSince > 0 ? ` (unavailable for ${Math.round(performance.now() - downSince)} ms)` : '';
     outageReported = false;
     downSince = 0;
     reasons.clear();
@@ -218,7 +219,7 @@ function reportOutages(
   client.on('error', (err: Error) => {
     if (outageReported) return;
     outageReported = true;
-    downSince = Date.now();
+    downSince = performance.now();
     const say = () => logger.warn(`unavailable: ${err.message}${nodeReasons(err, reasons)}`);
     // A Cluster's slot-map request fails first, saying only "Connection is closed."; the
     // nodes' own connections say why a moment later.

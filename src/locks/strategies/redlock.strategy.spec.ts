@@ -3,8 +3,7 @@ import { REDLOCK_NODE } from '../../../harness/redis';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { closeClient, startTestRedis, TestRedis, uniquePrefix } from '../../../test/helpers/redis';
 import { LockNodesUnavailableError, LockTimeoutError } from '../../errors/errors';
-import { createRedisClient } from '../../redis/create-client';
-import { RedlockStrategy } from './redlock.strategy';
+import { createRedlockNodes, RedlockStrategy } from './redlock.strategy';
 
 /** Node clients connect in the background; wait until a strategy sees them all. */
 async function connected(s: RedlockStrategy): Promise<RedlockStrategy> {
@@ -24,7 +23,10 @@ describe('RedlockStrategy (redlock) over 3 nodes', () => {
 
   function redlock(ttlMs = 5_000, waitMs = 2_000): RedlockStrategy {
     const s = new RedlockStrategy(
-      nodes.map((n, i) => createRedisClient(n.url, `node ${i + 1}`)),
+      createRedlockNodes(
+        nodes.map((n) => n.url),
+        ttlMs,
+      ),
       { ttlMs, waitMs },
     );
     strategies.push(s);
@@ -101,6 +103,36 @@ describe('RedlockStrategy (redlock) over 3 nodes', () => {
     await expect(other.using(key, async () => 'bought')).resolves.toBe('bought');
     void held.catch(() => undefined);
   });
+
+  it('one node paused (SIGSTOP): a contender that found the lock held tries again within its wait, not after the hung node', async () => {
+    // redlockNodeTimeoutMs(2_000) = 40 ms. A refused attempt learns how many nodes are
+    // down only once every vote is in: with the client's 2 s command timeout the hung
+    // node held that past the contender's whole wait budget (1.8 s) and it heard
+    // LOCK_TIMEOUT although the lock was free again after 300 ms.
+    const [holder, contender] = await Promise.all([0, 1].map(() => connected(redlock(2_000, 1_800))));
+    const pid = Number(/process_id:(\d+)/.exec(await admin[2].info('server'))![1]);
+    process.kill(pid, 'SIGSTOP');
+    try {
+      const order: string[] = [];
+      let taken!: () => void;
+      const held = new Promise<void>((resolve) => (taken = resolve));
+      const first = holder.using(key, async (hold) => {
+        taken();
+        await sleep(300);
+        hold.assertValid();
+        order.push('holder');
+      });
+      await held;
+      const second = contender.using(key, async (hold) => {
+        hold.assertValid();
+        order.push('contender');
+      });
+      await Promise.all([first, second]);
+      expect(order).toEqual(['holder', 'contender']);
+    } finally {
+      process.kill(pid, 'SIGCONT');
+    }
+  });
 });
 
 /** The nodes as `npm start` and the fault suite start them (REDLOCK_NODE in scripts/redis-server.js). */
@@ -110,7 +142,10 @@ describe('Redlock nodes as the launchers start them', () => {
     const nodes = await Promise.all([0, 1, 2].map(() => startTestRedis(REDLOCK_NODE)));
     const admin = nodes.map((n) => new Redis(n.url));
     const lock = new RedlockStrategy(
-      nodes.map((n, i) => createRedisClient(n.url, `node ${i + 1}`)),
+      createRedlockNodes(
+        nodes.map((n) => n.url),
+        30_000,
+      ),
       { ttlMs: 30_000, waitMs: 2_000 },
     );
     let restarted: TestRedis | undefined;

@@ -3,7 +3,7 @@ import type { Redis } from 'ioredis';
 import Redlock, { ExecutionError, Lock as RedlockLease } from 'redlock';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { LockNodesUnavailableError, LockTimeoutError } from '../../errors/errors';
-import { closeRedisClient } from '../../redis/create-client';
+import { closeRedisClient, COMMAND_TIMEOUT_MS, createRedisClient } from '../../redis/create-client';
 import { isRedisUnavailable } from '../../redis/redis-errors';
 import { backoffMs } from '../backoff';
 import { holdInLine, Lease } from '../hold-in-line';
@@ -13,6 +13,25 @@ import { Hold, Lock, LockNodes, UsingOptions } from '../lock';
 export interface RedlockOptions {
   readonly ttlMs: number;
   readonly waitMs: number;
+}
+
+/**
+ * How long one lock node may take to answer: a timeout "small compared to the total
+ * lock auto-release time" (redis.io's Redlock: 5-50 ms for a 10 s TTL), so a node that
+ * is paused or black-holed cannot hold up the others. The package awaits every node's
+ * vote, so with the client's 2 s command timeout one hung node slowed every attempt by
+ * 2 s, ate 2 s of each lease's validity, and with a TTL under 2 s left no lease valid at
+ * all. 1/50 of the TTL, from 20 ms (a loaded machine's round trip) to the 2 s cap: a
+ * hung node costs each attempt at most 2% of the validity.
+ */
+export function redlockNodeTimeoutMs(ttlMs: number): number {
+  return Math.min(COMMAND_TIMEOUT_MS, Math.max(20, Math.floor(ttlMs / 50)));
+}
+
+/** Clients of the lock nodes, as the app makes them: each with redlockNodeTimeoutMs. */
+export function createRedlockNodes(urls: readonly string[], ttlMs: number): Redis[] {
+  const commandTimeout = redlockNodeTimeoutMs(ttlMs);
+  return urls.map((url, i) => createRedisClient(url, `Redlock node ${i + 1}`, { commandTimeout }));
 }
 
 /** A granted lock, with when we asked for it and until when it is valid. */
@@ -68,11 +87,13 @@ export class RedlockStrategy implements Lock {
         line: this.line,
         key,
         ttlMs: this.options.ttlMs,
-        deadline: options?.deadline ?? Date.now() + this.options.waitMs,
+        deadline: options?.deadline ?? performance.now() + this.options.waitMs,
         signal: options?.signal,
         acquire: async (deadline) => {
           const lock = await this.acquire(key, deadline, options?.signal);
-          return { validUntil: lock.expiration, lock };
+          // The package counts its validity on the wall clock (Date.now()); ours is
+          // monotonic, so a clock stepped back cannot stretch it: the time left, now.
+          return { validUntil: performance.now() + (lock.expiration - Date.now()), lock };
         },
         release: (held) => this.release(held.lock),
       },
@@ -108,7 +129,7 @@ export class RedlockStrategy implements Lock {
         if (this.clients.length - down < this.quorum)
           throw new LockNodesUnavailableError(down, this.clients.length, this.quorum);
       }
-      const left = deadline - Date.now();
+      const left = deadline - performance.now();
       if (left <= 0) throw new LockTimeoutError(this.options.waitMs);
       await sleep(backoffMs(attempt, left));
     }
