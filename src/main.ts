@@ -89,12 +89,26 @@ async function main(): Promise<void> {
     // A user without a command the app needs, or a Redis too old for the lock's release
     // message, would fail purchases after their write while /health said ok, and a
     // Redis that may evict keys can lose a lock or a fencing counter and sell twice:
-    // refuse to serve. An INFO that fails (Redis gone
-    // again, an ACL without INFO) proves nothing either way; /health asks again.
+    // refuse to serve. A check that cannot be made (Redis gone again, a node that does
+    // not answer) proves nothing either way: it is said, and /health asks again.
+    const cannot = (what: string) => (err: Error) => {
+      logger.warn(`could not check ${what} at start-up: ${err.message}`);
+      return null;
+    };
+    const eviction = config.redisAllowEviction
+      ? null
+      : await checkEvictionPolicy(redis).then((found) => {
+          if (found.unanswered.length > 0) {
+            logger.warn(`could not read maxmemory-policy of ${found.unanswered.join(', ')}; /health reads it again`);
+          }
+          return found.problems[0] ?? null;
+        }, cannot('the eviction policy'));
     const problem =
-      (await permissionProblem(redis, app.get(KeyLayout)).catch(() => null)) ??
-      (await checkRedisVersion(redis).catch(() => null)) ??
-      (config.redisAllowEviction ? null : ((await checkEvictionPolicy(redis).catch(() => []))[0] ?? null));
+      (await permissionProblem(redis, app.get(KeyLayout), { waitReplicas: config.redisWaitReplicas }).catch(
+        cannot("the Redis user's permissions"),
+      )) ??
+      (await checkRedisVersion(redis).catch(cannot("Redis's version"))) ??
+      eviction;
     if (problem) {
       // A log line like every other once the logger exists (a JSON reader sees it).
       logger.error(`refusing to serve: ${problem}`);

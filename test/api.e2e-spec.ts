@@ -110,7 +110,7 @@ describe('HTTP API', () => {
     it.each([
       ['no Authorization header', {}],
       ['a wrong token', { authorization: 'Bearer not-the-admin-token-at-all' }],
-      ['the token without Bearer', { authorization: 'test-admin-token-0123456789' }],
+      ['the token without Bearer', { authorization: 'seckill-test-token-5b3e9a1c7f2d' }],
       ['an empty bearer', { authorization: 'Bearer ' }],
     ])('refuses %s with 401 UNAUTHORIZED and changes nothing', async (_case, headers) => {
       await startSale(t.url, 'guarded', 7);

@@ -106,6 +106,7 @@ async function startSale(req: IncomingMessage, res: ServerResponse, id: string):
     perUserLimit as number,
     '1',
     'lock-free',
+    '0',
   );
   send(res, 200, { id, initialStock: stock, stock, sold: 0, orders: 0, perUserLimit });
 }

@@ -1,3 +1,6 @@
+import { ZxcvbnFactory } from '@zxcvbn-ts/core';
+import * as common from '@zxcvbn-ts/language-common';
+
 /**
  * Environment -> typed, validated, frozen configuration.
  *
@@ -420,21 +423,20 @@ const EXAMPLE_TOKEN_WORDS = [
 ];
 
 /**
- * Bits a token carries at most if its characters were drawn as often as they occur in
- * it (Shannon's estimate over the token itself): `aaaaaaaaaaaaaaaa` carries 0,
- * `abababababababab` 16, a 24-byte random base64url token about 150. A guess costs an
- * attacker one request each; below 64 bits, a dictionary or a pattern finds it.
+ * The fewest guesses an attacker should need for ADMIN_TOKEN, as a power of ten
+ * (10^19, about 63 bits), by zxcvbn's estimate (@zxcvbn-ts): it knows keyboard rows,
+ * sequences (`abcdefghijklmnop`, `0123456789...`), repeats, dates, l33t and common
+ * words and passwords, which a count of distinct characters does not. A random
+ * 24-byte token (`openssl rand -base64 24`, what `npm start` generates) is at its cap.
  */
-export function tokenBits(value: string): number {
-  const counts = new Map<string, number>();
-  for (const ch of value) counts.set(ch, (counts.get(ch) ?? 0) + 1);
-  let perChar = 0;
-  for (const n of counts.values()) perChar -= (n / value.length) * Math.log2(n / value.length);
-  return perChar * value.length;
-}
+export const MIN_ADMIN_TOKEN_GUESSES_LOG10 = 19;
 
-/** The fewest bits tokenBits() must find in ADMIN_TOKEN. */
-export const MIN_ADMIN_TOKEN_BITS = 64;
+let strength: ZxcvbnFactory | undefined;
+/** log10 of the guesses zxcvbn estimates `token` needs (its matchers built once, on first use). */
+export function tokenGuessesLog10(token: string): number {
+  strength ??= new ZxcvbnFactory({ dictionary: { ...common.dictionary }, graphs: common.adjacencyGraphs });
+  return strength.check(token).guessesLog10;
+}
 
 function adminToken(env: Env): string {
   const value = raw(env, 'ADMIN_TOKEN');
@@ -450,11 +452,11 @@ function adminToken(env: Env): string {
       `looks like an example value (it contains "${word}"): anyone who read the same example can start and reset sales; use a random secret (${generate})`,
     );
   }
-  const bits = tokenBits(value);
-  if (bits < MIN_ADMIN_TOKEN_BITS) {
+  const guesses = tokenGuessesLog10(value);
+  if (guesses < MIN_ADMIN_TOKEN_GUESSES_LOG10) {
     throw new ConfigError(
       'ADMIN_TOKEN',
-      `is too easy to guess (about ${Math.floor(bits)} bits, at least ${MIN_ADMIN_TOKEN_BITS} needed: more length, more different characters); use a random secret (${generate})`,
+      `is too easy to guess (about 10^${Math.floor(guesses)} guesses by zxcvbn's estimate, at least 10^${MIN_ADMIN_TOKEN_GUESSES_LOG10} needed: no words, sequences or keyboard rows); use a random secret (${generate})`,
     );
   }
   return value;

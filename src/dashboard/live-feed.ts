@@ -67,7 +67,7 @@ interface Watch {
   readonly subscribers: Set<Subscriber<MessageEvent>>;
   readonly timer: NodeJS.Timeout;
   reading: boolean;
-  /** No sale at the last read: the next read is not before this (ms since the epoch). */
+  /** No sale at the last read: the next read is not before this (performance.now()). */
   nextReadAt: number;
 }
 
@@ -156,7 +156,7 @@ export class LiveFeed implements BeforeApplicationShutdown {
       void this.read(productId).then(
         (event) => {
           if (event.initialStock === null) {
-            watch.nextReadAt = Math.max(watch.nextReadAt, nextNoSaleRead(event));
+            watch.nextReadAt = Math.max(watch.nextReadAt, nextNoSaleRead());
             clearTimeout(lifetime);
             lifetime = setTimeout(() => subscriber.complete(), NO_SALE_LIFETIME_MS).unref();
           }
@@ -224,12 +224,12 @@ export class LiveFeed implements BeforeApplicationShutdown {
   private async poll(productId: string): Promise<void> {
     const watch = this.watches.get(productId);
     // A read slower than the interval is not stacked behind another.
-    if (!watch || watch.reading || Date.now() < watch.nextReadAt) return;
+    if (!watch || watch.reading || performance.now() < watch.nextReadAt) return;
     watch.reading = true;
     try {
       const event = await this.read(productId);
       // A product without a sale is read less often; within a second of its start, as often again.
-      watch.nextReadAt = event.initialStock === null ? nextNoSaleRead(event) : 0;
+      watch.nextReadAt = event.initialStock === null ? nextNoSaleRead() : 0;
       const data = message(event);
       for (const subscriber of watch.subscribers) subscriber.next(data);
     } catch (err) {
@@ -241,8 +241,8 @@ export class LiveFeed implements BeforeApplicationShutdown {
 }
 
 /** When to read a product without a sale next: a second on (half a tick early, so a tick is not skipped by jitter). */
-function nextNoSaleRead(event: LiveEvent): number {
-  return event.at + NO_SALE_POLL_MS - POLL_INTERVAL_MS / 2;
+function nextNoSaleRead(): number {
+  return performance.now() + NO_SALE_POLL_MS - POLL_INTERVAL_MS / 2;
 }
 
 /** Serialized once per poll, not once per watcher. */

@@ -154,7 +154,9 @@ describe('LiveSales (the dashboard aggregate)', () => {
     other.saleRestarted('phone');
     other.saleStarted(
       'phone',
-      (await resetSale.run(client, [k.meta, k.stock, k.buyers, k.orders, k.idem, k.live], 5, 1, '1', ''))[1],
+      Number(
+        (await resetSale.run(client, [k.meta, k.stock, k.buyers, k.orders, k.idem, k.live], 5, 1, '1', '', '0'))[1],
+      ),
     );
     await live.publish();
     expect(await field('SOLD_OUT')).toBeNull();

@@ -155,6 +155,18 @@ export class StaleLockError extends createError(
     `the product lock was taken by a later holder (fencing token ${newest} > ours, ${token}) before the order was written; nothing was changed, retry later`,
 ) {}
 
+/**
+ * A fenced write found the stock or a buyer's count changed under its hold by a writer
+ * the fence did not see (an instance of the `lock` strategy beside a `fenced` one, a
+ * lost fencing counter): Redis refused it, atomically with the check, nothing written.
+ */
+export class LockBypassedError extends createError(
+  'LOCK_BYPASSED',
+  503,
+  () =>
+    "another writer changed the product's stock or a buyer's units during this lock's hold (one the fencing token did not see); nothing was changed, retry",
+) {}
+
 /** An optimistic purchase kept losing its WATCH race until its attempts or its wait budget ran out. */
 export class ContentionError extends createError('CONTENTION', 503, (attempts: number, waitMs: number) =>
   attempts === 0
@@ -202,7 +214,7 @@ export class StrategyMismatchError extends createError(
   'STRATEGY_MISMATCH',
   503,
   (productId: string, soldBy: string, ours: string) =>
-    `product "${productId}" is sold by instances of the "${soldBy}" strategies and this one runs "${ours}", which does not exclude them; retry (another instance serves it), or start its next sale from this strategy`,
+    `product "${productId}" is sold by instances of the "${soldBy}" strategies and this one runs "${ours}", which does not exclude them: it neither sells nor restarts that sale; retry (another instance serves it), or, once no "${soldBy}" instance serves it, restart its sale here with "switchStrategy": true`,
 ) {}
 
 /**
@@ -232,11 +244,10 @@ export class RedisReadOnlyError extends createError(
   503,
   () => 'the Redis this instance writes to is a read-only replica (READONLY); nothing was changed, retry later',
 ) {}
-export class RedisNoPermissionError extends createError(
-  'REDIS_NO_PERMISSION',
-  503,
-  () =>
-    "the Redis user lacks a permission this command needs (NOPERM); nothing was changed; the README's ACL SETUSER line grants what seckill needs",
+export class RedisNoPermissionError extends createError('REDIS_NO_PERMISSION', 503, (inScript: boolean) =>
+  inScript
+    ? 'the Redis user lacks a permission a script needed partway through (NOPERM): Redis does not roll a script back, so writes before that command may have been applied; the ACL SETUSER line in docs/deployment.md grants what seckill needs'
+    : 'the Redis user lacks a permission this command needs (NOPERM); nothing was changed; the ACL SETUSER line in docs/deployment.md grants what seckill needs',
 ) {}
 
 /** The sale's Redis does not answer (down, restarting, paused past the command timeout). */

@@ -68,6 +68,7 @@ export class OrdersController {
     'LOCK_TIMEOUT',
     'LOCK_EXPIRED',
     'STALE_LOCK',
+    'LOCK_BYPASSED',
     'CONTENTION',
     'LOCK_NODES_UNAVAILABLE',
     'STRATEGY_MISMATCH',

@@ -1,5 +1,5 @@
 import type { ChainableCommander, Redis } from 'ioredis';
-import { OutcomeUnknownError, StaleLockError, StrategyMismatchError } from '../errors/errors';
+import { LockBypassedError, OutcomeUnknownError, StaleLockError, StrategyMismatchError } from '../errors/errors';
 import { execAll } from '../redis/exec-all';
 import type { ProductKeys } from '../redis/key-layout';
 import { fencedWrite, keyedWrite, ScriptClient } from '../redis/lua-scripts';
@@ -186,6 +186,7 @@ export async function writeOrders(
   if (status === 'STRATEGY_MISMATCH') throw new StrategyMismatchError(productIdOf(k), String(rest[0]), family);
   // The holder checked the stock and the limits under this very hold: a shortfall or
   // a limit exceeded means someone wrote outside it (a holder the fence missed).
+  if (status === 'SHORT' || status === 'OVER_LIMIT') throw new LockBypassedError();
   if (status !== 'OK') throw new Error(`fenced write refused: ${status} ${rest.join(' ')}; nothing was written`);
   return rest.map((left) => (Number(left) === -1 ? null : Number(left)));
 }

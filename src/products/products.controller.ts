@@ -25,7 +25,7 @@ export class ProductsController {
   @ApiOperation({
     summary: "admin: start or restart a product's sale",
     description:
-      "sets the stock and clears the product's buyers, order log, Idempotency-Key outcomes and lock; refuses (409 SALE_HAS_ORDERS) to discard a sale's orders unless `discardOrders` is true",
+      "sets the stock and clears the product's buyers, order log, Idempotency-Key outcomes and lock; refuses (409 SALE_HAS_ORDERS) to discard a sale's orders unless `discardOrders` is true, and (503 STRATEGY_MISMATCH) to take over a sale another strategy family sells unless `switchStrategy` is true",
   })
   @ApiPathParams(ProductParamsDto)
   @ApiJsonBody(StartSaleDto)
@@ -37,13 +37,17 @@ export class ProductsController {
     'UNSUPPORTED_MEDIA_TYPE',
     'UNAUTHORIZED',
     'SALE_HAS_ORDERS',
+    'STRATEGY_MISMATCH',
     'LOCK_TIMEOUT',
     'LOCK_EXPIRED',
     'LOCK_NODES_UNAVAILABLE',
     'REDIS_UNAVAILABLE',
   )
   startSale(@Param() params: ProductParamsDto, @Body() body: StartSaleDto): Promise<Product> {
-    return this.products.startSale(params.id, body.stock, body.perUserLimit, body.discardOrders);
+    return this.products.startSale(params.id, body.stock, body.perUserLimit, {
+      discardOrders: body.discardOrders,
+      switchStrategy: body.switchStrategy,
+    });
   }
 
   @Get(':id')

@@ -2,7 +2,7 @@ import { Inject, Injectable } from '@nestjs/common';
 import type { RedisClient } from '../redis/create-client';
 import { AppConfig, strategyFamily } from '../config/app-config';
 import { APP_CONFIG } from '../config/config.constants';
-import { SaleHasOrdersError, UnknownProductError } from '../errors/errors';
+import { SaleHasOrdersError, StrategyMismatchError, UnknownProductError } from '../errors/errors';
 import { PurchasePath } from '../orders/purchases/purchase-path';
 import { execAll } from '../redis/exec-all';
 import { KeyLayout } from '../redis/key-layout';
@@ -31,20 +31,30 @@ export class ProductsService {
    * (the new sale id the script returns tells them apart).
    * The orders of the current sale are discarded only when `discardOrders` says so
    * (else SaleHasOrdersError, nothing changed), and the sale records this instance's
-   * strategy family: instances of another refuse to sell it (strategyFamily()).
+   * strategy family: instances of another refuse to sell it (strategyFamily()), and to
+   * restart it unless `switchStrategy` says so (else StrategyMismatchError).
    */
-  async startSale(productId: string, stock: number, perUserLimit: number, discardOrders = false): Promise<Product> {
+  async startSale(
+    productId: string,
+    stock: number,
+    perUserLimit: number,
+    options: { discardOrders?: boolean; switchStrategy?: boolean } = {},
+  ): Promise<Product> {
     const k = this.keys.product(productId);
+    const family = strategyFamily(this.config.lockStrategy);
     await this.purchases.exclusive(productId, async () => {
-      const [status, value] = await resetSale.run(
+      const reply = await resetSale.run(
         this.redis,
         [k.meta, k.stock, k.buyers, k.orders, k.idem, k.live],
         stock,
         perUserLimit,
-        discardOrders ? '1' : '0',
-        strategyFamily(this.config.lockStrategy),
+        options.discardOrders ? '1' : '0',
+        family,
+        options.switchStrategy ? '1' : '0',
       );
-      if (status === 'HAS_ORDERS') throw new SaleHasOrdersError(productId, value);
+      if (reply[0] === 'HAS_ORDERS') throw new SaleHasOrdersError(productId, reply[1]);
+      if (reply[0] === 'STRATEGY_MISMATCH') throw new StrategyMismatchError(productId, reply[1], family);
+      const value = reply[1];
       this.telemetry.saleRestarted(productId);
       this.telemetry.saleStarted(productId, value);
     });

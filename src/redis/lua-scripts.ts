@@ -13,8 +13,8 @@ export const releaseLock = new LuaScript<[lock: string], [token: string, channel
 /** A sale's start or restart in one step: the new sale's id, or the orders that a restart would discard. */
 export const resetSale = new LuaScript<
   [meta: string, stock: string, buyers: string, orders: string, idem: string, live: string],
-  [initialStock: number, perUserLimit: number, discardOrders: '1' | '0', family: string],
-  ['OK', number] | ['HAS_ORDERS', number]
+  [initialStock: number, perUserLimit: number, discardOrders: '1' | '0', family: string, switchFamily: '1' | '0'],
+  ['OK', number] | ['HAS_ORDERS', number] | ['STRATEGY_MISMATCH', string]
 >('reset-sale');
 
 /** The whole purchase (strategy `atomic`). */

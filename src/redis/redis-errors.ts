@@ -25,15 +25,16 @@ const TRANSIENT_REPLIES = /^(LOADING|BUSY|MASTERDOWN|TRYAGAIN|CLUSTERDOWN|MOVED|
  * nothing was changed. In a MULTI the refused command aborts the whole EXEC
  * (EXECABORT, the refusal in `previousErrors`).
  */
-const REFUSALS: readonly [RegExp, new () => AppError][] = [
-  [/^OOM\b/, RedisOutOfMemoryError],
-  [/^MISCONF\b/, RedisPersistenceError],
-  [/^NOREPLICAS\b/, RedisNoReplicasError],
-  [/^READONLY\b/, RedisReadOnlyError],
-  [/^NOPERM\b/, RedisNoPermissionError],
-  // The same refusal met by a command inside a script (Redis 7); the script's writes
-  // before it stay (scripts do not roll back), which is why start-up checks them all.
-  [/^ERR The user executing the script can't/, RedisNoPermissionError],
+const REFUSALS: readonly [RegExp, () => AppError][] = [
+  [/^OOM\b/, () => new RedisOutOfMemoryError()],
+  [/^MISCONF\b/, () => new RedisPersistenceError()],
+  [/^NOREPLICAS\b/, () => new RedisNoReplicasError()],
+  [/^READONLY\b/, () => new RedisReadOnlyError()],
+  [/^NOPERM\b/, () => new RedisNoPermissionError(false)],
+  // The same refusal met by a command inside a script (Redis 7): unlike the others it
+  // can come after the script's first write, which stays (scripts do not roll back).
+  // The start-up check tries every such command; this is a permission taken away since.
+  [/^ERR The user executing the script can't/, () => new RedisNoPermissionError(true)],
 ];
 
 /** The refusal `err` is (a fresh AppError of its code), or null if it is no refusal. */
@@ -45,7 +46,7 @@ export function redisRefusal(err: unknown): AppError | null {
     ...previous.map((e) => (e instanceof Error ? e.message : String(e))),
   ]) {
     const refusal = REFUSALS.find(([reply]) => reply.test(message));
-    if (refusal) return new refusal[1]();
+    if (refusal) return refusal[1]();
   }
   return null;
 }

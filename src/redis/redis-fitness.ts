@@ -1,4 +1,4 @@
-import { Cluster, type Redis } from 'ioredis';
+import { Cluster, Redis } from 'ioredis';
 import type { RedisClient } from './create-client';
 
 /**
@@ -62,22 +62,85 @@ export function writeProblems(fields: ReadonlyMap<string, string>, allowEviction
 /** The INFO sections the checks read. */
 export const FITNESS_SECTIONS = ['memory', 'persistence', 'replication'] as const;
 
-/**
- * Every node a sale's keys may live on: the one Redis, or every node of a cluster,
- * replicas included (a replica is promoted in a failover), each with its address.
- */
-export function nodesOf(client: RedisClient): { readonly name: string; readonly node: Redis }[] {
-  if (!(client instanceof Cluster)) {
-    return [{ name: `${client.options.host ?? '127.0.0.1'}:${client.options.port ?? 6379}`, node: client }];
-  }
-  return client.nodes('all').map((node) => ({ name: `${node.options.host}:${node.options.port}`, node }));
+/** How long the start-up check waits for one node: one that does not answer is reported, not awaited. */
+const NODE_ANSWER_MS = 2_000;
+
+/** What the start-up check found: problems, and nodes it could not ask (each with why). */
+export interface EvictionCheck {
+  readonly problems: readonly string[];
+  readonly unanswered: readonly string[];
 }
 
-/** The eviction problems of every node (none when REDIS_ALLOW_EVICTION=1), at start-up. */
-export async function checkEvictionPolicy(client: RedisClient): Promise<string[]> {
-  const nodes = nodesOf(client);
-  const problems = await Promise.all(
-    nodes.map(async ({ name, node }) => evictionProblem(infoFields(await node.info('memory')), name)),
-  );
-  return problems.filter((p): p is string => p !== null);
+/**
+ * The eviction problems of every node a sale's keys may live on: the one Redis, or every
+ * node of a cluster, replicas included (a replica is promoted in a failover). The
+ * client knows only the nodes CLUSTER SLOTS lists, and Redis 7.0 leaves a replica out
+ * of it until it has replicated a write (a freshly made cluster's replicas): the rest
+ * are found in CLUSTER NODES and asked on a connection of their own. A node that does
+ * not answer is reported apart: the others' problems stand.
+ */
+export async function checkEvictionPolicy(client: RedisClient): Promise<EvictionCheck> {
+  const asked: { name: string; info: () => Promise<string> }[] = [];
+  if (!(client instanceof Cluster)) {
+    const name = `${client.options.host ?? '127.0.0.1'}:${client.options.port ?? 6379}`;
+    asked.push({ name, info: () => client.info('memory') });
+  } else {
+    const known = new Map(client.nodes('all').map((n) => [`${n.options.host}:${n.options.port}`, n]));
+    for (const [name, node] of known) asked.push({ name, info: () => node.info('memory') });
+    const listed = await within(client.nodes('master')[0]?.call('CLUSTER', 'NODES') ?? Promise.resolve(''));
+    for (const name of clusterNodeAddresses(String(listed))) {
+      if (!known.has(name)) asked.push({ name, info: () => infoOfUnknownNode(client, name) });
+    }
+  }
+  const answers = await Promise.allSettled(asked.map(({ info }) => within(info())));
+  const problems: string[] = [];
+  const unanswered: string[] = [];
+  answers.forEach((answer, i) => {
+    if (answer.status === 'rejected') {
+      unanswered.push(`${asked[i].name} (${(answer.reason as Error).message})`);
+      return;
+    }
+    const problem = evictionProblem(infoFields(answer.value), asked[i].name);
+    if (problem) problems.push(problem);
+  });
+  return { problems, unanswered };
+}
+
+/** `host:port` of every node a CLUSTER NODES reply lists, but those it marks failed or without an address. */
+export function clusterNodeAddresses(reply: string): string[] {
+  return reply
+    .split('\n')
+    .map((line) => line.split(' '))
+    .filter((fields) => fields.length >= 3 && !/\b(fail|noaddr)\b/.test(fields[2]))
+    .map((fields) => fields[1].split('@')[0])
+    .filter((address) => !address.startsWith(':'));
+}
+
+/** INFO memory of a node the cluster client has no connection to, on one of its own with the cluster's login and TLS. */
+async function infoOfUnknownNode(client: Cluster, name: string): Promise<string> {
+  const at = name.lastIndexOf(':');
+  const node = new Redis({
+    ...client.options.redisOptions,
+    host: name.slice(0, at),
+    port: Number(name.slice(at + 1)),
+    lazyConnect: true,
+    enableOfflineQueue: true,
+    maxRetriesPerRequest: 0,
+    retryStrategy: () => null,
+  });
+  node.on('error', () => undefined);
+  try {
+    await node.connect();
+    return await node.info('memory');
+  } finally {
+    node.disconnect();
+  }
+}
+
+function within<T>(reply: Promise<T>): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer within ${NODE_ANSWER_MS} ms`)), NODE_ANSWER_MS);
+  });
+  return Promise.race([reply, late]).finally(() => clearTimeout(timer));
 }

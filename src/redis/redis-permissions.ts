@@ -1,41 +1,90 @@
 import { ReplyError } from 'ioredis';
-import type { RedisClient } from './create-client';
+import { closeRedisClient, duplicateClient, whenReady, type RedisClient } from './create-client';
 import type { KeyLayout } from './key-layout';
 import { permissionCheck } from './lua-scripts';
 
+/** How long the check waits for its own connections (WATCH, SSUBSCRIBE). */
+const PROBE_CONNECT_MS = 5_000;
+
 /**
- * Which of the commands the app needs the Redis user may not run (ACL), asked once at
+ * Which of the commands the app sends the Redis user may not run (ACL), asked once at
  * start-up: a user without SPUBLISH (Redis 7's `acl-pubsub-default resetchannels`)
  * would fail every lock release after its DEL, one without XADD every order after its
- * DECRBY. Each command is tried for real, on throwaway keys under the app's prefix (a
- * product id no buyer can name), so the answer is this user's, whatever its rules.
+ * DECRBY, one without WATCH every `optimistic` purchase while /health says ok. Each
+ * command is tried for real, on throwaway keys and a shard channel under the app's
+ * prefix (a product id no buyer can name), so the answer is this user's, whatever its
+ * rules: the scripts' commands inside one script (permission-check-3.lua), the rest as
+ * the app sends them (the live feed's reads, MULTI/EXEC, WATCH and SSUBSCRIBE on
+ * connections of their own, WAIT when REDIS_WAIT_REPLICAS asks for it).
  * Returns one line naming what is missing, or null when nothing is.
  */
-export async function permissionProblem(client: RedisClient, keys: KeyLayout): Promise<string | null> {
+export async function permissionProblem(
+  client: RedisClient,
+  keys: KeyLayout,
+  options: { readonly waitReplicas?: number } = {},
+): Promise<string | null> {
   const k = keys.product('~permission-check');
   const scriptKeys: [string, string, string] = [k.stock, k.meta, k.orders];
   const channel = `${k.lock}:released`;
-  const denied: string[] = [];
-  const tryIt = async (name: string, run: () => Promise<unknown>): Promise<unknown> => {
+  const denied = new Set<string>();
+  /** Runs `run`; a NOPERM is noted under the command it names, or `name`. */
+  const tryIt = async <T>(name: string, run: () => Promise<T>): Promise<T | undefined> => {
     try {
       return await run();
     } catch (err) {
-      if (err instanceof ReplyError && (err as Error).message.startsWith('NOPERM')) denied.push(name);
-      else throw err;
+      const refusals = [err, ...((err as { previousErrors?: unknown[] }).previousErrors ?? [])].filter(
+        (e): e is Error => e instanceof ReplyError && (e as Error).message.startsWith('NOPERM'),
+      );
+      if (refusals.length === 0) throw err;
+      for (const refusal of refusals) {
+        denied.add(/run the '([^']+)' command/.exec(refusal.message)?.[1]?.toUpperCase() ?? name);
+      }
       return undefined;
     }
   };
   await tryIt('PING', () => client.ping());
   await tryIt('INFO', () => client.info('server'));
-  await tryIt('MULTI/EXEC', () => client.multi().xlen(k.orders).exec());
+  await tryIt('CLIENT|SETNAME', () => client.call('CLIENT', 'SETNAME', 'seckill'));
+  // The reads the purchase paths, GET /api/products and the live feed send, in a MULTI
+  // as the feed does (a refused one aborts it; its error names the command).
+  await tryIt('MULTI/EXEC', () =>
+    client.multi().hmget(k.meta, 'x').get(k.stock).hgetall(k.live).pttl(k.lock).xlen(k.orders).exec(),
+  );
   // The script, sent whole (EVAL), then by its hash (EVALSHA) as LuaScript.run sends it.
-  const inScript = (await tryIt('EVAL', () => permissionCheck.runInFull(client, scriptKeys, channel))) as
-    string[] | undefined;
+  const inScript = await tryIt('EVAL', () => permissionCheck.runInFull(client, scriptKeys, channel));
   await tryIt('EVALSHA', () => client.evalsha(permissionCheck.sha1, 3, ...scriptKeys, channel));
-  denied.push(...(inScript ?? []));
-  if (denied.length === 0) return null;
+  for (const command of inScript ?? []) denied.add(command);
+  if ((options.waitReplicas ?? 0) > 0) await tryIt('WAIT', () => client.call('WAIT', '0', '0'));
+  await onItsOwn(client, {}, async (c) => {
+    await tryIt('WATCH', () => c.watch(k.stock));
+    await tryIt('UNWATCH', () => c.unwatch());
+  });
+  await onItsOwn(client, { shardedSubscribers: true }, async (c) => {
+    await tryIt('SSUBSCRIBE', () => c.ssubscribe(channel));
+    await tryIt('SUNSUBSCRIBE', () => c.sunsubscribe(channel));
+  });
+  if (denied.size === 0) return null;
   return (
-    `the Redis user may not run ${denied.join(', ')} on keys and shard channels under "${keys.prefix}" ` +
+    `the Redis user may not run ${[...denied].join(', ')} on keys and shard channels under "${keys.prefix}" ` +
     '(NOPERM); seckill needs them all: see the least-privilege ACL SETUSER line in docs/deployment.md'
   );
+}
+
+/** Runs `probe` on a connection of its own (a WATCH or a subscription changes its connection's state), then closes it. */
+async function onItsOwn(
+  client: RedisClient,
+  clusterOptions: { shardedSubscribers?: boolean },
+  probe: (c: RedisClient) => Promise<void>,
+): Promise<void> {
+  const own = duplicateClient(
+    client,
+    { enableAutoPipelining: false, enableReadyCheck: false },
+    'Permission check',
+    clusterOptions,
+  );
+  try {
+    if (await whenReady(own, PROBE_CONNECT_MS)) await probe(own);
+  } finally {
+    await closeRedisClient(own);
+  }
 }

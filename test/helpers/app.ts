@@ -6,7 +6,7 @@ import { createApp } from '../../src/create-app';
 export { waitForHealth } from '../../harness/http';
 export type { JsonResponse } from '../../harness/http';
 
-export const ADMIN_TOKEN = 'test-admin-token-0123456789';
+export const ADMIN_TOKEN = 'seckill-test-token-5b3e9a1c7f2d';
 
 export interface TestApp {
   readonly app: NestFastifyApplication;

@@ -51,7 +51,7 @@ export async function startSaleIn(
 ): Promise<{ keys: KeyLayout; k: ProductKeys }> {
   const keys = new KeyLayout(uniquePrefix(name));
   const k = keys.product('phone');
-  await resetSale.run(redis, [k.meta, k.stock, k.buyers, k.orders, k.idem, k.live], stock, perUserLimit, '1', '');
+  await resetSale.run(redis, [k.meta, k.stock, k.buyers, k.orders, k.idem, k.live], stock, perUserLimit, '1', '', '0');
   return { keys, k };
 }
 

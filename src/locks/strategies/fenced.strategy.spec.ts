@@ -24,7 +24,7 @@ describe('FencedLockStrategy (fenced) against a real Redis', () => {
     await a.release(first!);
     expect(await b.tryAcquire(k.lock)).toMatchObject({ fence: 2 });
     // A sale reset never touches the counter: tokens only grow.
-    await resetSale.run(redis, [k.meta, k.stock, k.buyers, k.orders, k.idem, k.live], 3, 1, '1', '');
+    await resetSale.run(redis, [k.meta, k.stock, k.buyers, k.orders, k.idem, k.live], 3, 1, '1', '', '0');
     expect(await redis.get(k.fence)).toBe('2');
   });
 

@@ -45,7 +45,7 @@ describe.each([
   });
 
   const sale = (stock: number, perUserLimit: number) =>
-    resetSale.run(client, [k.meta, k.stock, k.buyers, k.orders, k.idem, k.live], stock, perUserLimit, '1', '');
+    resetSale.run(client, [k.meta, k.stock, k.buyers, k.orders, k.idem, k.live], stock, perUserLimit, '1', '', '0');
   const buy = async (userId: string, quantity = 1) => (await path.purchase({ productId, userId, quantity })).remaining;
 
   it('applies the sale rules in order, changing nothing on a refusal', async () => {

@@ -24,4 +24,14 @@ export class StartSaleDto {
   @Omittable()
   @IsBoolean()
   readonly discardOrders: boolean = false;
+
+  /**
+   * A sale another strategy family sells (a rolling deploy between strategies) is
+   * restarted from this instance only when this is true: its reset cannot exclude the
+   * other family's buyers, so it is for once no instance of that family serves it.
+   * Otherwise 503 STRATEGY_MISMATCH, nothing changed.
+   */
+  @Omittable()
+  @IsBoolean()
+  readonly switchStrategy: boolean = false;
 }

@@ -21,9 +21,18 @@
            refuse the product, since their purchases and ours exclude nothing); ''
            records none, a sale any family may sell (tools that write the sale's
            keys themselves, tests of one purchase path)
+  ARGV[5]  '1' to take the product over from another family; anything else refuses
+           to: this reset ran under our family's exclusion, not the other's, so one
+           of its buyers may be between its read and its write (the operator says
+           none is: its instances are gone)
   Returns  {'OK', the new sale's id (integer >= 1, one more than the last sale's)}
            {'HAS_ORDERS', orders in the log}: nothing changed
+           {'STRATEGY_MISMATCH', soldBy}: another family sells it; nothing changed
 ]]
+local soldBy = redis.call('HGET', KEYS[1], 'soldBy')
+if soldBy and ARGV[4] ~= '' and soldBy ~= ARGV[4] and ARGV[5] ~= '1' then
+  return {'STRATEGY_MISMATCH', soldBy}
+end
 local orders = redis.call('XLEN', KEYS[4])
 if orders > 0 and ARGV[3] ~= '1' then
   return {'HAS_ORDERS', orders}
