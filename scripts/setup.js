@@ -39,25 +39,26 @@ const RELAUNCHED_FROM = 'SECKILL_RELAUNCHED_FROM';
  * returns true: the caller must then do nothing more, this process only passes the
  * signals it gets on to the child and exits as the child does.
  * SECKILL_SYSTEM_NODE=1 stays on the older Node.
- * @param {{ announce?: boolean }} [options] announce: log which Node runs even when
+ * @param {{ announce?: boolean, min?: string }} [options] announce: log which Node runs even when
  *   no relaunch was needed (the test launcher, so that CI's log shows it).
+ *   min: the oldest Node this launcher runs on (MIN_NODE unless it needs a newer one).
  */
-function relaunchOnSupportedNode({ announce = false } = {}) {
+function relaunchOnSupportedNode({ announce = false, min = MIN_NODE } = {}) {
   const from = process.env[RELAUNCHED_FROM];
   if (from) {
     // Our children run on this Node already (process.execPath, PATH): none relaunches.
     delete process.env[RELAUNCHED_FROM];
     log(
-      `running on Node ${process.version} (installed from the npm registry because the system Node ${from} is older than ${MIN_NODE})`,
+      `running on Node ${process.version} (installed from the npm registry because the system Node ${from} is older than ${min})`,
     );
     return false;
   }
-  if (atLeast(process.versions.node, MIN_NODE)) {
+  if (atLeast(process.versions.node, min)) {
     if (announce) log(`running on Node ${process.version}`);
     return false;
   }
   if (process.env.SECKILL_SYSTEM_NODE === '1') {
-    log(`running on Node ${process.version}, older than ${MIN_NODE}, because SECKILL_SYSTEM_NODE=1 (unsupported)`);
+    log(`running on Node ${process.version}, older than ${min}, because SECKILL_SYSTEM_NODE=1 (unsupported)`);
     return false;
   }
   const node = installedNode() ?? installNode();

@@ -1,6 +1,6 @@
 import { Logger } from '@nestjs/common';
 import type { Redis } from 'ioredis';
-import Redlock, { ExecutionError, Lock as RedlockLease } from 'redlock';
+import { ExecutionError, Redlock, Lock as RedlockLease } from '@sesamecare-oss/redlock';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { LockNodesUnavailableError, LockTimeoutError } from '../../errors/errors';
 import { closeRedisClient, COMMAND_TIMEOUT_MS, createRedisClient } from '../../redis/create-client';
@@ -18,10 +18,11 @@ export interface RedlockOptions {
 /**
  * How long one lock node may take to answer: a timeout "small compared to the total
  * lock auto-release time" (redis.io's Redlock: 5-50 ms for a 10 s TTL), so a node that
- * is paused or black-holed cannot hold up the others. The package awaits every node's
- * vote, so with the client's 2 s command timeout one hung node slowed every attempt by
- * 2 s, ate 2 s of each lease's validity, and with a TTL under 2 s left no lease valid at
- * all. 1/50 of the TTL, from 20 ms (a loaded machine's round trip) to the 2 s cap: a
+ * is paused or black-holed cannot hold up the others. redlock 5.0.0-beta.2 awaited every
+ * node's vote, so with the client's 2 s command timeout one hung node slowed every attempt
+ * by 2 s, ate 2 s of each lease's validity, and with a TTL under 2 s left no lease valid
+ * at all; the fork answers at a quorum, but a refused attempt still waits for every vote
+ * (to tell a node that is down from a lock that is taken). 1/50 of the TTL, from 20 ms (a loaded machine's round trip) to the 2 s cap: a
  * hung node costs each attempt at most 2% of the validity.
  */
 export function redlockNodeTimeoutMs(ttlMs: number): number {
@@ -41,7 +42,8 @@ interface Held extends Lease {
 
 /**
  * `redlock` — Redlock over N independent Redis nodes (redis.io "Distributed Locks";
- * the seed articles' last scheme), using the `redlock` package v5.
+ * the seed articles' last scheme), using `@sesamecare-oss/redlock`, the maintained fork
+ * of node-redlock v5.
  *
  * - Acquire: the same SET NX PX with a random value on every node at once; the lock
  *   is ours only if a majority (N/2 + 1) said yes, and only for its validity time:
@@ -53,9 +55,9 @@ interface Held extends Lease {
  *   one lock node down changes nothing, and a majority down stops all sales with
  *   503 LOCK_NODES_UNAVAILABLE (no quorum), never an oversell.
  *
- * Why v5.0.0-beta.2: it is the version written for ioredis 4/5 clients with types
- * and an AbortSignal-based `using`; v4 is callback/bluebird-era with no types, and
- * no maintained fork is more current on the npm registry.
+ * Why the fork: `redlock` 5.0.0-beta.2 (the newest with types and ioredis clients) has
+ * not moved in years; the fork keeps its API, takes ioredis 5 and 6 clients, and
+ * answers an acquisition as soon as a quorum has voted.
  * What can go wrong: Redlock assumes bounded clock drift and pauses; a holder
  * paused past the validity time can still write late (Kleppmann's critique), so
  * the write is skipped once the validity has passed, and fencing closes the rest.
