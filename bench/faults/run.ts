@@ -20,6 +20,7 @@ import { parseArgs } from 'node:util';
 import { stopAll } from '../../harness/processes';
 import { delayedWrite } from './delayed-write';
 import { failover } from './failover';
+import { gracefulFailover } from './graceful-failover';
 import { holderKilled } from './holder-killed';
 import { holderPaused } from './holder-paused';
 import { Context, fiveXx, n, Outcome } from './kit';
@@ -65,7 +66,10 @@ const NETWORK_FAULTS: Record<string, Scenario> = Object.fromEntries(
   ),
 );
 
-/** Faults of a Redis Cluster: a product's slot moved to another master mid-sale; a master failed over. */
+/**
+ * Faults of a Redis Cluster: a product's slot moved to another master mid-sale; a master
+ * killed and its replica taking over; a planned CLUSTER FAILOVER under load.
+ */
 const CLUSTER_FAULTS: Record<string, Scenario> = {
   ...Object.fromEntries(
     (['lock', ...SAFE] as NetworkStrategy[]).map((strategy) => [
@@ -75,6 +79,12 @@ const CLUSTER_FAULTS: Record<string, Scenario> = {
   ),
   'cluster-failover-fenced': (ctx) => failover(ctx, 'fenced'),
   'cluster-failover-fenced-wait': (ctx) => failover(ctx, 'fenced-wait'),
+  ...Object.fromEntries(
+    (['lock', ...SAFE] as NetworkStrategy[]).map((strategy) => [
+      `cluster-failover-graceful-${strategy}`,
+      (ctx: Context) => gracefulFailover(ctx, strategy),
+    ]),
+  ),
 };
 
 const SCENARIOS: Record<string, Scenario> = { ...PROCESS_FAULTS, ...NETWORK_FAULTS, ...CLUSTER_FAULTS };

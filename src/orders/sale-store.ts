@@ -1,4 +1,4 @@
-import type { ChainableCommander, Redis } from 'ioredis';
+import { type ChainableCommander, Cluster, type Redis } from 'ioredis';
 import { LockBypassedError, OutcomeUnknownError, StaleLockError, StrategyMismatchError } from '../errors/errors';
 import { execAll } from '../redis/exec-all';
 import type { ProductKeys } from '../redis/key-layout';
@@ -30,14 +30,17 @@ export interface SaleRead {
  * exclude each other. A sale that recorded none (started before families) is anyone's.
  */
 export async function readSale(
-  redis: Pick<Redis, 'pipeline'>,
+  redis: Pick<Redis, 'multi' | 'pipeline'>,
   k: ProductKeys,
   family: string,
   userIds: readonly string[],
   claimKeys: readonly string[] = [],
 ): Promise<SaleRead> {
-  const pipeline = redis
-    .pipeline()
+  // On a cluster a MULTI, not a pipeline: while the product's slot moves, a pipeline of
+  // reads whose one key has left is sent again whole to the new owner by ioredis, where
+  // the others read nil; a MULTI is aborted whole (TRYAGAIN, ASK) and sent again whole.
+  // Elsewhere a pipeline: on a WATCH connection an EXEC would end the WATCH.
+  const pipeline = (redis instanceof Cluster ? redis.multi() : redis.pipeline())
     .hmget(k.meta, 'perUserLimit', 'soldBy', 'saleId')
     .get(k.stock)
     .hmget(k.buyers, ...userIds);

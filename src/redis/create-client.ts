@@ -1,6 +1,7 @@
 import { Logger } from '@nestjs/common';
 import { Cluster, type ClusterOptions, Redis, type RedisOptions } from 'ioredis';
 import type { AppConfig, RedisClusterConfig } from '../config/app-config';
+import { resendingNotRun } from './unrun-retry';
 
 /**
  * What the app talks to: one Redis (REDIS_URL) or a Redis Cluster
@@ -64,8 +65,10 @@ export function createRedisClient(url: string, name: string, options: { commandT
  * ioredis' Cluster client over `cluster`'s seed nodes, with the standalone client's
  * rules on every node connection. What the cluster adds, and what it must not do:
  * - A MOVED, ASK, TRYAGAIN or CLUSTERDOWN reply means the node did not run the
- *   command, so ioredis sending it again (to the slot's new owner, after ASKING, or
- *   after a pause) is safe, and is how a slot migration stays invisible to buyers.
+ *   command, so sending it again (to the slot's new owner, after ASKING, or after a
+ *   pause) is safe, and is how a slot migration stays invisible to buyers: ioredis
+ *   does it for a command sent alone, a bounded number of times, and
+ *   resendingNotRun (unrun-retry.ts) for what ioredis hands back unrun.
  * - A connection that closes under a command is not: the node may have run it. ioredis
  *   would send it again to another node after `retryDelayOnFailover`; 0 turns that off,
  *   and the caller sees the same unknown outcome it sees standalone.
@@ -84,7 +87,9 @@ export function createRedisCluster(cluster: RedisClusterConfig, name: string): C
   client.on('+node', (node: Redis) => {
     if (node.status === 'wait') node.connect().catch(() => undefined);
   });
-  return client;
+  // What ioredis hands back unrun (a redirection from an auto-pipelined batch, or one
+  // it stopped following) is sent again: a slot move or a failover is not a buyer's 503.
+  return resendingNotRun(client);
 }
 
 /** How often a cluster client relearns the slot map with no MOVED to tell it (a promoted replica, a moved slot). */
@@ -131,7 +136,11 @@ function readyBy(client: RedisClient, deadline: number): Promise<boolean> {
 function clusterOptions(cluster: RedisClusterConfig): ClusterOptions {
   return {
     enableOfflineQueue: false,
-    enableAutoPipelining: true,
+    // Off on a cluster: ioredis sends an auto-pipelined batch whose one command heard ASK
+    // and whose others were reads again whole to the ASK target, where the keys that
+    // have not moved yet read as nil (unrun-retry.spec.ts shows it): a wrong read, not an
+    // error, while a slot moves. Alone, each command follows its own redirection.
+    enableAutoPipelining: false,
     retryDelayOnFailover: 0,
     // A failover or a slot move answers CLUSTERDOWN or TRYAGAIN for a moment: try again
     // soon, a bounded number of times (maxRedirections), then the buyer gets a 503.
