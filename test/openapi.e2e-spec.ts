@@ -10,11 +10,10 @@ import { StartSaleDto } from '../src/products/dto/start-sale.dto';
 import { bodySchemaOf } from '../src/validation/json-schema';
 import { ADMIN_TOKEN, request, startSale, startTestApp } from './helpers/app';
 import { uniquePrefix } from './helpers/redis';
+import { METHODS, OpenApiDocument } from './helpers/openapi';
 import { startTestStack, TestStack } from './helpers/stack';
 
 type Json = Record<string, any>;
-
-const METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'];
 
 interface Operation {
   /** `POST /api/orders`, as the README's API table writes it (`:id`, not `{id}`). */
@@ -51,25 +50,6 @@ function everyRouteCodes(): string[] {
   return codesIn(paragraph ?? '');
 }
 
-/** `{$ref: '#/components/schemas/X'}` replaced by X, everywhere, so ajv sees whole schemas. */
-function resolveRefs(doc: Json, node: unknown): any {
-  if (Array.isArray(node)) return node.map((item) => resolveRefs(doc, item));
-  if (typeof node !== 'object' || node === null) return node;
-  const { $ref, ...rest } = node as Json;
-  if (typeof $ref === 'string') return resolveRefs(doc, lookup(doc, $ref));
-  return Object.fromEntries(Object.entries(rest).map(([key, value]) => [key, resolveRefs(doc, value)]));
-}
-
-function lookup(doc: Json, ref: string): unknown {
-  if (!ref.startsWith('#/')) throw new Error(`${ref} is not a local reference`);
-  const target = ref
-    .slice(2)
-    .split('/')
-    .reduce<any>((at, key) => at?.[key], doc);
-  if (target === undefined) throw new Error(`${ref} does not resolve`);
-  return target;
-}
-
 /** The codes an operation's error responses name (each response's `code` enum), by status. */
 function errorCodes(op: Json): Map<number, string[]> {
   const byStatus = new Map<number, string[]>();
@@ -87,7 +67,7 @@ describe('OpenAPI at /docs-json, Swagger UI at /docs', () => {
   let url: string;
   let doc: Json;
   let operations: Operation[];
-  const ajv = new Ajv({ strict: false, allErrors: true });
+  let openapi: OpenApiDocument;
 
   beforeAll(async () => {
     stack = await startTestStack('openapi');
@@ -96,6 +76,7 @@ describe('OpenAPI at /docs-json, Swagger UI at /docs', () => {
     expect(res.status).toBe(200);
     expect(res.headers.get('content-type')).toMatch(/^application\/json/);
     doc = res.body;
+    openapi = new OpenApiDocument(doc);
     operations = Object.entries<Json>(doc.paths).flatMap(([path, item]) =>
       METHODS.filter((method) => item[method]).map((method) => ({
         route: `${method.toUpperCase()} ${path.replace(/\{(\w+)\}/g, ':$1')}`,
@@ -113,16 +94,6 @@ describe('OpenAPI at /docs-json, Swagger UI at /docs', () => {
     if (!found) throw new Error(`the document has no ${route}`);
     return found.op;
   };
-
-  /** Whether `body`, answered with `status` by `route`, is what the document says that answer is. */
-  function expectDocumented(route: string, status: number, body: unknown): void {
-    const response = operation(route).responses[status];
-    expect({ route, status, documented: response !== undefined }).toEqual({ route, status, documented: true });
-    const schema = resolveRefs(doc, response.content['application/json'].schema);
-    const valid = ajv.validate(schema, body);
-    expect({ route, status, body, errors: ajv.errors ?? null }).toEqual({ route, status, body, errors: null });
-    expect(valid).toBe(true);
-  }
 
   describe('the document', () => {
     it('is an OpenAPI 3.0 document: info from package.json, every operation answered, every $ref resolving', () => {
@@ -151,8 +122,9 @@ describe('OpenAPI at /docs-json, Swagger UI at /docs', () => {
         }
       }
       // Throws on any reference that does not resolve.
-      resolveRefs(doc, doc.paths);
-      for (const schema of Object.values<Json>(doc.components.schemas)) ajv.compile(resolveRefs(doc, schema));
+      openapi.resolveRefs(doc.paths);
+      const ajv = new Ajv({ strict: false });
+      for (const schema of Object.values<Json>(doc.components.schemas)) ajv.compile(openapi.resolveRefs(schema));
     });
 
     it('is the same for a second app built in the same process (nothing in it is built twice)', async () => {
@@ -206,7 +178,7 @@ describe('OpenAPI at /docs-json, Swagger UI at /docs', () => {
           for (const code of codes) {
             const body = examples[code].value;
             expect(body).toMatchObject({ statusCode: status, code, message: expect.any(String) });
-            expectDocumented(route, status, body);
+            openapi.expectDocumented(route, status, body);
           }
           if (status === 503) expect(response.headers?.['Retry-After']).toBeDefined();
         }
@@ -215,7 +187,7 @@ describe('OpenAPI at /docs-json, Swagger UI at /docs', () => {
 
     it('documents each request body by the JSON Schema derived from its DTO, the one the purchase route compiles', () => {
       const bodyOf = (route: string) =>
-        resolveRefs(doc, operation(route).requestBody.content['application/json'].schema);
+        openapi.resolveRefs(operation(route).requestBody.content['application/json'].schema);
       expect(bodyOf('POST /api/orders')).toEqual(bodySchemaOf(CreateOrderDto));
       expect(bodyOf('POST /api/orders')).toEqual(CREATE_ORDER_ROUTE_SCHEMA.body);
       expect(bodyOf('PUT /api/products/:id')).toEqual(bodySchemaOf(StartSaleDto));
@@ -284,7 +256,7 @@ describe('OpenAPI at /docs-json, Swagger UI at /docs', () => {
         const res = await request(url, 'GET', path);
         expect(res.status).toBe(404);
         expect(res.body).toMatchObject({ statusCode: 404, code: 'NOT_FOUND' });
-        expectDocumented('GET /docs/:file', 404, res.body);
+        openapi.expectDocumented('GET /docs/:file', 404, res.body);
       }
     });
   });
@@ -315,7 +287,7 @@ describe('OpenAPI at /docs-json, Swagger UI at /docs', () => {
             raw,
             headers: { ...headers, ...tokenOf(o) },
           });
-          expectDocumented(o.route, res.status, res.body);
+          openapi.expectDocumented(o.route, res.status, res.body);
           seen.add(res.body.code);
         }
         expect({ route: o.route, seen: [...seen].sort() }).toEqual({
@@ -330,36 +302,36 @@ describe('OpenAPI at /docs-json, Swagger UI at /docs', () => {
         const body = o.op.requestBody ? { json: { stock: 1 } } : {};
         for (const id of ['no.dots', 'x'.repeat(65), 'x'.repeat(101)]) {
           const res = await request(url, o.method.toUpperCase(), pathOf(o, id), { ...body, headers: tokenOf(o) });
-          expectDocumented(o.route, res.status, res.body);
+          openapi.expectDocumented(o.route, res.status, res.body);
         }
         if (o.op.security?.length) {
           const res = await request(url, o.method.toUpperCase(), pathOf(o), body);
           expect(res.status).toBe(401);
-          expectDocumented(o.route, res.status, res.body);
+          openapi.expectDocumented(o.route, res.status, res.body);
         }
       }
     });
 
     it('answers successes and refusals with the bodies the document describes', async () => {
       const put = await request(url, 'PUT', '/api/products/docs-phone', { json: { stock: 1 }, admin: true });
-      expectDocumented('PUT /api/products/:id', put.status, put.body);
+      openapi.expectDocumented('PUT /api/products/:id', put.status, put.body);
       const buy = (userId: string) =>
         request(url, 'POST', '/api/orders', { json: { productId: 'docs-phone', userId } });
       const first = await buy('alice');
       expect(first.status).toBe(201);
-      expectDocumented('POST /api/orders', 201, first.body);
+      openapi.expectDocumented('POST /api/orders', 201, first.body);
       for (const res of [await buy('bob'), await buy('alice')]) {
         expect(res.status).toBe(409);
-        expectDocumented('POST /api/orders', 409, res.body);
+        openapi.expectDocumented('POST /api/orders', 409, res.body);
       }
       await startSale(url, 'docs-phone', 5);
       const get = await request(url, 'GET', '/api/products/docs-phone');
       expect(get.status).toBe(200);
-      expectDocumented('GET /api/products/:id', 200, get.body);
+      openapi.expectDocumented('GET /api/products/:id', 200, get.body);
       const unknown = await request(url, 'GET', '/api/products/no-sale-here');
-      expectDocumented('GET /api/products/:id', unknown.status, unknown.body);
+      openapi.expectDocumented('GET /api/products/:id', unknown.status, unknown.body);
       const health = await request(url, 'GET', '/health');
-      expectDocumented('GET /health', 200, health.body);
+      openapi.expectDocumented('GET /health', 200, health.body);
     });
   });
 });
