@@ -1,5 +1,7 @@
 import Ajv from 'ajv';
-import { readFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { EVERY_ROUTE_ERRORS } from '../src/docs/api-errors';
 import { ERROR_CODES } from '../src/errors/errors';
@@ -62,6 +64,39 @@ function errorCodes(op: Json): Map<number, string[]> {
 
 const allCodes = (op: Json): string[] => [...errorCodes(op).values()].flat();
 
+const REDOCLY = join(__dirname, '..', 'node_modules', '@redocly', 'cli', 'bin', 'cli.js');
+
+/**
+ * The Redocly CLI's lint of `doc` by its `recommended` rules: its totals and each
+ * problem as one line. Run offline (no telemetry, no update check) in a directory of
+ * its own, so it reads no redocly.yaml or .env of ours.
+ */
+function redoclyLint(doc: Json): { totals: Json; problems: string[] } {
+  const dir = mkdtempSync(join(tmpdir(), 'seckill-redocly-'));
+  try {
+    writeFileSync(join(dir, 'openapi.json'), JSON.stringify(doc, null, 2));
+    const run = spawnSync(
+      process.execPath,
+      [REDOCLY, 'lint', '--extends=recommended', '--format=json', '--max-problems=1000', 'openapi.json'],
+      {
+        cwd: dir,
+        encoding: 'utf8',
+        timeout: 60_000,
+        env: { ...process.env, REDOCLY_TELEMETRY: 'off', REDOCLY_SUPPRESS_UPDATE_NOTICE: 'true' },
+      },
+    );
+    if (run.error) throw run.error;
+    if (!run.stdout.startsWith('{')) throw new Error(`redocly lint said no JSON: ${run.stdout}${run.stderr}`);
+    const { totals, problems } = JSON.parse(run.stdout) as { totals: Json; problems: Json[] };
+    return {
+      totals,
+      problems: problems.map((p) => `${p.severity} ${p.ruleId} at ${p.location?.[0]?.pointer}: ${p.message}`),
+    };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 describe('OpenAPI at /docs-json, Swagger UI at /docs', () => {
   let stack: TestStack;
   let url: string;
@@ -101,6 +136,9 @@ describe('OpenAPI at /docs-json, Swagger UI at /docs', () => {
       expect(doc.openapi).toMatch(/^3\.0\.\d+$/);
       expect(doc.info).toMatchObject({ title: pkg.name, version: pkg.version });
       expect(doc.info.description).toContain(pkg.description);
+      expect(doc.info.license).toMatchObject({ name: pkg.license });
+      // Relative: the app that serves the document, wherever it listens.
+      expect(doc.servers).toEqual([expect.objectContaining({ url: '/' })]);
       expect(operations.length).toBeGreaterThan(0);
       const ids = new Set<string>();
       for (const { route, path, op } of operations) {
@@ -125,6 +163,14 @@ describe('OpenAPI at /docs-json, Swagger UI at /docs', () => {
       openapi.resolveRefs(doc.paths);
       const ajv = new Ajv({ strict: false });
       for (const schema of Object.values<Json>(doc.components.schemas)) ajv.compile(openapi.resolveRefs(schema));
+    });
+
+    it("passes the Redocly CLI's recommended rules with 0 errors and 0 warnings", () => {
+      const { totals, problems } = redoclyLint(doc);
+      expect({ problems, totals }).toEqual({
+        problems: [],
+        totals: expect.objectContaining({ errors: 0, warnings: 0 }),
+      });
     });
 
     it('is the same for a second app built in the same process (nothing in it is built twice)', async () => {
@@ -210,7 +256,7 @@ describe('OpenAPI at /docs-json, Swagger UI at /docs', () => {
       expect(operation('GET /health').responses[503].headers['Retry-After']).toBeDefined();
     });
 
-    it('declares the admin bearer scheme, applied to the admin route only', () => {
+    it('declares the admin bearer scheme, applied to the admin route only, every other one public (security: [])', () => {
       expect(doc.components.securitySchemes).toEqual({
         admin: expect.objectContaining({ type: 'http', scheme: 'bearer' }),
       });
@@ -218,6 +264,9 @@ describe('OpenAPI at /docs-json, Swagger UI at /docs', () => {
       const secured = operations.filter((o) => o.op.security !== undefined && o.op.security.length > 0);
       expect(secured.map((o) => o.route)).toEqual(['PUT /api/products/:id']);
       expect(secured[0].op.security).toEqual([{ admin: [] }]);
+      for (const { route, op } of operations.filter((o) => o !== secured[0])) {
+        expect({ route, security: op.security }).toEqual({ route, security: [] });
+      }
       expect(allCodes(secured[0].op)).toContain('UNAUTHORIZED');
     });
   });
@@ -332,6 +381,9 @@ describe('OpenAPI at /docs-json, Swagger UI at /docs', () => {
       openapi.expectDocumented('GET /api/products/:id', unknown.status, unknown.body);
       const health = await request(url, 'GET', '/health');
       openapi.expectDocumented('GET /health', 200, health.body);
+      const live = await request(url, 'GET', '/api/live');
+      expect(live.body.products).toContainEqual(expect.objectContaining({ productId: 'docs-phone' }));
+      openapi.expectDocumented('GET /api/live', 200, live.body);
     });
   });
 });
