@@ -1,22 +1,31 @@
 import { Redis } from 'ioredis';
 import { connect } from 'node:net';
 import { KeyLayout } from '../src/redis/key-layout';
-import { request, startSale, startTestApp } from './helpers/app';
+import { startSale, startTestApp } from './helpers/app';
+import { OpenApiDocument } from './helpers/openapi';
 import { uniquePrefix } from './helpers/redis';
 import { startTestStack, TestStack } from './helpers/stack';
 
-/** Every status and code of the HTTP contract, against a real app and a real Redis. */
+/**
+ * Every status and code of the HTTP contract, against a real app and a real Redis;
+ * every answer also held against the app's OpenAPI document (its status declared,
+ * its body valid against that response's schema).
+ */
 describe('HTTP API', () => {
   let stack: TestStack;
   let t: { url: string };
   let client: Redis;
   let keys: KeyLayout;
+  let openapi: OpenApiDocument;
 
   beforeAll(async () => {
     stack = await startTestStack('api');
     ({ client, keys } = stack);
     t = stack;
+    openapi = await OpenApiDocument.servedBy(stack.url);
   });
+
+  const request = (...args: Parameters<OpenApiDocument['request']>) => openapi.request(...args);
 
   afterAll(() => stack?.close());
 
@@ -359,14 +368,17 @@ describe('HTTP API', () => {
         `GET /health HTTP/1.1\r\nHost: x\r\nX-Pad: ${'a'.repeat(20_000)}\r\n\r\n`,
         431,
         'HEADERS_TOO_LARGE',
+        'GET /health',
       ],
-      ['bytes that are not HTTP', 'NOT HTTP AT ALL\r\n\r\n', 400, 'BAD_REQUEST'],
+      // Not a request of any route: no operation of the document to hold it against.
+      ['bytes that are not HTTP', 'NOT HTTP AT ALL\r\n\r\n', 400, 'BAD_REQUEST', null],
     ])(
       'answers %s (refused by the HTTP parser, before any route) with the same body shape',
-      async (_case, bytes, status, code) => {
+      async (_case, bytes, status, code, route) => {
         const res = await rawExchange(bytes);
         expect(res.status).toBe(status);
         expect(res.body).toEqual({ statusCode: status, code, message: expect.any(String) });
+        if (route) openapi.expectDocumented(route, res.status, res.body);
       },
     );
 
@@ -423,6 +435,7 @@ describe('HTTP API', () => {
         const [head, body] = answer.split('\r\n\r\n');
         expect(head).toMatch(/^HTTP\/1\.1 408 /);
         expect(JSON.parse(body)).toEqual({ statusCode: 408, code: 'REQUEST_TIMEOUT', message: expect.any(String) });
+        openapi.expectDocumented('POST /api/orders', 408, JSON.parse(body));
       } finally {
         await slow.close();
       }

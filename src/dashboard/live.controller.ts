@@ -5,10 +5,14 @@ import { Observable } from 'rxjs';
 import { AppConfig } from '../config/app-config';
 import { APP_CONFIG } from '../config/config.constants';
 import { ApiErrors } from '../docs/api-errors';
+import { component } from '../docs/components';
 import { ApiPathParams } from '../docs/dto-decorators';
 import { LiveParamsDto } from './dto/live-params.dto';
 import { LiveFeed } from './live-feed';
 import { LiveSales } from './live-sales';
+import { LIVE_PRODUCTS_SCHEMA } from './live.schema';
+
+const LIVE_PRODUCTS = component('LiveProducts', LIVE_PRODUCTS_SCHEMA);
 
 @ApiTags('dashboard')
 @Controller('api/live')
@@ -22,11 +26,7 @@ export class LiveController {
   /** The products this instance saw lately (bought or reset), the latest first: the page opens the first. */
   @Get()
   @ApiOperation({ summary: 'the products this instance saw lately (bought or reset), the latest first' })
-  @ApiResponse({
-    status: 200,
-    description: '`{instance, strategy, telemetry, products: [{productId, seenMsAgo}]}`',
-    schema: { type: 'object', required: ['instance', 'strategy', 'telemetry', 'products'] },
-  })
+  @ApiResponse({ status: 200, description: 'this instance and the products it saw lately', schema: LIVE_PRODUCTS })
   products() {
     return {
       instance: this.sales.instance,

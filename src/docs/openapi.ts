@@ -68,10 +68,11 @@ export function setupOpenApi(app: INestApplication): OpenAPIObject {
 /**
  * The document Nest's scanner makes of the controllers, with the docs' own routes
  * added and each operation's error codes (ApiErrors, plus EVERY_ROUTE_ERRORS) made
- * into one response per status.
+ * into one response per status. Every operation says who may call it: the admin
+ * scheme (ApiBearerAuth) or, everywhere else, no one in particular (`security: []`).
  */
 function openApiDocument(app: INestApplication): OpenAPIObject {
-  const { name, description, version } = packageJson();
+  const { name, description, version, license } = packageJson();
   const config = new DocumentBuilder()
     .setTitle(name)
     .setDescription(
@@ -79,6 +80,10 @@ function openApiDocument(app: INestApplication): OpenAPIObject {
         'can answer, grouped by status, with an example body each. A path or method not listed here answers 404 `NOT_FOUND`.',
     )
     .setVersion(version)
+    // package.json's license is an SPDX id; its SPDX page is the text.
+    .setLicense(license, `https://spdx.org/licenses/${license}.html`)
+    // Relative: the API is on the host that serves this document, whatever its address.
+    .addServer('/', 'this app, where the document is served')
     .addBearerAuth(
       // Not a JWT (DocumentBuilder's default format): an opaque shared secret.
       {
@@ -93,7 +98,10 @@ function openApiDocument(app: INestApplication): OpenAPIObject {
   const document = SwaggerModule.createDocument(app, config);
   document.paths = { ...document.paths, ...docsRoutes() };
   for (const item of Object.values(document.paths)) {
-    for (const operation of operationsOf(item)) addErrorResponses(operation);
+    for (const operation of operationsOf(item)) {
+      addErrorResponses(operation);
+      operation.security ??= [];
+    }
   }
   document.components = { ...document.components, schemas: { ...document.components?.schemas, ...componentSchemas() } };
   return document;
@@ -118,6 +126,7 @@ interface PackageJson {
   readonly name: string;
   readonly description: string;
   readonly version: string;
+  readonly license: string;
 }
 
 /** The package's own package.json, from src/docs (tests) or dist/src/docs (the built app, the image). */
