@@ -150,11 +150,22 @@ const PAGE_SCRIPT = `
   rows.forEach(function (r) { r.soldOverTime.forEach(function (p) { end = Math.max(end, p.ms); }); });
   var stocks = [];
   rows.forEach(function (r) { if (stocks.indexOf(r.stock) < 0) stocks.push(r.stock); });
+  // Each line as a step after each order: two points at an order's instant, the count before it and after it, joined
+  // by straight segments (no stepped mode, no curve). So a count holds until the next order and rises at its instant,
+  // never before: Chart.js's stepped: 'after' draws each rise at the previous point, and a line stood at its first
+  // order's count from 0 ms.
+  var steps = function (points) {
+    var drawn = [];
+    points.forEach(function (p, i) {
+      if (i > 0) drawn.push({ x: p.ms, y: points[i - 1].units });
+      drawn.push({ x: p.ms, y: p.units });
+    });
+    return drawn;
+  };
   var sold = rows.map(function (r, i) {
     return {
-      // Stepped: a count holds until the next order, no line drawn through sales that never were.
-      label: r.label, borderColor: colour(i), backgroundColor: colour(i), borderWidth: 2, pointRadius: 0, stepped: 'after',
-      data: r.soldOverTime.map(function (p) { return { x: p.ms, y: p.units }; })
+      label: r.label, borderColor: colour(i), backgroundColor: colour(i), borderWidth: 2, pointRadius: 0,
+      stepped: false, tension: 0, data: steps(r.soldOverTime)
     };
   }).concat(stocks.map(function (s) {
     return {
@@ -166,7 +177,26 @@ const PAGE_SCRIPT = `
     type: 'line', data: { datasets: sold }, plugins: [ready],
     options: {
       parsing: false,
-      plugins: { title: { display: true, text: 'Units sold over time: does any line cross the dashed stock line?' } },
+      plugins: {
+        title: { display: true, text: 'Units sold over time: does any line cross the dashed stock line?' },
+        // Each legend item a short stretch of its line (a box showed the stock line as a black square). With
+        // usePointStyle Chart.js styles the item as the line's first point, which has no dash: the line's own
+        // dash, width and colour are put back.
+        legend: {
+          labels: {
+            usePointStyle: true, pointStyle: 'line', pointStyleWidth: 32,
+            generateLabels: function (chart) {
+              return Chart.defaults.plugins.legend.labels.generateLabels(chart).map(function (item) {
+                var d = chart.data.datasets[item.datasetIndex];
+                item.lineDash = d.borderDash || [];
+                item.lineWidth = d.borderWidth;
+                item.strokeStyle = d.borderColor;
+                return item;
+              });
+            }
+          }
+        }
+      },
       scales: {
         x: { type: 'linear', min: 0, title: { display: true, text: 'ms since the first request (Redis clock)' } },
         y: { type: 'linear', min: 0, title: { display: true, text: 'units sold' } }
