@@ -97,8 +97,8 @@ describe('formatReport', () => {
     expect(text).toContain(
       'client side: lock: the load generator timed out on 2 requests and had 1 socket errors ' +
         "(client side, not the app's answer): 3 requests without an HTTP answer, counted apart from the app's " +
-        'answers. Redis holds an order for 1 of them, written before it gave up (the 201 went unheard), and for 0 ' +
-        'written after (the app took longer than 30 s: a failure); 2 left no trace',
+        'answers. Redis holds an order for 1 of them, written within 30 s of the request (the 201 went unheard), ' +
+        'and for 0 written later (the app took longer than the load generator waits: a failure); 2 left no trace',
     );
     expect(formatReport([row('lock', [1])]).text).not.toContain('client side:');
   });

@@ -155,9 +155,9 @@ export function clientSideLine(row: Row): string | null {
     `client side: ${label(row)}: the load generator timed out on ${n(c.timeouts)} requests and had ` +
     `${n(c.socketErrors)} socket errors (client side, not the app's answer): ${n(c.unheard)} ` +
     `requests without an HTTP answer, counted apart from the app's answers. Redis holds an order for ` +
-    `${n(c.sold)} of them, written before it gave up (the 201 went unheard), and for ${n(c.soldLate)} written ` +
-    `after (the app took longer than ${n(c.timeoutMs / 1000)} s: a failure); ${n(c.noTrace)} left no trace ` +
-    `(refused, never delivered, or answered after it gave up: Redis cannot tell)`
+    `${n(c.sold)} of them, written within ${n(c.timeoutMs / 1000)} s of the request (the 201 went unheard), ` +
+    `and for ${n(c.soldLate)} written later (the app took longer than the load generator waits: a failure); ` +
+    `${n(c.noTrace)} left no trace (refused, never delivered, or answered too late: Redis cannot tell)`
   );
 }
 

@@ -156,7 +156,7 @@ describe('judge', () => {
     };
     const verdict = judge(late, client, 1);
     expect(verdict.invariants).toMatchObject({ accounting: false, conservation: true, exactlyOnce: true });
-    expect(verdict.broken.accounting).toContain('1 orders of unheard requests written after it gave up (30000 ms)');
+    expect(verdict.broken.accounting).toContain('1 orders of unheard requests written more than 30000 ms after them');
     expect(verdict.clientSide).toMatchObject({ unheard: 1, sold: 0, soldLate: 1, noTrace: 0 });
   });
 

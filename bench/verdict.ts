@@ -33,9 +33,9 @@ export interface Invariants {
  * The requests the load generator sent and never heard an answer to (it gave up on
  * them, or lost their connection): no HTTP answer, so not the app's, and counted
  * apart from the answers. What Redis says of them: an order written for the buyer
- * before the client gave up (the app sold it; its 201 went unheard), one written
- * after (the app took longer than the client waited: a hang), or no trace (refused,
- * never delivered, or answered after the client gave up: Redis cannot tell which).
+ * within the load generator's timeout of the request (the app sold it; its 201 went
+ * unheard), one written later (the app took longer than the client waits: a hang), or
+ * no trace (refused, never delivered, or answered too late: Redis cannot tell which).
  */
 export interface ClientSide {
   readonly unheard: number;
@@ -171,8 +171,8 @@ export function judge(sale: SaleSnapshot, load: ProductLoad, quantity: number): 
       `count differs from their orders; ${perUser.size} distinct buyers for ${sale.orders.length} orders`;
   }
 
-  // Every request answered, or given up by the load generator (its fault, counted apart), unless
-  // Redis shows the app wrote its order only after the client had given up: then the app hung.
+  // Every request answered, or lost by the load generator (its fault, counted apart), unless Redis
+  // shows the app wrote its order later than the client waits for an answer: then the app hung.
   const answered = Object.values(load.status).reduce((a, b) => a + b, 0);
   const fiveXx = Object.entries(load.status)
     .filter(([s]) => s.startsWith('5'))
@@ -184,8 +184,8 @@ export function judge(sale: SaleSnapshot, load: ProductLoad, quantity: number): 
   if (!accounting) {
     broken.accounting =
       `accounting: ${load.sent} sent, ${answered} answered, ${load.unheard.length} unheard by the load generator ` +
-      `(${untold} neither), ${fiveXx} 5xx, ${unheard.late} orders of unheard requests written after it gave up ` +
-      `(${load.timeoutMs} ms)${silent ? '; the app answered no request at all' : ''}`;
+      `(${untold} neither), ${fiveXx} 5xx, ${unheard.late} orders of unheard requests written more than ` +
+      `${load.timeoutMs} ms after them${silent ? '; the app answered no request at all' : ''}`;
   }
   const clientSide: ClientSide = {
     unheard: load.unheard.length,
@@ -277,8 +277,8 @@ function mergeSales(sales: readonly SaleSnapshot[]): SaleSnapshot {
 
 /**
  * Orders no 201 acknowledged, matched each to a request of its buyer that went unheard
- * (the latest one sent before it): `inTime` were written before the load generator
- * gave up on their request, `late` after (the app took longer than `timeoutMs`). An
+ * (the latest one sent before it): `inTime` were written within `timeoutMs` of their
+ * request, `late` later (the app took longer than the load generator waits). An
  * order with no such request is in neither: nobody was left without an answer for it.
  */
 function ordersOfUnheard(
