@@ -1,4 +1,5 @@
 import { runInNewContext } from 'node:vm';
+import { drawnCorners, stepProblems } from '../test/helpers/drawn-line';
 import { BenchResults, chartJsSource, htmlPathFor, htmlReport } from './html-report';
 import { Row } from './report';
 
@@ -31,6 +32,7 @@ function row(strategy: string, fields: Partial<Row> = {}): Row {
     stockLeft: 0,
     oversold: 0,
     invariants: { noOversell: true },
+    clientSide: { unheard: 0, timeouts: 0, socketErrors: 0, sold: 0, soldLate: 0, noTrace: 0, timeoutMs: 30_000 },
     pass: true,
     ...fields,
   } as unknown as Row;
@@ -122,27 +124,10 @@ describe('htmlReport', () => {
     expect(html).toContain('<li>fenced telemetry-off: 4,321 req/s, 1.04× the throughput of fenced (off/on, same run)');
   });
 
-  // The page's own script, run against a stand-in Chart that renders at once: what it asks Chart.js to draw.
   it('draws units sold against a stock line, latency on a log percentile axis, answers by code; then sets ready', () => {
-    const html = htmlReport(results([row('lock'), oversold]), chartJs);
-    const script = [...html.matchAll(/<script>([^]*?)<\/script>/g)].pop()![1];
-    const charts: { canvas: string; config: any }[] = [];
-    const body = { dataset: {} as Record<string, string> };
-    const document = {
-      body,
-      getElementById: (id: string) => (id === 'bench-data' ? { textContent: JSON.stringify(embedded(html)) } : id),
-    };
-    class Chart {
-      static defaults = { font: {} };
-      constructor(canvas: string, config: any) {
-        charts.push({ canvas, config });
-        expect(body.dataset.ready).toBeUndefined();
-        for (const plugin of config.plugins ?? []) plugin.afterRender?.(this);
-      }
-    }
-    runInNewContext(script, { document, Chart });
+    const { charts, ready } = drawn(htmlReport(results([row('lock'), oversold]), chartJs));
     expect(charts.map((c) => c.canvas)).toEqual(['chart-sold', 'chart-latency', 'chart-codes']);
-    expect(body.dataset.ready).toBe('true');
+    expect(ready).toBe('true');
 
     const [sold, latency, codes] = charts.map((c) => c.config);
     const stockLine = sold.data.datasets.find((d: any) => d.label === 'stock (1,000 units)');
@@ -165,7 +150,109 @@ describe('htmlReport', () => {
       ['SOLD_OUT', [4000, 3822]],
     ]);
   });
+
+  it("lists the requests the load generator gave up on apart from the app's answers, and only when there are any", () => {
+    const clientSide = {
+      unheard: 2,
+      timeouts: 2,
+      socketErrors: 0,
+      sold: 0,
+      soldLate: 0,
+      noTrace: 2,
+      timeoutMs: 30_000,
+    };
+    const html = htmlReport(results([row('lock', { clientSide }), oversold]), chartJs);
+    const list = /<ul id="client-side">\n(.*)\n<\/ul>/.exec(html)?.[1];
+    expect(list).toMatch(/^<li>client side: lock: the load generator timed out on 2 requests and had 0 socket errors /);
+    expect(list).toContain('(client side, not the app&#39;s answer)');
+    expect(list?.match(/<li>/g)).toHaveLength(1);
+    expect(htmlReport(results([row('lock'), oversold]), chartJs)).not.toContain('client-side');
+  });
+
+  // The report: the none line stood at 138 from 0 ms, its first order being at 234 ms.
+  it('draws each row as a step after each order: 0 until the first, each rise at an order, none before', () => {
+    const lock = row('lock', {
+      soldOverTime: [
+        { ms: 0, units: 0 },
+        { ms: 5, units: 3 },
+        { ms: 7, units: 4 },
+        { ms: 12, units: 1000 },
+      ],
+    });
+    const none = row('none', {
+      ...oversold,
+      soldOverTime: [
+        { ms: 0, units: 0 },
+        { ms: 234, units: 138 },
+        { ms: 260, units: 1000 },
+        { ms: 260, units: 1100 },
+        { ms: 301, units: 1178 },
+      ],
+    });
+    const [sold] = drawn(htmlReport(results([lock, none]), chartJs)).charts.map((c) => c.config);
+    const line = (r: Row) => {
+      const d = sold.data.datasets.find((set: any) => set.label === r.label);
+      return drawnCorners(d.data, d.stepped, d.tension ?? 0);
+    };
+    for (const r of [lock, none]) {
+      expect({ row: r.label, problems: stepProblems(line(r), r.soldOverTime) }).toEqual({ row: r.label, problems: [] });
+      expect(line(r).at(-1)).toEqual({ x: r.soldOverTime.at(-1)!.ms, y: r.sold });
+    }
+    expect(line(none).slice(0, 3)).toEqual([
+      { x: 0, y: 0 },
+      { x: 234, y: 0 },
+      { x: 234, y: 138 },
+    ]);
+  });
+
+  it("draws each legend item as a stretch of its line, so the stock's shows its dash", () => {
+    const [sold] = drawn(htmlReport(results([row('lock'), oversold]), chartJs)).charts.map((c) => c.config);
+    const labels = sold.options.plugins.legend.labels;
+    expect(labels).toMatchObject({ usePointStyle: true, pointStyle: 'line' });
+    const chart = { data: sold.data };
+    const items = labels.generateLabels(chart).map((item: any) => [item.text, item.lineDash, item.lineWidth]);
+    expect(items).toEqual([
+      ['lock', [], 2],
+      ['none', [], 2],
+      ['stock (1,000 units)', [6, 4], 1.5],
+    ]);
+  });
 });
+
+/**
+ * The page's own script, run against a stand-in Chart that renders at once: what it
+ * asks Chart.js to draw, and the page's ready flag after.
+ */
+function drawn(html: string): { charts: { canvas: string; config: any }[]; ready?: string } {
+  const script = [...html.matchAll(/<script>([^]*?)<\/script>/g)].pop()![1];
+  const charts: { canvas: string; config: any }[] = [];
+  const body = { dataset: {} as Record<string, string> };
+  const document = {
+    body,
+    getElementById: (id: string) => (id === 'bench-data' ? { textContent: JSON.stringify(embedded(html)) } : id),
+  };
+  class Chart {
+    // Chart.js's own legend items, as it makes them with usePointStyle: styled as the line's first point, no dash.
+    static defaults = {
+      font: {},
+      plugins: {
+        legend: {
+          labels: {
+            generateLabels: (chart: any) =>
+              chart.data.datasets.map((d: any, i: number) => ({ text: d.label, datasetIndex: i, lineWidth: 1 })),
+          },
+        },
+      },
+    };
+    constructor(canvas: string, config: any) {
+      charts.push({ canvas, config });
+      expect(body.dataset.ready).toBeUndefined();
+      for (const plugin of config.plugins ?? []) plugin.afterRender?.(this);
+    }
+  }
+  runInNewContext(script, { document, Chart });
+  return { charts, ready: body.dataset.ready };
+}
 
 describe('htmlPathFor', () => {
   it('puts the page beside the JSON, named alike', () => {

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { Row, rowResult } from './report';
+import { clientSideLine, Row, rowResult } from './report';
 
 /** What one bench run wrote to its JSON file, as far as the page needs it. */
 export interface BenchResults {
@@ -63,6 +63,10 @@ export function htmlReport(results: BenchResults, chartJs: string): string {
         `<li>${escapeHtml(r.label)}: ${n(r.throughput)} req/s, ${r.vsTelemetryOn!.throughput.toFixed(2)}× the ` +
         `throughput of ${escapeHtml(onRow(r)?.label ?? r.strategy)} (off/on, same run)</li>`,
     );
+  const clientSide = rows.flatMap((r) => {
+    const line = clientSideLine(r);
+    return line ? [`<li>${escapeHtml(line)}</li>`] : [];
+  });
   const machineText = `Node ${machine.node}, Redis ${machine.redis}, ${machine.cpus} × ${machine.cpuModel}`;
   return `<!doctype html>
 <html lang="en">
@@ -93,7 +97,7 @@ ${body.join('\n')}
 </table>
 <p class="hint">Sold, stock left and oversold are read from Redis after the sale, not from the answers.
 An unsafe row passes when it shows the failure it exists to show.</p>
-${telemetry.length > 0 ? `<h2>Telemetry off vs on</h2>\n<ul id="telemetry">\n${telemetry.join('\n')}\n</ul>\n` : ''}<h2>Units sold over time</h2>
+${clientSide.length > 0 ? `<h2>Requests the load generator gave up on</h2>\n<ul id="client-side">\n${clientSide.join('\n')}\n</ul>\n` : ''}${telemetry.length > 0 ? `<h2>Telemetry off vs on</h2>\n<ul id="telemetry">\n${telemetry.join('\n')}\n</ul>\n` : ''}<h2>Units sold over time</h2>
 <p class="hint">Each order's time is Redis's own clock (the order stream's entry id). The dashed line is the stock:
 a lock's line climbs to it and stops; a line that goes above it sold units that did not exist (an oversell).</p>
 <div class="chart"><canvas id="chart-sold"></canvas></div>
@@ -150,11 +154,22 @@ const PAGE_SCRIPT = `
   rows.forEach(function (r) { r.soldOverTime.forEach(function (p) { end = Math.max(end, p.ms); }); });
   var stocks = [];
   rows.forEach(function (r) { if (stocks.indexOf(r.stock) < 0) stocks.push(r.stock); });
+  // Each line as a step after each order: two points at an order's instant, the count before it and after it, joined
+  // by straight segments (no stepped mode, no curve). So a count holds until the next order and rises at its instant,
+  // never before: Chart.js's stepped: 'after' draws each rise at the previous point, and a line stood at its first
+  // order's count from 0 ms.
+  var steps = function (points) {
+    var drawn = [];
+    points.forEach(function (p, i) {
+      if (i > 0) drawn.push({ x: p.ms, y: points[i - 1].units });
+      drawn.push({ x: p.ms, y: p.units });
+    });
+    return drawn;
+  };
   var sold = rows.map(function (r, i) {
     return {
-      // Stepped: a count holds until the next order, no line drawn through sales that never were.
-      label: r.label, borderColor: colour(i), backgroundColor: colour(i), borderWidth: 2, pointRadius: 0, stepped: 'after',
-      data: r.soldOverTime.map(function (p) { return { x: p.ms, y: p.units }; })
+      label: r.label, borderColor: colour(i), backgroundColor: colour(i), borderWidth: 2, pointRadius: 0,
+      stepped: false, tension: 0, data: steps(r.soldOverTime)
     };
   }).concat(stocks.map(function (s) {
     return {
@@ -166,7 +181,26 @@ const PAGE_SCRIPT = `
     type: 'line', data: { datasets: sold }, plugins: [ready],
     options: {
       parsing: false,
-      plugins: { title: { display: true, text: 'Units sold over time: does any line cross the dashed stock line?' } },
+      plugins: {
+        title: { display: true, text: 'Units sold over time: does any line cross the dashed stock line?' },
+        // Each legend item a short stretch of its line (a box showed the stock line as a black square). With
+        // usePointStyle Chart.js styles the item as the line's first point, which has no dash: the line's own
+        // dash, width and colour are put back.
+        legend: {
+          labels: {
+            usePointStyle: true, pointStyle: 'line', pointStyleWidth: 32,
+            generateLabels: function (chart) {
+              return Chart.defaults.plugins.legend.labels.generateLabels(chart).map(function (item) {
+                var d = chart.data.datasets[item.datasetIndex];
+                item.lineDash = d.borderDash || [];
+                item.lineWidth = d.borderWidth;
+                item.strokeStyle = d.borderColor;
+                return item;
+              });
+            }
+          }
+        }
+      },
       scales: {
         x: { type: 'linear', min: 0, title: { display: true, text: 'ms since the first request (Redis clock)' } },
         y: { type: 'linear', min: 0, title: { display: true, text: 'units sold' } }

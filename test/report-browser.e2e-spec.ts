@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { runBench } from './helpers/bench';
 import { describeWithBrowser, type Page, saveScreenshot } from './helpers/browser';
+import { drawnCorners, stepProblems, type XY } from './helpers/drawn-line';
 
 /** A row of the bench's JSON report, as far as the page shows it. */
 interface JsonRow {
@@ -18,11 +19,40 @@ interface JsonRow {
   latencyByPercentile: { percentile: number; ms: number }[];
 }
 
-/** One dataset of a chart, as Chart.js holds it in the page. */
+/** One dataset of a chart, as Chart.js holds it in the page, with its line's resolved options (none for bars). */
 interface Plotted {
   label: string;
   last: unknown;
   values: unknown[];
+  stepped?: unknown;
+  tension?: number;
+}
+
+/**
+ * The units-sold chart's legend item for the stock line, as Chart.js made it, and the
+ * gaps in the ink of its symbol's first 26 px (read back from the canvas): a dashed
+ * line has some, a box none.
+ */
+async function stockLegend(page: Page): Promise<{ lineDash: unknown; pointStyle: unknown; gaps: number }> {
+  return page.evaluate(() => {
+    const chart = (globalThis as any).Chart.getChart('chart-sold');
+    const items: any[] = chart.legend.legendItems;
+    const i = items.findIndex((item) => String(item.text).startsWith('stock'));
+    const box = chart.legend.legendHitBoxes[i];
+    const ratio = chart.currentDevicePixelRatio;
+    const [x0, y0] = [Math.round(box.left * ratio), Math.round(box.top * ratio)];
+    const [w, h] = [Math.round(26 * ratio), Math.round(box.height * ratio)];
+    const pixels = chart.ctx.getImageData(x0, y0, w, h).data;
+    // A column is inked if any pixel of it in the item's height is more than a quarter opaque.
+    const inked = Array.from({ length: w }, (_, x) =>
+      Array.from({ length: h }, (_, y) => pixels[(y * w + x) * 4 + 3]).some((alpha) => alpha > 64),
+    );
+    const first = inked.indexOf(true);
+    const last = inked.lastIndexOf(true);
+    let gaps = 0;
+    for (let x = first + 1; first >= 0 && x <= last; x++) if (!inked[x] && inked[x - 1]) gaps++;
+    return { lineDash: items[i].lineDash, pointStyle: items[i].pointStyle, gaps };
+  });
 }
 
 /** What a summary row's cells show, as numbers (toLocaleString('en-US') undone). */
@@ -105,17 +135,29 @@ describeWithBrowser('bench HTML report in Chromium', (browser) => {
     const plotted: Record<'sold' | 'latency' | 'codes', Plotted[]> = await page.evaluate(() => {
       const Chart = (globalThis as any).Chart;
       const datasets = (id: string) =>
-        Chart.getChart(id).data.datasets.map((d: any) => ({
-          label: d.label as string,
-          last: d.data.length ? d.data[d.data.length - 1] : null,
-          values: d.data as unknown[],
-        }));
+        Chart.getChart(id).data.datasets.map((d: any, i: number) => {
+          const line = Chart.getChart(id).getDatasetMeta(i).dataset?.options;
+          return {
+            label: d.label as string,
+            last: d.data.length ? d.data[d.data.length - 1] : null,
+            values: d.data as unknown[],
+            ...(line && { stepped: line.stepped, tension: line.tension }),
+          };
+        });
       return { sold: datasets('chart-sold'), latency: datasets('chart-latency'), codes: datasets('chart-codes') };
     });
     for (const row of rows) {
       // Units sold over time ends at what Redis holds: above the stock for the control.
       const line = plotted.sold.find((d) => d.label === row.label)!;
       expect({ row: row.label, units: (line.last as { y: number }).y }).toEqual({ row: row.label, units: row.sold });
+      // As drawn, a step after each order: 0 until the first, each rise at an order's time, no unit before its time.
+      const corners = drawnCorners(line.values as XY[], line.stepped, line.tension);
+      expect({ row: row.label, problems: stepProblems(corners, row.soldOverTime) }).toEqual({
+        row: row.label,
+        problems: [],
+      });
+      const firstOrder = row.soldOverTime.find((p) => p.units > 0)!.ms;
+      expect(corners.filter((c) => c.x < firstOrder && c.y > 0)).toEqual([]);
       // The whole percentile curve, not four numbers.
       const curve = plotted.latency.find((d) => d.label === row.label)!;
       expect(curve.values.length).toBe(row.latencyByPercentile.length);
@@ -123,6 +165,14 @@ describeWithBrowser('bench HTML report in Chromium', (browser) => {
     }
     const stockLine = plotted.sold.find((d) => d.label.startsWith('stock'))!;
     expect((stockLine.last as { y: number }).y).toBe(50);
+    // Its legend item is a dashed line, not a box.
+    const legend = await stockLegend(page);
+    expect({ ...legend, dashed: legend.gaps >= 2 }).toEqual({
+      lineDash: [6, 4],
+      pointStyle: 'line',
+      gaps: expect.any(Number),
+      dashed: true,
+    });
     expect(rows[1].sold).toBeGreaterThan((stockLine.last as { y: number }).y);
     // Answers by code: one bar per row for each code, the JSON's counts.
     for (const dataset of plotted.codes) {
