@@ -236,6 +236,13 @@ describe('OpenAPI at /docs-json, Swagger UI at /docs', () => {
       );
       expect(buy.responses[201].headers['Idempotent-Replayed'].schema).toEqual({ type: 'string', enum: ['true'] });
       expect(operation('GET /health').responses[503].headers['Retry-After']).toBeDefined();
+      expect(operation('GET /health/ready').responses[503].headers['Retry-After']).toBeDefined();
+    });
+
+    it('says of each probe, explicitly, that it needs no credentials (security: [])', () => {
+      for (const route of ['GET /health/live', 'GET /health/ready']) {
+        expect({ route, security: operation(route).security }).toEqual({ route, security: [] });
+      }
     });
 
     it('declares the admin bearer scheme, applied to the admin route only', () => {
@@ -360,6 +367,11 @@ describe('OpenAPI at /docs-json, Swagger UI at /docs', () => {
       expectDocumented('GET /api/products/:id', unknown.status, unknown.body);
       const health = await request(url, 'GET', '/health');
       expectDocumented('GET /health', 200, health.body);
+      for (const probe of ['/health/live', '/health/ready']) {
+        const res = await request(url, 'GET', probe);
+        expect(res.status).toBe(200);
+        expectDocumented(`GET ${probe}`, 200, res.body);
+      }
     });
   });
 });
