@@ -50,7 +50,7 @@ export class HealthController implements BeforeApplicationShutdown {
   /** Set when the app starts closing (app.close(), SIGTERM): readiness turns 503 at once. */
   private draining = false;
 
-  /** The first step of app.close(), before the HTTP server stops accepting and drains. */
+  /** Runs as app.close() begins (SIGTERM), before the HTTP server stops accepting and drains. */
   beforeApplicationShutdown(): void {
     this.draining = true;
   }
