@@ -212,17 +212,22 @@ describe('Redis Cluster: three masters', () => {
     }
   });
 
-  it('/health names a master that does not answer as down (503), whichever node it asks', async () => {
+  it('/health names a master that does not answer as down (503), whichever node it asks; /health/ready stays 200, degraded', async () => {
     const app = await startTestApp({ REDIS_CLUSTER_NODES: cluster.clusterNodes, KEY_PREFIX: uniquePrefix('hung') });
     const hung = cluster.nodes.find((n) => n.role === 'master')!;
     try {
       // One look at the cluster answers /health for CLUSTER_STATUS_TTL_MS: the one its
       // start-up took is over once that long has passed after it answered.
       await request(app.url, 'GET', '/health');
+      expect(await request(app.url, 'GET', '/health/ready')).toMatchObject({ status: 200, body: { status: 'ready' } });
       await sleep(CLUSTER_STATUS_TTL_MS);
-      // Paused for one /health call only: shorter than the cluster's node timeout (2 s), so no failover starts.
+      // Paused for one look only: shorter than the cluster's node timeout (2 s), so no
+      // failover starts and the cluster still says ok. Both routes share that look.
       hung.pause();
-      const res = await request(app.url, 'GET', '/health').finally(() => hung.resume());
+      const [res, ready] = await Promise.all([
+        request(app.url, 'GET', '/health'),
+        request(app.url, 'GET', '/health/ready'),
+      ]).finally(() => hung.resume());
       expect(res.status).toBe(503);
       const statuses = Object.fromEntries(
         (res.body.cluster.masters as { node: string; status: string }[]).map((m) => [m.node, m.status]),
@@ -230,6 +235,17 @@ describe('Redis Cluster: three masters', () => {
       expect(statuses).toEqual(
         Object.fromEntries(masters.map((m) => [m, m === `127.0.0.1:${hung.port}` ? 'down' : 'up'])),
       );
+      // The other masters' products still sell, and every instance sees the same cluster:
+      // readiness keeps this one in service and says what is missing.
+      const hungSlots = (res.body.cluster.masters as { node: string; slots: number }[]).find(
+        (m) => m.node === `127.0.0.1:${hung.port}`,
+      )!.slots;
+      expect(ready.status).toBe(200);
+      expect(ready.body).toMatchObject({
+        status: 'degraded',
+        redis: 'down',
+        unserved: { masters: [`127.0.0.1:${hung.port}`], slots: hungSlots },
+      });
     } finally {
       await app.close();
       await cluster.waitForState('ok');
@@ -289,6 +305,48 @@ describe('Redis Cluster: three masters', () => {
       }
     } finally {
       await subscriber.close();
+    }
+  }, 60_000);
+});
+
+describe('Redis Cluster without replicas: a master killed', () => {
+  it('/health/ready turns 503 once the cluster says fail, when every node refuses every command (CLUSTERDOWN)', async () => {
+    const small = await startTestCluster({ masters: 3 });
+    const prefix = uniquePrefix('clusterdown');
+    const app = await startTestApp({ REDIS_CLUSTER_NODES: small.clusterNodes, KEY_PREFIX: prefix });
+    const admin = new Redis(small.nodes[0].url);
+    try {
+      const map = await readSlotMap(admin);
+      const products = map.productsOnEveryShard(new KeyLayout(prefix));
+      for (const id of products) await startSale(app.url, id, 5);
+      const victim = small.nodes.find((n) => n.port !== small.nodes[0].port && n.role === 'master')!;
+      victim.kill();
+      await victim.exited;
+      // No replica to promote: once the others agree it failed, cluster_state is fail.
+      await small.waitForState('fail');
+      await sleep(CLUSTER_STATUS_TTL_MS);
+      const ready = await request(app.url, 'GET', '/health/ready');
+      expect(ready.status).toBe(503);
+      expect(ready.headers.get('retry-after')).toBe('1');
+      expect(ready.body).toMatchObject({
+        status: 'unavailable',
+        reason: expect.stringContaining('cluster_state is fail'),
+        unserved: { masters: [`127.0.0.1:${victim.port}`] },
+      });
+      // Which is the truth: the products of the masters still running are refused too.
+      const live = products.filter(
+        (id) => map.masterOfSlot(calculateSlot(`${prefix}{p:${id}}:stock`)) !== `127.0.0.1:${victim.port}`,
+      );
+      expect(live).toHaveLength(2);
+      for (const id of live) {
+        const res = await request(app.url, 'POST', '/api/orders', { json: { productId: id, userId: 'ann' } });
+        expect({ id, status: res.status, code: res.body.code }).toEqual({ id, status: 503, code: 'REDIS_UNAVAILABLE' });
+      }
+      expect((await request(app.url, 'GET', '/health/live')).status).toBe(200);
+    } finally {
+      await admin.quit();
+      await app.close();
+      await small.stop();
     }
   }, 60_000);
 });

@@ -27,6 +27,7 @@ interface Service {
   readonly depends_on?: Record<string, { condition: string }>;
   readonly networks?: string[] | Record<string, { ipv4_address?: string } | null>;
   readonly restart?: string;
+  readonly healthcheck?: { readonly test?: string[] };
 }
 interface Compose {
   readonly services: Record<string, Service>;
@@ -203,6 +204,18 @@ describe('docker-compose.yml: every app service', () => {
     for (const variable of Object.keys(env)) expect(CONFIG_ENV_NAMES).toContain(variable);
     expect(() => loadConfig(env)).not.toThrow();
     expect(loadConfig(env).lockStrategy).toBe(CONFIG_DEFAULTS.lockStrategy);
+  });
+
+  it("each app's healthcheck asks liveness (/health/live), never Redis: Swarm replaces an unhealthy container", () => {
+    // test/probes.e2e-spec.ts runs this very command against the app with Redis stopped.
+    for (const name of APP_SERVICES) {
+      const command = service(name).healthcheck?.test ?? [];
+      expect({ name, command: command.slice(0, 3) }).toEqual({ name, command: ['CMD', 'node', '-e'] });
+      expect({ name, url: /fetch\('([^']+)'\)/.exec(command[3])?.[1] }).toEqual({
+        name,
+        url: `http://127.0.0.1:${resolvedEnv(name).PORT}/health/live`,
+      });
+    }
   });
 
   it('publishes a host port of its own for each app a profile adds', () => {

@@ -254,6 +254,13 @@ describe('OpenAPI at /docs-json, Swagger UI at /docs', () => {
       );
       expect(buy.responses[201].headers['Idempotent-Replayed'].schema).toEqual({ type: 'string', enum: ['true'] });
       expect(operation('GET /health').responses[503].headers['Retry-After']).toBeDefined();
+      expect(operation('GET /health/ready').responses[503].headers['Retry-After']).toBeDefined();
+    });
+
+    it('says of each probe, explicitly, that it needs no credentials (security: [])', () => {
+      for (const route of ['GET /health/live', 'GET /health/ready']) {
+        expect({ route, security: operation(route).security }).toEqual({ route, security: [] });
+      }
     });
 
     it('declares the admin bearer scheme, applied to the admin route only, every other one public (security: [])', () => {
@@ -384,6 +391,11 @@ describe('OpenAPI at /docs-json, Swagger UI at /docs', () => {
       const live = await request(url, 'GET', '/api/live');
       expect(live.body.products).toContainEqual(expect.objectContaining({ productId: 'docs-phone' }));
       openapi.expectDocumented('GET /api/live', 200, live.body);
+      for (const probe of ['/health/live', '/health/ready']) {
+        const res = await request(url, 'GET', probe);
+        expect(res.status).toBe(200);
+        openapi.expectDocumented(`GET ${probe}`, 200, res.body);
+      }
     });
   });
 });

@@ -3,8 +3,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { PrivateRedis, startPrivateRedis } from '../harness/redis';
 import type { LockStrategyName } from '../src/config/app-config';
 import { liveReplicasIn } from '../src/orders/replica-acks';
-import { KeyLayout } from '../src/redis/key-layout';
-import { request, startSale, startTestApp } from './helpers/app';
+import { KeyLayout, ProductKeys } from '../src/redis/key-layout';
+import { request, startSale, startTestApp, TestApp } from './helpers/app';
 import { closeClient, uniquePrefix } from './helpers/redis';
 
 /**
@@ -99,6 +99,89 @@ describe('REDIS_WAIT_REPLICAS', () => {
     } finally {
       await app.close();
     }
+  });
+
+  /** Resolves once the master counts `count` live replicas (replica-acks.ts liveReplicasIn), and the app's count of them is stale. */
+  async function liveReplicas(count: number): Promise<void> {
+    while (liveReplicasIn(await client.info('replication')) !== count) await sleep(50);
+    await sleep(1_100); // past the app's REPLICAS_FRESH_MS
+  }
+
+  describe('with an Idempotency-Key, while the master lacks the replicas', () => {
+    let app: TestApp;
+    let k: ProductKeys;
+    const buy = (userId: string, key: string) =>
+      request(app.url, 'POST', '/api/orders', {
+        json: { productId: 'phone', userId },
+        headers: { 'idempotency-key': key },
+      });
+
+    const answered = (res: { status: number; headers: Headers }) => ({
+      status: res.status,
+      replayed: res.headers.get('idempotent-replayed'),
+    });
+
+    beforeEach(async () => {
+      const prefix = uniquePrefix('wait-keyed');
+      app = await startTestApp({
+        REDIS_URL: master.url,
+        KEY_PREFIX: prefix,
+        REDIS_WAIT_REPLICAS: '1',
+        REDIS_WAIT_TIMEOUT_MS: '300',
+      });
+      await startSale(app.url, 'phone', 10);
+      k = new KeyLayout(prefix).product('phone');
+    });
+
+    afterEach(async () => {
+      process.kill(replica.pid, 'SIGCONT');
+      await app.close();
+      await liveReplicas(1);
+    });
+
+    it('a retry of an order the replica has is answered it again (201 replayed); a new key is refused, nothing written', async () => {
+      const first = await buy('u1', 'k1');
+      expect(first.status).toBe(201);
+      process.kill(replica.pid, 'SIGSTOP');
+      await liveReplicas(0);
+
+      const retry = await buy('u1', 'k1');
+      expect(answered(retry)).toEqual({ status: 201, replayed: 'true' });
+      expect(retry.body).toEqual(first.body);
+
+      const fresh = await buy('u2', 'k2');
+      expect(fresh.status).toBe(503);
+      expect(fresh.body.code).toBe('REDIS_UNAVAILABLE');
+      expect(fresh.body.message).toContain(
+        'has 0 live replicas and REDIS_WAIT_REPLICAS asks for 1: nothing was written',
+      );
+      expect(await client.hget(k.idem, 'k2')).toBeNull();
+      expect(await client.xlen(k.orders)).toBe(1);
+      expect(await client.get(k.stock)).toBe('9');
+    }, 30_000);
+
+    it('a retry of an order no replica acknowledged is 503 OUTCOME_UNKNOWN until one has it, then 201 replayed', async () => {
+      // Acknowledged up to here, so the WAIT behind the next order waits for it alone.
+      await client.set(`${k.stock}:synced`, '1');
+      expect(await client.wait(1, 5_000)).toBe(1);
+      process.kill(replica.pid, 'SIGSTOP');
+      const first = await buy('u1', 'k1');
+      expect(first.body.code).toBe('OUTCOME_UNKNOWN');
+      await liveReplicas(0);
+
+      // Written, not confirmed: no 201 for it while no replica can have it.
+      const early = await buy('u1', 'k1');
+      expect(early.status).toBe(503);
+      expect(early.body.code).toBe('OUTCOME_UNKNOWN');
+      expect(early.body.message).toContain('retry with the same Idempotency-Key');
+
+      process.kill(replica.pid, 'SIGCONT');
+      await liveReplicas(1);
+      const confirmed = await buy('u1', 'k1');
+      expect(answered(confirmed)).toEqual({ status: 201, replayed: 'true' });
+      expect(confirmed.body).toMatchObject({ productId: 'phone', userId: 'u1', remaining: 9 });
+      expect(await client.xlen(k.orders)).toBe(1);
+    }, 30_000);
   });
 
   it('counts the replicas INFO lists as online and acknowledging within two seconds', () => {

@@ -1,4 +1,4 @@
-import { Controller, Get, HttpStatus, Inject, Res } from '@nestjs/common';
+import { BeforeApplicationShutdown, Controller, Get, HttpStatus, Inject, Res } from '@nestjs/common';
 import { ApiOperation, ApiResponse, ApiTags } from '@nestjs/swagger';
 import type { FastifyReply } from 'fastify';
 import { Cluster } from 'ioredis';
@@ -9,10 +9,20 @@ import { component } from '../docs/components';
 import { PurchasePath } from '../orders/purchases/purchase-path';
 import { StrategyMismatches } from '../orders/strategy-mismatches';
 import { REDIS_CLIENT } from '../redis/redis.constants';
-import { HEALTH_SCHEMA } from './health.schema';
+import { HEALTH_SCHEMA, LIVENESS_SCHEMA, READINESS_SCHEMA } from './health.schema';
+import { Readiness, readiness } from './readiness';
 import { redisStatus, RedisStatus } from './redis-status';
 
 const HEALTH = component('Health', HEALTH_SCHEMA);
+const LIVENESS = component('Liveness', LIVENESS_SCHEMA);
+const READINESS = component('Readiness', READINESS_SCHEMA);
+const DRAINING: Readiness = {
+  status: 'draining',
+  reason: 'the instance is shutting down: it finishes the requests it has, then exits',
+};
+const RETRY_AFTER = {
+  'Retry-After': { description: 'seconds to wait before asking again', schema: { type: 'integer' } },
+} as const;
 
 /**
  * On a cluster, how long one look at every master (CLUSTER SHARDS, CLUSTER INFO, an
@@ -21,9 +31,14 @@ const HEALTH = component('Health', HEALTH_SCHEMA);
  */
 export const CLUSTER_STATUS_TTL_MS = 1_000;
 
+/**
+ * GET /health (what the instance sees, one status for everything), and the two probes
+ * an orchestrator asks apart: /health/live (restart me?) and /health/ready (send me
+ * buyers?). docs/deployment.md says which to wire where.
+ */
 @ApiTags('health')
 @Controller('health')
-export class HealthController {
+export class HealthController implements BeforeApplicationShutdown {
   constructor(
     @Inject(REDIS_CLIENT) private readonly redis: RedisClient,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
@@ -32,6 +47,13 @@ export class HealthController {
   ) {}
 
   private clusterStatus?: { readonly at: number; readonly status: Promise<RedisStatus> };
+  /** Set when the app starts closing (app.close(), SIGTERM): readiness turns 503 at once. */
+  private draining = false;
+
+  /** Runs as app.close() begins (SIGTERM), before the HTTP server stops accepting and drains. */
+  beforeApplicationShutdown(): void {
+    this.draining = true;
+  }
 
   /** Standalone: asked each time (one INFO). Cluster: one shared look per CLUSTER_STATUS_TTL_MS. */
   private redisStatus(): Promise<RedisStatus> {
@@ -59,7 +81,7 @@ export class HealthController {
     status: 503,
     description:
       'Redis does not answer PING, or fewer than a quorum of Redlock nodes do: the same body, `status: "unavailable"`',
-    headers: { 'Retry-After': { description: 'seconds to wait before asking again', schema: { type: 'integer' } } },
+    headers: RETRY_AFTER,
     schema: HEALTH,
   })
   async check(@Res({ passthrough: true }) reply: FastifyReply) {
@@ -85,5 +107,59 @@ export class HealthController {
       ...(faultStopAt ? { faultStopAt: `${faultStopAt.point}:${faultStopAt.nth}` } : {}),
       lostLocks,
     };
+  }
+
+  /**
+   * Liveness: 200 while the process serves HTTP, whatever Redis does, until it exits
+   * (draining too). A restart cures nothing Redis does, and a Redis outage would
+   * otherwise restart every instance at once.
+   */
+  @Get('live')
+  @ApiOperation({
+    summary: 'liveness: the process serves HTTP (never asks Redis); for a restart policy',
+    security: [],
+  })
+  @ApiResponse({ status: 200, description: 'the process answers', schema: LIVENESS })
+  live(): { status: 'ok' } {
+    return { status: 'ok' };
+  }
+
+  /**
+   * Readiness: whether to send this instance buyers (readiness.ts has the rule). 503 at
+   * once when the app starts closing, so a load balancer stops sending before the
+   * server stops accepting. As cheap as /health: one INFO, or the cluster look shared
+   * with it (CLUSTER_STATUS_TTL_MS).
+   */
+  @Get('ready')
+  @ApiOperation({
+    summary:
+      'readiness: this instance can take purchases (Redis answers and takes writes; on a cluster, at least one master does); for a load balancer',
+    security: [],
+  })
+  @ApiResponse({
+    status: 200,
+    description: '`ready`, or `degraded`: a cluster some of whose masters cannot take a write (`unserved`)',
+    schema: READINESS,
+  })
+  @ApiResponse({
+    status: 503,
+    description:
+      '`unavailable` (Redis does not answer or refuses every write; a cluster that refuses every command or has no master able to write; fewer than a quorum of Redlock nodes), or `draining` (shutting down)',
+    headers: RETRY_AFTER,
+    schema: READINESS,
+  })
+  async ready(@Res({ passthrough: true }) reply: FastifyReply): Promise<Readiness> {
+    const judged = this.draining ? DRAINING : await this.readiness();
+    // The app may have started closing while Redis was asked.
+    const answer = this.draining ? DRAINING : judged;
+    if (answer.status === 'unavailable' || answer.status === 'draining') {
+      void reply.status(HttpStatus.SERVICE_UNAVAILABLE).header('Retry-After', '1');
+    }
+    return answer;
+  }
+
+  private async readiness(): Promise<Readiness> {
+    const [redis, { lockNodes }] = await Promise.all([this.redisStatus(), this.purchases.status()]);
+    return readiness({ redis, clientReady: this.redis.status === 'ready', ...(lockNodes ? { lockNodes } : {}) });
   }
 }

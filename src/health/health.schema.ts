@@ -10,6 +10,42 @@ const PROBLEMS = {
     'why Redis would refuse or lose a write now: `eviction` (maxmemory-policy other than noeviction, without REDIS_ALLOW_EVICTION=1), `read-only` (a replica), `out-of-memory` (maxmemory reached), `persistence-failing` (its last save or AOF write failed)',
 } as const;
 
+/** Cluster mode: the cluster's own state and every master (redis-status.ts ClusterStatus). */
+const CLUSTER = {
+  type: 'object',
+  description: 'cluster mode only',
+  additionalProperties: false,
+  required: ['state', 'slotsCovered', 'masters'],
+  properties: {
+    state: { type: 'string', description: 'cluster_state from CLUSTER INFO' },
+    slotsCovered: INTEGER,
+    masters: {
+      type: 'array',
+      items: {
+        type: 'object',
+        additionalProperties: false,
+        required: ['node', 'status', 'slots', 'replicas', 'problems'],
+        properties: {
+          node: { type: 'string' },
+          status: { type: 'string', enum: ['up', 'down'] },
+          slots: INTEGER,
+          replicas: INTEGER,
+          problems: PROBLEMS,
+        },
+      },
+    },
+  },
+} as const;
+
+/** `redlock` only. */
+const LOCK_NODES = {
+  type: 'object',
+  description: '`redlock` only: its independent lock nodes',
+  additionalProperties: false,
+  required: ['up', 'total', 'quorum'],
+  properties: { up: INTEGER, total: INTEGER, quorum: INTEGER },
+} as const;
+
 /** The JSON Schema of GET /health's body, 200 and 503 alike (health.controller.ts, redis-status.ts). */
 export const HEALTH_SCHEMA = {
   type: 'object',
@@ -19,38 +55,8 @@ export const HEALTH_SCHEMA = {
     status: { type: 'string', enum: ['ok', 'unavailable'] },
     redis: { type: 'string', enum: ['up', 'down'] },
     problems: PROBLEMS,
-    cluster: {
-      type: 'object',
-      description: 'cluster mode only',
-      additionalProperties: false,
-      required: ['state', 'slotsCovered', 'masters'],
-      properties: {
-        state: { type: 'string', description: 'cluster_state from CLUSTER INFO' },
-        slotsCovered: INTEGER,
-        masters: {
-          type: 'array',
-          items: {
-            type: 'object',
-            additionalProperties: false,
-            required: ['node', 'status', 'slots', 'replicas', 'problems'],
-            properties: {
-              node: { type: 'string' },
-              status: { type: 'string', enum: ['up', 'down'] },
-              slots: INTEGER,
-              replicas: INTEGER,
-              problems: PROBLEMS,
-            },
-          },
-        },
-      },
-    },
-    lockNodes: {
-      type: 'object',
-      description: '`redlock` only: its independent lock nodes',
-      additionalProperties: false,
-      required: ['up', 'total', 'quorum'],
-      properties: { up: INTEGER, total: INTEGER, quorum: INTEGER },
-    },
+    cluster: CLUSTER,
+    lockNodes: LOCK_NODES,
     strategy: { type: 'string', enum: [...LOCK_STRATEGY_NAMES] },
     strategyFamily: {
       type: 'string',
@@ -66,5 +72,47 @@ export const HEALTH_SCHEMA = {
     unsafe: { type: 'boolean', description: 'an unsafe strategy, or the fault hook, is on: not for a real sale' },
     faultStopAt: { type: 'string', description: 'the fault hook (FAULT_STOP_AT), when set' },
     lostLocks: { ...INTEGER, description: 'holds found lost since start' },
+  },
+} as const;
+
+/** The JSON Schema of GET /health/live's body (health.controller.ts). */
+export const LIVENESS_SCHEMA = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['status'],
+  properties: { status: { type: 'string', enum: ['ok'] } },
+} as const;
+
+/** The JSON Schema of GET /health/ready's body, 200 and 503 alike (readiness.ts). */
+export const READINESS_SCHEMA = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['status'],
+  properties: {
+    status: {
+      type: 'string',
+      enum: ['ready', 'degraded', 'unavailable', 'draining'],
+      description:
+        '200: `ready`, or `degraded` (a cluster some of whose masters cannot take a write: their products are refused, the rest sell); 503: `unavailable`, or `draining` (the instance is shutting down)',
+    },
+    reason: { type: 'string', description: 'why not `ready`, for a person' },
+    redis: { type: 'string', enum: ['up', 'down'], description: "as /health's; absent while draining" },
+    problems: PROBLEMS,
+    cluster: CLUSTER,
+    unserved: {
+      type: 'object',
+      description: 'cluster mode, when not every master can take a write',
+      additionalProperties: false,
+      required: ['masters', 'slots'],
+      properties: {
+        masters: {
+          type: 'array',
+          items: { type: 'string' },
+          description: 'the masters that do not answer, or would refuse or lose a write (`host:port`)',
+        },
+        slots: { ...INTEGER, description: 'slots (of 16384) that no master able to take a write serves' },
+      },
+    },
+    lockNodes: LOCK_NODES,
   },
 } as const;

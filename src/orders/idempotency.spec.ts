@@ -1,5 +1,11 @@
 import { startSaleIn, useTestRedis } from '../../test/helpers/redis';
-import { fencedWrite, idempotencyClaim, idempotencyRelease, purchase } from '../redis/lua-scripts';
+import {
+  fencedWrite,
+  idempotencyAcknowledged,
+  idempotencyClaim,
+  idempotencyRelease,
+  purchase,
+} from '../redis/lua-scripts';
 import { writeOrders } from './sale-store';
 import { parseIdempotencyKey } from './idempotency';
 import { OUTCOME_TTL_MS } from './order';
@@ -118,7 +124,34 @@ describe('Idempotency-Key claims in Redis', () => {
       'o-retry',
       1,
       4,
+      0,
     ]);
+  });
+
+  it('idempotency-acknowledged-1.lua: notes replicas beside the order the key holds, which a retry then reads; no other order, no new hash', async () => {
+    const redis = client();
+    const { k } = await startSaleIn(redis, 5, 2, 'acknowledged');
+    const keys = [k.meta, k.stock, k.buyers, k.orders, k.idem] as [string, string, string, string, string];
+    await idempotencyClaim.run(redis, [k.idem], 'key', 'c1', 'fp', CLAIM_TTL_MS, OUTCOME_TTL_MS);
+    // Only an outcome is noted, and only its own order.
+    expect(await idempotencyAcknowledged.run(redis, [k.idem], 'key', 'o-1', 1)).toBe(0);
+    await purchase.run(redis, keys, 'ann', 1, 'o-1', 'key', 'c1', OUTCOME_TTL_MS, 'lock-free');
+    expect(await idempotencyAcknowledged.run(redis, [k.idem], 'key', 'o-other', 1)).toBe(0);
+    expect(await idempotencyAcknowledged.run(redis, [k.idem], 'key', 'o-1', 2)).toBe(1);
+    expect(await idempotencyClaim.run(redis, [k.idem], 'key', 'c2', 'fp', CLAIM_TTL_MS, OUTCOME_TTL_MS)).toEqual([
+      'DONE',
+      'o-1',
+      1,
+      4,
+      2,
+    ]);
+    // The note can never be taken for a key (a key holds no space), and keeps the hash's TTL.
+    expect(await redis.hget(k.idem, 'key acknowledged')).toBe('2');
+    expect(await redis.pttl(k.idem)).toBeGreaterThan(OUTCOME_TTL_MS - 60_000);
+    // A hash that is gone (expired, or the sale restarted) is not made again.
+    await redis.del(k.idem);
+    expect(await idempotencyAcknowledged.run(redis, [k.idem], 'key', 'o-1', 1)).toBe(0);
+    expect(await redis.exists(k.idem)).toBe(0);
   });
 
   it('reads the header as a bare token or the draft sf-string, and refuses anything else', () => {

@@ -10,7 +10,7 @@ import {
   ValidationFailedError,
 } from '../errors/errors';
 import { KeyLayout } from '../redis/key-layout';
-import { idempotencyClaim, idempotencyRelease } from '../redis/lua-scripts';
+import { idempotencyAcknowledged, idempotencyClaim, idempotencyRelease } from '../redis/lua-scripts';
 import { REDIS_CLIENT } from '../redis/redis.constants';
 import { Claim, Order, OrderLine, OUTCOME_TTL_MS } from './order';
 import { PurchasePath } from './purchases/purchase-path';
@@ -40,6 +40,15 @@ export function parseIdempotencyKey(raw: string): string {
   return key;
 }
 
+/** What a keyed request came to. */
+export interface KeyedPurchase {
+  readonly order: Order;
+  /** Placed before, by an earlier request with the key: nothing was written now. */
+  readonly replayed: boolean;
+  /** A replay: how many replicas are noted as having acknowledged its order (REDIS_WAIT_REPLICAS); 0 when none is. */
+  readonly acknowledgedBy: number;
+}
+
 /**
  * POST /api/orders with an Idempotency-Key (IETF httpapi "The Idempotency-Key HTTP
  * Header Field"): the first request with a key claims it, in Redis, next to the
@@ -66,11 +75,17 @@ export class Idempotency {
     this.claimTtlMs = config.lockWaitMs + IN_FLIGHT_SLACK_MS;
   }
 
-  /** The order for `line` under `key`: placed now, or the one placed before (`replayed`). */
-  async purchase(line: OrderLine, key: string): Promise<{ order: Order; replayed: boolean }> {
+  /**
+   * The order for `line` under `key`: placed now, or the one placed before (`replayed`).
+   * The key is looked up first: a retry is answered what became of it (its order, 409,
+   * 422) whatever `beforeWrite` would say. Only a request that claimed the key runs
+   * `beforeWrite` (a pre-check that may refuse); if it throws, the claim is given up and
+   * nothing was written.
+   */
+  async purchase(line: OrderLine, key: string, beforeWrite?: () => Promise<void>): Promise<KeyedPurchase> {
     const k = this.keys.product(line.productId);
     const claim: Claim = { key, claimId: randomBytes(12).toString('base64url'), fingerprint: fingerprintOf(line) };
-    const [status, a, b, c] = await idempotencyClaim.run(
+    const [status, a, b, c, d] = await idempotencyClaim.run(
       this.redis,
       [k.idem],
       key,
@@ -81,17 +96,28 @@ export class Idempotency {
     );
     if (status === 'DONE') {
       const order: Order = { orderId: a, productId: line.productId, userId: line.userId, quantity: b, remaining: c };
-      return { order, replayed: true };
+      return { order, replayed: true, acknowledgedBy: d };
     }
     if (status === 'MISMATCH') throw new IdempotencyKeyMismatchError();
     if (status === 'IN_FLIGHT') throw new IdempotencyKeyInUseError(a);
     try {
-      return { order: await this.purchases.purchase({ ...line, claim }), replayed: false };
+      await beforeWrite?.();
+      return { order: await this.purchases.purchase({ ...line, claim }), replayed: false, acknowledgedBy: 0 };
     } catch (err) {
       // Its claim passed to another request already; nothing of ours to give up.
       if (!(err instanceof IdempotencyKeyInUseError)) await this.giveUp(k.idem, claim, err);
       throw err;
     }
+  }
+
+  /**
+   * Notes that `replicas` replicas acknowledged the order `key` holds (WAIT said so), so
+   * that a retry is answered it without another WAIT. Best effort: without the note a
+   * retry only WAITs again.
+   */
+  async noteAcknowledged(productId: string, key: string, orderId: string, replicas: number): Promise<void> {
+    const { idem } = this.keys.product(productId);
+    await idempotencyAcknowledged.run(this.redis, [idem], key, orderId, replicas).catch(() => undefined);
   }
 
   /** Best effort: if Redis does not answer, the claim lapses after claimTtlMs instead. */

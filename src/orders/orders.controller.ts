@@ -92,16 +92,27 @@ export class OrdersController {
     this.telemetry.arrived(line.productId);
     let order: Order;
     try {
-      // REDIS_WAIT_REPLICAS: refused before anything is written when the master lacks the replicas.
-      const master = this.replicas.enabled ? await this.replicas.ensure(line.productId) : '';
+      // REDIS_WAIT_REPLICAS: a purchase is refused before anything is written when the
+      // master lacks the replicas; with a key, only once the key's lookup found no order.
+      let master = '';
+      const ensure = async () => {
+        master = await this.replicas.ensure(line.productId);
+      };
       if (key === undefined) {
+        if (this.replicas.enabled) await ensure();
         order = await this.purchases.purchase(line);
         if (this.replicas.enabled) await this.replicas.confirm(line.productId, false, master);
       } else {
-        const keyed = await this.idempotency.purchase(line, key);
-        if (this.replicas.enabled) await this.replicas.confirm(line.productId, true, master);
-        if (keyed.replayed) void reply.header('idempotent-replayed', 'true');
+        const keyed = await this.idempotency.purchase(line, key, this.replicas.enabled ? ensure : undefined);
         order = keyed.order;
+        if (this.replicas.enabled && keyed.acknowledgedBy < this.replicas.required) {
+          // A replay of an order no replica is known to have (its first answer may have
+          // been OUTCOME_UNKNOWN): confirmed now, or OUTCOME_UNKNOWN again.
+          if (keyed.replayed) master = await this.replicas.ensure(line.productId, true);
+          await this.replicas.confirm(line.productId, true, master);
+          await this.idempotency.noteAcknowledged(line.productId, key, order.orderId, this.replicas.required);
+        }
+        if (keyed.replayed) void reply.header('idempotent-replayed', 'true');
       }
     } catch (err) {
       // The code ErrorFilter will answer with, told once, before the answer is written.

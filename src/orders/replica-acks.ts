@@ -31,6 +31,9 @@ const MARK_TTL_MS = 1_000;
  *   when the product's master is known to have fewer live replicas than asked: after a
  *   failover, until the old master is back as a replica, every WAIT there would wait
  *   the whole timeout, holding the one connection every buyer of that master shares.
+ *   With an Idempotency-Key it runs after the key's lookup: a retry whose order some
+ *   replicas acknowledged (noted beside the key) is answered it again without a WAIT;
+ *   one whose order none is known to have is confirmed now, or told OUTCOME_UNKNOWN.
  * - After it, `confirm` writes a short-lived mark on the product's slot and sends WAIT
  *   behind it on the same connection. WAIT waits for the replicas to reach the
  *   replication offset of its connection's last write, and the master's offset is one
@@ -62,20 +65,31 @@ export class ReplicaAcks {
     return this.replicas > 0;
   }
 
+  /** REDIS_WAIT_REPLICAS: how many replicas must acknowledge an order. */
+  get required(): number {
+    return this.replicas;
+  }
+
   /**
-   * Throws REDIS_UNAVAILABLE (nothing written) when `productId`'s master has too few
-   * live replicas. Returns that master (`host:port`, '' standalone), for `confirm`.
+   * Throws when `productId`'s master has too few live replicas: REDIS_UNAVAILABLE
+   * (nothing written) before a purchase, OUTCOME_UNKNOWN for an order `written` earlier
+   * that no replica is known to have. Returns that master (`host:port`, '' standalone),
+   * for `confirm`.
    */
-  async ensure(productId: string): Promise<string> {
+  async ensure(productId: string, written = false): Promise<string> {
     if (this.replicas === 0) return '';
     const key = this.keys.product(productId).meta;
     const node = this.nodeOf(key);
     const live = await this.liveReplicas(key, node);
     if (live >= this.replicas) return node;
-    throw new RedisUnavailableError(
-      `the product's Redis master has ${live} live replica${live === 1 ? '' : 's'} and REDIS_WAIT_REPLICAS asks for ` +
-        `${this.replicas}: nothing was written; retry later`,
-    );
+    const lacking = `the product's Redis master has ${live} live replica${live === 1 ? '' : 's'} and REDIS_WAIT_REPLICAS asks for ${this.replicas}`;
+    if (written) {
+      throw new OutcomeUnknownError(
+        `the order was written earlier, but no replica is known to have it and ${lacking}: a failover may lose it; ` +
+          'retry with the same Idempotency-Key once the replicas are back to learn whether it stands',
+      );
+    }
+    throw new RedisUnavailableError(`${lacking}: nothing was written; retry later`);
   }
 
   /**

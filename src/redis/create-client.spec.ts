@@ -1,8 +1,8 @@
 import { Logger } from '@nestjs/common';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
-import { startTestCluster, TestCluster } from '../../test/helpers/redis';
-import { closeRedisClient, createRedisCluster, whenReady } from './create-client';
+import { startTestCluster, TestCluster, useTestRedis } from '../../test/helpers/redis';
+import { closeRedisClient, createRedisClient, createRedisCluster, whenReady } from './create-client';
 
 describe('createRedisCluster: what it logs', () => {
   let cluster: TestCluster;
@@ -44,4 +44,22 @@ describe('createRedisCluster: what it logs', () => {
       log.mockRestore();
     }
   }, 30_000);
+});
+
+describe('createRedisClient: what a connection sends', () => {
+  const redis = useTestRedis();
+
+  it('nothing Redis refuses: no CLIENT SETINFO, which a least-privilege user may not run (Redis 7.2+) and Redis 7.0 does not know', async () => {
+    const admin = redis.client();
+    const errors = async () => Number(/total_error_replies:(\d+)/.exec(await admin.info('stats'))?.[1]);
+    const before = await errors();
+    const client = createRedisClient(redis.url(), 'Redis');
+    try {
+      expect(await whenReady(client, 5_000)).toBe(true);
+      expect(await client.ping()).toBe('PONG');
+      expect(await errors()).toBe(before);
+    } finally {
+      await closeRedisClient(client);
+    }
+  });
 });

@@ -35,6 +35,10 @@ const CONNECTION_OPTIONS = {
   // suite's TCP nemesis counts replies on the wire as RESP2 to know which command a
   // fault cut: one wire protocol, the one the faults are proven on.
   protocol: 2,
+  // No CLIENT SETINFO on connect: Redis 7.0 does not know it, and from 7.2 a
+  // least-privilege user (docs/deployment.md) may not run it; each connection would
+  // leave a refusal in ACL LOG.
+  disableClientInfo: true,
   // On shutdown a socket that will not close cleanly is destroyed after this.
   disconnectTimeout: 500,
 } as const satisfies RedisOptions;

@@ -77,8 +77,15 @@ export const keyedWrite = new LuaScript<
 export const idempotencyClaim = new LuaScript<
   [idem: string],
   [key: string, claimId: string, fingerprint: string, claimTtlMs: number, outcomeTtlMs: number],
-  ['CLAIMED'] | ['DONE', string, number, number] | ['MISMATCH'] | ['IN_FLIGHT', number]
+  ['CLAIMED'] | ['DONE', string, number, number, number] | ['MISMATCH'] | ['IN_FLIGHT', number]
 >('idempotency-claim');
+
+/** Notes that `replicas` replicas acknowledged the order a key holds: 1 if noted, 0 if the key holds no such order. */
+export const idempotencyAcknowledged = new LuaScript<
+  [idem: string],
+  [key: string, orderId: string, replicas: number],
+  0 | 1
+>('idempotency-acknowledged');
 
 /** Gives up this request's claim on an Idempotency-Key: 1 if given up, 0 if no longer ours. */
 export const idempotencyRelease = new LuaScript<[idem: string], [key: string, claimId: string], 0 | 1>(

@@ -66,7 +66,7 @@ export async function permissionProblem(
   if (denied.size === 0) return null;
   return (
     `the Redis user may not run ${[...denied].join(', ')} on keys and shard channels under "${keys.prefix}" ` +
-    '(NOPERM); seckill needs them all: see the least-privilege ACL SETUSER line in docs/deployment.md'
+    '(NOPERM); seckill needs them all: see the least-privilege ACL SETUSER lines, per feature, in docs/deployment.md'
   );
 }
 

@@ -4,6 +4,8 @@
   hash holds, per key, either
     P|<claim id>|<in flight until, ms>|<fingerprint>   a request is deciding it
     D|<fingerprint>|<orderId>|<quantity>|<remaining>   its order was written
+  and, beside an outcome, the field `<key> acknowledged` (a key never holds a space)
+  says how many replicas acknowledged its order (idempotency-acknowledged-1.lua).
   The write that places the order replaces the claim with the outcome in the same
   script (fenced-write-6.lua, purchase-5.lua) or MULTI, only while the claim is its own.
 
@@ -14,7 +16,8 @@
            it by the same deadline; after it a retry takes the claim over)
   ARGV[5]  how long the hash is kept after its last claim, in ms
   Returns  {'CLAIMED'}: this request decides the key
-           {'DONE', orderId, quantity, remaining}: the order was written; answer it again
+           {'DONE', orderId, quantity, remaining, acknowledged}: the order was written;
+             answer it again (acknowledged: by how many replicas, 0 if not noted)
            {'MISMATCH'}: the key was used with another request
            {'IN_FLIGHT', ms}: another request with this key is still being decided
 ]]
@@ -28,7 +31,8 @@ if held then
     if fingerprint ~= ARGV[3] then
       return {'MISMATCH'}
     end
-    return {'DONE', orderId, tonumber(quantity), tonumber(remaining)}
+    local acknowledged = tonumber(redis.call('HGET', KEYS[1], ARGV[1] .. ' acknowledged')) or 0
+    return {'DONE', orderId, tonumber(quantity), tonumber(remaining), acknowledged}
   end
   local untilMs, fingerprint = string.match(held, '^P|[^|]*|([^|]*)|(.*)$')
   if fingerprint ~= ARGV[3] then
