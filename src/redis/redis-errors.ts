@@ -7,6 +7,7 @@ import {
   RedisPersistenceError,
   RedisReadOnlyError,
 } from '../errors/errors';
+import { notRun } from './unrun-retry';
 
 /**
  * Redis replies that mean "not now" or "not here" rather than "your command is wrong":
@@ -62,7 +63,10 @@ const CONNECTION_ERRORS =
 /** True when `err` means Redis could not be reached, so the answer is 503, not 500. */
 export function isRedisUnavailable(err: unknown): boolean {
   if (!(err instanceof Error)) return false;
-  if (err instanceof ReplyError) return TRANSIENT_REPLIES.test(err.message) || redisRefusal(err) !== null;
+  if (err instanceof ReplyError) {
+    // notRun: also a MULTI aborted (EXECABORT) because a queued command was redirected.
+    return TRANSIENT_REPLIES.test(err.message) || notRun(err) !== null || redisRefusal(err) !== null;
+  }
   return err.name === 'MaxRetriesPerRequestError' || CONNECTION_ERRORS.test(err.message);
 }
 
