@@ -55,6 +55,21 @@ export const PREFIX = 'faults:';
 /** Where the apps find Redis: one server's URL, or a cluster's seed nodes (a PrivateCluster will do). */
 export type RedisTarget = string | { readonly clusterNodes: string };
 
+/**
+ * Apps that should be running and are not: each a problem naming it, with the last lines
+ * it wrote (a crash's stack), so that a line's socket errors explain themselves.
+ */
+export function goneApps(running: readonly RunningApp[]): string[] {
+  return running
+    .filter((a) => {
+      const state = processState(a.pid);
+      return state === null || state === 'Z';
+    })
+    .map(
+      (a) => `app pid ${a.pid} exited during the load; its last lines: ${a.tail().split('\n').slice(-8).join(' | ')}`,
+    );
+}
+
 /** `count` apps of `strategy` on `redis`, each a real process on a port of its own. */
 export function apps(
   count: number,

@@ -8,7 +8,20 @@ import { KeyLayout } from '../../src/redis/key-layout';
 /** The apps' LOCK_TTL_MS (not set here: the default). */
 const DEFAULT_TTL_MS = CONFIG_DEFAULTS.lockTtlMs;
 import { runLoad } from '../load';
-import { apps, codesSeen, Context, harnessClient, n, Outcome, PREFIX, Size, TOKEN, verdict, waitUntil } from './kit';
+import {
+  apps,
+  codesSeen,
+  Context,
+  goneApps,
+  harnessClient,
+  n,
+  Outcome,
+  PREFIX,
+  Size,
+  TOKEN,
+  verdict,
+  waitUntil,
+} from './kit';
 
 /** Redlock over three nodes: one paused under two contending apps, one killed mid-sale, then two down, then both back. */
 export async function redlockNodes(ctx: Context): Promise<Outcome[]> {
@@ -51,6 +64,7 @@ export async function redlockNodes(ctx: Context): Promise<Outcome[]> {
     outcomes.push({
       name: 'redlock: one of three nodes paused, 2 apps',
       ...v0,
+      problems: [...v0.problems, ...goneApps([app, other])],
       story:
         `SIGSTOP node 3 after ${n(soldAtPause)} sold, two apps contending: the other two kept granting the lock, ` +
         `and an attempt the lock refused waited for the hung node at most ${redlockNodeTimeoutMs(DEFAULT_TTL_MS)} ms ` +

@@ -63,3 +63,16 @@ describe('createRedisClient: what a connection sends', () => {
     }
   });
 });
+
+describe('createRedisClient: reconnecting', () => {
+  it('tries again 50, 100, 150 ... ms after a drop, never more than 2 s apart (ioredis 6 alone doubles up to 5 s)', () => {
+    const client = createRedisClient('redis://127.0.0.1:1', 'Redis');
+    try {
+      const waits = Array.from({ length: 100 }, (_, i) => client.options.retryStrategy!(i + 1));
+      expect(waits.slice(0, 3)).toEqual([50, 100, 150]);
+      expect(Math.max(...(waits as number[]))).toBe(2_000);
+    } finally {
+      client.disconnect();
+    }
+  });
+});
