@@ -32,7 +32,6 @@ function row(strategy: string, fields: Partial<Row> = {}): Row {
     stockLeft: 0,
     oversold: 0,
     invariants: { noOversell: true },
-    clientSide: { unheard: 0, timeouts: 0, socketErrors: 0, sold: 0, soldLate: 0, noTrace: 0, timeoutMs: 30_000 },
     pass: true,
     ...fields,
   } as unknown as Row;
@@ -149,24 +148,6 @@ describe('htmlReport', () => {
       ['CREATED', [1000, 1178]],
       ['SOLD_OUT', [4000, 3822]],
     ]);
-  });
-
-  it("lists the requests the load generator gave up on apart from the app's answers, and only when there are any", () => {
-    const clientSide = {
-      unheard: 2,
-      timeouts: 2,
-      socketErrors: 0,
-      sold: 0,
-      soldLate: 0,
-      noTrace: 2,
-      timeoutMs: 30_000,
-    };
-    const html = htmlReport(results([row('lock', { clientSide }), oversold]), chartJs);
-    const list = /<ul id="client-side">\n(.*)\n<\/ul>/.exec(html)?.[1];
-    expect(list).toMatch(/^<li>client side: lock: the load generator timed out on 2 requests and had 0 socket errors /);
-    expect(list).toContain('(client side, not the app&#39;s answer)');
-    expect(list?.match(/<li>/g)).toHaveLength(1);
-    expect(htmlReport(results([row('lock'), oversold]), chartJs)).not.toContain('client-side');
   });
 
   // The report: the none line stood at 138 from 0 ms, its first order being at 234 ms.

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { clientSideLine, Row, rowResult } from './report';
+import { Row, rowResult } from './report';
 
 /** What one bench run wrote to its JSON file, as far as the page needs it. */
 export interface BenchResults {
@@ -63,10 +63,6 @@ export function htmlReport(results: BenchResults, chartJs: string): string {
         `<li>${escapeHtml(r.label)}: ${n(r.throughput)} req/s, ${r.vsTelemetryOn!.throughput.toFixed(2)}× the ` +
         `throughput of ${escapeHtml(onRow(r)?.label ?? r.strategy)} (off/on, same run)</li>`,
     );
-  const clientSide = rows.flatMap((r) => {
-    const line = clientSideLine(r);
-    return line ? [`<li>${escapeHtml(line)}</li>`] : [];
-  });
   const machineText = `Node ${machine.node}, Redis ${machine.redis}, ${machine.cpus} × ${machine.cpuModel}`;
   return `<!doctype html>
 <html lang="en">
@@ -97,7 +93,7 @@ ${body.join('\n')}
 </table>
 <p class="hint">Sold, stock left and oversold are read from Redis after the sale, not from the answers.
 An unsafe row passes when it shows the failure it exists to show.</p>
-${clientSide.length > 0 ? `<h2>Requests the load generator gave up on</h2>\n<ul id="client-side">\n${clientSide.join('\n')}\n</ul>\n` : ''}${telemetry.length > 0 ? `<h2>Telemetry off vs on</h2>\n<ul id="telemetry">\n${telemetry.join('\n')}\n</ul>\n` : ''}<h2>Units sold over time</h2>
+${telemetry.length > 0 ? `<h2>Telemetry off vs on</h2>\n<ul id="telemetry">\n${telemetry.join('\n')}\n</ul>\n` : ''}<h2>Units sold over time</h2>
 <p class="hint">Each order's time is Redis's own clock (the order stream's entry id). The dashed line is the stock:
 a lock's line climbs to it and stops; a line that goes above it sold units that did not exist (an oversell).</p>
 <div class="chart"><canvas id="chart-sold"></canvas></div>

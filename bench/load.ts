@@ -29,8 +29,6 @@ export interface LoadOptions {
   readonly idempotencyKeys?: boolean;
   /** Called with every answer, for a caller that keeps the history (who was told what). */
   readonly onAnswer?: (answer: Answer) => void;
-  /** Seconds autocannon waits for an answer before it gives up on a request and sends the next; 30 by default. */
-  readonly timeoutS?: number;
 }
 
 /** One answer the load received, and the request it answered. */
@@ -46,18 +44,6 @@ export interface Answer {
   readonly sentAt: number;
 }
 
-/**
- * A request the load generator wrote and never heard an answer to: it gave up on it
- * (its timeout) or lost its connection (a socket error), and went on with the next.
- * No HTTP answer is known: not the app's answer, whatever happened to it there.
- */
-export interface Unheard {
-  readonly userId: string;
-  readonly productId: string;
-  /** When it was handed to its socket (Date.now()). */
-  readonly sentAt: number;
-}
-
 export interface LoadResult {
   /** Requests autocannon wrote to a socket. */
   readonly sent: number;
@@ -65,14 +51,8 @@ export interface LoadResult {
   readonly status: Record<string, number>;
   /** Responses seen, per error `code` (201s count as CREATED). */
   readonly codes: Record<string, number>;
-  /** autocannon's socket errors and timeouts together (a timeout counts in both), for the whole load. */
   readonly errors: number;
-  /** Requests autocannon gave up on after `timeoutMs` without an answer. */
   readonly timeouts: number;
-  /** Every request sent and never answered, whatever autocannon counted it as. */
-  readonly unheard: readonly Unheard[];
-  /** How long autocannon waits for an answer before it gives up on a request. */
-  readonly timeoutMs: number;
   /** orderId of every 201. */
   readonly orderIds: string[];
   /** Distinct userIds that got any answer. */
@@ -92,27 +72,16 @@ export interface LoadResult {
 /**
  * The part of a load the verdict reads, for the whole load or one product's share of it.
  * A product's share has no errors or timeouts of its own (autocannon counts them for
- * the whole load, without the request): a request that failed so is one of its
- * `unheard`, which its accounting sees.
+ * the whole load, without the request): a request that failed so is one sent to the
+ * product and never answered, which its accounting sees.
  */
 export type ProductLoad = Pick<
   LoadResult,
-  | 'sent'
-  | 'status'
-  | 'codes'
-  | 'errors'
-  | 'timeouts'
-  | 'unheard'
-  | 'timeoutMs'
-  | 'orderIds'
-  | 'distinctBuyers'
-  | 'startedAt'
+  'sent' | 'status' | 'codes' | 'errors' | 'timeouts' | 'orderIds' | 'distinctBuyers' | 'startedAt'
 >;
 
-/** autocannon's per-request context: the request in flight. */
+/** autocannon's per-connection context: the request in flight. */
 interface BuyerContext {
-  /** Its number in this load, the key of `inFlight`. */
-  request: number;
   userId: string;
   productId: string;
   idempotencyKey?: string;
@@ -129,9 +98,6 @@ interface Tally {
 }
 
 const tally = (): Tally => ({ sent: 0, status: {}, codes: {}, orderIds: [], answered: new Set() });
-
-/** Longer than LOCK_WAIT_MS, so a slow answer is the app's 503, not our timeout. */
-const TIMEOUT_S = 30;
 
 /** The userIds to send, in sending order: every buyer once, plus duplicates, shuffled. */
 export function buyerSequence(buyers: number, duplicates: number, random = Math.random, prefix = 'b'): string[] {
@@ -162,8 +128,6 @@ export async function runLoad(options: LoadOptions, progress: { done: number } =
   const codes: Record<string, number> = {};
   const orderIds: string[] = [];
   const answered = new Set<string>();
-  // Every request sent and not yet answered: what is left at the end was never heard.
-  const inFlight = new Map<number, Unheard>();
   // Keys unique to this run, so two loads on one sale never share one.
   const run = randomBytes(6).toString('hex');
   let next = 0;
@@ -171,13 +135,13 @@ export async function runLoad(options: LoadOptions, progress: { done: number } =
   // Every answer's, in ms (autocannon times each request with hrtime): for the full curve.
   const latencies: number[] = [];
 
-  const timeoutS = options.timeoutS ?? TIMEOUT_S;
   const startedAt = Date.now();
   const result = await cannon(options.signal, (ms) => latencies.push(ms), {
     url: options.url,
     connections: Math.min(options.connections, ids.length),
     amount: ids.length,
-    timeout: timeoutS,
+    // Longer than LOCK_WAIT_MS, so a slow answer is the app's 503, not our timeout.
+    timeout: 30,
     requests: [
       {
         method: 'POST',
@@ -189,9 +153,6 @@ export async function runLoad(options: LoadOptions, progress: { done: number } =
           buyer.userId = userId;
           buyer.sentAt = Date.now();
           buyer.productId = productOf.get(userId) ?? options.productId;
-          // autocannon builds a request only to write it: after an answer, a timeout or a socket error.
-          buyer.request = next;
-          inFlight.set(next, { userId, productId: buyer.productId, sentAt: buyer.sentAt });
           const product = tallies.get(buyer.productId);
           if (product) product.sent++;
           buyer.idempotencyKey = options.idempotencyKeys ? `${run}-${next}` : undefined;
@@ -208,7 +169,6 @@ export async function runLoad(options: LoadOptions, progress: { done: number } =
           lastAnswerAt = Date.now();
           status[code] = (status[code] ?? 0) + 1;
           answered.add((context as BuyerContext).userId);
-          inFlight.delete((context as BuyerContext).request);
           const parsed = parse(body);
           const key = code === 201 ? 'CREATED' : String(parsed.code ?? `HTTP_${code}`);
           codes[key] = (codes[key] ?? 0) + 1;
@@ -233,8 +193,6 @@ export async function runLoad(options: LoadOptions, progress: { done: number } =
     codes,
     errors: result.errors,
     timeouts: result.timeouts,
-    unheard: [...inFlight.values()],
-    timeoutMs: timeoutS * 1000,
     orderIds,
     distinctBuyers: answered.size,
     startedAt,
@@ -253,8 +211,6 @@ export async function runLoad(options: LoadOptions, progress: { done: number } =
             codes: t.codes,
             errors: 0,
             timeouts: 0,
-            unheard: [...inFlight.values()].filter((u) => u.productId === id),
-            timeoutMs: timeoutS * 1000,
             orderIds: t.orderIds,
             distinctBuyers: t.answered.size,
             startedAt,

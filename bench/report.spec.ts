@@ -30,7 +30,6 @@ function row(strategy: string, shares: number[], fields: Partial<Row> = {}): Row
     salesPerSec: 100,
     invariants: { noOversell: true },
     problems: [],
-    clientSide: { unheard: 0, timeouts: 0, socketErrors: 0, sold: 0, soldLate: 0, noTrace: 0, timeoutMs: 30_000 },
     cost: {
       appCpuUsPerRequest: null,
       redisCpuUsPerRequest: 1,
@@ -77,30 +76,6 @@ describe('formatReport', () => {
     expect(text).toMatch(/\| lock \| p1 \| PASS \| 5 \| 1 \|/);
     expect(text).toMatch(/\| lock \| p2 \| FAIL \(noOversell\) \| 5 \| 2 \|/);
     expect(text).toContain('verdict: lock FAILED: p2: oversell');
-  });
-
-  it("says the load generator's timeouts apart from the app's answers, and passes a row that kept every invariant", () => {
-    const clientSide = {
-      unheard: 3,
-      timeouts: 2,
-      socketErrors: 1,
-      sold: 1,
-      soldLate: 0,
-      noTrace: 2,
-      timeoutMs: 30_000,
-    };
-    const { text, failed } = formatReport([row('lock', [1], { clientSide, status: { '201': 2, '409': 5 } })]);
-    expect(failed).toBe(false);
-    expect(text).toContain('| lock | PASS |');
-    expect(text).toContain('verdict: lock sold 3 of 3 to 3 buyers; every invariant holds');
-    expect(text).toContain('requests in 0.1 s, 3 unheard by the load generator');
-    expect(text).toContain(
-      'client side: lock: the load generator timed out on 2 requests and had 1 socket errors ' +
-        "(client side, not the app's answer): 3 requests without an HTTP answer, counted apart from the app's " +
-        'answers. Redis holds an order for 1 of them, written within 30 s of the request (the 201 went unheard), ' +
-        'and for 0 written later (the app took longer than the load generator waits: a failure); 2 left no trace',
-    );
-    expect(formatReport([row('lock', [1])]).text).not.toContain('client side:');
   });
 
   it('names a telemetry-off row so, and states its off/on throughput ratio against the same strategy with telemetry on', () => {

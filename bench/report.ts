@@ -143,24 +143,6 @@ function productResult(row: Row, pass: boolean, broken: string): string {
   return pass ? 'PASS' : `FAIL (${broken || 'app exit'})`;
 }
 
-/**
- * The requests of a row the load generator never heard answered (it timed out, or lost
- * the connection), apart from the app's answers, and what Redis says of them; null
- * when every request was answered.
- */
-export function clientSideLine(row: Row): string | null {
-  const c = row.clientSide;
-  if (c.unheard === 0) return null;
-  return (
-    `client side: ${label(row)}: the load generator timed out on ${n(c.timeouts)} requests and had ` +
-    `${n(c.socketErrors)} socket errors (client side, not the app's answer): ${n(c.unheard)} ` +
-    `requests without an HTTP answer, counted apart from the app's answers. Redis holds an order for ` +
-    `${n(c.sold)} of them, written within ${n(c.timeoutMs / 1000)} s of the request (the 201 went unheard), ` +
-    `and for ${n(c.soldLate)} written later (the app took longer than the load generator waits: a failure); ` +
-    `${n(c.noTrace)} left no trace (refused, never delivered, or answered too late: Redis cannot tell)`
-  );
-}
-
 /** `shard 127.0.0.1:7001 34% · 127.0.0.1:7002 33% · …`: whether a row's Redis work spread over the nodes. */
 export function shardSplit(row: Row): string {
   const parts = row.cost.shards.map((s) => `${s.node} ${Math.round(s.share * 100)}%`);
@@ -198,18 +180,15 @@ export function formatReport(rows: Row[]): { text: string; tables: string; faile
     const allHold = Object.values(r.invariants).every(Boolean);
     if (r.strategy === 'fastify-route' && r.pass) {
       // It keeps no stock: there is nothing in Redis to check, only its answers.
-      const unheard =
-        r.clientSide.unheard > 0 ? ` but the ${n(r.clientSide.unheard)} unheard by the load generator` : '';
       lines.push(
-        `verdict: fastify-route answered all ${n(r.requests)} requests${unheard}, none with a 5xx (it has no store to check)`,
+        `verdict: fastify-route answered all ${n(r.requests)} requests, none with a 5xx (it has no store to check)`,
       );
     } else if (!r.unsafe && r.pass) {
       const each = r.products ? ` over ${r.products.length} products` : '';
-      const unheard = r.clientSide.unheard > 0 ? `, ${n(r.clientSide.unheard)} unheard by the load generator` : '';
       lines.push(
         `verdict: ${label(r)} sold ${n(r.sold)} of ${n(r.stock)}${each} to ${n(r.distinctBuyers)} buyers; ` +
           `every invariant holds${r.products ? ' for each product' : ''} (checked from Redis) — ` +
-          `${n(r.requests)} requests in ${(r.durationMs / 1000).toFixed(1)} s${unheard}`,
+          `${n(r.requests)} requests in ${(r.durationMs / 1000).toFixed(1)} s`,
       );
     } else if (!r.unsafe) {
       failed = true;
@@ -238,10 +217,6 @@ export function formatReport(rows: Row[]): { text: string; tables: string; faile
     }
     // The negative control must oversell, or the bench is blind.
     if (r.strategy === 'none' && r.oversold === 0) failed = true;
-  }
-  for (const r of rows) {
-    const unheard = clientSideLine(r);
-    if (unheard) lines.push(unheard);
   }
   for (const r of rows) if (r.cost.shards.length > 1) lines.push(shardSplit(r));
   for (const r of rows) {

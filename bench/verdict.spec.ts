@@ -18,8 +18,6 @@ function cleanSale(): { sale: SaleSnapshot; load: LoadResult } {
       codes: { CREATED: 3, SOLD_OUT: 7 },
       errors: 0,
       timeouts: 0,
-      unheard: [],
-      timeoutMs: 30_000,
       orderIds: ['o0', 'o1', 'o2'],
       distinctBuyers: 10,
       startedAt: T0,
@@ -105,86 +103,12 @@ describe('judge', () => {
 
   it.each([
     ['a 5xx', { status: { '201': 3, '409': 6, '503': 1 } }],
-    ['a request neither answered nor given up by the load generator', { sent: 11 }],
+    ['an unanswered request', { sent: 11 }],
+    ['a socket error', { errors: 1 }],
+    ['a timeout', { timeouts: 1 }],
   ])('flags %s in the accounting', (_case, change) => {
     const { sale, load } = cleanSale();
     expect(judge(sale, { ...load, ...change }, 1).invariants.accounting).toBe(false);
-  });
-
-  // An overloaded client times out or loses a connection: no HTTP answer, so not the app's.
-  it("counts the load generator's own timeouts apart from the app's answers, and does not fail for them", () => {
-    const { sale, load } = cleanSale();
-    // b2's 201 went unheard (its order was written 5 ms after the request), b9 left no trace.
-    const unheard = [
-      { userId: 'b2', productId: 'hot', sentAt: T0 + 25 },
-      { userId: 'b9', productId: 'hot', sentAt: T0 + 40 },
-    ];
-    const client = {
-      ...load,
-      status: { '201': 2, '409': 6 },
-      codes: { CREATED: 2, SOLD_OUT: 6 },
-      errors: 2,
-      timeouts: 2,
-      unheard,
-      orderIds: ['o0', 'o1'],
-      distinctBuyers: 8,
-    };
-    const verdict = judge(sale, client, 1);
-    expect(verdict.problems).toEqual([]);
-    expect(passes(verdict.invariants, false)).toBe(true);
-    expect(verdict.clientSide).toEqual({
-      unheard: 2,
-      timeouts: 2,
-      socketErrors: 0,
-      sold: 1,
-      soldLate: 0,
-      noTrace: 1,
-      timeoutMs: 30_000,
-    });
-  });
-
-  it('still fails the accounting when Redis shows the app wrote an unheard order after the client gave up: a hang', () => {
-    const { sale, load } = cleanSale();
-    const late = { ...sale, orders: [order(0), order(1), { ...order(2), ms: T0 + 31_000 }] };
-    const client = {
-      ...load,
-      status: { '201': 2, '409': 7 },
-      timeouts: 1,
-      errors: 1,
-      unheard: [{ userId: 'b2', productId: 'hot', sentAt: T0 + 1_000 }],
-      orderIds: ['o0', 'o1'],
-    };
-    const verdict = judge(late, client, 1);
-    expect(verdict.invariants).toMatchObject({ accounting: false, conservation: true, exactlyOnce: true });
-    expect(verdict.broken.accounting).toContain('1 orders of unheard requests written more than 30000 ms after them');
-    expect(verdict.clientSide).toMatchObject({ unheard: 1, sold: 0, soldLate: 1, noTrace: 0 });
-  });
-
-  it('does not excuse unheard requests when the app answered none at all', () => {
-    const { sale, load } = cleanSale();
-    const nobody = Array.from({ length: 10 }, (_, i) => ({ userId: `b${i}`, productId: 'hot', sentAt: T0 }));
-    const silent = { ...load, status: {}, codes: {}, orderIds: [], distinctBuyers: 0, timeouts: 10, errors: 10 };
-    const untouched = { ...sale, stockLeft: 3, orders: [], buyers: {} };
-    const verdict = judge(untouched, { ...silent, unheard: nobody }, 1);
-    expect(verdict.invariants.accounting).toBe(false);
-    expect(verdict.broken.accounting).toContain('the app answered no request at all');
-  });
-
-  it('flags an order that no 201 acknowledged and no unheard request of its buyer explains', () => {
-    const { sale, load } = cleanSale();
-    const told = { ...load, status: { '201': 2, '409': 8 }, orderIds: ['o0', 'o1'] };
-    expect(judge(sale, told, 1).invariants).toMatchObject({ conservation: false, exactlyOnce: false });
-    // Another buyer's unheard request does not account for b2's order.
-    const other = {
-      ...told,
-      status: { '201': 2, '409': 7 },
-      unheard: [{ userId: 'b9', productId: 'hot', sentAt: T0 }],
-    };
-    expect(judge(sale, other, 1).invariants).toMatchObject({
-      conservation: false,
-      exactlyOnce: false,
-      accounting: true,
-    });
   });
 
   it('has no sell-out time when the stock never reached 0', () => {

@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis';
 import type { ProductKeys } from '../src/redis/key-layout';
-import type { ProductLoad, Unheard } from './load';
+import type { ProductLoad } from './load';
 
 export interface OrderEntry {
   readonly orderId: string;
@@ -29,33 +29,12 @@ export interface Invariants {
   exactlyOnce: boolean;
 }
 
-/**
- * The requests the load generator sent and never heard an answer to (it gave up on
- * them, or lost their connection): no HTTP answer, so not the app's, and counted
- * apart from the answers. What Redis says of them: an order written for the buyer
- * within the load generator's timeout of the request (the app sold it; its 201 went
- * unheard), one written later (the app took longer than the client waits: a hang), or
- * no trace (refused, never delivered, or answered too late: Redis cannot tell which).
- */
-export interface ClientSide {
-  readonly unheard: number;
-  /** autocannon's own counts for the whole load: requests it timed out on, socket errors apart from those. */
-  readonly timeouts: number;
-  readonly socketErrors: number;
-  readonly sold: number;
-  readonly soldLate: number;
-  readonly noTrace: number;
-  /** How long the load generator waited for an answer. */
-  readonly timeoutMs: number;
-}
-
 export interface Verdict {
   readonly sold: number;
   readonly stockLeft: number;
   readonly orders: number;
   readonly distinctBuyers: number;
   readonly oversold: number;
-  readonly clientSide: ClientSide;
   /** From the first request to the order that took the stock to 0; null if it never got there. */
   readonly sellOutMs: number | null;
   readonly salesPerSec: number | null;
@@ -137,28 +116,20 @@ export function judge(sale: SaleSnapshot, load: ProductLoad, quantity: number): 
   const streamIds = new Set(sale.orders.map((o) => o.orderId));
   const twiceInStream = sale.orders.length - streamIds.size;
   const missing = load.orderIds.filter((id) => !streamIds.has(id));
-  // An order no 201 acknowledged is accounted for only by a request of its buyer that went unheard.
-  const unheard = ordersOfUnheard(
-    sale.orders.filter((o) => !acknowledged.has(o.orderId)),
-    load.unheard,
-    load.timeoutMs,
-  );
-  const written = unheard.inTime + unheard.late;
   const conservation =
-    sale.initialStock === sale.stockLeft + units && sale.orders.length === created + written && missing.length === 0;
+    sale.initialStock === sale.stockLeft + units && sale.orders.length === created && missing.length === 0;
   if (!conservation) {
     broken.conservation =
       `conservation: initial ${sale.initialStock} vs left ${sale.stockLeft} + ordered ${units}; ` +
-      `${sale.orders.length} orders vs ${created} 201s and ${written} for requests that went unheard; ` +
-      `${missing.length} acknowledged orderIds not in the stream`;
+      `${sale.orders.length} orders vs ${created} 201s; ${missing.length} acknowledged orderIds not in the stream`;
   }
 
-  // No order written twice (a replayed write), none acknowledged and lost, none for a buyer neither told nor unheard.
-  const exactlyOnce = twiceInStream === 0 && missing.length === 0 && sale.orders.length === created + written;
+  // No order written twice (a replayed write), none acknowledged and lost, none written unacknowledged.
+  const exactlyOnce = twiceInStream === 0 && missing.length === 0 && sale.orders.length === created;
   if (!exactlyOnce) {
     broken.exactlyOnce =
       `exactly once: ${twiceInStream} orderIds twice in the stream; ${missing.length} acknowledged orders not in it; ` +
-      `${sale.orders.length} orders in it for ${created} acknowledged and ${written} for requests that went unheard`;
+      `${sale.orders.length} orders in it for ${created} acknowledged`;
   }
 
   const overLimit = [...perUser.entries()].filter(([, n]) => n > sale.perUserLimit);
@@ -171,31 +142,14 @@ export function judge(sale: SaleSnapshot, load: ProductLoad, quantity: number): 
       `count differs from their orders; ${perUser.size} distinct buyers for ${sale.orders.length} orders`;
   }
 
-  // Every request answered, or lost by the load generator (its fault, counted apart), unless Redis
-  // shows the app wrote its order later than the client waits for an answer: then the app hung.
   const answered = Object.values(load.status).reduce((a, b) => a + b, 0);
   const fiveXx = Object.entries(load.status)
     .filter(([s]) => s.startsWith('5'))
     .reduce((a, [, n]) => a + n, 0);
-  const untold = load.sent - answered - load.unheard.length;
-  // No answer at all is no evidence the app worked: unheard requests are then not excused.
-  const silent = answered === 0 && load.unheard.length > 0;
-  const accounting = untold === 0 && fiveXx === 0 && unheard.late === 0 && !silent;
+  const accounting = load.sent === answered && load.errors === 0 && load.timeouts === 0 && fiveXx === 0;
   if (!accounting) {
-    broken.accounting =
-      `accounting: ${load.sent} sent, ${answered} answered, ${load.unheard.length} unheard by the load generator ` +
-      `(${untold} neither), ${fiveXx} 5xx, ${unheard.late} orders of unheard requests written more than ` +
-      `${load.timeoutMs} ms after them${silent ? '; the app answered no request at all' : ''}`;
+    broken.accounting = `accounting: ${load.sent} sent, ${answered} answered, ${load.errors} errors, ${load.timeouts} timeouts, ${fiveXx} 5xx`;
   }
-  const clientSide: ClientSide = {
-    unheard: load.unheard.length,
-    timeouts: load.timeouts,
-    socketErrors: load.errors - load.timeouts,
-    sold: unheard.inTime,
-    soldLate: unheard.late,
-    noTrace: load.unheard.length - written,
-    timeoutMs: load.timeoutMs,
-  };
 
   const sellOut = sellOutEntry(sale);
   const sellOutMs = sellOut ? Math.max(0, sellOut.ms - load.startedAt) : null;
@@ -205,7 +159,6 @@ export function judge(sale: SaleSnapshot, load: ProductLoad, quantity: number): 
     orders: sale.orders.length,
     distinctBuyers: perUser.size,
     oversold: Math.max(0, units - sale.initialStock),
-    clientSide,
     sellOutMs,
     salesPerSec: sellOutMs === null ? null : Math.round((sale.initialStock / Math.max(sellOutMs, 1)) * 1000),
     invariants: { noOversell, noUndersell, conservation, perUserLimit, accounting, exactlyOnce },
@@ -273,35 +226,6 @@ function mergeSales(sales: readonly SaleSnapshot[]): SaleSnapshot {
     // Each buyer buys one product: their entries never collide.
     buyers: Object.assign({}, ...sales.map((s) => s.buyers)) as Record<string, number>,
   };
-}
-
-/**
- * Orders no 201 acknowledged, matched each to a request of its buyer that went unheard
- * (the latest one sent before it): `inTime` were written within `timeoutMs` of their
- * request, `late` later (the app took longer than the load generator waits). An
- * order with no such request is in neither: nobody was left without an answer for it.
- */
-function ordersOfUnheard(
-  unacknowledged: readonly OrderEntry[],
-  unheard: readonly Unheard[],
-  timeoutMs: number,
-): { inTime: number; late: number } {
-  const byBuyer = new Map<string, Unheard[]>();
-  for (const u of [...unheard].sort((a, b) => a.sentAt - b.sentAt)) {
-    byBuyer.set(u.userId, [...(byBuyer.get(u.userId) ?? []), u]);
-  }
-  let inTime = 0;
-  let late = 0;
-  for (const order of [...unacknowledged].sort((a, b) => a.ms - b.ms)) {
-    const requests = byBuyer.get(order.userId) ?? [];
-    if (requests.length === 0) continue;
-    // The clocks agree within a millisecond or so (bench.ts puts the load on Redis's); none before it: the first.
-    const latest = requests.findLastIndex((u) => u.sentAt <= order.ms);
-    const [request] = requests.splice(Math.max(0, latest), 1);
-    if (order.ms - request.sentAt < timeoutMs) inTime++;
-    else late++;
-  }
-  return { inTime, late };
 }
 
 /** The order after which the units sold reached the initial stock. */

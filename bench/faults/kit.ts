@@ -155,8 +155,6 @@ export function merge(loads: LoadResult[]): LoadResult {
     codes: sum((l) => l.codes),
     errors: loads.reduce((a, l) => a + l.errors, 0),
     timeouts: loads.reduce((a, l) => a + l.timeouts, 0),
-    unheard: loads.flatMap((l) => l.unheard),
-    timeoutMs: Math.max(...loads.map((l) => l.timeoutMs)),
     orderIds: loads.flatMap((l) => l.orderIds),
     distinctBuyers: loads.reduce((a, l) => a + l.distinctBuyers, 0),
     startedAt: Math.min(...loads.map((l) => l.startedAt)),
@@ -197,7 +195,7 @@ export async function verdict(
 ): Promise<SaleVerdict> {
   // A killed app's load goes on knocking on a closed port until it stops: count
   // what that app answered, not the refused connection attempts.
-  const load = merge([...live, ...dead.map((l) => ({ ...l, sent: answered(l), errors: 0, unheard: [] }))]);
+  const load = merge([...live, ...dead.map((l) => ({ ...l, sent: answered(l), errors: 0 }))]);
   const sale = await readSale(client, k);
   const v = judge(sale, load, 1);
   // The bench's own accounting, conservation and undersell checks assume no fault
