@@ -47,9 +47,22 @@ export interface AppOptions {
  * 127.0.0.1; resolves once /health answers 200.
  */
 export async function startApp(options: AppOptions): Promise<RunningApp> {
+  // A port free when asked can be taken before the app binds it (the kernel hands it to
+  // an outgoing connection as its source port, or another test's server takes it): the
+  // app then exits with EADDRINUSE before it is healthy. A port it was not given is
+  // picked again, a few times.
+  for (let tries = 1; ; tries++) {
+    try {
+      return await startAppOn(options, options.port ?? (await freePort()));
+    } catch (err) {
+      if (options.port !== undefined || tries >= 3 || !/EADDRINUSE/.test((err as Error).message)) throw err;
+    }
+  }
+}
+
+async function startAppOn(options: AppOptions, port: number): Promise<RunningApp> {
   const main = options.main ?? APP_MAIN;
   const workers = options.workers ?? 1;
-  const port = options.port ?? (await freePort());
   const args = workers > 1 ? [APP_CLUSTER, String(workers), main] : [main];
   const child = spawn(process.execPath, args, {
     cwd: ROOT,

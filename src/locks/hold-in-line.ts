@@ -1,4 +1,5 @@
 import { LockExpiredError } from '../errors/errors';
+import { resendingUntil } from '../redis/unrun-retry';
 import { LocalQueue } from './local-queue';
 import type { Hold } from './lock';
 
@@ -47,7 +48,8 @@ export async function holdInLine<L extends Lease, T>(
       expiry.signal.throwIfAborted();
     };
     try {
-      return await section({ signal: expiry.signal, assertValid }, lease);
+      // On a cluster, a write a node redirected is sent again only while the lease is valid.
+      return await resendingUntil(lease.validUntil, () => section({ signal: expiry.signal, assertValid }, lease));
     } finally {
       clearTimeout(timer);
       await steps.release(lease);

@@ -3,7 +3,7 @@ import { Cluster, Redis, ReplyError } from 'ioredis';
 import calculateSlot from 'cluster-key-slot';
 import { startTestCluster, TestCluster } from '../../test/helpers/redis';
 import { closeRedisClient, createRedisCluster, whenReady } from './create-client';
-import { notRun } from './unrun-retry';
+import { notRun, resendingUntil } from './unrun-retry';
 
 describe('notRun: the replies by which a node says it ran nothing', () => {
   it('names MOVED, ASK, TRYAGAIN and CLUSTERDOWN, alone, as the last of too many redirections, or inside an EXECABORT', () => {
@@ -124,6 +124,24 @@ describe('resendingNotRun on a real cluster whose slot is moving', () => {
       ]);
       expect(await script).toEqual(['A', 'B']);
       expect(client instanceof Cluster).toBe(true);
+    } finally {
+      await closeRedisClient(client);
+      await split.finish().catch(() => undefined);
+      await split.close();
+    }
+  });
+
+  it('sends nothing again past the deadline its caller set (a lock section passes its lease validity)', async () => {
+    const split = await splitSlot();
+    const client = appCluster();
+    try {
+      expect(await whenReady(client, 10_000)).toBe(true);
+      const by = performance.now() + 300;
+      await expect(resendingUntil(by, () => client.eval(BOTH, 2, split.moved, split.stayed))).rejects.toThrow(
+        /TRYAGAIN|MOVED|ASK/,
+      );
+      // Given up at the deadline, not at the 2 s budget (nor after the move, which never finished meanwhile).
+      expect(performance.now() - by).toBeLessThan(1_500);
     } finally {
       await closeRedisClient(client);
       await split.finish().catch(() => undefined);

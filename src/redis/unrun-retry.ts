@@ -1,3 +1,4 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type Cluster, ReplyError } from 'ioredis';
 
@@ -19,6 +20,19 @@ const TOO_MANY = /^Too many Cluster redirections\. Last error: (?:ReplyError: )?
  * split lasts as long as its MIGRATEs; a graceful failover, a few hundred ms.
  */
 export const NOT_RUN_BUDGET_MS = 2_000;
+
+/** performance.now() past which nothing is sent again, set by the caller's context (resendingUntil). */
+const until = new AsyncLocalStorage<number>();
+
+/**
+ * Runs `fn` with no command of it sent again after `deadline` (performance.now()): a
+ * lock's section passes its lease's validity, so that a write the cluster redirected is
+ * not sent again after the lock may have expired (which would widen the late write a
+ * plain lock cannot prevent).
+ */
+export function resendingUntil<T>(deadline: number, fn: () => Promise<T>): Promise<T> {
+  return until.run(Math.min(deadline, until.getStore() ?? Infinity), fn);
+}
 
 /** The redirection `err` is (MOVED, ASK, TRYAGAIN or CLUSTERDOWN), or null: the command did not run. */
 export function notRun(err: unknown): string | null {
@@ -43,23 +57,38 @@ function pauseMs(kind: string, attempt: number): number {
 
 /**
  * Runs `send` until a node runs it: a "not run" answer (see notRun) is sent again, after
- * a jittered pause (and the slot map relearned after MOVED or CLUSTERDOWN), for up to
- * NOT_RUN_BUDGET_MS; any other outcome, including a command with no reply, is the
- * caller's, as it was.
+ * a jittered pause, for up to NOT_RUN_BUDGET_MS or the caller's resendingUntil deadline,
+ * whichever comes first; after MOVED or CLUSTERDOWN, once the slot map has been
+ * relearned (sent again on the old map, it would go back to the node that said MOVED,
+ * which the refresh may drop under it: "Connection is closed", an unknown outcome for
+ * a command that never ran). Any other outcome, including a command with no reply, is
+ * the caller's, as it was.
  */
 export async function untilRun<T>(cluster: Cluster, send: () => Promise<T>): Promise<T> {
-  const deadline = performance.now() + NOT_RUN_BUDGET_MS;
+  const deadline = Math.min(performance.now() + NOT_RUN_BUDGET_MS, until.getStore() ?? Infinity);
   for (let attempt = 0; ; attempt++) {
     try {
       return await send();
     } catch (err) {
       const kind = notRun(err);
+      if (!kind || performance.now() >= deadline) throw err;
+      if (kind === 'MOVED' || kind === 'CLUSTERDOWN') await relearned(cluster, deadline - performance.now());
       const left = deadline - performance.now();
-      if (!kind || left <= 0) throw err;
-      if (kind === 'MOVED' || kind === 'CLUSTERDOWN') cluster.refreshSlotsCache();
+      if (left <= 0) throw err;
       await sleep(Math.min(left, pauseMs(kind, attempt)));
     }
   }
+}
+
+/** Resolves once `cluster` has read its slot map again (or after `waitMs`, whichever is first). */
+function relearned(cluster: Cluster, waitMs: number): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(resolve, Math.max(0, waitMs));
+    cluster.refreshSlotsCache(() => {
+      clearTimeout(timer);
+      resolve();
+    });
+  });
 }
 
 /** Methods that are not one command to send again: a batch is replayed whole (see below); the rest are the connection's own. */
@@ -84,9 +113,11 @@ const NOT_RESENT = new Set([
  * and a slot split by a move for longer than those redirections last ends in "Too many
  * Cluster redirections". Either way the node ran nothing, and a buyer would have been
  * answered 503 while the sale could go on a few milliseconds later. Here each command
- * method sends its command again, and `multi()` and `pipeline()` record what is queued
- * and build the batch again for each EXEC: a MULTI whose queued command was redirected
- * was aborted whole (EXECABORT), a pipeline of reads can be read again.
+ * method sends its command again, and `multi()` records what is queued and builds the
+ * transaction again for each EXEC: a MULTI whose queued command was redirected was
+ * aborted whole (EXECABORT). A `pipeline()` is not sent again: its commands are not one
+ * unit, and those that were not redirected ran (its caller reads each reply); ioredis
+ * itself sends it again when every reply is the same redirection.
  */
 export function resendingNotRun(cluster: Cluster): Cluster {
   const commands = new Set(cluster.getBuiltinCommands());
@@ -98,8 +129,8 @@ export function resendingNotRun(cluster: Cluster): Cluster {
       let method = methods.get(prop);
       if (!method) {
         const fn = value as (...args: unknown[]) => unknown;
-        if (prop === 'multi' || prop === 'pipeline') {
-          method = (...args: unknown[]) => replayedBatch(target, prop, args);
+        if (prop === 'multi') {
+          method = (...args: unknown[]) => replayedTransaction(target, args);
         } else if (commands.has(prop) && !NOT_RESENT.has(prop)) {
           method = (...args: unknown[]) => untilRun(target, () => fn.apply(target, args) as Promise<unknown>);
         } else {
@@ -112,28 +143,30 @@ export function resendingNotRun(cluster: Cluster): Cluster {
   });
 }
 
-type Batch = Record<string, (...args: unknown[]) => unknown> & { exec(): Promise<[Error | null, unknown][] | null> };
+type Transaction = Record<string, (...args: unknown[]) => unknown> & {
+  exec(): Promise<[Error | null, unknown][] | null>;
+};
 
 /**
- * A stand-in for `cluster.multi()` / `cluster.pipeline()`: queued calls are recorded,
- * and each EXEC builds the batch afresh and sends it, again while a node ran none of it
- * (a redirection in the replies or the EXEC's rejection).
+ * A stand-in for `cluster.multi()`: queued calls are recorded, and EXEC builds the
+ * transaction afresh and sends it, again while a node ran none of it (a redirection in
+ * its replies or the EXEC's rejection: EXECABORT).
  */
-function replayedBatch(cluster: Cluster, kind: 'multi' | 'pipeline', args: unknown[]): Batch {
+function replayedTransaction(cluster: Cluster, args: unknown[]): Transaction {
   const queued: [string, unknown[]][] = [];
   const send = async () => {
-    const batch = (cluster[kind] as unknown as (...a: unknown[]) => Batch).apply(cluster, args);
-    for (const [name, callArgs] of queued) batch[name](...callArgs);
-    const replies = await batch.exec();
+    const transaction = (cluster.multi as unknown as (...a: unknown[]) => Transaction).apply(cluster, args);
+    for (const [name, callArgs] of queued) transaction[name](...callArgs);
+    const replies = await transaction.exec();
     const redirected = replies?.find(([err]) => notRun(err) !== null);
     if (redirected) throw redirected[0];
     return replies;
   };
-  const recorder: Batch = new Proxy({} as Batch, {
+  const recorder: Transaction = new Proxy({} as Transaction, {
     get(_, prop) {
       if (prop === 'exec') return () => untilRun(cluster, send);
       if (prop === 'length') return queued.length;
-      if (typeof prop !== 'string' || prop === 'then') return undefined;
+      if (typeof prop !== 'string' || prop === 'then' || prop === 'toString' || prop === 'valueOf') return undefined;
       return (...callArgs: unknown[]) => {
         queued.push([prop, callArgs]);
         return recorder;
