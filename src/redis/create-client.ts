@@ -58,13 +58,17 @@ export function createAppRedisClient(config: Pick<AppConfig, 'redisUrl' | 'redis
  * An ioredis client as the app uses them all (the main one, Redlock's nodes): fail
  * fast while Redis is away, log each outage once.
  */
-export function createRedisClient(url: string, name: string, options: { commandTimeout?: number } = {}): Redis {
+export function createRedisClient(
+  url: string,
+  name: string,
+  options: { commandTimeout?: number; enableAutoPipelining?: boolean } = {},
+): Redis {
   const client = new Redis(url, {
     ...CONNECTION_OPTIONS,
-    ...options,
     // Commands issued in the same event-loop tick leave in one socket write: under a
     // burst, thousands of buyers' reads cost a handful of syscalls, not one each.
     enableAutoPipelining: true,
+    ...options,
   });
   reportOutages(client, name, () => redactUrl(url));
   return client;

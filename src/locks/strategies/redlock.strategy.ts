@@ -32,7 +32,13 @@ export function redlockNodeTimeoutMs(ttlMs: number): number {
 /** Clients of the lock nodes, as the app makes them: each with redlockNodeTimeoutMs. */
 export function createRedlockNodes(urls: readonly string[], ttlMs: number): Redis[] {
   const commandTimeout = redlockNodeTimeoutMs(ttlMs);
-  return urls.map((url, i) => createRedisClient(url, `Redlock node ${i + 1}`, { commandTimeout }));
+  // No auto-pipelining: with the package's defineCommand scripts, ioredis 6's auto-pipeline
+  // once got fewer replies than commands and threw "results[i] is not iterable" from a
+  // nextTick (an uncaught TypeError, which ends the process), in the two-app redlock
+  // test; each acquisition sends one script per node, so there is little to batch.
+  return urls.map((url, i) =>
+    createRedisClient(url, `Redlock node ${i + 1}`, { commandTimeout, enableAutoPipelining: false }),
+  );
 }
 
 /** A granted lock, with when we asked for it and until when it is valid. */
