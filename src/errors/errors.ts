@@ -127,6 +127,37 @@ export class LimitReachedError extends createError(
     `user "${userId}" may buy at most ${perUserLimit} of this product and has ${bought}; ${requested} more would exceed the limit`,
 ) {}
 
+// ---------------------------------------------------------------- an order's outcome (pay, cancel, expiry)
+
+export class UnknownOrderError extends createError(
+  'UNKNOWN_ORDER',
+  404,
+  (orderId: string) => `order "${orderId}" is not known (not placed, or its sale was restarted since)`,
+) {}
+
+/** A payment or a cancel of an order that another payment already paid. */
+export class OrderPaidError extends createError(
+  'ORDER_PAID',
+  409,
+  (orderId: string, paidBy: string) =>
+    `order "${orderId}" was already paid by payment "${paidBy}"; any other payment for it is to be refunded`,
+) {}
+
+export class OrderCancelledError extends createError(
+  'ORDER_CANCELLED',
+  409,
+  (orderId: string) =>
+    `order "${orderId}" was cancelled and its units went back to stock; a payment for it is to be refunded`,
+) {}
+
+/** The payment deadline passed first (by Redis's clock): the units went back to stock. */
+export class OrderExpiredError extends createError(
+  'ORDER_EXPIRED',
+  409,
+  (orderId: string) =>
+    `order "${orderId}" expired: its payment deadline passed and its units went back to stock; a payment for it is to be refunded`,
+) {}
+
 // ---------------------------------------------------------------- not now: nothing was changed, retry
 
 /** The lock was not obtained within LOCK_WAIT_MS. */

@@ -45,6 +45,7 @@ export class ProductsController {
   )
   startSale(@Param() params: ProductParamsDto, @Body() body: StartSaleDto): Promise<Product> {
     return this.products.startSale(params.id, body.stock, body.perUserLimit, {
+      paymentTimeoutMs: body.paymentTimeoutMs,
       discardOrders: body.discardOrders,
       switchStrategy: body.switchStrategy,
     });

@@ -38,19 +38,23 @@ export class ProductsService {
     productId: string,
     stock: number,
     perUserLimit: number,
-    options: { discardOrders?: boolean; switchStrategy?: boolean } = {},
+    options: { paymentTimeoutMs?: number; discardOrders?: boolean; switchStrategy?: boolean } = {},
   ): Promise<Product> {
     const k = this.keys.product(productId);
     const family = strategyFamily(this.config.lockStrategy);
+    // The settler and the expiry sweeper find the product here: listed before its sale
+    // starts, so no order of it is ever unlisted (a product listed without a sale is skipped).
+    await this.redis.sadd(this.keys.products, productId);
     await this.purchases.exclusive(productId, async () => {
       const reply = await resetSale.run(
         this.redis,
-        [k.meta, k.stock, k.buyers, k.orders, k.idem, k.live],
+        [k.meta, k.stock, k.buyers, k.orders, k.idem, k.live, k.states, k.deadlines],
         stock,
         perUserLimit,
         options.discardOrders ? '1' : '0',
         family,
         options.switchStrategy ? '1' : '0',
+        options.paymentTimeoutMs ?? this.config.paymentTimeoutMs,
       );
       if (reply[0] === 'HAS_ORDERS') throw new SaleHasOrdersError(productId, reply[1]);
       if (reply[0] === 'STRATEGY_MISMATCH') throw new StrategyMismatchError(productId, reply[1], family);
@@ -64,9 +68,9 @@ export class ProductsService {
   async get(productId: string): Promise<Product> {
     const k = this.keys.product(productId);
     const [meta, stock, orders] = (await execAll(
-      this.redis.multi().hmget(k.meta, 'initialStock', 'perUserLimit').get(k.stock).xlen(k.orders),
+      this.redis.multi().hmget(k.meta, 'initialStock', 'perUserLimit', 'paymentTimeoutMs').get(k.stock).hlen(k.states),
     )) as [(string | null)[], string | null, number];
-    const [initialStock, perUserLimit] = meta;
+    const [initialStock, perUserLimit, paymentTimeoutMs] = meta;
     if (initialStock === null || perUserLimit === null || stock === null) throw new UnknownProductError(productId);
     return {
       id: productId,
@@ -75,6 +79,7 @@ export class ProductsService {
       sold: Number(initialStock) - Number(stock),
       orders,
       perUserLimit: Number(perUserLimit),
+      paymentTimeoutMs: paymentTimeoutMs === null ? null : Number(paymentTimeoutMs),
     };
   }
 }

@@ -1,6 +1,5 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { RedisClient } from '../../redis/create-client';
-import { randomUUID } from 'node:crypto';
 import {
   AppError,
   IdempotencyKeyInUseError,
@@ -15,7 +14,7 @@ import { APP_CONFIG } from '../../config/config.constants';
 import { KeyLayout } from '../../redis/key-layout';
 import { purchase } from '../../redis/lua-scripts';
 import { REDIS_CLIENT } from '../../redis/redis.constants';
-import { acknowledge, Order, OrderRequest, OUTCOME_TTL_MS } from '../order';
+import { acknowledge, newOrderId, Order, OrderRequest, OUTCOME_TTL_MS } from '../order';
 import { orderWrite } from '../sale-store';
 import { PurchasePath, PurchaseStatus } from './purchase-path';
 
@@ -47,11 +46,11 @@ export class ScriptedPurchases extends PurchasePath {
 
   async purchase(order: OrderRequest): Promise<Order> {
     const k = this.keys.product(order.productId);
-    const orderId = randomUUID();
+    const orderId = newOrderId(order.productId);
     const [status, a, b] = await orderWrite(
       purchase.run(
         this.redis,
-        [k.meta, k.stock, k.buyers, k.orders, k.idem],
+        [k.meta, k.stock, k.buyers, k.orders, k.idem, k.states, k.deadlines],
         order.userId,
         order.quantity,
         orderId,

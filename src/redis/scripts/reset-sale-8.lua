@@ -13,6 +13,7 @@
   KEYS[3]  buyers hash      KEYS[4]  orders stream
   KEYS[5]  idempotency hash (a retry of the last sale's request is a new request)
   KEYS[6]  live hash (the dashboard's answers per instance, live-publish-2.lua)
+  KEYS[7]  order states hash   KEYS[8]  deadlines zset (the orders' reservations go with them)
   ARGV[1]  initial stock (integer >= 0)
   ARGV[2]  per-user limit (integer >= 1)
   ARGV[3]  '1' to discard the orders of the current sale; anything else refuses to
@@ -25,6 +26,7 @@
            to: this reset ran under our family's exclusion, not the other's, so one
            of its buyers may be between its read and its write (the operator says
            none is: its instances are gone)
+  ARGV[6]  how long a reservation waits for its payment, in ms (meta paymentTimeoutMs)
   Returns  {'OK', the new sale's id (integer >= 1, one more than the last sale's)}
            {'HAS_ORDERS', orders in the log}: nothing changed
            {'STRATEGY_MISMATCH', soldBy}: another family sells it; nothing changed
@@ -37,8 +39,8 @@ local orders = redis.call('XLEN', KEYS[4])
 if orders > 0 and ARGV[3] ~= '1' then
   return {'HAS_ORDERS', orders}
 end
-redis.call('DEL', KEYS[3], KEYS[4], KEYS[5], KEYS[6])
-redis.call('HSET', KEYS[1], 'initialStock', ARGV[1], 'perUserLimit', ARGV[2])
+redis.call('DEL', KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8])
+redis.call('HSET', KEYS[1], 'initialStock', ARGV[1], 'perUserLimit', ARGV[2], 'paymentTimeoutMs', ARGV[6])
 if ARGV[4] == '' then
   redis.call('HDEL', KEYS[1], 'soldBy')
 else

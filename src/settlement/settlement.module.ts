@@ -1,0 +1,78 @@
+import {
+  BeforeApplicationShutdown,
+  DynamicModule,
+  Inject,
+  Injectable,
+  Logger,
+  Module,
+  OnApplicationBootstrap,
+  OnApplicationShutdown,
+} from '@nestjs/common';
+import type { Pool } from 'pg';
+import { AppConfig } from '../config/app-config';
+import { FaultStop } from '../orders/fault-stop';
+import type { RedisClient } from '../redis/create-client';
+import { KeyLayout } from '../redis/key-layout';
+import { REDIS_CLIENT } from '../redis/redis.constants';
+import { migrate } from './migrations';
+import { createPool } from './postgres';
+import { SettlementLag } from './settlement-lag';
+import { PG_POOL } from './settlement.constants';
+import { Settler } from './settler';
+
+/**
+ * The instance's settler: migrations at start-up, then the consumer loop, stopped as
+ * shutdown begins (its batch in hand settled or left pending), the pool closed last.
+ */
+@Injectable()
+class SettlerLifecycle implements OnApplicationBootstrap, BeforeApplicationShutdown, OnApplicationShutdown {
+  private readonly logger = new Logger('Settlement');
+
+  constructor(
+    private readonly settler: Settler,
+    @Inject(PG_POOL) private readonly pool: Pool,
+  ) {}
+
+  async onApplicationBootstrap(): Promise<void> {
+    const applied = await migrate(this.pool);
+    this.logger.log(
+      `${applied.length > 0 ? `schema migrated (${applied.join(', ')})` : 'schema up to date'}; settling as consumer ${this.settler.consumer}`,
+    );
+    this.settler.start();
+  }
+
+  async beforeApplicationShutdown(): Promise<void> {
+    await this.settler.stop();
+  }
+
+  async onApplicationShutdown(): Promise<void> {
+    await this.pool.end();
+  }
+}
+
+/** settlement/: every order event into PostgreSQL exactly once (Settler). Only with DATABASE_URL. */
+@Module({})
+export class SettlementModule {
+  static forRoot(config: AppConfig): DynamicModule {
+    if (!config.databaseUrl)
+      return { module: SettlementModule, global: true, providers: [SettlementLag], exports: [SettlementLag] };
+    return {
+      module: SettlementModule,
+      global: true,
+      providers: [
+        { provide: PG_POOL, useFactory: () => createPool(config) },
+        {
+          provide: Settler,
+          inject: [REDIS_CLIENT, PG_POOL, KeyLayout, FaultStop],
+          useFactory: (redis: RedisClient, pool: Pool, keys: KeyLayout, faults: FaultStop) => {
+            const logger = new Logger('Settlement');
+            return new Settler(redis, pool, keys, config, faults, (line) => logger.warn(line));
+          },
+        },
+        SettlerLifecycle,
+        SettlementLag,
+      ],
+      exports: [PG_POOL, Settler, SettlementLag],
+    };
+  }
+}
