@@ -16,7 +16,10 @@ import { startSale } from '../harness/http';
 import { retryFailed } from './retries';
 import { BASELINE_MAIN, FASTIFY_ROUTE_MAIN, ROOT } from '../harness/paths';
 import { RunningApp, startApp, stopAll, track } from '../harness/processes';
+import { PrivatePostgres, startPrivatePostgres } from '../harness/postgres';
 import { REDLOCK_NODE, startPrivateRedis } from '../harness/redis';
+import { payAll, payCancelExpire } from './afterlife';
+import { checkSettled, unsettled, waitForSettlement } from './settled';
 import { UNSAFE_STRATEGIES } from '../src/config/app-config';
 import { KeyLayout } from '../src/redis/key-layout';
 import { Cost, MeteredNode, startMeter } from './cost';
@@ -24,12 +27,15 @@ import { Answer, LoadResult, runLoad } from './load';
 import { BenchOptions, parseOptions, Target, USAGE, UsageError } from './options';
 import { startProgress } from './progress';
 import { chartJsSource, htmlReport, htmlPathFor } from './html-report';
-import { formatReport, ProductRow, Row, rowLabel } from './report';
+import { formatReport, ProductRow, Row, rowLabel, SettlementRow } from './report';
 import { BenchClient, connect, RunRedis, startRunRedis } from './run-redis';
 import { textChart } from './text-chart';
 import { redisClockSkewMs } from './redis-clock';
 import { soldOverTime, SoldPoint } from './timeline';
 import { judge, judgeProducts, passes, ProductVerdict, readSale, SaleSnapshot, Verdict } from './verdict';
+
+/** Rows given a database so far (each its own). */
+let rowsStarted = 0;
 
 /** Sales the `none` control gets to show an oversell before the bench calls itself blind. */
 const CONTROL_ATTEMPTS = 3;
@@ -57,6 +63,8 @@ interface Run {
   /** Keeps this run's keys apart from any other's in a Redis the user named. */
   readonly runId: string;
   readonly log: (line: string) => void;
+  /** --settle on: the private PostgreSQL each row's app settles into (a database per row). */
+  readonly postgres?: PrivatePostgres;
 }
 
 /** One row's app, and what it wrote. */
@@ -75,6 +83,8 @@ interface RowApp {
   readonly launch: () => Promise<RunningApp>;
   /** Products this row set up, for the clean-up of a Redis the user named. */
   readonly products: string[];
+  /** The row's own PostgreSQL database, with settlement on. */
+  readonly databaseUrl?: string;
 }
 
 async function main(): Promise<number> {
@@ -116,7 +126,21 @@ async function prepare(options: BenchOptions): Promise<Run> {
   const { client, meters, close } = connect(redis);
   // Its clients, then what was started for the run (stopping a server twice is harmless).
   track({ stop: () => close().then(() => redis.stop()) });
-  return { options, redis, redlockUrls, client, meters, runId: Date.now().toString(36), log };
+  let postgres: PrivatePostgres | undefined;
+  if (options.settle) {
+    postgres = await startPrivatePostgres();
+    log(`PostgreSQL at ${postgres.url}: each row settles into a database of its own (--settle off: none)`);
+  }
+  return {
+    options,
+    redis,
+    redlockUrls,
+    client,
+    meters,
+    runId: Date.now().toString(36),
+    log,
+    ...(postgres && { postgres }),
+  };
 }
 
 /** One row: a fresh app for the target, warmed up, one measured sale (or up to three for the control), judged. */
@@ -140,6 +164,11 @@ async function startTarget(run: Run, target: Target, workers: number, telemetry:
   const prefix = `bench:${run.runId}:${target}:x${workers}${telemetry ? '' : ':t0'}:`;
   const label = rowLabel({ strategy: target, workers, telemetry });
   const token = randomBytes(18).toString('base64url');
+  // The comparison servers settle nothing.
+  const databaseUrl =
+    run.postgres && !SERVERS[target]
+      ? await run.postgres.createDatabase(`bench_${run.runId}_${++rowsStarted}`)
+      : undefined;
   const launch = () =>
     startApp({
       workers,
@@ -148,6 +177,7 @@ async function startTarget(run: Run, target: Target, workers: number, telemetry:
         ...run.redis.appEnv,
         ...(target === 'redlock' ? { REDLOCK_URLS: run.redlockUrls } : {}),
         ADMIN_TOKEN: token,
+        ...(databaseUrl && { DATABASE_URL: databaseUrl }),
         LOCK_STRATEGY: target,
         ALLOW_UNSAFE: unsafe ? '1' : '0',
         KEY_PREFIX: prefix,
@@ -173,6 +203,7 @@ async function startTarget(run: Run, target: Target, workers: number, telemetry:
     keys: new KeyLayout(prefix),
     products: [],
     launch,
+    ...(databaseUrl && { databaseUrl }),
   };
   watchLine(run, t, measuredProducts(run.options, 1)[0]);
   return t;
@@ -242,7 +273,8 @@ async function measuredSale(run: Run, t: RowApp): Promise<Measured> {
     const productId = ids[0];
     t.products.push(...ids);
     if (attempt > 1) watchLine(run, t, productId);
-    await Promise.all(ids.map((id) => startSale(t.app.url, t.token, id, options.stock, options.quantity)));
+    const deadline = options.pay !== undefined ? options.paymentTimeoutMs : undefined;
+    await Promise.all(ids.map((id) => startSale(t.app.url, t.token, id, options.stock, options.quantity, deadline)));
     await pauseToWatch(run, t);
     const progress = { done: 0 };
     const stockKeys = ids.map((id) => t.keys.product(id).stock);
@@ -253,6 +285,7 @@ async function measuredSale(run: Run, t: RowApp): Promise<Measured> {
     const reporter = startProgress(t.label, requests(options), progress, async () => String(await left()), onSale);
     const answers: Answer[] = [];
     const skewMs = await redisClockSkewMs(run.client);
+    const lag = t.databaseUrl ? sampleLag(run, t, productId) : undefined;
     // The cost is the pass's alone: after the sale's setup, before the retries and the verdict.
     const meter = await startMeter(run.meters, t.app.pid);
     const first = await runLoad(
@@ -284,6 +317,9 @@ async function measuredSale(run: Run, t: RowApp): Promise<Measured> {
           }; ${replayed} answered an order placed earlier`,
       );
     }
+    let afterlife: SettlementRow['afterlife'];
+    if (options.pay !== undefined) ({ load, afterlife } = await payAndResell(run, t, productId, load));
+    const settlement = t.databaseUrl ? await settled(run, t, productId, lag!, afterlife) : undefined;
     const sale = (id: string) =>
       t.target === 'fastify-route' ? Promise.resolve(NOTHING_STORED) : readSale(run.client, t.keys.product(id));
     let verdict: Verdict;
@@ -312,8 +348,15 @@ async function measuredSale(run: Run, t: RowApp): Promise<Measured> {
       load.startedAt + skewMs,
       parts.reduce((sum, p) => sum + p.sale.initialStock, 0),
     );
+    if (settlement) {
+      verdict.invariants.settled = settlement.ok;
+      if (!settlement.ok) {
+        verdict.broken.settled = settlement.problem;
+        verdict.problems.push(settlement.problem!);
+      }
+    }
     if (verdict.oversold > 0 || attempt >= attempts) {
-      return { load, verdict, products, attempts: attempt, cost, soldOverTime: sold };
+      return { load, verdict, products, attempts: attempt, cost, soldOverTime: sold, settlement: settlement?.row };
     }
     run.log(`${t.label}: sale ${attempt} did not oversell; running it again in a fresh app`);
     const exitCode = await t.app.stop();
@@ -334,12 +377,13 @@ interface Measured {
   readonly cost: Cost;
   /** The last sale's units over time. */
   readonly soldOverTime: SoldPoint[];
+  readonly settlement?: SettlementRow;
 }
 
 function toRow(
   run: Run,
   t: RowApp,
-  { load, verdict, products, attempts, cost, soldOverTime: sold }: Measured,
+  { load, verdict, products, attempts, cost, soldOverTime: sold, settlement }: Measured,
   exitCode: number | null,
 ): Row {
   const { options } = run;
@@ -370,7 +414,134 @@ function toRow(
     attempts,
     cost,
     ...(productRows && { products: productRows }),
+    ...(settlement && { settlement }),
     pass: passes(verdict.invariants, t.unsafe) && (t.unsafe || exitCode === 0),
+  };
+}
+
+/** Samples the measured product's unsettled entries every 200 ms until stopped: the report's lag line. */
+function sampleLag(run: Run, t: RowApp, productId: string): { points: SettlementRow['lag']; stop(): void } {
+  const k = t.keys.product(productId);
+  const start = Date.now();
+  const points: SettlementRow['lag'] = [];
+  const timer = setInterval(() => {
+    void unsettled(run.client, k).then(
+      (n) => points.push({ ms: Date.now() - start, unsettled: n }),
+      () => undefined,
+    );
+  }, 200);
+  return { points, stop: () => clearInterval(timer) };
+}
+
+/**
+ * --pay: pays that share of the sale's orders, cancels half the rest, waits until the
+ * others expired at their deadline (the sweeper, by Redis's clock), then sends a
+ * second wave of new buyers, twice the units returned, who buy those units and pay at
+ * once. The load the verdict judges is both waves together.
+ */
+async function payAndResell(
+  run: Run,
+  t: RowApp,
+  productId: string,
+  load: LoadResult,
+): Promise<{ load: LoadResult; afterlife: SettlementRow['afterlife'] }> {
+  const { options } = run;
+  const k = t.keys.product(productId);
+  const orderIds = [...new Set(load.orderIds)];
+  const outcome = await payCancelExpire(t.app.url, orderIds, options.pay!);
+  const waitUntil = Date.now() + options.paymentTimeoutMs + 15_000;
+  while ((await run.client.zcard(k.deadlines)) > 0) {
+    if (Date.now() > waitUntil)
+      throw new Error(
+        `${t.label}: reservations still unexpired ${options.paymentTimeoutMs + 15_000} ms after the sale`,
+      );
+    await sleep(100);
+  }
+  const stockLeft = Number(await run.client.get(k.stock));
+  run.log(
+    `${t.label}: --pay ${options.pay}: ${outcome.paid} paid, ${outcome.cancelled} cancelled, ${outcome.leftToExpire} left to expire` +
+      `${Object.keys(outcome.refused).length ? `, refused ${JSON.stringify(outcome.refused)}` : ''}; ${stockLeft} units back in stock`,
+  );
+  let second: LoadResult | undefined;
+  let secondRefused: Record<string, number> = {};
+  if (stockLeft > 0) {
+    second = await runLoad({
+      url: t.app.url,
+      productId,
+      buyers: stockLeft * 2,
+      duplicates: 0,
+      connections: Math.min(options.connections, 50),
+      quantity: options.quantity,
+      userPrefix: 'w2-',
+    });
+    secondRefused = await payAll(t.app.url, [...new Set(second.orderIds)]);
+    run.log(
+      `${t.label}: second wave: ${stockLeft * 2} buyers bought ${second.orderIds.length} orders of the returned units and paid`,
+    );
+  }
+  return {
+    load: second ? mergeLoads(load, second) : load,
+    afterlife: {
+      ...outcome,
+      unitsReturned: stockLeft,
+      secondWave: { buyers: second ? stockLeft * 2 : 0, created: second?.orderIds.length ?? 0, refused: secondRefused },
+    },
+  };
+}
+
+/** Two loads on one product as one, for the verdict: every request, answer and order of both. */
+function mergeLoads(a: LoadResult, b: LoadResult): LoadResult {
+  const add = (x: Record<string, number>, y: Record<string, number>) => {
+    const sum = { ...x };
+    for (const [key, n] of Object.entries(y)) sum[key] = (sum[key] ?? 0) + n;
+    return sum;
+  };
+  return {
+    ...a,
+    sent: a.sent + b.sent,
+    status: add(a.status, b.status),
+    codes: add(a.codes, b.codes),
+    errors: a.errors + b.errors,
+    timeouts: a.timeouts + b.timeouts,
+    orderIds: [...a.orderIds, ...b.orderIds],
+    distinctBuyers: a.distinctBuyers + b.distinctBuyers,
+  };
+}
+
+/**
+ * Waits for settlement to catch up with the product's stream, then checks PostgreSQL
+ * against Redis (bench/settled.ts). The drain is timed from the end of the last load.
+ */
+async function settled(
+  run: Run,
+  t: RowApp,
+  productId: string,
+  lag: { points: SettlementRow['lag']; stop(): void },
+  afterlife: SettlementRow['afterlife'],
+): Promise<{ ok: boolean; problem?: string; row: SettlementRow }> {
+  const k = t.keys.product(productId);
+  const drainMs = await waitForSettlement(run.client, k, 60_000);
+  lag.stop();
+  if (drainMs === null) {
+    const problem = `settled: settlement had not caught up 60 s after the sale (${await unsettled(run.client, k)} entries unsettled)`;
+    return {
+      ok: false,
+      problem,
+      row: { drainMs, rows: 0, byStatus: {}, lag: lag.points, ...(afterlife && { afterlife }) },
+    };
+  }
+  const check = await checkSettled(t.databaseUrl!, run.client, k, productId);
+  run.log(
+    `${t.label}: settled into PostgreSQL ${drainMs} ms after the last answer: ${check.rows} orders (${Object.entries(
+      check.byStatus,
+    )
+      .map(([s, n]) => `${s} ${n}`)
+      .join(', ')})${check.ok ? ', each once, as Redis has them' : `; ${check.problem}`}`,
+  );
+  return {
+    ok: check.ok,
+    ...(check.problem && { problem: check.problem }),
+    row: { drainMs, rows: check.rows, byStatus: check.byStatus, lag: lag.points, ...(afterlife && { afterlife }) },
   };
 }
 

@@ -38,6 +38,12 @@ export interface BenchOptions {
   readonly products: number;
   /** Run on a private Redis Cluster of this many masters (at least 3) instead of one server. */
   readonly cluster?: number;
+  /** Settle the orders into a private PostgreSQL and judge it too (--settle on, the default). */
+  readonly settle: boolean;
+  /** --pay F: after the sale, pay that share of the orders, cancel half the rest, let the others expire, resell. */
+  readonly pay?: number;
+  /** The sale's payment deadline with --pay, ms. */
+  readonly paymentTimeoutMs: number;
 }
 
 /** What a row runs: a strategy of the app, or one of the comparison servers in bench/baselines. */
@@ -84,6 +90,14 @@ export const USAGE = `usage: npm run bench -- [options]
                     own, plus totals                                   (1)
   --cluster K       run on a private Redis Cluster of K masters (K >= 3) started
                     for the run, instead of one Redis server
+  --settle on|off   settle every order into a private PostgreSQL (one database
+                    per row) and check it after the sale: every order there
+                    once, with the status Redis has                     (on)
+  --pay F           after the sale, pay that share of the orders (0 to 1),
+                    cancel half of the rest and let the others expire at their
+                    payment deadline; then a second wave of buyers buys the
+                    returned units (and pays). One product, no --retries
+  --payment-timeout MS  the sale's payment deadline with --pay        (10000)
   --redis URL       use this Redis instead of starting a private one
   --out FILE        JSON results, and beside it the HTML report with charts
                     (FILE without .json, plus .html)  (bench/results/<timestamp>.json)
@@ -110,6 +124,9 @@ export function parseOptions(argv: string[]): BenchOptions {
     'sold-out-path': { type: 'boolean', default: false },
     products: { type: 'string', default: '1' },
     cluster: { type: 'string' },
+    settle: { type: 'string', default: 'on' },
+    pay: { type: 'string' },
+    'payment-timeout': { type: 'string', default: '10000' },
     help: { type: 'boolean', short: 'h' },
   } as const;
   let parsed;
@@ -185,6 +202,18 @@ export function parseOptions(argv: string[]): BenchOptions {
       throw new UsageError(`--telemetry takes on, off or on,off, got "${values.telemetry}"`);
     return t === 'on';
   });
+  if (values.settle !== 'on' && values.settle !== 'off') {
+    throw new UsageError(`--settle takes on or off, got "${values.settle}"`);
+  }
+  let pay: number | undefined;
+  if (values.pay !== undefined) {
+    pay = Number(values.pay);
+    if (!/^(0(\.\d+)?|1(\.0+)?)$/.test(values.pay)) {
+      throw new UsageError(`--pay must be a fraction from 0 to 1, got "${values.pay}"`);
+    }
+    if (products > 1 || retries > 0) throw new UsageError('--pay runs with one product and no --retries');
+    if (soldOutPath) throw new UsageError('--pay needs orders: it cannot go with --sold-out-path');
+  }
   const stamp = new Date().toISOString().replace(/[:.]/g, '-');
   return {
     buyers,
@@ -204,6 +233,9 @@ export function parseOptions(argv: string[]): BenchOptions {
     soldOutPath,
     products,
     ...(cluster !== undefined && { cluster }),
+    settle: values.settle === 'on',
+    ...(pay !== undefined && { pay }),
+    paymentTimeoutMs: int('payment-timeout', values['payment-timeout']!, 1000, 3_600_000),
     out: resolve(values.out ?? join(ROOT, 'bench', 'results', `${stamp}.json`)),
   };
 }

@@ -51,8 +51,30 @@ export interface Row extends Verdict {
   readonly attempts: number;
   /** With --products N > 1: each product's figures and invariants. */
   readonly products?: ProductRow[];
+  /** With settlement on: PostgreSQL after the sale (bench/settled.ts), and --pay's afterlife. */
+  readonly settlement?: SettlementRow;
   /** False when any product (or the totals) fails. */
   readonly pass: boolean;
+}
+
+/** A row's settlement: how fast it caught up, and what PostgreSQL holds. */
+export interface SettlementRow {
+  /** From the end of the (last) load to nothing unsettled, ms; null if it had not caught up in time. */
+  readonly drainMs: number | null;
+  /** Rows in PostgreSQL's `orders` for the measured product, and per status. */
+  readonly rows: number;
+  readonly byStatus: Record<string, number>;
+  /** Unsettled stream entries over time (ms since the load's start). */
+  readonly lag: { ms: number; unsettled: number }[];
+  /** --pay: orders paid, cancelled and left to expire, what was refused, and the second wave. */
+  readonly afterlife?: {
+    readonly paid: number;
+    readonly cancelled: number;
+    readonly leftToExpire: number;
+    readonly refused: Record<string, number>;
+    readonly unitsReturned: number;
+    readonly secondWave: { buyers: number; created: number; refused: Record<string, number> };
+  };
 }
 
 /**

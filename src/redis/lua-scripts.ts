@@ -137,9 +137,11 @@ export const livePublish = new LuaScript<
 >('live-publish');
 
 /** The commands the scripts run that this Redis user may not (NOPERM), tried on throwaway keys. */
-export const permissionCheck = new LuaScript<[text: string, hash: string, stream: string], [channel: string], string[]>(
-  'permission-check',
-);
+export const permissionCheck = new LuaScript<
+  [text: string, hash: string, stream: string, sortedSet: string],
+  [channel: string],
+  string[]
+>('permission-check');
 
 /** A reservation paid, cancelled, expired (its deadline passed) or read: exactly one outcome, units back once. */
 export const orderOutcome = new LuaScript<
