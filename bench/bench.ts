@@ -344,7 +344,8 @@ async function measuredSale(run: Run, t: RowApp): Promise<Measured> {
     }
     // All the products' orders on one clock against all their stock: the row's totals, drawn.
     const sold = soldOverTime(
-      parts.flatMap((p) => p.sale.orders),
+      // Units given back (cancelled, expired) leave the line when they went back.
+      parts.flatMap((p) => [...p.sale.orders, ...(p.sale.returns ?? []).map((r) => ({ ...r, quantity: -r.quantity }))]),
       load.startedAt + skewMs,
       parts.reduce((sum, p) => sum + p.sale.initialStock, 0),
     );

@@ -23,8 +23,8 @@ export interface SaleSnapshot {
    * order states hash says; empty in a sale nobody paid or cancelled in.
    */
   readonly returned?: ReadonlySet<string>;
-  /** The stream's `cancelled` and `expired` entries (order-outcome-5.lua), by orderId: each return, as many times as written. */
-  readonly returns?: readonly string[];
+  /** The stream's `cancelled` and `expired` entries (order-outcome-5.lua): each return, as many times as written, with its time. */
+  readonly returns?: readonly OrderEntry[];
   /** Orders per status letter of the states hash (R reserved, P paid, C cancelled, E expired). */
   readonly statuses?: Readonly<Record<string, number>>;
 }
@@ -88,16 +88,21 @@ export async function readSale(
     throw new Error(`no sale found under ${keys.meta}`);
   }
   const orders: OrderEntry[] = [];
-  const returns: string[] = [];
+  const returns: OrderEntry[] = [];
   for (let start = '-'; ;) {
     const page = await redis.xrange(keys.orders, start, '+', 'COUNT', PAGE);
     for (const [id, fields] of page) {
       const f: Record<string, string> = {};
       for (let i = 0; i < fields.length; i += 2) f[fields[i]] = fields[i + 1];
       // An order's own entry has no `event`; what became of it later does.
-      if (f.event === 'cancelled' || f.event === 'expired') returns.push(f.orderId);
-      if (f.event !== undefined) continue;
-      orders.push({ orderId: f.orderId, userId: f.userId, quantity: Number(f.quantity), ms: Number(id.split('-')[0]) });
+      const entry = {
+        orderId: f.orderId,
+        userId: f.userId,
+        quantity: Number(f.quantity),
+        ms: Number(id.split('-')[0]),
+      };
+      if (f.event === 'cancelled' || f.event === 'expired') returns.push(entry);
+      if (f.event === undefined) orders.push(entry);
     }
     if (page.length < PAGE) break;
     start = `(${page[page.length - 1][0]}`;
@@ -151,7 +156,8 @@ export function judge(sale: SaleSnapshot, load: ProductLoad, quantity: number): 
   const missing = load.orderIds.filter((id) => !streamIds.has(id));
   // Each returned order returned exactly once: one `cancelled`/`expired` entry each, none for any other.
   const returns = sale.returns ?? [];
-  const returnedOnce = returns.length === returned.size && new Set(returns).size === returns.length;
+  const returnedOnce =
+    returns.length === returned.size && new Set(returns.map((r) => r.orderId)).size === returns.length;
   const conservation =
     sale.initialStock === sale.stockLeft + units &&
     sale.orders.length === created &&

@@ -198,6 +198,54 @@ describe('orders settled into PostgreSQL, units given back once', () => {
     expect(await checkSettled(db, client, k, 'phone')).toMatchObject({ ok: true, rows: orders });
   }, 60_000);
 
+  it('PostgreSQL stopped while the settler is mid-batch: the app lives on and sells, and settles all once it is back', async () => {
+    // A server of its own: stopping the shared one would stop the other tests' settlers.
+    const own = await startPrivatePostgres();
+    const prefix = uniquePrefix('pg-stopped');
+    const k = new KeyLayout(prefix).product('phone');
+    const db = await own.createDatabase('stopped');
+    // The app stops itself with its first batch written and not committed: its
+    // connection checked out, the one moment a connection's 'error' has no pool to catch it.
+    const seller = await startApp({
+      env: {
+        REDIS_URL: redis.url,
+        KEY_PREFIX: prefix,
+        DATABASE_URL: db,
+        ADMIN_TOKEN,
+        LOG_LEVEL: 'warn',
+        PG_STATEMENT_TIMEOUT_MS: '500',
+        FAULT_STOP_AT: 'settle-before-commit:1',
+        ALLOW_UNSAFE: '1',
+      },
+    });
+    try {
+      expect((await sale(seller.url, 'phone', 400, 60_000)).status).toBe(200);
+      const before = Promise.all(Array.from({ length: 100 }, (_, i) => buy(seller.url, 'phone', `s${i}`)));
+      for (let i = 0; processState(seller.pid) !== 'T'; i++) {
+        expect(i).toBeLessThan(400);
+        await sleep(25);
+      }
+      // PostgreSQL goes (its fast shutdown closes the stopped app's connection), then the app runs on.
+      await own.stop();
+      process.kill(seller.pid, 'SIGCONT');
+      const placed = await before;
+      const during = await Promise.all(Array.from({ length: 100 }, (_, i) => buy(seller.url, 'phone', `d${i}`)));
+      await sleep(1_000);
+      expect(processState(seller.pid)).not.toBeNull();
+      expect((await request(seller.url, 'GET', '/health/live')).status).toBe(200);
+      const restarted = await startPrivatePostgres({ port: own.port, dir: own.dir });
+      expect(await waitForSettlement(client, k, 30_000)).not.toBeNull();
+      expect(await checkSettled(db, client, k, 'phone')).toMatchObject({
+        ok: true,
+        rows: placed.length + during.length,
+      });
+      await restarted.remove();
+    } finally {
+      await seller.stop();
+      await own.remove();
+    }
+  }, 90_000);
+
   /** A settler app process that stops itself at `point` (its first batch), then is SIGKILLed; another settles. */
   async function killedSettler(point: 'settle-before-ack' | 'settle-before-commit') {
     const prefix = uniquePrefix(point);

@@ -22,6 +22,11 @@ export function createPool(config: Pick<AppConfig, 'databaseUrl' | 'pgStatementT
     idleTimeoutMillis: 30_000,
     application_name: 'seckill',
   });
+  // A server that goes away makes every connection emit 'error': an idle one's reaches
+  // the pool's listener, but one checked out (the settler's, mid-batch) emits on the
+  // client itself, and an 'error' nobody listens to would end the process, and the
+  // sale with it. The failed query rejects too: that is where the settler hears it.
   pool.on('error', () => undefined);
+  pool.on('connect', (client) => client.on('error', () => undefined));
   return pool;
 }
