@@ -117,6 +117,16 @@ describe('orders settled into PostgreSQL, units given back once', () => {
     const check = await checkSettled(db, client, k, 'phone');
     expect(check).toMatchObject({ ok: true, rows: 10 });
     expect(check.byStatus).toEqual({ paid: 2, cancelled: 2, expired: 2, reserved: 4 });
+    // What /health and /metrics say once it has caught up.
+    await sleep(1_100); // /health looks at most once a second
+    expect((await request(url, 'GET', '/health')).body.settlement).toEqual({
+      database: 'up',
+      unsettled: 0,
+      oldestMs: 0,
+    });
+    const metrics = await fetch(`${url}/metrics`).then((r) => r.text());
+    expect(metrics).toMatch(/^seckill_settlement_unsettled 0$/m);
+    expect(metrics).toMatch(/^seckill_settlement_oldest_seconds 0$/m);
     const pgc = new Client({ connectionString: db });
     await pgc.connect();
     try {
@@ -230,6 +240,13 @@ describe('orders settled into PostgreSQL, units given back once', () => {
       process.kill(seller.pid, 'SIGCONT');
       const placed = await before;
       const during = await Promise.all(Array.from({ length: 100 }, (_, i) => buy(seller.url, 'phone', `d${i}`)));
+      // Degraded, not down: the instance sells, settlement waits, and says how far behind it is
+      // (once /health's look of a second ago, from before the stop, has aged).
+      await sleep(1_100);
+      const health = await request(seller.url, 'GET', '/health');
+      expect(health.status).toBe(200);
+      expect(health.body.settlement).toMatchObject({ database: 'down', unsettled: expect.any(Number) });
+      expect(health.body.settlement.unsettled).toBeGreaterThan(0);
       await sleep(1_000);
       expect(processState(seller.pid)).not.toBeNull();
       expect((await request(seller.url, 'GET', '/health/live')).status).toBe(200);

@@ -14,7 +14,8 @@ export const PRODUCT_SCHEMA = {
     orders: { type: 'integer', description: 'orders placed in this sale, whatever became of them since' },
     perUserLimit: { type: 'integer', description: 'units one user may buy in this sale' },
     paymentTimeoutMs: {
-      type: ['integer', 'null'],
+      type: 'integer',
+      nullable: true,
       description: 'how long an order stays reserved waiting for its payment (null: a sale started before deadlines)',
     },
   },

@@ -7,6 +7,9 @@ import { streamMs } from './settle-batch';
 import { PG_POOL } from './settlement.constants';
 import { SETTLE_GROUP } from './settler';
 
+/** How long /health waits for PostgreSQL's answer before it says `down`. */
+const DATABASE_PROBE_MS = 1_000;
+
 /** How far one product's settlement is behind its order stream. */
 export interface ProductLag {
   readonly productId: string;
@@ -48,11 +51,19 @@ export class SettlementLag {
 
   async database(): Promise<SettlementState['database']> {
     if (!this.pool) return 'off';
+    // A paused server would hold the answer for a whole statement timeout: a probe gives it a second.
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<'down'>((resolve) => {
+      timer = setTimeout(() => resolve('down'), DATABASE_PROBE_MS);
+    });
+    const asked = this.pool.query('SELECT 1').then(
+      () => 'up' as const,
+      () => 'down' as const,
+    );
     try {
-      await this.pool.query('SELECT 1');
-      return 'up';
-    } catch {
-      return 'down';
+      return await Promise.race([asked, late]);
+    } finally {
+      clearTimeout(timer);
     }
   }
 

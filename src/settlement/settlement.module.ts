@@ -13,6 +13,7 @@ import { AppConfig } from '../config/app-config';
 import { FaultStop } from '../orders/fault-stop';
 import type { RedisClient } from '../redis/create-client';
 import { KeyLayout } from '../redis/key-layout';
+import { Metrics } from '../telemetry/metrics';
 import { REDIS_CLIENT } from '../redis/redis.constants';
 import { migrate } from './migrations';
 import { createPool } from './postgres';
@@ -31,7 +32,17 @@ class SettlerLifecycle implements OnApplicationBootstrap, BeforeApplicationShutd
   constructor(
     private readonly settler: Settler,
     @Inject(PG_POOL) private readonly pool: Pool,
-  ) {}
+    lag: SettlementLag,
+    metrics: Metrics,
+  ) {
+    metrics.readSettlement(async () => {
+      const products = await lag.lag();
+      return {
+        unsettled: products.reduce((sum, p) => sum + p.unsettled, 0),
+        oldestMs: products.reduce((max, p) => Math.max(max, p.oldestMs), 0),
+      };
+    });
+  }
 
   async onApplicationBootstrap(): Promise<void> {
     const applied = await migrate(this.pool);

@@ -11,9 +11,10 @@ export const ORDER_STATE_SCHEMA = {
     userId: { type: 'string' },
     quantity: { type: 'integer' },
     status: { type: 'string', enum: [...ORDER_STATUSES] },
-    paymentId: { type: ['string', 'null'], description: 'the payment that paid it; null unless paid' },
+    paymentId: { type: 'string', nullable: true, description: 'the payment that paid it; null unless paid' },
     payBy: {
-      type: ['string', 'null'],
+      type: 'string',
+      nullable: true,
       format: 'date-time',
       description: "while reserved, when it expires unless paid (Redis's clock); else null",
     },
