@@ -92,14 +92,20 @@ async function main(): Promise<number> {
   const { options } = run;
   const rows: Row[] = [];
   // The comparison servers have no telemetry to switch off: they run once.
-  const runs: [Target, number, boolean][] = [
-    ...(options.baseline ? [['baseline', 1, true] as [Target, number, boolean]] : []),
-    ...(options.soldOutPath ? [['fastify-route', 1, true] as [Target, number, boolean]] : []),
+  const runs: [Target, number, boolean, boolean][] = [
+    ...(options.baseline ? [['baseline', 1, true, false] as [Target, number, boolean, boolean]] : []),
+    ...(options.soldOutPath ? [['fastify-route', 1, true, false] as [Target, number, boolean, boolean]] : []),
     ...options.strategies.flatMap((s) =>
-      options.workers.flatMap((w) => options.telemetry.map((on): [Target, number, boolean] => [s, w, on])),
+      options.workers.flatMap((w) =>
+        options.telemetry.flatMap((on) =>
+          options.settle.map((settle): [Target, number, boolean, boolean] => [s, w, on, settle]),
+        ),
+      ),
     ),
   ];
-  for (const [target, workers, telemetry] of runs) rows.push(await runRow(run, target, workers, telemetry));
+  for (const [target, workers, telemetry, settle] of runs) {
+    rows.push(await runRow(run, target, workers, telemetry, settle));
+  }
   const compared = withRatios(rows);
   const { machine, html } = await writeResults(run, compared);
   const { text, failed } = formatReport(compared);
@@ -127,7 +133,7 @@ async function prepare(options: BenchOptions): Promise<Run> {
   // Its clients, then what was started for the run (stopping a server twice is harmless).
   track({ stop: () => close().then(() => redis.stop()) });
   let postgres: PrivatePostgres | undefined;
-  if (options.settle) {
+  if (options.settle.includes(true)) {
     postgres = await startPrivatePostgres();
     log(`PostgreSQL at ${postgres.url}: each row settles into a database of its own (--settle off: none)`);
   }
@@ -144,8 +150,8 @@ async function prepare(options: BenchOptions): Promise<Run> {
 }
 
 /** One row: a fresh app for the target, warmed up, one measured sale (or up to three for the control), judged. */
-async function runRow(run: Run, target: Target, workers: number, telemetry: boolean): Promise<Row> {
-  const t = await startTarget(run, target, workers, telemetry);
+async function runRow(run: Run, target: Target, workers: number, telemetry: boolean, settle: boolean): Promise<Row> {
+  const t = await startTarget(run, target, workers, telemetry, settle);
   try {
     // The control is not measured for speed: it runs cold (see measuredSale).
     if (target !== 'none') await warmUp(run, t);
@@ -159,14 +165,21 @@ async function runRow(run: Run, target: Target, workers: number, telemetry: bool
   }
 }
 
-async function startTarget(run: Run, target: Target, workers: number, telemetry: boolean): Promise<RowApp> {
+async function startTarget(
+  run: Run,
+  target: Target,
+  workers: number,
+  telemetry: boolean,
+  settle: boolean,
+): Promise<RowApp> {
   const unsafe = (UNSAFE_STRATEGIES as readonly string[]).includes(target);
-  const prefix = `bench:${run.runId}:${target}:x${workers}${telemetry ? '' : ':t0'}:`;
-  const label = rowLabel({ strategy: target, workers, telemetry });
+  const prefix = `bench:${run.runId}:${target}:x${workers}${telemetry ? '' : ':t0'}${settle ? '' : ':s0'}:`;
+  // The comparison servers settle nothing: their label says nothing of it.
+  const label = rowLabel({ strategy: target, workers, telemetry, ...(!SERVERS[target] && { settle }) });
   const token = randomBytes(18).toString('base64url');
   // The comparison servers settle nothing.
   const databaseUrl =
-    run.postgres && !SERVERS[target]
+    settle && run.postgres && !SERVERS[target]
       ? await run.postgres.createDatabase(`bench_${run.runId}_${++rowsStarted}`)
       : undefined;
   const launch = () =>
@@ -402,6 +415,7 @@ function toRow(
     quantity: options.quantity,
     workers: t.workers,
     telemetry: t.telemetry,
+    ...(!SERVERS[t.target] && { settle: t.databaseUrl !== undefined }),
     durationMs: load.durationMs,
     throughput: Math.round((load.sent / load.durationMs) * 1000),
     latency: load.latency,
@@ -605,8 +619,15 @@ function withRatios(rows: Row[]): Row[] {
   const routeCpu = rows.find((r) => r.strategy === 'fastify-route')?.cost.appCpuUsPerRequest;
   const telemetryOn = (row: Row) =>
     rows.find((r) => r.strategy === row.strategy && r.workers === row.workers && r.telemetry);
+  const settleOff = (row: Row) =>
+    rows.find(
+      (r) =>
+        r.strategy === row.strategy && r.workers === row.workers && r.telemetry === row.telemetry && r.settle === false,
+    );
   return rows.map((row) => ({
     ...row,
+    ...(row.settle &&
+      settleOff(row) && { vsSettleOff: { throughput: ratio(row.throughput, settleOff(row)!.throughput) } }),
     ...(!row.telemetry &&
       telemetryOn(row) && { vsTelemetryOn: { throughput: ratio(row.throughput, telemetryOn(row)!.throughput) } }),
     ...(baseline && {

@@ -38,8 +38,8 @@ export interface BenchOptions {
   readonly products: number;
   /** Run on a private Redis Cluster of this many masters (at least 3) instead of one server. */
   readonly cluster?: number;
-  /** Settle the orders into a private PostgreSQL and judge it too (--settle on, the default). */
-  readonly settle: boolean;
+  /** Whether each strategy's app settles its orders into a private PostgreSQL (judged too), doesn't, or both: a row each. */
+  readonly settle: boolean[];
   /** --pay F: after the sale, pay that share of the orders, cancel half the rest, let the others expire, resell. */
   readonly pay?: number;
   /** The sale's payment deadline with --pay, ms. */
@@ -90,9 +90,11 @@ export const USAGE = `usage: npm run bench -- [options]
                     own, plus totals                                   (1)
   --cluster K       run on a private Redis Cluster of K masters (K >= 3) started
                     for the run, instead of one Redis server
-  --settle on|off   settle every order into a private PostgreSQL (one database
-                    per row) and check it after the sale: every order there
-                    once, with the status Redis has                     (on)
+  --settle LIST     on: settle every order into a private PostgreSQL (one
+                    database per row) and check it after the sale: every
+                    order there once, with the status Redis has; off: no
+                    DATABASE_URL; on,off: a row each, and each settling row's
+                    throughput as a ratio to its strategy's without  (on)
   --pay F           after the sale, pay that share of the orders (0 to 1),
                     cancel half of the rest and let the others expire at their
                     payment deadline; then a second wave of buyers buys the
@@ -202,9 +204,10 @@ export function parseOptions(argv: string[]): BenchOptions {
       throw new UsageError(`--telemetry takes on, off or on,off, got "${values.telemetry}"`);
     return t === 'on';
   });
-  if (values.settle !== 'on' && values.settle !== 'off') {
-    throw new UsageError(`--settle takes on or off, got "${values.settle}"`);
-  }
+  const settle = [...new Set(values.settle!.split(',').map((t) => t.trim()))].map((t) => {
+    if (t !== 'on' && t !== 'off') throw new UsageError(`--settle takes on, off or on,off, got "${values.settle}"`);
+    return t === 'on';
+  });
   let pay: number | undefined;
   if (values.pay !== undefined) {
     pay = Number(values.pay);
@@ -233,7 +236,7 @@ export function parseOptions(argv: string[]): BenchOptions {
     soldOutPath,
     products,
     ...(cluster !== undefined && { cluster }),
-    settle: values.settle === 'on',
+    settle,
     ...(pay !== undefined && { pay }),
     paymentTimeoutMs: int('payment-timeout', values['payment-timeout']!, 1000, 3_600_000),
     out: resolve(values.out ?? join(ROOT, 'bench', 'results', `${stamp}.json`)),

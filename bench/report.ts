@@ -39,6 +39,10 @@ export interface Row extends Verdict {
   readonly codes: Record<string, number>;
   readonly errors: number;
   readonly timeouts: number;
+  /** False for a row whose app ran without DATABASE_URL (--settle off): nothing settled. */
+  readonly settle?: boolean;
+  /** A settling row: its throughput divided by the same strategy's without settlement, same run. */
+  readonly vsSettleOff?: { throughput: number };
   /** A telemetry-off row: its throughput divided by the same strategy's with telemetry on, same run. */
   readonly vsTelemetryOn?: { throughput: number };
   /** With --baseline: this row's throughput and p99 divided by the baseline's, same run. */
@@ -92,8 +96,10 @@ export const FAILURE_SHOWN_BY: Readonly<Record<string, string>> = {
 const n = (x: number | null) => (x === null ? '-' : x.toLocaleString('en-US'));
 
 /** `fenced`, `lock ×2`, `fenced telemetry-off`: what tells the rows of one run apart. */
-export function rowLabel(r: Pick<Row, 'strategy' | 'workers' | 'telemetry'>): string {
-  return `${r.strategy}${r.workers > 1 ? ` ×${r.workers}` : ''}${r.telemetry === false ? ' telemetry-off' : ''}`;
+export function rowLabel(r: Pick<Row, 'strategy' | 'workers' | 'telemetry'> & { settle?: boolean }): string {
+  return `${r.strategy}${r.workers > 1 ? ` ×${r.workers}` : ''}${r.telemetry === false ? ' telemetry-off' : ''}${
+    r.settle === false ? ' settle-off' : ''
+  }`;
 }
 const label = rowLabel;
 
@@ -247,6 +253,18 @@ export function formatReport(rows: Row[]): { text: string; tables: string; faile
     lines.push(
       `telemetry: ${label(r)} served ${n(r.throughput)} req/s, with it on ${n(on?.throughput ?? null)}: ` +
         `off/on throughput ${r.vsTelemetryOn.throughput.toFixed(2)}x (same run)`,
+    );
+  }
+  for (const r of rows) {
+    if (!r.settlement) continue;
+    const s = r.settlement;
+    lines.push(
+      `settlement: ${label(r)} settled ${n(s.rows)} orders into PostgreSQL (${Object.entries(s.byStatus)
+        .map(([status, k]) => `${status} ${n(k)}`)
+        .join(', ')}), caught up ${s.drainMs === null ? 'never' : `${n(s.drainMs)} ms`} after the last answer` +
+        (r.vsSettleOff
+          ? `; throughput ${r.vsSettleOff.throughput.toFixed(2)}x the same strategy's without settlement (same run)`
+          : ''),
     );
   }
   for (const r of rows) {
