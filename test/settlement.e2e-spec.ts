@@ -127,6 +127,13 @@ describe('orders settled into PostgreSQL, units given back once', () => {
     const metrics = await fetch(`${url}/metrics`).then((r) => r.text());
     expect(metrics).toMatch(/^seckill_settlement_unsettled 0$/m);
     expect(metrics).toMatch(/^seckill_settlement_oldest_seconds 0$/m);
+    // And the dashboard's live event.
+    const live = await fetch(`${url}/api/live/phone`);
+    const reader = live.body!.getReader();
+    let text = '';
+    while (!/\n\n/.test(text)) text += new TextDecoder().decode((await reader.read()).value);
+    await reader.cancel();
+    expect(JSON.parse(/data: (.*)/.exec(text)![1]).settlement).toEqual({ unsettled: 0, oldestMs: 0 });
     const pgc = new Client({ connectionString: db });
     await pgc.connect();
     try {

@@ -67,6 +67,12 @@ export class SettlementLag {
     }
   }
 
+  /** One product's lag. */
+  async forProduct(productId: string): Promise<ProductLag> {
+    const [seconds, micros] = await this.redis.time();
+    return this.productLag(productId, Number(seconds) * 1000 + Math.floor(Number(micros) / 1000));
+  }
+
   /** Per product with a sale listed. */
   async lag(): Promise<ProductLag[]> {
     const [seconds, micros] = await this.redis.time();
