@@ -14,31 +14,67 @@ export interface AfterlifeResult {
 const PARALLEL = 32;
 
 /**
- * Pays `pay` of the orders (in the order given), cancels half of the rest, and leaves
- * the others to expire at their payment deadline: `--pay`'s three outcomes. Every
- * answer is counted; a 5xx or a network error fails the run (the caller checks).
+ * `--pay F`'s three outcomes, decided for each order as its 201 arrives (so the
+ * payment deadline only has to outlast a payment's round trip, not the whole sale): a
+ * share F is paid at once, every second order of the rest is cancelled, the others are
+ * left to expire at their deadline. Every answer is counted by code.
  */
-export async function payCancelExpire(url: string, orderIds: readonly string[], pay: number): Promise<AfterlifeResult> {
-  const toPay = Math.round(orderIds.length * pay);
-  const toCancel = Math.floor((orderIds.length - toPay) / 2);
-  const refused: Record<string, number> = {};
-  let paid = 0;
-  let cancelled = 0;
-  const jobs = orderIds.slice(0, toPay + toCancel).map((orderId, i) => async () => {
-    const payIt = i < toPay;
-    const res = await request(url, 'POST', `/api/orders/${orderId}/${payIt ? 'pay' : 'cancel'}`, {
-      ...(payIt ? { json: { paymentId: `pay-${i}` } } : {}),
-    });
-    if (res.status === 200) {
-      if (payIt) paid++;
-      else cancelled++;
+export class Afterlife {
+  private paid = 0;
+  private cancelled = 0;
+  private left = 0;
+  private seen = 0;
+  private readonly refused: Record<string, number> = {};
+  private readonly waiting: (() => Promise<void>)[] = [];
+  private running = 0;
+  private idle?: () => void;
+
+  constructor(
+    private readonly url: string,
+    private readonly pay: number,
+  ) {}
+
+  /** A 201's order: paid, cancelled or left, by its place among the orders seen. */
+  offer(orderId: string): void {
+    const i = this.seen++;
+    const payIt = Math.floor((i + 1) * this.pay) > Math.floor(i * this.pay);
+    const unpaid = i + 1 - Math.floor((i + 1) * this.pay);
+    if (!payIt && unpaid % 2 === 0) {
+      this.left++;
       return;
     }
-    const code = String(res.body.code ?? res.status);
-    refused[code] = (refused[code] ?? 0) + 1;
-  });
-  await inParallel(jobs, PARALLEL);
-  return { paid, cancelled, leftToExpire: orderIds.length - toPay - toCancel, refused };
+    this.waiting.push(async () => {
+      const res = await request(this.url, 'POST', `/api/orders/${orderId}/${payIt ? 'pay' : 'cancel'}`, {
+        ...(payIt ? { json: { paymentId: `pay-${i}` } } : {}),
+      }).catch((err: Error) => ({ status: 0, body: { code: `network: ${err.message}` } }));
+      if (res.status === 200) {
+        if (payIt) this.paid++;
+        else this.cancelled++;
+        return;
+      }
+      const code = String((res.body as { code?: string }).code ?? res.status);
+      this.refused[code] = (this.refused[code] ?? 0) + 1;
+    });
+    this.pump();
+  }
+
+  /** Once every payment and cancel sent has been answered. */
+  async done(): Promise<AfterlifeResult> {
+    if (this.running > 0 || this.waiting.length > 0) await new Promise<void>((resolve) => (this.idle = resolve));
+    return { paid: this.paid, cancelled: this.cancelled, leftToExpire: this.left, refused: { ...this.refused } };
+  }
+
+  private pump(): void {
+    while (this.running < PARALLEL && this.waiting.length > 0) {
+      const job = this.waiting.shift()!;
+      this.running++;
+      void job().finally(() => {
+        this.running--;
+        this.pump();
+        if (this.running === 0 && this.waiting.length === 0) this.idle?.();
+      });
+    }
+  }
 }
 
 /** Pays every order given (the second wave pays at once); what was refused, by code. */

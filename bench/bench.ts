@@ -18,7 +18,7 @@ import { BASELINE_MAIN, FASTIFY_ROUTE_MAIN, ROOT } from '../harness/paths';
 import { RunningApp, startApp, stopAll, track } from '../harness/processes';
 import { PrivatePostgres, startPrivatePostgres } from '../harness/postgres';
 import { REDLOCK_NODE, startPrivateRedis } from '../harness/redis';
-import { payAll, payCancelExpire } from './afterlife';
+import { Afterlife, payAll } from './afterlife';
 import { checkSettled, unsettled, waitForSettlement } from './settled';
 import { UNSAFE_STRATEGIES } from '../src/config/app-config';
 import { KeyLayout } from '../src/redis/key-layout';
@@ -297,6 +297,7 @@ async function measuredSale(run: Run, t: RowApp): Promise<Measured> {
     const onSale = options.stock * ids.length;
     const reporter = startProgress(t.label, requests(options), progress, async () => String(await left()), onSale);
     const answers: Answer[] = [];
+    const paying = options.pay !== undefined ? new Afterlife(t.app.url, options.pay) : undefined;
     const skewMs = await redisClockSkewMs(run.client);
     const lag = t.databaseUrl ? sampleLag(run, t, productId) : undefined;
     // The cost is the pass's alone: after the sale's setup, before the retries and the verdict.
@@ -312,6 +313,8 @@ async function measuredSale(run: Run, t: RowApp): Promise<Measured> {
         quantity: options.quantity,
         idempotencyKeys: options.keys,
         ...(options.retries > 0 ? { onAnswer: (a: Answer) => answers.push(a) } : {}),
+        // --pay: each order is paid, cancelled or left as its 201 arrives.
+        ...(paying ? { onAnswer: (a: Answer) => a.orderId && a.status === 201 && paying.offer(a.orderId) } : {}),
       },
       progress,
     ).finally(() => reporter.stop());
@@ -331,7 +334,7 @@ async function measuredSale(run: Run, t: RowApp): Promise<Measured> {
       );
     }
     let afterlife: SettlementRow['afterlife'];
-    if (options.pay !== undefined) ({ load, afterlife } = await payAndResell(run, t, productId, load));
+    if (paying) ({ load, afterlife } = await payAndResell(run, t, productId, load, paying));
     const settlement = t.databaseUrl ? await settled(run, t, productId, lag!, afterlife) : undefined;
     const sale = (id: string) =>
       t.target === 'fastify-route' ? Promise.resolve(NOTHING_STORED) : readSale(run.client, t.keys.product(id));
@@ -449,21 +452,22 @@ function sampleLag(run: Run, t: RowApp, productId: string): { points: Settlement
 }
 
 /**
- * --pay: pays that share of the sale's orders, cancels half the rest, waits until the
- * others expired at their deadline (the sweeper, by Redis's clock), then sends a
- * second wave of new buyers, twice the units returned, who buy those units and pay at
- * once. The load the verdict judges is both waves together.
+ * --pay, after the load: waits for the payments and cancels sent as the 201s arrived
+ * (bench/afterlife.ts), then until the orders left unpaid expired at their deadline
+ * (the sweeper, by Redis's clock), then sends a second wave of new buyers, twice the
+ * units back in stock, who buy them and pay at once. The load the verdict judges is
+ * both waves together.
  */
 async function payAndResell(
   run: Run,
   t: RowApp,
   productId: string,
   load: LoadResult,
+  paying: Afterlife,
 ): Promise<{ load: LoadResult; afterlife: SettlementRow['afterlife'] }> {
   const { options } = run;
   const k = t.keys.product(productId);
-  const orderIds = [...new Set(load.orderIds)];
-  const outcome = await payCancelExpire(t.app.url, orderIds, options.pay!);
+  const outcome = await paying.done();
   const waitUntil = Date.now() + options.paymentTimeoutMs + 15_000;
   while ((await run.client.zcard(k.deadlines)) > 0) {
     if (Date.now() > waitUntil)

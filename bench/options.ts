@@ -95,10 +95,11 @@ export const USAGE = `usage: npm run bench -- [options]
                     order there once, with the status Redis has; off: no
                     DATABASE_URL; on,off: a row each, and each settling row's
                     throughput as a ratio to its strategy's without  (on)
-  --pay F           after the sale, pay that share of the orders (0 to 1),
-                    cancel half of the rest and let the others expire at their
-                    payment deadline; then a second wave of buyers buys the
-                    returned units (and pays). One product, no --retries
+  --pay F           as each order's 201 arrives, pay that share of them (0 to
+                    1), cancel half of the rest and leave the others to expire
+                    at their payment deadline; after the sale, a second wave
+                    of buyers buys the units back in stock (and pays). One
+                    product, no --retries
   --payment-timeout MS  the sale's payment deadline with --pay        (10000)
   --redis URL       use this Redis instead of starting a private one
   --out FILE        JSON results, and beside it the HTML report with charts
