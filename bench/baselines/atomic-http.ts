@@ -1,7 +1,7 @@
 /**
  * The baseline (`npm run bench -- --baseline`): the smallest server that keeps the
  * same POST /api/orders contract, on bare `node:http` with one Lua script
- * (src/redis/scripts/purchase-5.lua) per purchase, and nothing else: no framework,
+ * (src/redis/scripts/purchase-7.lua) per purchase, and nothing else: no framework,
  * no validation library, no lock. Every strategy's row is compared with it, measured
  * in the same run on the same machine.
  *

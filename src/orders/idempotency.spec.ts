@@ -49,7 +49,7 @@ describe('Idempotency-Key claims in Redis', () => {
     expect(await redis.pttl(k.idem)).toBeGreaterThan(OUTCOME_TTL_MS - 60_000);
   });
 
-  it('fenced-write-6.lua: an order whose claim was given up writes nothing; the others are written', async () => {
+  it('fenced-write-8.lua: an order whose claim was given up writes nothing; the others are written', async () => {
     const redis = client();
     const { k } = await startSaleIn(redis, 5, 1, 'fenced-claims');
     await redis.set(k.fence, 1);
@@ -77,7 +77,7 @@ describe('Idempotency-Key claims in Redis', () => {
     expect(await redis.hexists(k.idem, 'lost')).toBe(0);
   });
 
-  it('keyed-write-4.lua (unfenced holds): skips an order whose claim was given up, and a late write past 0 says the -1 it left', async () => {
+  it('keyed-write-7.lua (unfenced holds): skips an order whose claim was given up, and a late write past 0 says the -1 it left', async () => {
     const redis = client();
     const { k } = await startSaleIn(redis, 1, 2, 'keyed-claims');
     for (const [key, id] of [
@@ -102,7 +102,7 @@ describe('Idempotency-Key claims in Redis', () => {
     expect(await redis.hexists(k.idem, 'lost')).toBe(0);
   });
 
-  it('purchase-5.lua: a late purchase whose claim was taken over by a retry writes nothing', async () => {
+  it('purchase-7.lua: a late purchase whose claim was taken over by a retry writes nothing', async () => {
     const redis = client();
     const { k } = await startSaleIn(redis, 5, 2, 'atomic-claims');
     const keys = [k.meta, k.stock, k.buyers, k.orders, k.idem, k.states, k.deadlines] as [

@@ -20,7 +20,7 @@ import { PurchasePath, PurchaseStatus } from './purchase-path';
 
 /**
  * `atomic` — no lock: the check and the write are one Lua script
- * (src/redis/scripts/purchase-5.lua). Redis executes a script with nothing else
+ * (src/redis/scripts/purchase-7.lua). Redis executes a script with nothing else
  * interleaved, so there is no window between reading the stock and decrementing
  * it, and one round trip per purchase.
  *
@@ -75,7 +75,7 @@ export class ScriptedPurchases extends PurchasePath {
   }
 }
 
-/** purchase-5.lua's refusal replies, as the errors sale-rules.ts gives for the same state. */
+/** purchase-7.lua's refusal replies, as the errors sale-rules.ts gives for the same state. */
 function refusalOf(order: OrderRequest, status: string, a: number, b: number): AppError | Error {
   switch (status) {
     case 'UNKNOWN_PRODUCT':
@@ -89,6 +89,6 @@ function refusalOf(order: OrderRequest, status: string, a: number, b: number): A
     case 'INSUFFICIENT_STOCK':
       return new InsufficientStockError(order.productId, a, order.quantity);
     default:
-      return new Error(`purchase-5.lua replied ${status}`);
+      return new Error(`purchase-7.lua replied ${status}`);
   }
 }
