@@ -17,7 +17,9 @@ const PARALLEL = 32;
  * `--pay F`'s three outcomes, decided for each order as its 201 arrives (so the
  * payment deadline only has to outlast a payment's round trip, not the whole sale): a
  * share F is paid at once, every second order of the rest is cancelled, the others are
- * left to expire at their deadline. Every answer is counted by code.
+ * left to expire at their deadline. Every answer is counted by code; the bench's
+ * verdict fails on any but the 409s that say who won (ORDER_EXPIRED, ORDER_PAID,
+ * ORDER_CANCELLED).
  */
 export class Afterlife {
   private paid = 0;

@@ -365,6 +365,21 @@ async function measuredSale(run: Run, t: RowApp): Promise<Measured> {
       load.startedAt + skewMs,
       parts.reduce((sum, p) => sum + p.sale.initialStock, 0),
     );
+    if (afterlife) {
+      // A payment or a cancel may lose to the deadline or to each other (a 409 saying which);
+      // anything else (a 5xx, a socket error) is an answer the afterlife should not get.
+      const unexpected = [afterlife.refused, afterlife.secondWave.refused]
+        .flatMap((r) => Object.entries(r))
+        .filter(([code]) => !['ORDER_EXPIRED', 'ORDER_PAID', 'ORDER_CANCELLED'].includes(code));
+      if (unexpected.length > 0) {
+        verdict.invariants.accounting = false;
+        const seen = unexpected.map(([code, k]) => `${code} ×${k}`).join(', ');
+        verdict.broken.accounting = [verdict.broken.accounting, `payments and cancels answered ${seen}`]
+          .filter(Boolean)
+          .join('; ');
+        verdict.problems.push(`payments and cancels answered ${seen}`);
+      }
+    }
     if (settlement) {
       verdict.invariants.settled = settlement.ok;
       if (!settlement.ok) {

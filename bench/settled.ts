@@ -21,8 +21,10 @@ export async function unsettled(redis: Pick<Redis, 'xinfo' | 'xlen' | 'xrange'>,
   let groups: unknown[][];
   try {
     groups = (await redis.xinfo('GROUPS', k.orders)) as unknown[][];
-  } catch {
-    return 0; // no stream: nothing to settle
+  } catch (err) {
+    // No stream: nothing to settle. Anything else (Redis away) is not "drained".
+    if (/no such key/i.test(String(err))) return 0;
+    throw err;
   }
   for (const g of groups) {
     const f = new Map<string, unknown>();
@@ -84,25 +86,42 @@ export async function checkSettled(
   const client = new Client({ connectionString: databaseUrl });
   await client.connect();
   try {
-    const { rows } = await client.query<{ order_id: string; status: string }>(
-      'SELECT order_id, status FROM orders WHERE product_id = $1',
-      [productId],
-    );
+    const { rows } = await client.query<{
+      order_id: string;
+      status: string;
+      user_id: string;
+      quantity: number;
+      payment_id: string | null;
+    }>('SELECT order_id, status, user_id, quantity, payment_id FROM orders WHERE product_id = $1', [productId]);
     const { rows: events } = await client.query<{ order_id: string; created: number; ended: number }>(
       `SELECT order_id, count(*) FILTER (WHERE event = 'created')::int AS created,
               count(*) FILTER (WHERE event <> 'created')::int AS ended
          FROM order_events WHERE product_id = $1 GROUP BY order_id`,
       [productId],
     );
-    const inPg = new Map(rows.map((r) => [r.order_id, r.status]));
+    const inPg = new Map(rows.map((r) => [r.order_id, r]));
+    const eventsOf = new Map(events.map((e) => [e.order_id, e]));
     const byStatus: Record<string, number> = {};
     for (const r of rows) byStatus[r.status] = (byStatus[r.status] ?? 0) + 1;
     const missing = Object.keys(states).filter((id) => !inPg.has(id));
     const extra = rows.filter((r) => !(r.order_id in states));
-    const wrong = Object.entries(states).filter(
-      ([id, s]) => inPg.has(id) && inPg.get(id) !== STATUS[s[0] as keyof typeof STATUS],
-    );
-    const badEvents = events.filter((e) => e.created !== 1 || e.ended > 1);
+    // The row as Redis has it: R|user|quantity, P|user|quantity|paymentId, C|..., E|...
+    const wrong = Object.entries(states).filter(([id, s]) => {
+      const row = inPg.get(id);
+      if (!row) return false;
+      const [status, user, quantity, payment] = s.split('|');
+      return (
+        row.status !== STATUS[status as keyof typeof STATUS] ||
+        row.user_id !== user ||
+        row.quantity !== Number(quantity) ||
+        (row.payment_id ?? '') !== (status === 'P' ? payment : '')
+      );
+    });
+    // Every order's own entry once, and its ending once if it has ended, none if not.
+    const badEvents = Object.entries(states).filter(([id, s]) => {
+      const e = eventsOf.get(id);
+      return !e || e.created !== 1 || e.ended !== (s[0] === 'R' ? 0 : 1);
+    });
     const ok = missing.length === 0 && extra.length === 0 && wrong.length === 0 && badEvents.length === 0;
     return {
       ok,
@@ -111,9 +130,9 @@ export async function checkSettled(
       ...(!ok && {
         problem:
           `settled: ${missing.length} orders of Redis not in PostgreSQL, ${extra.length} rows Redis does not have, ` +
-          `${wrong.length} with another status (${wrong
+          `${wrong.length} that differ (${wrong
             .slice(0, 3)
-            .map(([id, s]) => `${id}: Redis ${STATUS[s[0] as keyof typeof STATUS]}, PostgreSQL ${inPg.get(id)}`)
+            .map(([id, s]) => `${id}: Redis ${s}, PostgreSQL ${JSON.stringify(inPg.get(id))}`)
             .join('; ')}), ${badEvents.length} orders whose events are not once each`,
       }),
     };

@@ -86,6 +86,20 @@ export class SaleHasOrdersError extends createError(
 ) {}
 
 /** The same Idempotency-Key (keys are scoped to a product) with another user or quantity (the IETF draft's 422). */
+export class SaleNotSettledError extends createError(
+  'SALE_NOT_SETTLED',
+  409,
+  (productId: string, entries: number) =>
+    `product "${productId}"'s sale has ${entries} order events not yet settled into PostgreSQL: a restart would lose them; retry once settlement has caught up (GET /health: settlement)`,
+) {}
+
+export class SaleHasReservationsError extends createError(
+  'SALE_HAS_RESERVATIONS',
+  409,
+  (productId: string, reserved: number) =>
+    `product "${productId}"'s sale has ${reserved} orders still waiting for their payment: a restart would leave them neither paid nor expired; retry after their deadline, or once they are cancelled`,
+) {}
+
 export class IdempotencyKeyMismatchError extends createError(
   'IDEMPOTENCY_KEY_MISMATCH',
   422,

@@ -37,6 +37,8 @@ export class ProductsController {
     'UNSUPPORTED_MEDIA_TYPE',
     'UNAUTHORIZED',
     'SALE_HAS_ORDERS',
+    'SALE_NOT_SETTLED',
+    'SALE_HAS_RESERVATIONS',
     'STRATEGY_MISMATCH',
     'LOCK_TIMEOUT',
     'LOCK_EXPIRED',

@@ -2,7 +2,13 @@ import { Inject, Injectable } from '@nestjs/common';
 import type { RedisClient } from '../redis/create-client';
 import { AppConfig, strategyFamily } from '../config/app-config';
 import { APP_CONFIG } from '../config/config.constants';
-import { SaleHasOrdersError, StrategyMismatchError, UnknownProductError } from '../errors/errors';
+import {
+  SaleHasOrdersError,
+  SaleHasReservationsError,
+  SaleNotSettledError,
+  StrategyMismatchError,
+  UnknownProductError,
+} from '../errors/errors';
 import { PurchasePath } from '../orders/purchases/purchase-path';
 import { execAll } from '../redis/exec-all';
 import { KeyLayout } from '../redis/key-layout';
@@ -57,6 +63,8 @@ export class ProductsService {
         options.paymentTimeoutMs ?? this.config.paymentTimeoutMs,
       );
       if (reply[0] === 'HAS_ORDERS') throw new SaleHasOrdersError(productId, reply[1]);
+      if (reply[0] === 'NOT_SETTLED') throw new SaleNotSettledError(productId, reply[1]);
+      if (reply[0] === 'HAS_RESERVATIONS') throw new SaleHasReservationsError(productId, reply[1]);
       if (reply[0] === 'STRATEGY_MISMATCH') throw new StrategyMismatchError(productId, reply[1], family);
       const value = reply[1];
       this.telemetry.saleRestarted(productId);

@@ -30,7 +30,11 @@ export const resetSale = new LuaScript<
     switchFamily: '1' | '0',
     paymentTimeoutMs: number,
   ],
-  ['OK', number] | ['HAS_ORDERS', number] | ['STRATEGY_MISMATCH', string]
+  | ['OK', number]
+  | ['HAS_ORDERS', number]
+  | ['STRATEGY_MISMATCH', string]
+  | ['NOT_SETTLED', number]
+  | ['HAS_RESERVATIONS', number]
 >('reset-sale');
 
 /** The whole purchase (strategy `atomic`). */

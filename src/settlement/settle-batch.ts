@@ -68,7 +68,7 @@ export async function writeBatch(client: PoolClient, productId: string, events: 
     `INSERT INTO order_events (product_id, stream_id, order_id, event, at)
      SELECT $1, s, o, e, to_timestamp(ms / 1000.0)
        FROM unnest($2::text[], $3::text[], $4::text[], $5::bigint[]) AS t(s, o, e, ms)
-     ON CONFLICT (product_id, stream_id) DO NOTHING`,
+     ON CONFLICT (product_id, stream_id, order_id) DO NOTHING`,
     [
       productId,
       events.map((e) => e.streamId),

@@ -8,6 +8,7 @@ import {
   OnApplicationBootstrap,
   OnApplicationShutdown,
 } from '@nestjs/common';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Pool } from 'pg';
 import { AppConfig } from '../config/app-config';
 import { FaultStop } from '../orders/fault-stop';
@@ -44,16 +45,39 @@ class SettlerLifecycle implements OnApplicationBootstrap, BeforeApplicationShutd
     });
   }
 
-  async onApplicationBootstrap(): Promise<void> {
-    const applied = await migrate(this.pool);
-    this.logger.log(
-      `${applied.length > 0 ? `schema migrated (${applied.join(', ')})` : 'schema up to date'}; settling as consumer ${this.settler.consumer}`,
-    );
-    this.settler.start();
+  private starting?: Promise<void>;
+  private readonly stopping = new AbortController();
+
+  /**
+   * Migrates, then settles; in the background, so that an instance starts, and sells,
+   * while PostgreSQL is away: it migrates (and starts settling) once it answers.
+   */
+  onApplicationBootstrap(): void {
+    this.starting = this.migrateThenSettle();
   }
 
   async beforeApplicationShutdown(): Promise<void> {
+    this.stopping.abort();
+    await this.starting;
     await this.settler.stop();
+  }
+
+  private async migrateThenSettle(): Promise<void> {
+    for (let waitMs = 500; !this.stopping.signal.aborted; waitMs = Math.min(waitMs * 2, 5_000)) {
+      try {
+        const applied = await migrate(this.pool);
+        this.logger.log(
+          `${applied.length > 0 ? `schema migrated (${applied.join(', ')})` : 'schema up to date'}; settling as consumer ${this.settler.consumer}`,
+        );
+        this.settler.start();
+        return;
+      } catch (err) {
+        this.logger.warn(
+          `PostgreSQL: migrations failed, retrying in ${waitMs} ms (the sale goes on; orders wait in Redis): ${(err as Error).message}`,
+        );
+        await sleep(waitMs, undefined, { signal: this.stopping.signal }).catch(() => undefined);
+      }
+    }
   }
 
   async onApplicationShutdown(): Promise<void> {

@@ -45,6 +45,8 @@ export interface SettlerStatus {
 export class Settler {
   readonly consumer = `${hostname()}/${process.pid}`;
   private readonly groups = new Set<string>();
+  /** Per stream, where the next XAUTOCLAIM scan of the pending list starts (its reply's cursor). */
+  private readonly claimFrom = new Map<string, string>();
   private running?: Promise<void>;
   private stopped = false;
   private settled = 0;
@@ -75,34 +77,56 @@ export class Settler {
     return { settled: this.settled, failing: this.failing };
   }
 
-  /** One pass over every product, a batch each; the entries settled. For the loop and for tests. */
+  /**
+   * One pass over every product, a batch each; the entries settled. A product whose
+   * batch fails (its shard down, a batch PostgreSQL refuses) is left for the next pass
+   * and does not hold the others up; the pass throws only when nothing could be
+   * settled and something failed. For the loop and for tests.
+   */
   async settleOnce(): Promise<number> {
     let settled = 0;
+    let failure: unknown = null;
     for (const productId of await this.redis.smembers(this.keys.products)) {
       if (this.stopped) break;
-      settled += await this.settleProduct(productId);
+      try {
+        settled += await this.settleProduct(productId);
+      } catch (err) {
+        failure ??= err;
+        this.failingProducts.add(productId);
+        continue;
+      }
+      this.failingProducts.delete(productId);
+    }
+    if (failure !== null && settled === 0) throw failure;
+    if (failure !== null) {
+      this.failing = `products ${[...this.failingProducts].join(', ')}: ${(failure as Error).message ?? String(failure)}`;
     }
     return settled;
   }
 
+  /** Products whose last batch failed. */
+  readonly failingProducts = new Set<string>();
+
   private async loop(): Promise<void> {
     let backoff = BACKOFF_MS;
     while (!this.stopped) {
+      const before = this.failing;
       let settled: number;
       try {
-        settled = await this.settleOnce();
-        if (this.failing) this.log('settling again');
         this.failing = null;
+        settled = await this.settleOnce();
         backoff = BACKOFF_MS;
       } catch (err) {
-        const message = (err as Error).message ?? String(err);
-        if (this.failing === null) this.log(`settlement failed, retrying (sale unaffected): ${message}`);
-        this.failing = message;
+        this.failing = (err as Error).message ?? String(err);
+        settled = -1;
+      }
+      // Said once when it starts failing, once when it is well again.
+      if (this.failing && !before) this.log(`settlement failing, retrying (the sale is unaffected): ${this.failing}`);
+      if (before && !this.failing) this.log('settling again');
+      if (settled < 0) {
         await this.rest(backoff);
         backoff = Math.min(backoff * 2, BACKOFF_CAP_MS);
-        continue;
-      }
-      if (settled === 0) await this.rest(IDLE_MS);
+      } else if (settled === 0) await this.rest(IDLE_MS);
     }
   }
 
@@ -165,10 +189,11 @@ export class Settler {
       SETTLE_GROUP,
       this.consumer,
       this.config.settleClaimIdleMs,
-      '0-0',
+      this.claimFrom.get(stream) ?? '0-0',
       'COUNT',
       count,
     )) as [string, (Entry | null)[], string[]?];
+    this.claimFrom.set(stream, claimed[0]);
     // Entries deleted while pending come back as nil (Redis 7: and in the third field).
     const live = claimed[1].filter((e): e is Entry => e !== null);
     if (live.length > 0) return live;

@@ -21,6 +21,9 @@ CREATE TABLE order_events (
   order_id    text        NOT NULL,
   event       text        NOT NULL CHECK (event IN ('created', 'paid', 'cancelled', 'expired')),
   at          timestamptz NOT NULL,
-  PRIMARY KEY (product_id, stream_id)
+  -- The order id too: a stream deleted by a sale's restart starts its ids again from the
+  -- clock, and a new entry may reuse an old one's id (the same millisecond, a promoted
+  -- replica's clock behind); the same entry written twice still collides.
+  PRIMARY KEY (product_id, stream_id, order_id)
 );
 CREATE INDEX order_events_order ON order_events (order_id);
