@@ -16,7 +16,10 @@ import { startSale } from '../harness/http';
 import { retryFailed } from './retries';
 import { BASELINE_MAIN, FASTIFY_ROUTE_MAIN, ROOT } from '../harness/paths';
 import { RunningApp, startApp, stopAll, track } from '../harness/processes';
+import { PrivatePostgres, startPrivatePostgres } from '../harness/postgres';
 import { REDLOCK_NODE, startPrivateRedis } from '../harness/redis';
+import { Afterlife, payAll } from './afterlife';
+import { checkSettled, unsettled, waitForSettlement } from './settled';
 import { UNSAFE_STRATEGIES } from '../src/config/app-config';
 import { KeyLayout } from '../src/redis/key-layout';
 import { Cost, MeteredNode, startMeter } from './cost';
@@ -24,12 +27,15 @@ import { Answer, LoadResult, runLoad } from './load';
 import { BenchOptions, parseOptions, Target, USAGE, UsageError } from './options';
 import { startProgress } from './progress';
 import { chartJsSource, htmlReport, htmlPathFor } from './html-report';
-import { formatReport, ProductRow, Row, rowLabel } from './report';
+import { formatReport, ProductRow, Row, rowLabel, SettlementRow } from './report';
 import { BenchClient, connect, RunRedis, startRunRedis } from './run-redis';
 import { textChart } from './text-chart';
 import { redisClockSkewMs } from './redis-clock';
 import { soldOverTime, SoldPoint } from './timeline';
 import { judge, judgeProducts, passes, ProductVerdict, readSale, SaleSnapshot, Verdict } from './verdict';
+
+/** Rows given a database so far (each its own). */
+let rowsStarted = 0;
 
 /** Sales the `none` control gets to show an oversell before the bench calls itself blind. */
 const CONTROL_ATTEMPTS = 3;
@@ -57,6 +63,8 @@ interface Run {
   /** Keeps this run's keys apart from any other's in a Redis the user named. */
   readonly runId: string;
   readonly log: (line: string) => void;
+  /** --settle on: the private PostgreSQL each row's app settles into (a database per row). */
+  readonly postgres?: PrivatePostgres;
 }
 
 /** One row's app, and what it wrote. */
@@ -75,6 +83,8 @@ interface RowApp {
   readonly launch: () => Promise<RunningApp>;
   /** Products this row set up, for the clean-up of a Redis the user named. */
   readonly products: string[];
+  /** The row's own PostgreSQL database, with settlement on. */
+  readonly databaseUrl?: string;
 }
 
 async function main(): Promise<number> {
@@ -82,14 +92,20 @@ async function main(): Promise<number> {
   const { options } = run;
   const rows: Row[] = [];
   // The comparison servers have no telemetry to switch off: they run once.
-  const runs: [Target, number, boolean][] = [
-    ...(options.baseline ? [['baseline', 1, true] as [Target, number, boolean]] : []),
-    ...(options.soldOutPath ? [['fastify-route', 1, true] as [Target, number, boolean]] : []),
+  const runs: [Target, number, boolean, boolean][] = [
+    ...(options.baseline ? [['baseline', 1, true, false] as [Target, number, boolean, boolean]] : []),
+    ...(options.soldOutPath ? [['fastify-route', 1, true, false] as [Target, number, boolean, boolean]] : []),
     ...options.strategies.flatMap((s) =>
-      options.workers.flatMap((w) => options.telemetry.map((on): [Target, number, boolean] => [s, w, on])),
+      options.workers.flatMap((w) =>
+        options.telemetry.flatMap((on) =>
+          options.settle.map((settle): [Target, number, boolean, boolean] => [s, w, on, settle]),
+        ),
+      ),
     ),
   ];
-  for (const [target, workers, telemetry] of runs) rows.push(await runRow(run, target, workers, telemetry));
+  for (const [target, workers, telemetry, settle] of runs) {
+    rows.push(await runRow(run, target, workers, telemetry, settle));
+  }
   const compared = withRatios(rows);
   const { machine, html } = await writeResults(run, compared);
   const { text, failed } = formatReport(compared);
@@ -116,12 +132,26 @@ async function prepare(options: BenchOptions): Promise<Run> {
   const { client, meters, close } = connect(redis);
   // Its clients, then what was started for the run (stopping a server twice is harmless).
   track({ stop: () => close().then(() => redis.stop()) });
-  return { options, redis, redlockUrls, client, meters, runId: Date.now().toString(36), log };
+  let postgres: PrivatePostgres | undefined;
+  if (options.settle.includes(true)) {
+    postgres = await startPrivatePostgres();
+    log(`PostgreSQL at ${postgres.url}: each row settles into a database of its own (--settle off: none)`);
+  }
+  return {
+    options,
+    redis,
+    redlockUrls,
+    client,
+    meters,
+    runId: Date.now().toString(36),
+    log,
+    ...(postgres && { postgres }),
+  };
 }
 
 /** One row: a fresh app for the target, warmed up, one measured sale (or up to three for the control), judged. */
-async function runRow(run: Run, target: Target, workers: number, telemetry: boolean): Promise<Row> {
-  const t = await startTarget(run, target, workers, telemetry);
+async function runRow(run: Run, target: Target, workers: number, telemetry: boolean, settle: boolean): Promise<Row> {
+  const t = await startTarget(run, target, workers, telemetry, settle);
   try {
     // The control is not measured for speed: it runs cold (see measuredSale).
     if (target !== 'none') await warmUp(run, t);
@@ -135,11 +165,23 @@ async function runRow(run: Run, target: Target, workers: number, telemetry: bool
   }
 }
 
-async function startTarget(run: Run, target: Target, workers: number, telemetry: boolean): Promise<RowApp> {
+async function startTarget(
+  run: Run,
+  target: Target,
+  workers: number,
+  telemetry: boolean,
+  settle: boolean,
+): Promise<RowApp> {
   const unsafe = (UNSAFE_STRATEGIES as readonly string[]).includes(target);
-  const prefix = `bench:${run.runId}:${target}:x${workers}${telemetry ? '' : ':t0'}:`;
-  const label = rowLabel({ strategy: target, workers, telemetry });
+  const prefix = `bench:${run.runId}:${target}:x${workers}${telemetry ? '' : ':t0'}${settle ? '' : ':s0'}:`;
+  // The comparison servers settle nothing: their label says nothing of it.
+  const label = rowLabel({ strategy: target, workers, telemetry, ...(!SERVERS[target] && { settle }) });
   const token = randomBytes(18).toString('base64url');
+  // The comparison servers settle nothing.
+  const databaseUrl =
+    settle && run.postgres && !SERVERS[target]
+      ? await run.postgres.createDatabase(`bench_${run.runId}_${++rowsStarted}`)
+      : undefined;
   const launch = () =>
     startApp({
       workers,
@@ -148,6 +190,7 @@ async function startTarget(run: Run, target: Target, workers: number, telemetry:
         ...run.redis.appEnv,
         ...(target === 'redlock' ? { REDLOCK_URLS: run.redlockUrls } : {}),
         ADMIN_TOKEN: token,
+        ...(databaseUrl && { DATABASE_URL: databaseUrl }),
         LOCK_STRATEGY: target,
         ALLOW_UNSAFE: unsafe ? '1' : '0',
         KEY_PREFIX: prefix,
@@ -173,6 +216,7 @@ async function startTarget(run: Run, target: Target, workers: number, telemetry:
     keys: new KeyLayout(prefix),
     products: [],
     launch,
+    ...(databaseUrl && { databaseUrl }),
   };
   watchLine(run, t, measuredProducts(run.options, 1)[0]);
   return t;
@@ -242,7 +286,8 @@ async function measuredSale(run: Run, t: RowApp): Promise<Measured> {
     const productId = ids[0];
     t.products.push(...ids);
     if (attempt > 1) watchLine(run, t, productId);
-    await Promise.all(ids.map((id) => startSale(t.app.url, t.token, id, options.stock, options.quantity)));
+    const deadline = options.pay !== undefined ? options.paymentTimeoutMs : undefined;
+    await Promise.all(ids.map((id) => startSale(t.app.url, t.token, id, options.stock, options.quantity, deadline)));
     await pauseToWatch(run, t);
     const progress = { done: 0 };
     const stockKeys = ids.map((id) => t.keys.product(id).stock);
@@ -252,7 +297,9 @@ async function measuredSale(run: Run, t: RowApp): Promise<Measured> {
     const onSale = options.stock * ids.length;
     const reporter = startProgress(t.label, requests(options), progress, async () => String(await left()), onSale);
     const answers: Answer[] = [];
+    const paying = options.pay !== undefined ? new Afterlife(t.app.url, options.pay) : undefined;
     const skewMs = await redisClockSkewMs(run.client);
+    const lag = t.databaseUrl ? sampleLag(run, t, productId) : undefined;
     // The cost is the pass's alone: after the sale's setup, before the retries and the verdict.
     const meter = await startMeter(run.meters, t.app.pid);
     const first = await runLoad(
@@ -266,6 +313,8 @@ async function measuredSale(run: Run, t: RowApp): Promise<Measured> {
         quantity: options.quantity,
         idempotencyKeys: options.keys,
         ...(options.retries > 0 ? { onAnswer: (a: Answer) => answers.push(a) } : {}),
+        // --pay: each order is paid, cancelled or left as its 201 arrives.
+        ...(paying ? { onAnswer: (a: Answer) => a.orderId && a.status === 201 && paying.offer(a.orderId) } : {}),
       },
       progress,
     ).finally(() => reporter.stop());
@@ -284,6 +333,9 @@ async function measuredSale(run: Run, t: RowApp): Promise<Measured> {
           }; ${replayed} answered an order placed earlier`,
       );
     }
+    let afterlife: SettlementRow['afterlife'];
+    if (paying) ({ load, afterlife } = await payAndResell(run, t, productId, load, paying));
+    const settlement = t.databaseUrl ? await settled(run, t, productId, lag!, afterlife) : undefined;
     const sale = (id: string) =>
       t.target === 'fastify-route' ? Promise.resolve(NOTHING_STORED) : readSale(run.client, t.keys.product(id));
     let verdict: Verdict;
@@ -308,12 +360,35 @@ async function measuredSale(run: Run, t: RowApp): Promise<Measured> {
     }
     // All the products' orders on one clock against all their stock: the row's totals, drawn.
     const sold = soldOverTime(
-      parts.flatMap((p) => p.sale.orders),
+      // Units given back (cancelled, expired) leave the line when they went back.
+      parts.flatMap((p) => [...p.sale.orders, ...(p.sale.returns ?? []).map((r) => ({ ...r, quantity: -r.quantity }))]),
       load.startedAt + skewMs,
       parts.reduce((sum, p) => sum + p.sale.initialStock, 0),
     );
+    if (afterlife) {
+      // A payment or a cancel may lose to the deadline or to each other (a 409 saying which);
+      // anything else (a 5xx, a socket error) is an answer the afterlife should not get.
+      const unexpected = [afterlife.refused, afterlife.secondWave.refused]
+        .flatMap((r) => Object.entries(r))
+        .filter(([code]) => !['ORDER_EXPIRED', 'ORDER_PAID', 'ORDER_CANCELLED'].includes(code));
+      if (unexpected.length > 0) {
+        verdict.invariants.accounting = false;
+        const seen = unexpected.map(([code, k]) => `${code} ×${k}`).join(', ');
+        verdict.broken.accounting = [verdict.broken.accounting, `payments and cancels answered ${seen}`]
+          .filter(Boolean)
+          .join('; ');
+        verdict.problems.push(`payments and cancels answered ${seen}`);
+      }
+    }
+    if (settlement) {
+      verdict.invariants.settled = settlement.ok;
+      if (!settlement.ok) {
+        verdict.broken.settled = settlement.problem;
+        verdict.problems.push(settlement.problem!);
+      }
+    }
     if (verdict.oversold > 0 || attempt >= attempts) {
-      return { load, verdict, products, attempts: attempt, cost, soldOverTime: sold };
+      return { load, verdict, products, attempts: attempt, cost, soldOverTime: sold, settlement: settlement?.row };
     }
     run.log(`${t.label}: sale ${attempt} did not oversell; running it again in a fresh app`);
     const exitCode = await t.app.stop();
@@ -334,12 +409,13 @@ interface Measured {
   readonly cost: Cost;
   /** The last sale's units over time. */
   readonly soldOverTime: SoldPoint[];
+  readonly settlement?: SettlementRow;
 }
 
 function toRow(
   run: Run,
   t: RowApp,
-  { load, verdict, products, attempts, cost, soldOverTime: sold }: Measured,
+  { load, verdict, products, attempts, cost, soldOverTime: sold, settlement }: Measured,
   exitCode: number | null,
 ): Row {
   const { options } = run;
@@ -357,6 +433,7 @@ function toRow(
     quantity: options.quantity,
     workers: t.workers,
     telemetry: t.telemetry,
+    ...(!SERVERS[t.target] && { settle: t.databaseUrl !== undefined }),
     durationMs: load.durationMs,
     throughput: Math.round((load.sent / load.durationMs) * 1000),
     latency: load.latency,
@@ -370,7 +447,135 @@ function toRow(
     attempts,
     cost,
     ...(productRows && { products: productRows }),
+    ...(settlement && { settlement }),
     pass: passes(verdict.invariants, t.unsafe) && (t.unsafe || exitCode === 0),
+  };
+}
+
+/** Samples the measured product's unsettled entries every 200 ms until stopped: the report's lag line. */
+function sampleLag(run: Run, t: RowApp, productId: string): { points: SettlementRow['lag']; stop(): void } {
+  const k = t.keys.product(productId);
+  const start = Date.now();
+  const points: SettlementRow['lag'] = [];
+  const timer = setInterval(() => {
+    void unsettled(run.client, k).then(
+      (n) => points.push({ ms: Date.now() - start, unsettled: n }),
+      () => undefined,
+    );
+  }, 200);
+  return { points, stop: () => clearInterval(timer) };
+}
+
+/**
+ * --pay, after the load: waits for the payments and cancels sent as the 201s arrived
+ * (bench/afterlife.ts), then until the orders left unpaid expired at their deadline
+ * (the sweeper, by Redis's clock), then sends a second wave of new buyers, twice the
+ * units back in stock, who buy them and pay at once. The load the verdict judges is
+ * both waves together.
+ */
+async function payAndResell(
+  run: Run,
+  t: RowApp,
+  productId: string,
+  load: LoadResult,
+  paying: Afterlife,
+): Promise<{ load: LoadResult; afterlife: SettlementRow['afterlife'] }> {
+  const { options } = run;
+  const k = t.keys.product(productId);
+  const outcome = await paying.done();
+  const waitUntil = Date.now() + options.paymentTimeoutMs + 15_000;
+  while ((await run.client.zcard(k.deadlines)) > 0) {
+    if (Date.now() > waitUntil)
+      throw new Error(
+        `${t.label}: reservations still unexpired ${options.paymentTimeoutMs + 15_000} ms after the sale`,
+      );
+    await sleep(100);
+  }
+  const stockLeft = Number(await run.client.get(k.stock));
+  run.log(
+    `${t.label}: --pay ${options.pay}: ${outcome.paid} paid, ${outcome.cancelled} cancelled, ${outcome.leftToExpire} left to expire` +
+      `${Object.keys(outcome.refused).length ? `, refused ${JSON.stringify(outcome.refused)}` : ''}; ${stockLeft} units back in stock`,
+  );
+  let second: LoadResult | undefined;
+  let secondRefused: Record<string, number> = {};
+  if (stockLeft > 0) {
+    second = await runLoad({
+      url: t.app.url,
+      productId,
+      buyers: stockLeft * 2,
+      duplicates: 0,
+      connections: Math.min(options.connections, 50),
+      quantity: options.quantity,
+      userPrefix: 'w2-',
+    });
+    secondRefused = await payAll(t.app.url, [...new Set(second.orderIds)]);
+    run.log(
+      `${t.label}: second wave: ${stockLeft * 2} buyers bought ${second.orderIds.length} orders of the returned units and paid`,
+    );
+  }
+  return {
+    load: second ? mergeLoads(load, second) : load,
+    afterlife: {
+      ...outcome,
+      unitsReturned: stockLeft,
+      secondWave: { buyers: second ? stockLeft * 2 : 0, created: second?.orderIds.length ?? 0, refused: secondRefused },
+    },
+  };
+}
+
+/** Two loads on one product as one, for the verdict: every request, answer and order of both. */
+function mergeLoads(a: LoadResult, b: LoadResult): LoadResult {
+  const add = (x: Record<string, number>, y: Record<string, number>) => {
+    const sum = { ...x };
+    for (const [key, n] of Object.entries(y)) sum[key] = (sum[key] ?? 0) + n;
+    return sum;
+  };
+  return {
+    ...a,
+    sent: a.sent + b.sent,
+    status: add(a.status, b.status),
+    codes: add(a.codes, b.codes),
+    errors: a.errors + b.errors,
+    timeouts: a.timeouts + b.timeouts,
+    orderIds: [...a.orderIds, ...b.orderIds],
+    distinctBuyers: a.distinctBuyers + b.distinctBuyers,
+  };
+}
+
+/**
+ * Waits for settlement to catch up with the product's stream, then checks PostgreSQL
+ * against Redis (bench/settled.ts). The drain is timed from the end of the last load.
+ */
+async function settled(
+  run: Run,
+  t: RowApp,
+  productId: string,
+  lag: { points: SettlementRow['lag']; stop(): void },
+  afterlife: SettlementRow['afterlife'],
+): Promise<{ ok: boolean; problem?: string; row: SettlementRow }> {
+  const k = t.keys.product(productId);
+  const drainMs = await waitForSettlement(run.client, k, 60_000);
+  lag.stop();
+  if (drainMs === null) {
+    const problem = `settled: settlement had not caught up 60 s after the sale (${await unsettled(run.client, k)} entries unsettled)`;
+    return {
+      ok: false,
+      problem,
+      row: { drainMs, rows: 0, byStatus: {}, lag: lag.points, ...(afterlife && { afterlife }) },
+    };
+  }
+  const check = await checkSettled(t.databaseUrl!, run.client, k, productId);
+  run.log(
+    `${t.label}: settled into PostgreSQL ${drainMs} ms after the last answer: ${check.rows} orders (${Object.entries(
+      check.byStatus,
+    )
+      .map(([s, n]) => `${s} ${n}`)
+      .join(', ')})${check.ok ? ', each once, as Redis has them' : `; ${check.problem}`}`,
+  );
+  return {
+    ok: check.ok,
+    ...(check.problem && { problem: check.problem }),
+    row: { drainMs, rows: check.rows, byStatus: check.byStatus, lag: lag.points, ...(afterlife && { afterlife }) },
   };
 }
 
@@ -433,8 +638,15 @@ function withRatios(rows: Row[]): Row[] {
   const routeCpu = rows.find((r) => r.strategy === 'fastify-route')?.cost.appCpuUsPerRequest;
   const telemetryOn = (row: Row) =>
     rows.find((r) => r.strategy === row.strategy && r.workers === row.workers && r.telemetry);
+  const settleOff = (row: Row) =>
+    rows.find(
+      (r) =>
+        r.strategy === row.strategy && r.workers === row.workers && r.telemetry === row.telemetry && r.settle === false,
+    );
   return rows.map((row) => ({
     ...row,
+    ...(row.settle &&
+      settleOff(row) && { vsSettleOff: { throughput: ratio(row.throughput, settleOff(row)!.throughput) } }),
     ...(!row.telemetry &&
       telemetryOn(row) && { vsTelemetryOn: { throughput: ratio(row.throughput, telemetryOn(row)!.throughput) } }),
     ...(baseline && {

@@ -38,6 +38,12 @@ export interface BenchOptions {
   readonly products: number;
   /** Run on a private Redis Cluster of this many masters (at least 3) instead of one server. */
   readonly cluster?: number;
+  /** Whether each strategy's app settles its orders into a private PostgreSQL (judged too), doesn't, or both: a row each. */
+  readonly settle: boolean[];
+  /** --pay F: after the sale, pay that share of the orders, cancel half the rest, let the others expire, resell. */
+  readonly pay?: number;
+  /** The sale's payment deadline with --pay, ms. */
+  readonly paymentTimeoutMs: number;
 }
 
 /** What a row runs: a strategy of the app, or one of the comparison servers in bench/baselines. */
@@ -84,6 +90,17 @@ export const USAGE = `usage: npm run bench -- [options]
                     own, plus totals                                   (1)
   --cluster K       run on a private Redis Cluster of K masters (K >= 3) started
                     for the run, instead of one Redis server
+  --settle LIST     on: settle every order into a private PostgreSQL (one
+                    database per row) and check it after the sale: every
+                    order there once, with the status Redis has; off: no
+                    DATABASE_URL; on,off: a row each, and each settling row's
+                    throughput as a ratio to its strategy's without  (on)
+  --pay F           as each order's 201 arrives, pay that share of them (0 to
+                    1), cancel half of the rest and leave the others to expire
+                    at their payment deadline; after the sale, a second wave
+                    of buyers buys the units back in stock (and pays). One
+                    product, no --retries
+  --payment-timeout MS  the sale's payment deadline with --pay        (10000)
   --redis URL       use this Redis instead of starting a private one
   --out FILE        JSON results, and beside it the HTML report with charts
                     (FILE without .json, plus .html)  (bench/results/<timestamp>.json)
@@ -110,6 +127,9 @@ export function parseOptions(argv: string[]): BenchOptions {
     'sold-out-path': { type: 'boolean', default: false },
     products: { type: 'string', default: '1' },
     cluster: { type: 'string' },
+    settle: { type: 'string', default: 'on' },
+    pay: { type: 'string' },
+    'payment-timeout': { type: 'string', default: '10000' },
     help: { type: 'boolean', short: 'h' },
   } as const;
   let parsed;
@@ -185,6 +205,19 @@ export function parseOptions(argv: string[]): BenchOptions {
       throw new UsageError(`--telemetry takes on, off or on,off, got "${values.telemetry}"`);
     return t === 'on';
   });
+  const settle = [...new Set(values.settle!.split(',').map((t) => t.trim()))].map((t) => {
+    if (t !== 'on' && t !== 'off') throw new UsageError(`--settle takes on, off or on,off, got "${values.settle}"`);
+    return t === 'on';
+  });
+  let pay: number | undefined;
+  if (values.pay !== undefined) {
+    pay = Number(values.pay);
+    if (!/^(0(\.\d+)?|1(\.0+)?)$/.test(values.pay)) {
+      throw new UsageError(`--pay must be a fraction from 0 to 1, got "${values.pay}"`);
+    }
+    if (products > 1 || retries > 0) throw new UsageError('--pay runs with one product and no --retries');
+    if (soldOutPath) throw new UsageError('--pay needs orders: it cannot go with --sold-out-path');
+  }
   const stamp = new Date().toISOString().replace(/[:.]/g, '-');
   return {
     buyers,
@@ -204,6 +237,9 @@ export function parseOptions(argv: string[]): BenchOptions {
     soldOutPath,
     products,
     ...(cluster !== undefined && { cluster }),
+    settle,
+    ...(pay !== undefined && { pay }),
+    paymentTimeoutMs: int('payment-timeout', values['payment-timeout']!, 1000, 3_600_000),
     out: resolve(values.out ?? join(ROOT, 'bench', 'results', `${stamp}.json`)),
   };
 }

@@ -39,6 +39,10 @@ export interface Row extends Verdict {
   readonly codes: Record<string, number>;
   readonly errors: number;
   readonly timeouts: number;
+  /** False for a row whose app ran without DATABASE_URL (--settle off): nothing settled. */
+  readonly settle?: boolean;
+  /** A settling row: its throughput divided by the same strategy's without settlement, same run. */
+  readonly vsSettleOff?: { throughput: number };
   /** A telemetry-off row: its throughput divided by the same strategy's with telemetry on, same run. */
   readonly vsTelemetryOn?: { throughput: number };
   /** With --baseline: this row's throughput and p99 divided by the baseline's, same run. */
@@ -51,8 +55,30 @@ export interface Row extends Verdict {
   readonly attempts: number;
   /** With --products N > 1: each product's figures and invariants. */
   readonly products?: ProductRow[];
+  /** With settlement on: PostgreSQL after the sale (bench/settled.ts), and --pay's afterlife. */
+  readonly settlement?: SettlementRow;
   /** False when any product (or the totals) fails. */
   readonly pass: boolean;
+}
+
+/** A row's settlement: how fast it caught up, and what PostgreSQL holds. */
+export interface SettlementRow {
+  /** From the end of the (last) load to nothing unsettled, ms; null if it had not caught up in time. */
+  readonly drainMs: number | null;
+  /** Rows in PostgreSQL's `orders` for the measured product, and per status. */
+  readonly rows: number;
+  readonly byStatus: Record<string, number>;
+  /** Unsettled stream entries over time (ms since the load's start). */
+  readonly lag: { ms: number; unsettled: number }[];
+  /** --pay: orders paid, cancelled and left to expire, what was refused, and the second wave. */
+  readonly afterlife?: {
+    readonly paid: number;
+    readonly cancelled: number;
+    readonly leftToExpire: number;
+    readonly refused: Record<string, number>;
+    readonly unitsReturned: number;
+    readonly secondWave: { buyers: number; created: number; refused: Record<string, number> };
+  };
 }
 
 /**
@@ -70,8 +96,10 @@ export const FAILURE_SHOWN_BY: Readonly<Record<string, string>> = {
 const n = (x: number | null) => (x === null ? '-' : x.toLocaleString('en-US'));
 
 /** `fenced`, `lock ×2`, `fenced telemetry-off`: what tells the rows of one run apart. */
-export function rowLabel(r: Pick<Row, 'strategy' | 'workers' | 'telemetry'>): string {
-  return `${r.strategy}${r.workers > 1 ? ` ×${r.workers}` : ''}${r.telemetry === false ? ' telemetry-off' : ''}`;
+export function rowLabel(r: Pick<Row, 'strategy' | 'workers' | 'telemetry'> & { settle?: boolean }): string {
+  return `${r.strategy}${r.workers > 1 ? ` ×${r.workers}` : ''}${r.telemetry === false ? ' telemetry-off' : ''}${
+    r.settle === false ? ' settle-off' : ''
+  }`;
 }
 const label = rowLabel;
 
@@ -225,6 +253,18 @@ export function formatReport(rows: Row[]): { text: string; tables: string; faile
     lines.push(
       `telemetry: ${label(r)} served ${n(r.throughput)} req/s, with it on ${n(on?.throughput ?? null)}: ` +
         `off/on throughput ${r.vsTelemetryOn.throughput.toFixed(2)}x (same run)`,
+    );
+  }
+  for (const r of rows) {
+    if (!r.settlement) continue;
+    const s = r.settlement;
+    lines.push(
+      `settlement: ${label(r)} settled ${n(s.rows)} orders into PostgreSQL (${Object.entries(s.byStatus)
+        .map(([status, k]) => `${status} ${n(k)}`)
+        .join(', ')}), caught up ${s.drainMs === null ? 'never' : `${n(s.drainMs)} ms`} after the last answer` +
+        (r.vsSettleOff
+          ? `; throughput ${r.vsSettleOff.throughput.toFixed(2)}x the same strategy's without settlement (same run)`
+          : ''),
     );
   }
   for (const r of rows) {

@@ -28,7 +28,10 @@ export interface RunRedis {
  * The bench's own reads and writes: every call names keys of one product only, one
  * hash slot, so a Cluster client serves them as a single server does.
  */
-export type BenchClient = Pick<Redis, 'get' | 'del' | 'hmget' | 'hgetall' | 'xrange' | 'time'>;
+export type BenchClient = Pick<
+  Redis,
+  'get' | 'del' | 'hmget' | 'hgetall' | 'xrange' | 'time' | 'xinfo' | 'xlen' | 'zcard'
+>;
 
 export async function startRunRedis(
   options: { readonly redis?: string; readonly cluster?: number },

@@ -39,6 +39,17 @@ describe('soldOverTime', () => {
     }
   });
 
+  it('takes a unit given back (a negative entry) off the line when it went back, and resold units on again', () => {
+    const orders = [order(1), order(2), order(4, -1), order(6)];
+    expect(soldOverTime(orders, T0, 2)).toEqual([
+      { ms: 0, units: 0 },
+      { ms: 1, units: 1 },
+      { ms: 2, units: 2 },
+      { ms: 4, units: 1 },
+      { ms: 6, units: 2 },
+    ]);
+  });
+
   it('is a flat start for a sale with no orders', () => {
     expect(soldOverTime([], T0, 0)).toEqual([{ ms: 0, units: 0 }]);
   });

@@ -10,7 +10,9 @@ export interface SoldPoint {
 const MAX_POINTS = 300;
 
 /**
- * Units sold over time, cumulative, from the order stream: each entry's id carries
+ * Units sold over time, cumulative, from the order stream (a unit given back, by a
+ * cancel or an expiry, is an entry of negative quantity: the line then shows the units
+ * held): each entry's id carries
  * Redis's clock, so this is when the sale really happened, not when the buyers heard.
  * x is ms since the load started (the bench's clock; same machine, same clock).
  *

@@ -18,6 +18,15 @@ export interface SaleSnapshot {
   readonly orders: OrderEntry[];
   /** The buyers hash: userId -> units. */
   readonly buyers: Record<string, number>;
+  /**
+   * Orders whose units went back to stock (cancelled or expired), by orderId, as the
+   * order states hash says; empty in a sale nobody paid or cancelled in.
+   */
+  readonly returned?: ReadonlySet<string>;
+  /** The stream's `cancelled` and `expired` entries (order-outcome-5.lua): each return, as many times as written, with its time. */
+  readonly returns?: readonly OrderEntry[];
+  /** Orders per status letter of the states hash (R reserved, P paid, C cancelled, E expired). */
+  readonly statuses?: Readonly<Record<string, number>>;
 }
 
 export interface Invariants {
@@ -27,6 +36,11 @@ export interface Invariants {
   perUserLimit: boolean;
   accounting: boolean;
   exactlyOnce: boolean;
+  /**
+   * With settlement on (bench/settled.ts): after settlement drained, every order is in
+   * PostgreSQL exactly once with the status Redis has, each event recorded once.
+   */
+  settled?: boolean;
 }
 
 export interface Verdict {
@@ -74,15 +88,31 @@ export async function readSale(
     throw new Error(`no sale found under ${keys.meta}`);
   }
   const orders: OrderEntry[] = [];
+  const returns: OrderEntry[] = [];
   for (let start = '-'; ;) {
     const page = await redis.xrange(keys.orders, start, '+', 'COUNT', PAGE);
     for (const [id, fields] of page) {
       const f: Record<string, string> = {};
       for (let i = 0; i < fields.length; i += 2) f[fields[i]] = fields[i + 1];
-      orders.push({ orderId: f.orderId, userId: f.userId, quantity: Number(f.quantity), ms: Number(id.split('-')[0]) });
+      // An order's own entry has no `event`; what became of it later does.
+      const entry = {
+        orderId: f.orderId,
+        userId: f.userId,
+        quantity: Number(f.quantity),
+        ms: Number(id.split('-')[0]),
+      };
+      if (f.event === 'cancelled' || f.event === 'expired') returns.push(entry);
+      if (f.event === undefined) orders.push(entry);
     }
     if (page.length < PAGE) break;
     start = `(${page[page.length - 1][0]}`;
+  }
+  const states = await redis.hgetall(keys.states);
+  const returned = new Set<string>();
+  const statuses: Record<string, number> = {};
+  for (const [orderId, state] of Object.entries(states)) {
+    statuses[state[0]] = (statuses[state[0]] ?? 0) + 1;
+    if (state[0] === 'C' || state[0] === 'E') returned.add(orderId);
   }
   return {
     initialStock: Number(initialStock),
@@ -90,22 +120,30 @@ export async function readSale(
     stockLeft: Number(stock),
     orders,
     buyers: Object.fromEntries(Object.entries(buyers).map(([k, v]) => [k, Number(v)])),
+    returned,
+    returns,
+    statuses,
   };
 }
 
 /** Checks the invariants (the README's Bench section lists them) against what Redis holds and what the buyers were told. */
 export function judge(sale: SaleSnapshot, load: ProductLoad, quantity: number): Verdict {
   const broken: Partial<Record<keyof Invariants, string>> = {};
-  const units = sale.orders.reduce((sum, o) => sum + o.quantity, 0);
+  // Units held: those of every order, less those that went back to stock (cancelled, expired).
+  const returned = sale.returned ?? new Set<string>();
+  const held = sale.orders.filter((o) => !returned.has(o.orderId));
+  const units = held.reduce((sum, o) => sum + o.quantity, 0);
+  const unitsReturned = sale.orders.reduce((sum, o) => sum + (returned.has(o.orderId) ? o.quantity : 0), 0);
   // A retry with the same Idempotency-Key is answered the same order again: count orders, not 201s.
   const acknowledged = new Set(load.orderIds);
   const created = acknowledged.size;
   const perUser = new Map<string, number>();
-  for (const o of sale.orders) perUser.set(o.userId, (perUser.get(o.userId) ?? 0) + o.quantity);
+  for (const o of held) perUser.set(o.userId, (perUser.get(o.userId) ?? 0) + o.quantity);
 
-  const noOversell = units <= sale.initialStock && sale.stockLeft >= 0 && created * quantity <= sale.initialStock;
+  const noOversell =
+    units <= sale.initialStock && sale.stockLeft >= 0 && created * quantity - unitsReturned <= sale.initialStock;
   if (!noOversell) {
-    broken.noOversell = `oversell: ${units} units in orders and ${created} acknowledged for a stock of ${sale.initialStock}; stock left ${sale.stockLeft}`;
+    broken.noOversell = `oversell: ${units} units held in orders and ${created} acknowledged (${unitsReturned} units returned) for a stock of ${sale.initialStock}; stock left ${sale.stockLeft}`;
   }
 
   const demand = load.distinctBuyers * Math.min(quantity, sale.perUserLimit);
@@ -116,12 +154,20 @@ export function judge(sale: SaleSnapshot, load: ProductLoad, quantity: number): 
   const streamIds = new Set(sale.orders.map((o) => o.orderId));
   const twiceInStream = sale.orders.length - streamIds.size;
   const missing = load.orderIds.filter((id) => !streamIds.has(id));
+  // Each returned order returned exactly once: one `cancelled`/`expired` entry each, none for any other.
+  const returns = sale.returns ?? [];
+  const returnedOnce =
+    returns.length === returned.size && new Set(returns.map((r) => r.orderId)).size === returns.length;
   const conservation =
-    sale.initialStock === sale.stockLeft + units && sale.orders.length === created && missing.length === 0;
+    sale.initialStock === sale.stockLeft + units &&
+    sale.orders.length === created &&
+    missing.length === 0 &&
+    returnedOnce;
   if (!conservation) {
     broken.conservation =
-      `conservation: initial ${sale.initialStock} vs left ${sale.stockLeft} + ordered ${units}; ` +
-      `${sale.orders.length} orders vs ${created} 201s; ${missing.length} acknowledged orderIds not in the stream`;
+      `conservation: initial ${sale.initialStock} vs left ${sale.stockLeft} + held ${units}; ` +
+      `${sale.orders.length} orders vs ${created} 201s; ${missing.length} acknowledged orderIds not in the stream; ` +
+      `${returns.length} returns written for ${returned.size} orders returned`;
   }
 
   // No order written twice (a replayed write), none acknowledged and lost, none written unacknowledged.
@@ -134,12 +180,12 @@ export function judge(sale: SaleSnapshot, load: ProductLoad, quantity: number): 
 
   const overLimit = [...perUser.entries()].filter(([, n]) => n > sale.perUserLimit);
   const hashMismatch = [...perUser.entries()].filter(([user, n]) => sale.buyers[user] !== n).length;
-  const onePerBuyer = sale.perUserLimit > quantity || perUser.size === sale.orders.length;
+  const onePerBuyer = sale.perUserLimit > quantity || perUser.size === held.length;
   const perUserLimit = overLimit.length === 0 && hashMismatch === 0 && onePerBuyer;
   if (!perUserLimit) {
     broken.perUserLimit =
       `per-user limit: ${overLimit.length} buyers above ${sale.perUserLimit}; ${hashMismatch} buyers whose ` +
-      `count differs from their orders; ${perUser.size} distinct buyers for ${sale.orders.length} orders`;
+      `count differs from their orders; ${perUser.size} distinct buyers for ${held.length} orders held`;
   }
 
   const answered = Object.values(load.status).reduce((a, b) => a + b, 0);
@@ -225,6 +271,8 @@ function mergeSales(sales: readonly SaleSnapshot[]): SaleSnapshot {
     orders: sales.flatMap((s) => s.orders).sort((a, b) => a.ms - b.ms),
     // Each buyer buys one product: their entries never collide.
     buyers: Object.assign({}, ...sales.map((s) => s.buyers)) as Record<string, number>,
+    returned: new Set(sales.flatMap((s) => [...(s.returned ?? [])])),
+    returns: sales.flatMap((s) => s.returns ?? []),
   };
 }
 

@@ -34,10 +34,11 @@ export async function startSale(
   productId: string,
   stock: number,
   perUserLimit = 1,
+  paymentTimeoutMs?: number,
 ): Promise<void> {
   // The harness starts every sale on purpose, a warm-up's orders included.
   const res = await request(url, 'PUT', `/api/products/${productId}`, {
-    json: { stock, perUserLimit, discardOrders: true },
+    json: { stock, perUserLimit, discardOrders: true, ...(paymentTimeoutMs !== undefined && { paymentTimeoutMs }) },
     token,
   });
   if (res.status !== 200)

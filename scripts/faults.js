@@ -6,6 +6,7 @@
 const path = require('node:path');
 const { ROOT, log, relaunchOnSupportedNode, ensureDependencies, ensureBuilt } = require('./setup');
 const { provideRedisServerOrExit } = require('./redis-server');
+const { ensurePostgres } = require('./postgres-server');
 
 if (!relaunchOnSupportedNode()) main();
 
@@ -13,5 +14,7 @@ function main() {
   ensureDependencies();
   ensureBuilt();
   provideRedisServerOrExit(log);
+  // The settlement scenarios start their own PostgreSQL servers.
+  ensurePostgres(log);
   require(path.join(ROOT, 'dist', 'bench', 'faults', 'run.js')).cli();
 }

@@ -24,6 +24,7 @@ const {
   ClusterLayoutError,
   REDLOCK_NODE,
 } = require('./redis-server');
+const { ensurePostgres, startPostgres } = require('./postgres-server');
 
 const DATA_DIR = path.join(ROOT, '.data', 'redis');
 const CLUSTER_DIR = path.join(ROOT, '.data', 'cluster');
@@ -210,6 +211,20 @@ async function main() {
     env.REDLOCK_URLS = lockNodes.map((n) => n.url).join(',');
     log(`embedded Redlock nodes at ${env.REDLOCK_URLS} (AOF, appendfsync always, in .data/redlock-1..3/)`);
   }
+  // Orders are settled into PostgreSQL: a private one in .data/postgres/ (kept across
+  // restarts) unless DATABASE_URL names one, or SETTLE=off says none.
+  let postgres = null;
+  if (env.DATABASE_URL) {
+    log('using DATABASE_URL from the environment');
+  } else if (String(env.SETTLE ?? '').toLowerCase() === 'off') {
+    log('SETTLE=off: no PostgreSQL; orders stay in Redis only');
+  } else {
+    ensurePostgres(log);
+    claimDataDir();
+    postgres = await startPostgres({ dir: path.join(ROOT, '.data', 'postgres'), durable: true, detached: true });
+    env.DATABASE_URL = postgres.url;
+    log(`embedded PostgreSQL at ${postgres.url} (pid ${postgres.pid}, in .data/postgres/)`);
+  }
   if (!env.ADMIN_TOKEN) {
     env.ADMIN_TOKEN = randomBytes(24).toString('base64url');
     log(`admin token (generated; set ADMIN_TOKEN to choose one): ${env.ADMIN_TOKEN}`);
@@ -233,6 +248,10 @@ async function main() {
     await groupGone(app.pid, GROUP_EXIT_MS);
   }
   await Promise.all(lockNodes.map((n) => n.stop()));
+  if (postgres) {
+    await postgres.stop();
+    log('embedded PostgreSQL stopped');
+  }
   if (redis) {
     await redis.stop();
     log('embedded Redis stopped');

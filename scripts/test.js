@@ -10,6 +10,7 @@ const path = require('node:path');
 const { ROOT, log, relaunchOnSupportedNode, ensureDependencies, ensureBuilt } = require('./setup');
 const { provideChromium } = require('./chromium');
 const { provideRedisServerOrExit } = require('./redis-server');
+const { ensurePostgres } = require('./postgres-server');
 
 // The Node that runs the tests, said in the log. 24.9 at least: Jest 30 loads NestJS 12's
 // ES modules with the require(esm) of Node 24.9+ (vm modules that evaluate synchronously).
@@ -18,6 +19,8 @@ if (!relaunchOnSupportedNode({ announce: true, min: '24.9' })) main();
 function main() {
   ensureDependencies();
   provideRedisServerOrExit(log);
+  // The settlement tests start their own PostgreSQL servers, as they do redis-server.
+  ensurePostgres(log);
   provideChromium(log);
   // The process, bench and fault tests run the built app and bench as real processes.
   ensureBuilt();

@@ -9,6 +9,7 @@ import { HealthModule } from './health/health.module';
 import { OrdersModule } from './orders/orders.module';
 import { ProductsModule } from './products/products.module';
 import { RedisModule } from './redis/redis.module';
+import { SettlementModule } from './settlement/settlement.module';
 import { logParams } from './telemetry/log-params';
 import { TelemetryModule } from './telemetry/telemetry.module';
 import { StrictValidationPipe } from './validation/strict-validation.pipe';
@@ -25,6 +26,7 @@ export class AppModule {
         RedisModule,
         OrdersModule.forRoot(config),
         ProductsModule,
+        SettlementModule.forRoot(config),
         HealthModule,
         DashboardModule,
       ],

@@ -104,9 +104,10 @@ async function main(): Promise<void> {
           return found.problems[0] ?? null;
         }, cannot('the eviction policy'));
     const problem =
-      (await permissionProblem(redis, app.get(KeyLayout), { waitReplicas: config.redisWaitReplicas }).catch(
-        cannot("the Redis user's permissions"),
-      )) ??
+      (await permissionProblem(redis, app.get(KeyLayout), {
+        waitReplicas: config.redisWaitReplicas,
+        settle: config.databaseUrl !== null,
+      }).catch(cannot("the Redis user's permissions"))) ??
       (await checkRedisVersion(redis).catch(cannot("Redis's version"))) ??
       eviction;
     if (problem) {

@@ -50,7 +50,15 @@ describe('HTTP API', () => {
         admin: true,
       });
       expect(res.status).toBe(200);
-      expect(res.body).toEqual({ id: 'widget', initialStock: 5, stock: 5, sold: 0, orders: 0, perUserLimit: 2 });
+      expect(res.body).toEqual({
+        id: 'widget',
+        initialStock: 5,
+        stock: 5,
+        sold: 0,
+        orders: 0,
+        perUserLimit: 2,
+        paymentTimeoutMs: 900_000,
+      });
     });
 
     it('defaults perUserLimit to 1', async () => {
@@ -73,7 +81,15 @@ describe('HTTP API', () => {
         json: { stock: 4, discardOrders: true },
         admin: true,
       });
-      expect(res.body).toEqual({ id: 'restart', initialStock: 4, stock: 4, sold: 0, orders: 0, perUserLimit: 1 });
+      expect(res.body).toEqual({
+        id: 'restart',
+        initialStock: 4,
+        stock: 4,
+        sold: 0,
+        orders: 0,
+        perUserLimit: 1,
+        paymentTimeoutMs: 900_000,
+      });
       expect(await client.exists(k.buyers, k.orders, k.lock, k.idem)).toBe(0);
       expect((await buy('restart', 'alice')).status).toBe(201);
       // The key belongs to the last sale: in this one it is a new purchase.
@@ -161,7 +177,15 @@ describe('HTTP API', () => {
       await buy('shown', 'u2', 1);
       const res = await request(t.url, 'GET', '/api/products/shown');
       expect(res.status).toBe(200);
-      expect(res.body).toEqual({ id: 'shown', initialStock: 10, stock: 6, sold: 4, orders: 2, perUserLimit: 3 });
+      expect(res.body).toEqual({
+        id: 'shown',
+        initialStock: 10,
+        stock: 6,
+        sold: 4,
+        orders: 2,
+        perUserLimit: 3,
+        paymentTimeoutMs: 900_000,
+      });
     });
 
     it('answers 404 UNKNOWN_PRODUCT for a product with no sale', async () => {
@@ -179,7 +203,7 @@ describe('HTTP API', () => {
         const res = await buy('five', `buyer-${i}`);
         expect(res.status).toBe(201);
         expect(res.body).toMatchObject({ productId: 'five', userId: `buyer-${i}`, quantity: 1 });
-        expect(res.body.orderId).toMatch(/^[0-9a-f-]{36}$/);
+        expect(res.body.orderId).toMatch(/^five\.[0-9a-f-]{36}$/);
         remaining.push(res.body.remaining);
       }
       expect(remaining).toEqual([4, 3, 2, 1, 0]);

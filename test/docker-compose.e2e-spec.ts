@@ -83,9 +83,20 @@ function redisConf(text: string): Record<string, string> {
 const REDIS_IMAGE = 'redis:7.2';
 
 describe('docker-compose.yml: the default services', () => {
-  it('without a profile are exactly redis and app', () => {
+  it('without a profile are exactly redis, postgres and app', () => {
     const always = Object.keys(services).filter((name) => services[name].profiles === undefined);
-    expect(always.sort()).toEqual(['app', 'redis']);
+    expect(always.sort()).toEqual(['app', 'postgres', 'redis']);
+  });
+
+  it('runs the official PostgreSQL image, unpublished, behind a required password, and the app settles into it', () => {
+    const pg = service('postgres');
+    expect(pg.image).toMatch(/^postgres:\d+$/);
+    expect(pg.ports).toBeUndefined();
+    expect(pg.environment?.POSTGRES_PASSWORD).toMatch(/^\$\{POSTGRES_PASSWORD:\?[^}]+\}$/);
+    expect(pg.healthcheck?.test).toEqual(expect.arrayContaining(['pg_isready']));
+    expect(resolvedEnv('app').DATABASE_URL).toBe('postgres://seckill:a-token-the-user-supplies@postgres:5432/seckill');
+    expect(service('app').depends_on).toHaveProperty('postgres');
+    expect(loadConfig(resolvedEnv('app')).databaseUrl).toMatch(/^postgres:\/\/seckill:/);
   });
 
   it('runs the official Redis image with AOF on, published on loopback only, behind a required password', () => {
@@ -114,6 +125,7 @@ describe('docker-compose.yml: the default services', () => {
     // The same set as before the profiles: nothing a profile needs leaks into app.
     expect(Object.keys(env).sort()).toEqual([
       'ADMIN_TOKEN',
+      'DATABASE_URL',
       'KEY_PREFIX',
       'LOCK_STRATEGY',
       'LOCK_TTL_MS',

@@ -23,19 +23,26 @@ type AclLine = string[];
  * then what REDIS_WAIT_REPLICAS adds, what a cluster adds, and the one for redlock's
  * lock nodes. Read from the page, so the page and what is tested cannot drift apart.
  */
-function documentedAclLines(): { sale: AclLine; wait: AclLine; cluster: AclLine; lockNodes: AclLine } {
+function documentedAclLines(): {
+  sale: AclLine;
+  settle: AclLine;
+  wait: AclLine;
+  cluster: AclLine;
+  lockNodes: AclLine;
+} {
   const doc = readFileSync(join(ROOT, 'docs', 'deployment.md'), 'utf8');
   const lines = [...doc.matchAll(/^ACL SETUSER seckill .*$/gm)].map(([line]) =>
     line.replace('>CHANGE_THIS_PASSWORD', `>${PASSWORD}`).split(/\s+/),
   );
-  if (lines.length !== 4) throw new Error(`docs/deployment.md has ${lines.length} ACL SETUSER lines, not 4`);
-  const [sale, wait, cluster, lockNodes] = lines;
+  if (lines.length !== 5) throw new Error(`docs/deployment.md has ${lines.length} ACL SETUSER lines, not 5`);
+  const [sale, settle, wait, cluster, lockNodes] = lines;
   // Each line is the one its place says it is.
   expect(sale).toEqual(expect.arrayContaining(['on', `>${PASSWORD}`, '~seckill:*', '&seckill:*', '+evalsha']));
+  expect(settle).toContain('+xreadgroup');
   expect(wait.slice(3)).toEqual(['+wait']);
   expect(cluster).toContain('+cluster|slots');
   expect(lockNodes).toEqual(expect.arrayContaining(['on', `>${PASSWORD}`, '~seckill:*', '+evalsha']));
-  return { sale, wait, cluster, lockNodes };
+  return { sale, settle, wait, cluster, lockNodes };
 }
 
 /** Every deployment's rules, for another user name. */
@@ -93,8 +100,16 @@ describe('start-up checks of the Redis: permissions and eviction policy', () => 
     beforeAll(async () => {
       // Every deployment's line exactly as the doc gives it; the other lines for users
       // of their own, to ask what they grant.
-      const { sale, wait, cluster, lockNodes } = documentedAclLines();
-      await admin.call('ACL', 'SETUSER', 'seckill-every', ...sale.slice(3), ...wait.slice(3), ...cluster.slice(3));
+      const { sale, settle, wait, cluster, lockNodes } = documentedAclLines();
+      await admin.call(
+        'ACL',
+        'SETUSER',
+        'seckill-every',
+        ...sale.slice(3),
+        ...settle.slice(3),
+        ...wait.slice(3),
+        ...cluster.slice(3),
+      );
       await admin.call('ACL', 'SETUSER', 'seckill-lock', ...lockNodes.slice(3));
       await applyAcl(admin, sale);
     });
@@ -237,7 +252,7 @@ describe('start-up checks of the Redis: permissions and eviction policy', () => 
     const app = await startTestApp({ REDIS_URL: userUrl('midway'), KEY_PREFIX: 'midway:' });
     try {
       await startSale(app.url, 'perm', 5);
-      // fenced-write-6.lua's XADD comes after its DECRBY: Redis does not roll the script back.
+      // fenced-write-8.lua's XADD comes after its DECRBY: Redis does not roll the script back.
       await admin.call('ACL', 'SETUSER', 'midway', '-xadd');
       const res = await request(app.url, 'POST', '/api/orders', { json: { productId: 'perm', userId: 'ann' } });
       expect(res.status).toBe(503);

@@ -1,7 +1,7 @@
 /**
  * The baseline (`npm run bench -- --baseline`): the smallest server that keeps the
  * same POST /api/orders contract, on bare `node:http` with one Lua script
- * (src/redis/scripts/purchase-5.lua) per purchase, and nothing else: no framework,
+ * (src/redis/scripts/purchase-7.lua) per purchase, and nothing else: no framework,
  * no validation library, no lock. Every strategy's row is compared with it, measured
  * in the same run on the same machine.
  *
@@ -9,7 +9,8 @@
  * token) and GET /health. Env: PORT, HOST, REDIS_URL, KEY_PREFIX, ADMIN_TOKEN.
  */
 import { Redis } from 'ioredis';
-import { randomUUID } from 'node:crypto';
+import { DEFAULT_PAYMENT_TIMEOUT_MS } from '../../src/sale/sale-limits';
+import { newOrderId } from '../../src/orders/order';
 import { createServer, IncomingMessage, ServerResponse } from 'node:http';
 import { KeyLayout } from '../../src/redis/key-layout';
 import { purchase as purchaseScript, resetSale } from '../../src/redis/lua-scripts';
@@ -71,10 +72,10 @@ async function purchase(req: IncomingMessage, res: ServerResponse): Promise<void
     return fail(res, 400, 'VALIDATION_FAILED', 'productId, userId and quantity are required and must be valid');
   }
   const k = keys.product(body.productId);
-  const orderId = randomUUID();
+  const orderId = newOrderId(body.productId);
   const [status, remaining] = await purchaseScript.run(
     redis,
-    [k.meta, k.stock, k.buyers, k.orders, k.idem],
+    [k.meta, k.stock, k.buyers, k.orders, k.idem, k.states, k.deadlines],
     body.userId,
     quantity as number,
     orderId,
@@ -101,12 +102,13 @@ async function startSale(req: IncomingMessage, res: ServerResponse, id: string):
   const k = keys.product(id);
   await resetSale.run(
     redis,
-    [k.meta, k.stock, k.buyers, k.orders, k.idem, k.live],
+    [k.meta, k.stock, k.buyers, k.orders, k.idem, k.live, k.states, k.deadlines],
     stock as number,
     perUserLimit as number,
     '1',
     'lock-free',
     '0',
+    DEFAULT_PAYMENT_TIMEOUT_MS,
   );
   send(res, 200, { id, initialStock: stock, stock, sold: 0, orders: 0, perUserLimit });
 }

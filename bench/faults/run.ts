@@ -33,6 +33,7 @@ import { redisTimeout } from './redis-timeout';
 import { redisUnreachable } from './redis-unreachable';
 import { redlockNodes } from './redlock-nodes';
 import { setNxDelayed } from './set-nx-delayed';
+import { payVersusExpiry, postgresDown, redisRestartedSettling, settlerKilled, sweeperKilled } from './settlement';
 import { slotMoved } from './slot-moved';
 
 type Scenario = (ctx: Context) => Promise<Outcome | Outcome[]>;
@@ -87,7 +88,23 @@ const CLUSTER_FAULTS: Record<string, Scenario> = {
   ),
 };
 
-const SCENARIOS: Record<string, Scenario> = { ...PROCESS_FAULTS, ...NETWORK_FAULTS, ...CLUSTER_FAULTS };
+/** Behind the sale: settlement into PostgreSQL and the reservations' afterlife (bench/faults/settlement.ts). */
+const SETTLEMENT_FAULTS: Record<string, Scenario> = {
+  'settle-killed-after-commit': (ctx) => settlerKilled(ctx, 'settle-before-ack'),
+  'settle-killed-before-commit': (ctx) => settlerKilled(ctx, 'settle-before-commit'),
+  'settle-postgres-stopped': (ctx) => postgresDown(ctx, 'stopped'),
+  'settle-postgres-paused': (ctx) => postgresDown(ctx, 'paused'),
+  'settle-redis-restarted': redisRestartedSettling,
+  'settle-pay-vs-expiry': payVersusExpiry,
+  'settle-sweeper-killed': sweeperKilled,
+};
+
+const SCENARIOS: Record<string, Scenario> = {
+  ...PROCESS_FAULTS,
+  ...NETWORK_FAULTS,
+  ...CLUSTER_FAULTS,
+  ...SETTLEMENT_FAULTS,
+};
 
 /**
  * What `--quick` runs: every process fault, the network faults CI needs (a lost

@@ -26,6 +26,12 @@ describe('loadConfig', () => {
       logLevel: 'log',
       telemetry: true,
       faultStopAt: null,
+      databaseUrl: null,
+      paymentTimeoutMs: 900_000,
+      pgStatementTimeoutMs: 5_000,
+      settleBatch: 1_000,
+      settleClaimIdleMs: 10_000,
+      expirySweepMs: 500,
     });
     expect(Object.isFrozen(config)).toBe(true);
     expect(Object.isFrozen(CONFIG_DEFAULTS)).toBe(true);

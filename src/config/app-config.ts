@@ -1,3 +1,4 @@
+import { DEFAULT_PAYMENT_TIMEOUT_MS, MAX_PAYMENT_TIMEOUT_MS, MIN_PAYMENT_TIMEOUT_MS } from '../sale/sale-limits';
 import { ZxcvbnFactory } from '@zxcvbn-ts/core';
 import * as common from '@zxcvbn-ts/language-common';
 
@@ -52,7 +53,13 @@ export const UNSAFE_STRATEGIES: readonly LockStrategyName[] = UNSAFE;
  * for it. `before-write:2` = the second hold of this process that reaches its write,
  * right after its validity check. Accepted only with ALLOW_UNSAFE=1.
  */
-export const FAULT_POINTS = ['before-write'] as const;
+/**
+ * before-write: a lock holder with its decision made, its write not yet sent.
+ * settle-before-commit / settle-before-ack: the settler with a batch written to
+ * PostgreSQL, before its COMMIT / after it and before its XACK.
+ * sweep-between: the expiry sweeper between two expiries of one sweep.
+ */
+export const FAULT_POINTS = ['before-write', 'settle-before-commit', 'settle-before-ack', 'sweep-between'] as const;
 export type FaultPoint = (typeof FAULT_POINTS)[number];
 export interface FaultStop {
   readonly point: FaultPoint;
@@ -104,6 +111,18 @@ export interface AppConfig {
   readonly telemetry: boolean;
   /** FAULT_STOP_AT; null in every real deployment. */
   readonly faultStopAt: FaultStop | null;
+  /** DATABASE_URL: the PostgreSQL orders are settled into; null: no settlement (orders stay in Redis only). */
+  readonly databaseUrl: string | null;
+  /** PAYMENT_TIMEOUT_MS: how long a reservation waits for its payment, unless the sale's PUT says otherwise. */
+  readonly paymentTimeoutMs: number;
+  /** PG_STATEMENT_TIMEOUT_MS: the longest a PostgreSQL statement may run (a paused server is given up on). */
+  readonly pgStatementTimeoutMs: number;
+  /** SETTLE_BATCH: stream entries settled in one PostgreSQL transaction, at most. */
+  readonly settleBatch: number;
+  /** SETTLE_CLAIM_IDLE_MS: how long an entry delivered to a consumer may stay unacknowledged before another claims it. */
+  readonly settleClaimIdleMs: number;
+  /** EXPIRY_SWEEP_MS: how often this instance sweeps the reservations whose payment deadline passed. */
+  readonly expirySweepMs: number;
 }
 
 /** Where a Redis Cluster's seed nodes are and how to log in to every node (REDIS_CLUSTER_NODES). */
@@ -138,6 +157,11 @@ export const CONFIG_DEFAULTS = Object.freeze({
   redisWaitReplicas: 0,
   redisWaitTimeoutMs: 500,
   redisAllowEviction: false,
+  paymentTimeoutMs: DEFAULT_PAYMENT_TIMEOUT_MS,
+  pgStatementTimeoutMs: 5_000,
+  settleBatch: 1_000,
+  settleClaimIdleMs: 10_000,
+  expirySweepMs: 500,
 } as const satisfies Partial<AppConfig>);
 
 /** Every environment variable the app reads; docker-compose.yml is checked against it. */
@@ -162,6 +186,12 @@ export const CONFIG_ENV_NAMES = [
   'LOG_LEVEL',
   'TELEMETRY',
   'FAULT_STOP_AT',
+  'DATABASE_URL',
+  'PAYMENT_TIMEOUT_MS',
+  'PG_STATEMENT_TIMEOUT_MS',
+  'SETTLE_BATCH',
+  'SETTLE_CLAIM_IDLE_MS',
+  'EXPIRY_SWEEP_MS',
 ] as const;
 
 type Env = Readonly<Record<string, string | undefined>>;
@@ -202,6 +232,18 @@ export function loadConfig(env: Env): AppConfig {
     logLevel: oneOf(env, 'LOG_LEVEL', LOG_LEVELS, CONFIG_DEFAULTS.logLevel),
     telemetry: bool(env, 'TELEMETRY', CONFIG_DEFAULTS.telemetry),
     faultStopAt: faultStop(env),
+    databaseUrl: databaseUrl(env),
+    paymentTimeoutMs: int(
+      env,
+      'PAYMENT_TIMEOUT_MS',
+      CONFIG_DEFAULTS.paymentTimeoutMs,
+      MIN_PAYMENT_TIMEOUT_MS,
+      MAX_PAYMENT_TIMEOUT_MS,
+    ),
+    pgStatementTimeoutMs: int(env, 'PG_STATEMENT_TIMEOUT_MS', CONFIG_DEFAULTS.pgStatementTimeoutMs, 100, 600_000),
+    settleBatch: int(env, 'SETTLE_BATCH', CONFIG_DEFAULTS.settleBatch, 1, 10_000),
+    settleClaimIdleMs: int(env, 'SETTLE_CLAIM_IDLE_MS', CONFIG_DEFAULTS.settleClaimIdleMs, 100, 3_600_000),
+    expirySweepMs: int(env, 'EXPIRY_SWEEP_MS', CONFIG_DEFAULTS.expirySweepMs, 10, 60_000),
   };
   if (config.lockStrategy === 'redlock' && config.redlockUrls.length === 0) {
     throw new ConfigError(
@@ -226,6 +268,21 @@ export function loadConfig(env: Env): AppConfig {
     );
   }
   return Object.freeze(config);
+}
+
+function databaseUrl(env: Env): string | null {
+  const value = raw(env, 'DATABASE_URL');
+  if (value === undefined) return null;
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw new ConfigError('DATABASE_URL', 'must be a postgres:// or postgresql:// URL');
+  }
+  if (url.protocol !== 'postgres:' && url.protocol !== 'postgresql:') {
+    throw new ConfigError('DATABASE_URL', `must be a postgres:// or postgresql:// URL, got "${url.protocol}"`);
+  }
+  return value;
 }
 
 function faultStop(env: Env): FaultStop | null {

@@ -21,6 +21,8 @@ export interface LiveEvent {
   /** Why `lock` shows less than a pid, when it does: a lock-free strategy, Redlock's own nodes, an owner id without a pid. */
   readonly lockNote: string | null;
   readonly instances: readonly LiveInstance[];
+  /** With DATABASE_URL: the product's order stream entries not settled into PostgreSQL yet, and the oldest one's age (ms). */
+  readonly settlement?: { readonly unsettled: number; readonly oldestMs: number };
 }
 
 /**

@@ -1,3 +1,4 @@
+import { SettlementLag } from '../settlement/settlement-lag';
 import { EventEmitter } from 'node:events';
 import type { ServerResponse } from 'node:http';
 import { Subscription } from 'rxjs';
@@ -29,6 +30,7 @@ describe('LiveFeed (the streams of GET /api/live/:productId)', () => {
       loadConfig({ REDIS_URL: redis.url(), ADMIN_TOKEN: 'a-long-enough-admin-token' }),
       client,
       keys,
+      new SettlementLag(client, keys),
     );
     let clients = 0;
     /** A stream of a new client each time, unless `client` is given. */

@@ -8,6 +8,7 @@ import type { RedisClient } from '../redis/create-client';
 import { execAll } from '../redis/exec-all';
 import { KeyLayout } from '../redis/key-layout';
 import { REDIS_CLIENT } from '../redis/redis.constants';
+import { SettlementLag } from '../settlement/settlement-lag';
 import { holderPid, LiveEvent, readInstances } from './live-event';
 
 /** How often a watched product is read: the events' rate, whatever the sale's. */
@@ -94,6 +95,7 @@ export class LiveFeed implements BeforeApplicationShutdown {
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     @Inject(REDIS_CLIENT) private readonly redis: RedisClient,
     private readonly keys: KeyLayout,
+    private readonly settlement: SettlementLag,
   ) {}
 
   /**
@@ -205,6 +207,7 @@ export class LiveFeed implements BeforeApplicationShutdown {
     const known = initial !== null && stockValue !== null;
     const initialStock = known ? Number(initial) : null;
     const stock = known ? Number(stockValue) : null;
+    const settled = this.config.databaseUrl && known ? await this.settlement.forProduct(productId) : null;
     return {
       at,
       productId,
@@ -218,6 +221,7 @@ export class LiveFeed implements BeforeApplicationShutdown {
       lock: ttl === -2 ? null : { holderPid: holderPid(lockValue), ttlMs: ttl },
       lockNote: view.note,
       instances: readInstances(live, at),
+      ...(settled && { settlement: { unsettled: settled.unsettled, oldestMs: settled.oldestMs } }),
     };
   }
 

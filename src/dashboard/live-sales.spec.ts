@@ -1,3 +1,4 @@
+import { DEFAULT_PAYMENT_TIMEOUT_MS } from '../sale/sale-limits';
 import { commandCalls, startSaleIn, useTestRedis } from '../../test/helpers/redis';
 import { AppConfig, loadConfig } from '../config/app-config';
 import type { PurchasePath } from '../orders/purchases/purchase-path';
@@ -155,7 +156,18 @@ describe('LiveSales (the dashboard aggregate)', () => {
     other.saleStarted(
       'phone',
       Number(
-        (await resetSale.run(client, [k.meta, k.stock, k.buyers, k.orders, k.idem, k.live], 5, 1, '1', '', '0'))[1],
+        (
+          await resetSale.run(
+            client,
+            [k.meta, k.stock, k.buyers, k.orders, k.idem, k.live, k.states, k.deadlines],
+            5,
+            1,
+            '1',
+            '',
+            '0',
+            DEFAULT_PAYMENT_TIMEOUT_MS,
+          )
+        )[1],
       ),
     );
     await live.publish();

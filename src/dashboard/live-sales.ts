@@ -115,7 +115,7 @@ export class LiveSales implements PurchaseListener, OnModuleInit, OnApplicationS
   }
 
   /**
-   * The reset script answered: the new sale's id (reset-sale-6.lua). What this
+   * The reset script answered: the new sale's id (reset-sale-8.lua). What this
    * instance counts from now on belongs to it; what another instance counted in the
    * last sale and publishes later carries the old id, and Redis drops it.
    */

@@ -86,6 +86,20 @@ export class SaleHasOrdersError extends createError(
 ) {}
 
 /** The same Idempotency-Key (keys are scoped to a product) with another user or quantity (the IETF draft's 422). */
+export class SaleNotSettledError extends createError(
+  'SALE_NOT_SETTLED',
+  409,
+  (productId: string, entries: number) =>
+    `product "${productId}"'s sale has ${entries} order events not yet settled into PostgreSQL: a restart would lose them; retry once settlement has caught up (GET /health: settlement)`,
+) {}
+
+export class SaleHasReservationsError extends createError(
+  'SALE_HAS_RESERVATIONS',
+  409,
+  (productId: string, reserved: number) =>
+    `product "${productId}"'s sale has ${reserved} orders still waiting for their payment: a restart would leave them neither paid nor expired; retry after their deadline, or once they are cancelled`,
+) {}
+
 export class IdempotencyKeyMismatchError extends createError(
   'IDEMPOTENCY_KEY_MISMATCH',
   422,
@@ -125,6 +139,37 @@ export class LimitReachedError extends createError(
   409,
   (userId: string, perUserLimit: number, bought: number, requested: number) =>
     `user "${userId}" may buy at most ${perUserLimit} of this product and has ${bought}; ${requested} more would exceed the limit`,
+) {}
+
+// ---------------------------------------------------------------- an order's outcome (pay, cancel, expiry)
+
+export class UnknownOrderError extends createError(
+  'UNKNOWN_ORDER',
+  404,
+  (orderId: string) => `order "${orderId}" is not known (not placed, or its sale was restarted since)`,
+) {}
+
+/** A payment or a cancel of an order that another payment already paid. */
+export class OrderPaidError extends createError(
+  'ORDER_PAID',
+  409,
+  (orderId: string, paidBy: string) =>
+    `order "${orderId}" was already paid by payment "${paidBy}"; any other payment for it is to be refunded`,
+) {}
+
+export class OrderCancelledError extends createError(
+  'ORDER_CANCELLED',
+  409,
+  (orderId: string) =>
+    `order "${orderId}" was cancelled and its units went back to stock; a payment for it is to be refunded`,
+) {}
+
+/** The payment deadline passed first (by Redis's clock): the units went back to stock. */
+export class OrderExpiredError extends createError(
+  'ORDER_EXPIRED',
+  409,
+  (orderId: string) =>
+    `order "${orderId}" expired: its payment deadline passed and its units went back to stock; a payment for it is to be refunded`,
 ) {}
 
 // ---------------------------------------------------------------- not now: nothing was changed, retry

@@ -9,6 +9,7 @@ import { component } from '../docs/components';
 import { PurchasePath } from '../orders/purchases/purchase-path';
 import { StrategyMismatches } from '../orders/strategy-mismatches';
 import { REDIS_CLIENT } from '../redis/redis.constants';
+import { SettlementLag } from '../settlement/settlement-lag';
 import { HEALTH_SCHEMA, LIVENESS_SCHEMA, READINESS_SCHEMA } from './health.schema';
 import { Readiness, readiness } from './readiness';
 import { redisStatus, RedisStatus } from './redis-status';
@@ -44,7 +45,34 @@ export class HealthController implements BeforeApplicationShutdown {
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     private readonly purchases: PurchasePath,
     private readonly mismatches: StrategyMismatches,
+    private readonly settlementLag: SettlementLag,
   ) {}
+
+  private settlementLook?: { readonly at: number; readonly state: Promise<Record<string, unknown> | undefined> };
+
+  /** With DATABASE_URL: PostgreSQL's state and the lag, looked at once a second at most. */
+  private settlement(): Promise<Record<string, unknown> | undefined> {
+    if (!this.config.databaseUrl) return Promise.resolve(undefined);
+    const now = performance.now();
+    if (!this.settlementLook || now - this.settlementLook.at >= CLUSTER_STATUS_TTL_MS) {
+      const state = (async () => {
+        const database = await this.settlementLag.database();
+        try {
+          const products = await this.settlementLag.lag();
+          return {
+            database,
+            unsettled: products.reduce((sum, p) => sum + p.unsettled, 0),
+            oldestMs: products.reduce((max, p) => Math.max(max, p.oldestMs), 0),
+          };
+        } catch {
+          // Redis does not answer: /health says so already.
+          return { database };
+        }
+      })();
+      this.settlementLook = { at: now, state };
+    }
+    return this.settlementLook.state;
+  }
 
   private clusterStatus?: { readonly at: number; readonly status: Promise<RedisStatus> };
   /** Set when the app starts closing (app.close(), SIGTERM): readiness turns 503 at once. */
@@ -85,9 +113,10 @@ export class HealthController implements BeforeApplicationShutdown {
     schema: HEALTH,
   })
   async check(@Res({ passthrough: true }) reply: FastifyReply) {
-    const [{ redis, problems, cluster }, { lostLocks, lockNodes }] = await Promise.all([
+    const [{ redis, problems, cluster }, { lostLocks, lockNodes }, settlement] = await Promise.all([
       this.redisStatus(),
       this.purchases.status(),
+      this.settlement(),
     ]);
     const mismatched = this.mismatches.recent();
     const { faultStopAt } = this.config;
@@ -106,6 +135,7 @@ export class HealthController implements BeforeApplicationShutdown {
       unsafe: UNSAFE_STRATEGIES.includes(this.config.lockStrategy) || faultStopAt !== null,
       ...(faultStopAt ? { faultStopAt: `${faultStopAt.point}:${faultStopAt.nth}` } : {}),
       lostLocks,
+      ...(settlement ? { settlement } : {}),
     };
   }
 

@@ -72,6 +72,18 @@ export const HEALTH_SCHEMA = {
     unsafe: { type: 'boolean', description: 'an unsafe strategy, or the fault hook, is on: not for a real sale' },
     faultStopAt: { type: 'string', description: 'the fault hook (FAULT_STOP_AT), when set' },
     lostLocks: { ...INTEGER, description: 'holds found lost since start' },
+    settlement: {
+      type: 'object',
+      description:
+        'with DATABASE_URL: settlement into PostgreSQL (docs/settlement.md). `database: "down"` is degraded, not down: the sale goes on and settlement catches up',
+      additionalProperties: false,
+      required: ['database'],
+      properties: {
+        database: { type: 'string', enum: ['up', 'down'] },
+        unsettled: { ...INTEGER, description: "order stream entries not settled yet, every product's" },
+        oldestMs: { ...INTEGER, description: "age of the oldest unsettled entry, ms (Redis's clock); 0 when none" },
+      },
+    },
   },
 } as const;
 

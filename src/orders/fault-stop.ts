@@ -15,6 +15,11 @@ export class FaultStop {
     private readonly stop: () => void = () => process.kill(process.pid, 'SIGSTOP'),
   ) {}
 
+  /** Whether the hook is set for `point` (a caller may then take a slower, stoppable path). */
+  armed(point: FaultPoint): boolean {
+    return this.at?.point === point;
+  }
+
   /** Called by the purchase paths at each named point; does nothing unless armed for it. */
   reached(point: FaultPoint): void {
     if (this.at?.point !== point || ++this.seen !== this.at.nth) return;

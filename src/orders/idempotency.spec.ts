@@ -49,7 +49,7 @@ describe('Idempotency-Key claims in Redis', () => {
     expect(await redis.pttl(k.idem)).toBeGreaterThan(OUTCOME_TTL_MS - 60_000);
   });
 
-  it('fenced-write-6.lua: an order whose claim was given up writes nothing; the others are written', async () => {
+  it('fenced-write-8.lua: an order whose claim was given up writes nothing; the others are written', async () => {
     const redis = client();
     const { k } = await startSaleIn(redis, 5, 1, 'fenced-claims');
     await redis.set(k.fence, 1);
@@ -62,7 +62,7 @@ describe('Idempotency-Key claims in Redis', () => {
     expect(await idempotencyRelease.run(redis, [k.idem], 'lost', 'c-lost')).toBe(1);
     const reply = await fencedWrite.run(
       redis,
-      [k.fence, k.stock, k.buyers, k.orders, k.meta, k.idem],
+      [k.fence, k.stock, k.buyers, k.orders, k.meta, k.idem, k.states, k.deadlines],
       1,
       OUTCOME_TTL_MS,
       'lock',
@@ -77,7 +77,7 @@ describe('Idempotency-Key claims in Redis', () => {
     expect(await redis.hexists(k.idem, 'lost')).toBe(0);
   });
 
-  it('keyed-write-4.lua (unfenced holds): skips an order whose claim was given up, and a late write past 0 says the -1 it left', async () => {
+  it('keyed-write-7.lua (unfenced holds): skips an order whose claim was given up, and a late write past 0 says the -1 it left', async () => {
     const redis = client();
     const { k } = await startSaleIn(redis, 1, 2, 'keyed-claims');
     for (const [key, id] of [
@@ -102,10 +102,18 @@ describe('Idempotency-Key claims in Redis', () => {
     expect(await redis.hexists(k.idem, 'lost')).toBe(0);
   });
 
-  it('purchase-5.lua: a late purchase whose claim was taken over by a retry writes nothing', async () => {
+  it('purchase-7.lua: a late purchase whose claim was taken over by a retry writes nothing', async () => {
     const redis = client();
     const { k } = await startSaleIn(redis, 5, 2, 'atomic-claims');
-    const keys = [k.meta, k.stock, k.buyers, k.orders, k.idem] as [string, string, string, string, string];
+    const keys = [k.meta, k.stock, k.buyers, k.orders, k.idem, k.states, k.deadlines] as [
+      string,
+      string,
+      string,
+      string,
+      string,
+      string,
+      string,
+    ];
     await idempotencyClaim.run(redis, [k.idem], 'key', 'first', 'fp', CLAIM_TTL_MS, OUTCOME_TTL_MS);
     await idempotencyRelease.run(redis, [k.idem], 'key', 'first'); // its answer was lost
     await idempotencyClaim.run(redis, [k.idem], 'key', 'retry', 'fp', CLAIM_TTL_MS, OUTCOME_TTL_MS);
@@ -131,7 +139,15 @@ describe('Idempotency-Key claims in Redis', () => {
   it('idempotency-acknowledged-1.lua: notes replicas beside the order the key holds, which a retry then reads; no other order, no new hash', async () => {
     const redis = client();
     const { k } = await startSaleIn(redis, 5, 2, 'acknowledged');
-    const keys = [k.meta, k.stock, k.buyers, k.orders, k.idem] as [string, string, string, string, string];
+    const keys = [k.meta, k.stock, k.buyers, k.orders, k.idem, k.states, k.deadlines] as [
+      string,
+      string,
+      string,
+      string,
+      string,
+      string,
+      string,
+    ];
     await idempotencyClaim.run(redis, [k.idem], 'key', 'c1', 'fp', CLAIM_TTL_MS, OUTCOME_TTL_MS);
     // Only an outcome is noted, and only its own order.
     expect(await idempotencyAcknowledged.run(redis, [k.idem], 'key', 'o-1', 1)).toBe(0);

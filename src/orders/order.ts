@@ -1,3 +1,5 @@
+import { randomUUID } from 'node:crypto';
+
 /** What is bought: the fields a purchase and its acknowledgement share. */
 export interface OrderLine {
   readonly productId: string;
@@ -42,4 +44,22 @@ export const OUTCOME_TTL_MS = 24 * 60 * 60 * 1000;
 /** An order's outcome as the idempotency hash keeps it (D|fingerprint|orderId|quantity|remaining). */
 export function outcomeRecord(claim: Claim, orderId: string, quantity: number, remaining: number): string {
   return `D|${claim.fingerprint}|${orderId}|${quantity}|${remaining}`;
+}
+
+/**
+ * A new order's id: `<productId>.<uuid>`. The product comes first so that a payment or a
+ * cancel, which names only the order, finds the product's keys (one hash slot on a
+ * cluster) without an index that would live on another shard. Product ids have no dot
+ * (ID_PATTERN).
+ */
+export function newOrderId(productId: string): string {
+  return `${productId}.${randomUUID()}`;
+}
+
+/** What an order id looks like (newOrderId); the product id before the dot. */
+export const ORDER_ID_PATTERN = /^([A-Za-z0-9_-]{1,64})\.[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+/** The product an order id names, or null when it is not one of ours. */
+export function productOfOrder(orderId: string): string | null {
+  return ORDER_ID_PATTERN.exec(orderId)?.[1] ?? null;
 }

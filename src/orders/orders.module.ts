@@ -4,6 +4,9 @@ import { APP_CONFIG } from '../config/config.constants';
 import { LocksModule } from '../locks/locks.module';
 import { FaultStop } from './fault-stop';
 import { Idempotency } from './idempotency';
+import { ExpirySweeper } from './expiry-sweeper';
+import { OrderOutcomes } from './order-outcomes';
+import { OrderOutcomesController } from './order-outcomes.controller';
 import { OrdersController } from './orders.controller';
 import { BatchedPurchases } from './purchases/batched.purchases';
 import { OptimisticPurchases } from './purchases/optimistic.purchases';
@@ -46,16 +49,18 @@ export class OrdersModule {
       module: OrdersModule,
       global: true,
       imports: [LocksModule.forRoot(config)],
-      controllers: [OrdersController],
+      controllers: [OrdersController, OrderOutcomesController],
       providers: [
         { provide: PurchasePath, useClass: PURCHASE_PATHS[config.lockStrategy] },
         { provide: FaultStop, inject: [APP_CONFIG], useFactory: (c: AppConfig) => new FaultStop(c.faultStopAt) },
         Idempotency,
         ReplicaAcks,
         StrategyMismatches,
+        OrderOutcomes,
+        ExpirySweeper,
         Announcement,
       ],
-      exports: [PurchasePath, StrategyMismatches],
+      exports: [PurchasePath, StrategyMismatches, FaultStop, OrderOutcomes, ExpirySweeper],
     };
   }
 }

@@ -30,7 +30,7 @@ function cases(): Case[] {
 
 /**
  * The sale's rules exist twice: once in TypeScript (sale-rules.ts, which every
- * locked path decides with) and once in Lua (purchase-5.lua, the `atomic` path).
+ * locked path decides with) and once in Lua (purchase-7.lua, the `atomic` path).
  * Both get the same table of states and must give the same answer, to the word.
  */
 describe('the sale rules, in TypeScript and in Lua, on the same table of cases', () => {

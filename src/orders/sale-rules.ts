@@ -21,7 +21,7 @@ export interface SaleState {
  * null when the order may be written.
  *
  * The one TypeScript copy of the rules: every purchase path decides with it, a batch
- * buyer by buyer against a running state. Their one Lua copy is purchase-5.lua;
+ * buyer by buyer against a running state. Their one Lua copy is purchase-7.lua;
  * sale-rules.spec.ts runs both on the same table of cases.
  */
 export function refusal(order: OrderRequest, state: SaleState | null): AppError | null {

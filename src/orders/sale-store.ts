@@ -1,10 +1,10 @@
-import { type ChainableCommander, Cluster, type Redis } from 'ioredis';
+import { Cluster, type Redis } from 'ioredis';
 import { LockBypassedError, OutcomeUnknownError, StaleLockError, StrategyMismatchError } from '../errors/errors';
 import { execAll } from '../redis/exec-all';
 import type { ProductKeys } from '../redis/key-layout';
 import { fencedWrite, keyedWrite, ScriptClient } from '../redis/lua-scripts';
 import { isOutcomeUnknown } from '../redis/redis-errors';
-import { Claim, OrderRequest, OUTCOME_TTL_MS, outcomeRecord } from './order';
+import { Claim, OrderRequest, OUTCOME_TTL_MS } from './order';
 import type { SaleState } from './sale-rules';
 
 /** A product's limit and stock (null: no sale), and each asking buyer's units, as read in one round trip. */
@@ -77,36 +77,32 @@ export function buyerState(read: SaleRead, i: number): SaleState | null {
   return read.sale && { ...read.sale, bought: read.bought[i] };
 }
 
-/**
- * Queues the writes of one order on a MULTI: take the units from stock, add them to
- * the buyer's count, append the order to the stream, and, for a request with an
- * Idempotency-Key, record its outcome (with `remaining`, the stock the holder expects
- * after it). The DECRBY reply (the stock left) comes first in the EXEC replies.
- * Nothing in a MULTI can check that the key's claim is still this request's: that
- * takes a script (keyed-write-4.lua, fenced-write-6.lua, purchase-5.lua), or a WATCH.
- */
-export function queueOrder(
-  multi: ChainableCommander,
-  k: ProductKeys,
-  order: OrderRequest,
-  orderId: string,
-  remaining: number,
-): ChainableCommander {
-  multi
-    .decrby(k.stock, order.quantity)
-    .hincrby(k.buyers, order.userId, order.quantity)
-    .xadd(k.orders, '*', 'orderId', orderId, 'userId', order.userId, 'quantity', String(order.quantity));
-  if (order.claim) {
-    multi
-      .hset(k.idem, order.claim.key, outcomeRecord(order.claim, orderId, order.quantity, remaining))
-      .pexpire(k.idem, OUTCOME_TTL_MS);
-  }
-  return multi;
+/** The KEYS of keyed-write-7.lua for a product. */
+export function keyedWriteKeys(k: ProductKeys): [string, string, string, string, string, string, string] {
+  return [k.stock, k.buyers, k.orders, k.idem, k.meta, k.states, k.deadlines];
 }
 
-/** Commands queueOrder puts on a MULTI for `order`. */
-function commandsOf(order: OrderRequest): number {
-  return order.claim ? 5 : 3;
+/** keyed-write-7.lua's ARGV for a batch of accepted orders. */
+export function keyedWriteArgs(accepted: readonly AcceptedOrder[]): [number, ...(string | number)[]] {
+  return [OUTCOME_TTL_MS, ...orderArgs(accepted)];
+}
+
+/** Per order, the five values the write scripts take: userId, quantity, orderId, Idempotency-Key, claim id. */
+function orderArgs(accepted: readonly AcceptedOrder[]): (string | number)[] {
+  return accepted.flatMap(({ order, orderId }) => [
+    order.userId,
+    order.quantity,
+    orderId,
+    order.claim?.key ?? '',
+    order.claim?.claimId ?? '',
+  ]);
+}
+
+/** keyed-write-7.lua's reply: the stock left after each order, or null for one whose claim was lost. */
+export function keyedWriteLeft(left: readonly (number | string)[]): (number | null)[] {
+  // Not -1 for a skipped order, as in fenced-write-8.lua: here nothing checks the
+  // stock, and a late write that oversold leaves -1 for real.
+  return left.map((l) => (l === 'CLAIM_LOST' ? null : Number(l)));
 }
 
 /**
@@ -134,55 +130,31 @@ export interface AcceptedOrder {
 /**
  * Writes accepted orders in one round trip and returns the stock left after each, or
  * null for an order whose Idempotency-Key claim was no longer its request's (not
- * written: another request decides that key). Under a plain hold: one MULTI of
- * queueOrder's commands, or keyed-write-4.lua when an order has a key, which checks
- * each claim as it writes. Under a fenced hold (`fence` given): fenced-write-6.lua,
- * which applies them only if no later lock was issued, else throws StaleLockError
- * with nothing written, and checks each order's claim.
+ * written: another request decides that key). Each order is written as a reservation
+ * (its state and its payment deadline, order-outcome-5.lua) in the same step. Under a
+ * plain hold: keyed-write-7.lua, which checks each keyed order's claim as it writes.
+ * Under a fenced hold (`fence` given): fenced-write-8.lua, which applies them only if
+ * no later lock was issued, else throws StaleLockError with nothing written, and checks
+ * each order's claim.
  */
 export async function writeOrders(
-  redis: Pick<Redis, 'multi'> & ScriptClient,
+  redis: ScriptClient,
   k: ProductKeys,
   family: string,
   accepted: readonly AcceptedOrder[],
   fence?: number,
 ): Promise<(number | null)[]> {
-  const args = accepted.flatMap(({ order, orderId }) => [
-    order.userId,
-    order.quantity,
-    orderId,
-    order.claim?.key ?? '',
-    order.claim?.claimId ?? '',
-  ]);
-  if (fence === undefined && accepted.some(({ order }) => order.claim)) {
-    // A keyed order's claim is checked in Redis, atomically with its write.
-    const left = await orderWrite(
-      keyedWrite.run(redis, [k.stock, k.buyers, k.orders, k.idem], OUTCOME_TTL_MS, ...args),
-    );
-    // Not -1 for a skipped order, as in fenced-write-6.lua: here nothing checks the
-    // stock, and a late write that oversold leaves -1 for real.
-    return left.map((l) => (l === 'CLAIM_LOST' ? null : Number(l)));
-  }
   if (fence === undefined) {
-    const multi = redis.multi();
-    for (const { order, orderId, remaining } of accepted) queueOrder(multi, k, order, orderId, remaining);
-    const replies = await orderWrite(execAll(multi));
-    // Each order's first command, DECRBY, says what was left.
-    let at = 0;
-    return accepted.map(({ order }) => {
-      const left = Number(replies[at]);
-      at += commandsOf(order);
-      return left;
-    });
+    return keyedWriteLeft(await orderWrite(keyedWrite.run(redis, keyedWriteKeys(k), ...keyedWriteArgs(accepted))));
   }
   const [status, ...rest] = await orderWrite(
     fencedWrite.run(
       redis,
-      [k.fence, k.stock, k.buyers, k.orders, k.meta, k.idem],
+      [k.fence, k.stock, k.buyers, k.orders, k.meta, k.idem, k.states, k.deadlines],
       fence,
       OUTCOME_TTL_MS,
       family,
-      ...args,
+      ...orderArgs(accepted),
     ),
   );
   if (status === 'STALE_LOCK') throw new StaleLockError(fence, Number(rest[0]));

@@ -6,4 +6,6 @@ export interface Product {
   readonly sold: number;
   readonly orders: number;
   readonly perUserLimit: number;
+  /** How long an order waits for its payment (null: a sale started before payment deadlines). */
+  readonly paymentTimeoutMs: number | null;
 }

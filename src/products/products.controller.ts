@@ -37,6 +37,8 @@ export class ProductsController {
     'UNSUPPORTED_MEDIA_TYPE',
     'UNAUTHORIZED',
     'SALE_HAS_ORDERS',
+    'SALE_NOT_SETTLED',
+    'SALE_HAS_RESERVATIONS',
     'STRATEGY_MISMATCH',
     'LOCK_TIMEOUT',
     'LOCK_EXPIRED',
@@ -45,6 +47,7 @@ export class ProductsController {
   )
   startSale(@Param() params: ProductParamsDto, @Body() body: StartSaleDto): Promise<Product> {
     return this.products.startSale(params.id, body.stock, body.perUserLimit, {
+      paymentTimeoutMs: body.paymentTimeoutMs,
       discardOrders: body.discardOrders,
       switchStrategy: body.switchStrategy,
     });

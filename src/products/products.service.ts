@@ -2,7 +2,13 @@ import { Inject, Injectable } from '@nestjs/common';
 import type { RedisClient } from '../redis/create-client';
 import { AppConfig, strategyFamily } from '../config/app-config';
 import { APP_CONFIG } from '../config/config.constants';
-import { SaleHasOrdersError, StrategyMismatchError, UnknownProductError } from '../errors/errors';
+import {
+  SaleHasOrdersError,
+  SaleHasReservationsError,
+  SaleNotSettledError,
+  StrategyMismatchError,
+  UnknownProductError,
+} from '../errors/errors';
 import { PurchasePath } from '../orders/purchases/purchase-path';
 import { execAll } from '../redis/exec-all';
 import { KeyLayout } from '../redis/key-layout';
@@ -38,21 +44,27 @@ export class ProductsService {
     productId: string,
     stock: number,
     perUserLimit: number,
-    options: { discardOrders?: boolean; switchStrategy?: boolean } = {},
+    options: { paymentTimeoutMs?: number; discardOrders?: boolean; switchStrategy?: boolean } = {},
   ): Promise<Product> {
     const k = this.keys.product(productId);
     const family = strategyFamily(this.config.lockStrategy);
+    // The settler and the expiry sweeper find the product here: listed before its sale
+    // starts, so no order of it is ever unlisted (a product listed without a sale is skipped).
+    await this.redis.sadd(this.keys.products, productId);
     await this.purchases.exclusive(productId, async () => {
       const reply = await resetSale.run(
         this.redis,
-        [k.meta, k.stock, k.buyers, k.orders, k.idem, k.live],
+        [k.meta, k.stock, k.buyers, k.orders, k.idem, k.live, k.states, k.deadlines],
         stock,
         perUserLimit,
         options.discardOrders ? '1' : '0',
         family,
         options.switchStrategy ? '1' : '0',
+        options.paymentTimeoutMs ?? this.config.paymentTimeoutMs,
       );
       if (reply[0] === 'HAS_ORDERS') throw new SaleHasOrdersError(productId, reply[1]);
+      if (reply[0] === 'NOT_SETTLED') throw new SaleNotSettledError(productId, reply[1]);
+      if (reply[0] === 'HAS_RESERVATIONS') throw new SaleHasReservationsError(productId, reply[1]);
       if (reply[0] === 'STRATEGY_MISMATCH') throw new StrategyMismatchError(productId, reply[1], family);
       const value = reply[1];
       this.telemetry.saleRestarted(productId);
@@ -64,9 +76,9 @@ export class ProductsService {
   async get(productId: string): Promise<Product> {
     const k = this.keys.product(productId);
     const [meta, stock, orders] = (await execAll(
-      this.redis.multi().hmget(k.meta, 'initialStock', 'perUserLimit').get(k.stock).xlen(k.orders),
+      this.redis.multi().hmget(k.meta, 'initialStock', 'perUserLimit', 'paymentTimeoutMs').get(k.stock).hlen(k.states),
     )) as [(string | null)[], string | null, number];
-    const [initialStock, perUserLimit] = meta;
+    const [initialStock, perUserLimit, paymentTimeoutMs] = meta;
     if (initialStock === null || perUserLimit === null || stock === null) throw new UnknownProductError(productId);
     return {
       id: productId,
@@ -75,6 +87,7 @@ export class ProductsService {
       sold: Number(initialStock) - Number(stock),
       orders,
       perUserLimit: Number(perUserLimit),
+      paymentTimeoutMs: paymentTimeoutMs === null ? null : Number(paymentTimeoutMs),
     };
   }
 }

@@ -13,6 +13,8 @@ describe('KeyLayout', () => {
       idem: 'seckill:{p:sku-1}:idem',
       replicated: 'seckill:{p:sku-1}:replicated',
       live: 'seckill:{p:sku-1}:live',
+      states: 'seckill:{p:sku-1}:states',
+      deadlines: 'seckill:{p:sku-1}:deadlines',
     });
     // Redis Cluster hashes only the text between the first { and the next }.
     const tags = Object.values(keys).map((k) => k.slice(k.indexOf('{') + 1, k.indexOf('}')));

@@ -22,6 +22,10 @@ export interface ProductKeys {
   readonly replicated: string;
   /** Hash: the dashboard's answers per app instance and code in this sale (live-publish-2.lua); a sale restart deletes it. */
   readonly live: string;
+  /** Hash: orderId -> its state (reserved, paid, cancelled, expired), userId and quantity (order-outcome-5.lua). */
+  readonly states: string;
+  /** Sorted set: each reserved order's payment deadline (ms, Redis's clock); the sweeper expires the due ones. */
+  readonly deadlines: string;
 }
 
 /** The fencing counter that goes with a product's lock key (`...:lock` -> `...:fence`). */
@@ -48,6 +52,11 @@ function siblingOf(lockKey: string, part: string): string {
 export class KeyLayout {
   constructor(readonly prefix: string) {}
 
+  /** Set: every product that has had a sale, for the settler and the sweeper (one key, no hash tag). */
+  get products(): string {
+    return `${this.prefix}products`;
+  }
+
   product(productId: string): ProductKeys {
     const base = `${this.prefix}{p:${productId}}`;
     return {
@@ -60,6 +69,8 @@ export class KeyLayout {
       idem: `${base}:idem`,
       replicated: `${base}:replicated`,
       live: `${base}:live`,
+      states: `${base}:states`,
+      deadlines: `${base}:deadlines`,
     };
   }
 }

@@ -12,14 +12,34 @@ export const releaseLock = new LuaScript<[lock: string], [token: string, channel
 
 /** A sale's start or restart in one step: the new sale's id, or the orders that a restart would discard. */
 export const resetSale = new LuaScript<
-  [meta: string, stock: string, buyers: string, orders: string, idem: string, live: string],
-  [initialStock: number, perUserLimit: number, discardOrders: '1' | '0', family: string, switchFamily: '1' | '0'],
-  ['OK', number] | ['HAS_ORDERS', number] | ['STRATEGY_MISMATCH', string]
+  [
+    meta: string,
+    stock: string,
+    buyers: string,
+    orders: string,
+    idem: string,
+    live: string,
+    states: string,
+    deadlines: string,
+  ],
+  [
+    initialStock: number,
+    perUserLimit: number,
+    discardOrders: '1' | '0',
+    family: string,
+    switchFamily: '1' | '0',
+    paymentTimeoutMs: number,
+  ],
+  | ['OK', number]
+  | ['HAS_ORDERS', number]
+  | ['STRATEGY_MISMATCH', string]
+  | ['NOT_SETTLED', number]
+  | ['HAS_RESERVATIONS', number]
 >('reset-sale');
 
 /** The whole purchase (strategy `atomic`). */
 export const purchase = new LuaScript<
-  [meta: string, stock: string, buyers: string, orders: string, idem: string],
+  [meta: string, stock: string, buyers: string, orders: string, idem: string, states: string, deadlines: string],
   [
     userId: string,
     quantity: number,
@@ -61,14 +81,23 @@ export const fencedAcquire = new LuaScript<
 
 /** A batch of orders under a fenced hold: per order userId, quantity, orderId, Idempotency-Key, claim id. */
 export const fencedWrite = new LuaScript<
-  [fence: string, stock: string, buyers: string, orders: string, meta: string, idem: string],
+  [
+    fence: string,
+    stock: string,
+    buyers: string,
+    orders: string,
+    meta: string,
+    idem: string,
+    states: string,
+    deadlines: string,
+  ],
   [token: number, outcomeTtlMs: number, family: string, ...orders: (string | number)[]],
   [status: string, ...values: (number | string)[]]
 >('fenced-write');
 
 /** A batch of orders under an unfenced hold, keyed ones only while their claim is theirs: the stock left after each, or 'CLAIM_LOST'. */
 export const keyedWrite = new LuaScript<
-  [stock: string, buyers: string, orders: string, idem: string],
+  [stock: string, buyers: string, orders: string, idem: string, meta: string, states: string, deadlines: string],
   [outcomeTtlMs: number, ...orders: (string | number)[]],
   (number | 'CLAIM_LOST')[]
 >('keyed-write');
@@ -112,6 +141,23 @@ export const livePublish = new LuaScript<
 >('live-publish');
 
 /** The commands the scripts run that this Redis user may not (NOPERM), tried on throwaway keys. */
-export const permissionCheck = new LuaScript<[text: string, hash: string, stream: string], [channel: string], string[]>(
-  'permission-check',
-);
+export const permissionCheck = new LuaScript<
+  [text: string, hash: string, stream: string, sortedSet: string],
+  [channel: string],
+  string[]
+>('permission-check');
+
+/** A reservation paid, cancelled, expired (its deadline passed) or read: exactly one outcome, units back once. */
+export const orderOutcome = new LuaScript<
+  [states: string, deadlines: string, stock: string, buyers: string, orders: string],
+  [orderId: string, action: 'pay' | 'cancel' | 'expire' | 'read', paymentId: string],
+  | ['UNKNOWN_ORDER']
+  | [
+      status: 'R' | 'P' | 'C' | 'E',
+      userId: string,
+      quantity: number,
+      paymentId: string,
+      deadline: string,
+      changed: 0 | 1,
+    ]
+>('order-outcome');

@@ -13,7 +13,7 @@ const PROBE_CONNECT_MS = 5_000;
  * DECRBY, one without WATCH every `optimistic` purchase while /health says ok. Each
  * command is tried for real, on throwaway keys and a shard channel under the app's
  * prefix (a product id no buyer can name), so the answer is this user's, whatever its
- * rules: the scripts' commands inside one script (permission-check-3.lua), the rest as
+ * rules: the scripts' commands inside one script (permission-check-4.lua), the rest as
  * the app sends them (the live feed's reads, MULTI/EXEC, WATCH and SSUBSCRIBE on
  * connections of their own, WAIT when REDIS_WAIT_REPLICAS asks for it).
  * Returns one line naming what is missing, or null when nothing is.
@@ -21,10 +21,10 @@ const PROBE_CONNECT_MS = 5_000;
 export async function permissionProblem(
   client: RedisClient,
   keys: KeyLayout,
-  options: { readonly waitReplicas?: number } = {},
+  options: { readonly waitReplicas?: number; readonly settle?: boolean } = {},
 ): Promise<string | null> {
   const k = keys.product('~permission-check');
-  const scriptKeys: [string, string, string] = [k.stock, k.meta, k.orders];
+  const scriptKeys: [string, string, string, string] = [k.stock, k.meta, k.orders, k.deadlines];
   const channel = `${k.lock}:released`;
   const denied = new Set<string>();
   /** Runs `run`; a NOPERM is noted under the command it names, or `name`. */
@@ -48,11 +48,39 @@ export async function permissionProblem(
   // The reads the purchase paths, GET /api/products and the live feed send, in a MULTI
   // as the feed does (a refused one aborts it; its error names the command).
   await tryIt('MULTI/EXEC', () =>
-    client.multi().hmget(k.meta, 'x').get(k.stock).hgetall(k.live).pttl(k.lock).xlen(k.orders).exec(),
+    client
+      .multi()
+      .hmget(k.meta, 'x')
+      .get(k.stock)
+      .hgetall(k.live)
+      .pttl(k.lock)
+      .xlen(k.orders)
+      .hlen(k.states)
+      .zrangebyscore(k.deadlines, '-inf', 0)
+      .exec(),
   );
+  // The products' list (the sweeper's and the settler's) and Redis's clock (the sweeper's).
+  const list = `${keys.prefix}~permission-check`;
+  await tryIt('SADD', () => client.sadd(list, 'x'));
+  await tryIt('SMEMBERS', () => client.smembers(list));
+  await tryIt('TIME', () => client.time());
+  await tryIt('DEL', () => client.del(list));
+  // With DATABASE_URL: the settler's consumer group, on a throwaway stream.
+  if (options.settle) {
+    await tryIt('XGROUP|CREATE', () => client.xgroup('CREATE', k.orders, 'settle', '0', 'MKSTREAM'));
+    await tryIt('XREADGROUP', () =>
+      client.xreadgroup('GROUP', 'settle', 'check', 'COUNT', 1, 'STREAMS', k.orders, '>'),
+    );
+    await tryIt('XAUTOCLAIM', () => client.call('XAUTOCLAIM', k.orders, 'settle', 'check', 0, '0-0', 'COUNT', 1));
+    await tryIt('XACK', () => client.xack(k.orders, 'settle', '0-1'));
+    await tryIt('XPENDING', () => client.xpending(k.orders, 'settle'));
+    await tryIt('XINFO|GROUPS', () => client.xinfo('GROUPS', k.orders));
+    await tryIt('XRANGE', () => client.xrange(k.orders, '-', '+', 'COUNT', 1));
+    await tryIt('DEL', () => client.del(k.orders));
+  }
   // The script, sent whole (EVAL), then by its hash (EVALSHA) as LuaScript.run sends it.
   const inScript = await tryIt('EVAL', () => permissionCheck.runInFull(client, scriptKeys, channel));
-  await tryIt('EVALSHA', () => client.evalsha(permissionCheck.sha1, 3, ...scriptKeys, channel));
+  await tryIt('EVALSHA', () => client.evalsha(permissionCheck.sha1, 4, ...scriptKeys, channel));
   for (const command of inScript ?? []) denied.add(command);
   if ((options.waitReplicas ?? 0) > 0) await tryIt('WAIT', () => client.call('WAIT', '0', '0'));
   await onItsOwn(client, {}, async (c) => {

@@ -12,3 +12,9 @@ export const MAX_STOCK = 10_000_000;
 export const MAX_PER_USER_LIMIT = 100;
 /** Units in one order: never more than any product's limit allows. */
 export const MAX_QUANTITY = MAX_PER_USER_LIMIT;
+
+/** How long a reservation waits for its payment unless the sale or PAYMENT_TIMEOUT_MS says otherwise: 15 minutes. */
+export const DEFAULT_PAYMENT_TIMEOUT_MS = 15 * 60 * 1000;
+/** Bounds of a sale's payment deadline: a second to a week. */
+export const MIN_PAYMENT_TIMEOUT_MS = 1000;
+export const MAX_PAYMENT_TIMEOUT_MS = 7 * 24 * 60 * 60 * 1000;

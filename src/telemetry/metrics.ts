@@ -72,6 +72,8 @@ export class Metrics implements PurchaseListener, OnApplicationShutdown {
   private readonly lockHold: Histogram;
   private readonly batchSize: Histogram;
   private readonly redisErrors: Counter<'kind'>;
+  /** With settlement on: unsettled entries and the oldest one's age (ms), every product's, read from Redis on scrape. */
+  private settlementReader?: () => Promise<{ unsettled: number; oldestMs: number }>;
 
   constructor(@Inject(APP_CONFIG) config: AppConfig, telemetry: PurchaseTelemetry) {
     this.enabled = config.telemetry;
@@ -142,7 +144,31 @@ export class Metrics implements PurchaseListener, OnApplicationShutdown {
     });
     // Every kind shows from the first scrape, at 0, so a rate() has a start.
     for (const kind of REDIS_ERROR_KINDS) this.redisErrors.inc({ kind }, 0);
+    const settlement = () => this.settlementReader?.().catch(() => undefined);
+    new Gauge({
+      name: 'seckill_settlement_unsettled',
+      help: "Order stream entries not yet settled into PostgreSQL (pending or not yet delivered), every product's, read from Redis on scrape; absent without DATABASE_URL.",
+      registers,
+      async collect() {
+        const s = await settlement();
+        if (s) this.set(s.unsettled);
+      },
+    });
+    new Gauge({
+      name: 'seckill_settlement_oldest_seconds',
+      help: "Age of the oldest unsettled order stream entry, by Redis's clock; 0 when settlement has caught up.",
+      registers,
+      async collect() {
+        const s = await settlement();
+        if (s) this.set(s.oldestMs / 1000);
+      },
+    });
     if (this.enabled) telemetry.listen(this);
+  }
+
+  /** Settlement hands in how it reads its lag (settlement/ imports telemetry/, never the reverse). */
+  readSettlement(read: () => Promise<{ unsettled: number; oldestMs: number }>): void {
+    this.settlementReader = read;
   }
 
   arrived(): void {

@@ -9,17 +9,19 @@ const EXEC = '$4\r\nexec\r\n';
  * (harness/tcp-proxy.ts) on exactly that request.
  */
 export const WRITE_MARKER: Partial<Record<LockStrategyName, string>> = {
-  lock: EXEC,
-  reentrant: EXEC,
+  // An unfenced hold writes with keyed-write-7.lua (the order and its reservation, whose
+  // deadline is Redis's clock); optimistic sends the same script inside its MULTI.
+  lock: keyedWrite.sha1,
+  reentrant: keyedWrite.sha1,
   optimistic: EXEC,
   fenced: fencedWrite.sha1,
   atomic: purchase.sha1,
 };
 
 /**
- * The same for an order sent with an Idempotency-Key: under an unfenced lock its claim
- * is checked as it is written, by keyed-write-4.lua instead of a MULTI. (Redlock's lock
- * lives on nodes of its own; the orders, and so the write, on REDIS_URL.)
+ * The same for an order sent with an Idempotency-Key: keyed-write-7.lua checks its claim
+ * as it writes. (Redlock's lock lives on nodes of its own; the orders, and so the
+ * write, on REDIS_URL.)
  */
 export const KEYED_WRITE_MARKER: Partial<Record<LockStrategyName, string>> = {
   ...WRITE_MARKER,

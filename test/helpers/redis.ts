@@ -1,3 +1,4 @@
+import { DEFAULT_PAYMENT_TIMEOUT_MS } from '../../src/sale/sale-limits';
 import calculateSlot from 'cluster-key-slot';
 import { Redis, RedisOptions } from 'ioredis';
 import {
@@ -51,7 +52,16 @@ export async function startSaleIn(
 ): Promise<{ keys: KeyLayout; k: ProductKeys }> {
   const keys = new KeyLayout(uniquePrefix(name));
   const k = keys.product('phone');
-  await resetSale.run(redis, [k.meta, k.stock, k.buyers, k.orders, k.idem, k.live], stock, perUserLimit, '1', '', '0');
+  await resetSale.run(
+    redis,
+    [k.meta, k.stock, k.buyers, k.orders, k.idem, k.live, k.states, k.deadlines],
+    stock,
+    perUserLimit,
+    '1',
+    '',
+    '0',
+    DEFAULT_PAYMENT_TIMEOUT_MS,
+  );
   return { keys, k };
 }
 

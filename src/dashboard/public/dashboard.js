@@ -178,6 +178,13 @@
     $('initial-stock').textContent = fmt(event.initialStock);
     $('stock-left').textContent = fmt(event.stock);
     $('units-sold').textContent = fmt(event.sold);
+    // Settlement into PostgreSQL (with DATABASE_URL): how far behind the order stream it is.
+    $('settlement-stat').hidden = !event.settlement;
+    if (event.settlement) {
+      $('unsettled').textContent = fmt(event.settlement.unsettled);
+      $('unsettled-note').textContent =
+        event.settlement.unsettled > 0 ? `oldest ${(event.settlement.oldestMs / 1000).toFixed(1)} s` : 'all settled';
+    }
     $('sales-per-sec').textContent = salesPerSec === null ? '-' : fmt(Math.round(salesPerSec));
     $('lock-holder').textContent = event.lock ? fmt(event.lock.holderPid) : '-';
     const lockText = [];

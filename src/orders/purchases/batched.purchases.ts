@@ -1,6 +1,5 @@
 import { Inject, Injectable, Optional } from '@nestjs/common';
 import type { RedisClient } from '../../redis/create-client';
-import { randomUUID } from 'node:crypto';
 import { AppConfig, strategyFamily } from '../../config/app-config';
 import { APP_CONFIG } from '../../config/config.constants';
 import { IdempotencyKeyInUseError, LockTimeoutError } from '../../errors/errors';
@@ -9,7 +8,7 @@ import { KeyLayout, ProductKeys } from '../../redis/key-layout';
 import { REDIS_CLIENT } from '../../redis/redis.constants';
 import { Metrics } from '../../telemetry/metrics';
 import { FaultStop } from '../fault-stop';
-import { acknowledge, Order, OrderRequest } from '../order';
+import { acknowledge, newOrderId, Order, OrderRequest } from '../order';
 import { refusal } from '../sale-rules';
 import { buyerState, readSale, stillClaimed, writeOrders } from '../sale-store';
 import { LockedPurchases } from './purchase-path';
@@ -181,7 +180,7 @@ export class BatchedPurchases extends LockedPurchases {
       }
       stock -= quantity;
       owned.set(userId, bought + quantity);
-      accepted.push({ buyer, orderId: randomUUID(), remaining: stock });
+      accepted.push({ buyer, orderId: newOrderId(buyer.order.productId), remaining: stock });
     });
     if (accepted.length === 0) return answers;
     // The hold may have outlived its TTL while we read: then writing could oversell.

@@ -1,3 +1,4 @@
+import { DEFAULT_PAYMENT_TIMEOUT_MS } from '../../sale/sale-limits';
 import { Redis } from 'ioredis';
 import { closeClient, startTestRedis, TestRedis, uniquePrefix } from '../../../test/helpers/redis';
 import { loadConfig } from '../../config/app-config';
@@ -45,7 +46,16 @@ describe.each([
   });
 
   const sale = (stock: number, perUserLimit: number) =>
-    resetSale.run(client, [k.meta, k.stock, k.buyers, k.orders, k.idem, k.live], stock, perUserLimit, '1', '', '0');
+    resetSale.run(
+      client,
+      [k.meta, k.stock, k.buyers, k.orders, k.idem, k.live, k.states, k.deadlines],
+      stock,
+      perUserLimit,
+      '1',
+      '',
+      '0',
+      DEFAULT_PAYMENT_TIMEOUT_MS,
+    );
   const buy = async (userId: string, quantity = 1) => (await path.purchase({ productId, userId, quantity })).remaining;
 
   it('applies the sale rules in order, changing nothing on a refusal', async () => {

@@ -1,6 +1,5 @@
 import { Inject, Injectable, OnApplicationShutdown } from '@nestjs/common';
 import type { Redis } from 'ioredis';
-import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { AppConfig, strategyFamily } from '../../config/app-config';
 import { APP_CONFIG } from '../../config/config.constants';
@@ -11,9 +10,19 @@ import type { RedisClient } from '../../redis/create-client';
 import { KeyLayout, ProductKeys } from '../../redis/key-layout';
 import { REDIS_CLIENT } from '../../redis/redis.constants';
 import { moved, WatchConnections } from '../../redis/watch-connections';
-import { acknowledge, Order, OrderRequest } from '../order';
+import { acknowledge, newOrderId, Order, OrderRequest } from '../order';
 import { refusal } from '../sale-rules';
-import { buyerState, orderWrite, queueOrder, readSale, SaleRead, stillClaimed } from '../sale-store';
+import { keyedWrite } from '../../redis/lua-scripts';
+import {
+  buyerState,
+  keyedWriteArgs,
+  keyedWriteKeys,
+  keyedWriteLeft,
+  orderWrite,
+  readSale,
+  SaleRead,
+  stillClaimed,
+} from '../sale-store';
 import { PurchasePath, PurchaseStatus } from './purchase-path';
 import { SoldOutSignals } from './sold-out-signals';
 
@@ -83,7 +92,7 @@ export class OptimisticPurchases extends PurchasePath implements OnApplicationSh
     const k = this.keys.product(order.productId);
     // Unlocked pre-check, for refusals only: a sold-out product never queues.
     const { saleId } = this.check(order, await readSale(this.redis, k, this.family, [order.userId]));
-    const orderId = randomUUID();
+    const orderId = newOrderId(order.productId);
     const { remaining, saleId: soldIn } = await this.attempts(k, order, orderId, saleId);
     if (remaining <= 0) this.soldOut.soldOut(order.productId, soldIn);
     return acknowledge(order, orderId, remaining);
@@ -162,12 +171,21 @@ export class OptimisticPurchases extends PurchasePath implements OnApplicationSh
       await c.unwatch();
       throw err;
     }
-    const multi = queueOrder(c.multi(), k, order, orderId, read.sale!.stock - order.quantity);
+    // The write is keyed-write-7.lua (the order and its reservation, with Redis's clock
+    // for the deadline, which a MULTI cannot read), sent in full inside the MULTI: an
+    // EVALSHA the server does not know would fail at EXEC, after the WATCH let it in.
+    const accepted = [{ order, orderId, remaining: read.sale!.stock - order.quantity }];
+    const multi = c
+      .multi()
+      .eval(keyedWrite.lua, keyedWrite.numberOfKeys, ...keyedWriteKeys(k), ...keyedWriteArgs(accepted));
     const replies = await orderWrite(multi.exec());
     if (replies === null) return null;
     const failed = replies.find(([err]) => err);
     if (failed) throw failed[0];
-    return { remaining: Number(replies[0][1]), saleId: read.sale!.saleId };
+    const [left] = keyedWriteLeft(replies[0][1] as (number | string)[]);
+    // The WATCH saw the claim ours, and EXEC ran only if nothing it watched changed.
+    if (left === null) throw new IdempotencyKeyInUseError(0);
+    return { remaining: left, saleId: read.sale!.saleId };
   }
 
   /** For a request with an Idempotency-Key: its claim must still be its own (else another request decides the key). */

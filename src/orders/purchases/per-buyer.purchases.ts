@@ -1,6 +1,5 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { RedisClient } from '../../redis/create-client';
-import { randomUUID } from 'node:crypto';
 import { Hold, Lock } from '../../locks/lock';
 import { KeyLayout, ProductKeys } from '../../redis/key-layout';
 import { REDIS_CLIENT } from '../../redis/redis.constants';
@@ -8,7 +7,7 @@ import { AppConfig, strategyFamily } from '../../config/app-config';
 import { APP_CONFIG } from '../../config/config.constants';
 import { FaultStop } from '../fault-stop';
 import { IdempotencyKeyInUseError } from '../../errors/errors';
-import { acknowledge, Order, OrderRequest } from '../order';
+import { acknowledge, newOrderId, Order, OrderRequest } from '../order';
 import { refusal } from '../sale-rules';
 import { buyerState, readSale, stillClaimed, writeOrders } from '../sale-store';
 import { LockedPurchases } from './purchase-path';
@@ -67,7 +66,7 @@ export class PerBuyerPurchases extends LockedPurchases {
     // then another buyer may hold the lock, and writing now could oversell.
     hold.assertValid();
     this.faults.reached('before-write');
-    const orderId = randomUUID();
+    const orderId = newOrderId(order.productId);
     const [remaining] = await writeOrders(
       this.redis,
       k,

@@ -1,6 +1,5 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { RedisClient } from '../../redis/create-client';
-import { randomUUID } from 'node:crypto';
 import {
   AppError,
   IdempotencyKeyInUseError,
@@ -15,13 +14,13 @@ import { APP_CONFIG } from '../../config/config.constants';
 import { KeyLayout } from '../../redis/key-layout';
 import { purchase } from '../../redis/lua-scripts';
 import { REDIS_CLIENT } from '../../redis/redis.constants';
-import { acknowledge, Order, OrderRequest, OUTCOME_TTL_MS } from '../order';
+import { acknowledge, newOrderId, Order, OrderRequest, OUTCOME_TTL_MS } from '../order';
 import { orderWrite } from '../sale-store';
 import { PurchasePath, PurchaseStatus } from './purchase-path';
 
 /**
  * `atomic` — no lock: the check and the write are one Lua script
- * (src/redis/scripts/purchase-5.lua). Redis executes a script with nothing else
+ * (src/redis/scripts/purchase-7.lua). Redis executes a script with nothing else
  * interleaved, so there is no window between reading the stock and decrementing
  * it, and one round trip per purchase.
  *
@@ -47,11 +46,11 @@ export class ScriptedPurchases extends PurchasePath {
 
   async purchase(order: OrderRequest): Promise<Order> {
     const k = this.keys.product(order.productId);
-    const orderId = randomUUID();
+    const orderId = newOrderId(order.productId);
     const [status, a, b] = await orderWrite(
       purchase.run(
         this.redis,
-        [k.meta, k.stock, k.buyers, k.orders, k.idem],
+        [k.meta, k.stock, k.buyers, k.orders, k.idem, k.states, k.deadlines],
         order.userId,
         order.quantity,
         orderId,
@@ -76,7 +75,7 @@ export class ScriptedPurchases extends PurchasePath {
   }
 }
 
-/** purchase-5.lua's refusal replies, as the errors sale-rules.ts gives for the same state. */
+/** purchase-7.lua's refusal replies, as the errors sale-rules.ts gives for the same state. */
 function refusalOf(order: OrderRequest, status: string, a: number, b: number): AppError | Error {
   switch (status) {
     case 'UNKNOWN_PRODUCT':
@@ -90,6 +89,6 @@ function refusalOf(order: OrderRequest, status: string, a: number, b: number): A
     case 'INSUFFICIENT_STOCK':
       return new InsufficientStockError(order.productId, a, order.quantity);
     default:
-      return new Error(`purchase-5.lua replied ${status}`);
+      return new Error(`purchase-7.lua replied ${status}`);
   }
 }

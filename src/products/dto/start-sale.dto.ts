@@ -1,5 +1,5 @@
 import { IsBoolean, IsInt, Max, Min } from 'class-validator';
-import { MAX_PER_USER_LIMIT, MAX_STOCK } from '../../sale/sale-limits';
+import { MAX_PAYMENT_TIMEOUT_MS, MAX_PER_USER_LIMIT, MAX_STOCK, MIN_PAYMENT_TIMEOUT_MS } from '../../sale/sale-limits';
 import { Omittable } from '../../validation/omittable';
 
 /** Body of PUT /api/products/:id. */
@@ -16,6 +16,16 @@ export class StartSaleDto {
   @Min(1)
   @IsInt()
   readonly perUserLimit: number = 1;
+
+  /**
+   * How long an order of this sale stays reserved waiting for its payment before it
+   * expires and its units go back to stock, in ms. Omitted means PAYMENT_TIMEOUT_MS.
+   */
+  @Omittable()
+  @Max(MAX_PAYMENT_TIMEOUT_MS)
+  @Min(MIN_PAYMENT_TIMEOUT_MS)
+  @IsInt()
+  readonly paymentTimeoutMs?: number;
 
   /**
    * A new sale discards the current one's orders (its order log, the only record of

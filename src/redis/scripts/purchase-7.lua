@@ -7,6 +7,7 @@
   KEYS[1]  meta hash (perUserLimit, soldBy)   KEYS[2]  stock
   KEYS[3]  buyers hash                KEYS[4]  orders stream
   KEYS[5]  idempotency hash (idempotency-claim-1.lua)
+  KEYS[6]  order states hash   KEYS[7]  deadlines zset (the reservation: keyed-write-7.lua)
   ARGV[1]  userId   ARGV[2]  quantity (integer >= 1)   ARGV[3]  orderId
   ARGV[4]  Idempotency-Key ('' without one)   ARGV[5]  claim id   ARGV[6]  outcome TTL in ms
   ARGV[7]  this instance's strategy family (a sale started by another is not ours to sell)
@@ -48,9 +49,24 @@ end
 if stock < quantity then
   return {'INSUFFICIENT_STOCK', stock}
 end
+-- Reservation: the order holds its units until it is paid, cancelled or its payment
+-- deadline passes (order-outcome-7.lua); the deadline is Redis's clock, not an app's.
+local timeout = tonumber(redis.call('HGET', KEYS[1], 'paymentTimeoutMs') or '')
+local deadline = false
+if timeout then
+  local now = redis.call('TIME')
+  deadline = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) + timeout
+end
+local function reserve(orderId, userId, quantity)
+  redis.call('HSET', KEYS[6], orderId, 'R|' .. userId .. '|' .. quantity)
+  if deadline then
+    redis.call('ZADD', KEYS[7], deadline, orderId)
+  end
+end
 local remaining = redis.call('DECRBY', KEYS[2], quantity)
 redis.call('HINCRBY', KEYS[3], ARGV[1], quantity)
 redis.call('XADD', KEYS[4], '*', 'orderId', ARGV[3], 'userId', ARGV[1], 'quantity', ARGV[2])
+reserve(ARGV[3], ARGV[1], ARGV[2])
 if claim then
   local fingerprint = string.match(claim, '^P|[^|]*|[^|]*|(.*)$')
   redis.call('HSET', KEYS[5], ARGV[4], 'D|' .. fingerprint .. '|' .. ARGV[3] .. '|' .. ARGV[2] .. '|' .. remaining)

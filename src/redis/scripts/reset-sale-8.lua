@@ -13,6 +13,7 @@
   KEYS[3]  buyers hash      KEYS[4]  orders stream
   KEYS[5]  idempotency hash (a retry of the last sale's request is a new request)
   KEYS[6]  live hash (the dashboard's answers per instance, live-publish-2.lua)
+  KEYS[7]  order states hash   KEYS[8]  deadlines zset (the orders' reservations go with them)
   ARGV[1]  initial stock (integer >= 0)
   ARGV[2]  per-user limit (integer >= 1)
   ARGV[3]  '1' to discard the orders of the current sale; anything else refuses to
@@ -25,8 +26,14 @@
            to: this reset ran under our family's exclusion, not the other's, so one
            of its buyers may be between its read and its write (the operator says
            none is: its instances are gone)
+  ARGV[6]  how long a reservation waits for its payment, in ms (meta paymentTimeoutMs)
   Returns  {'OK', the new sale's id (integer >= 1, one more than the last sale's)}
            {'HAS_ORDERS', orders in the log}: nothing changed
+           {'NOT_SETTLED', entries}: the order log has a `settle` consumer group (orders
+           are settled into PostgreSQL) and that many entries are not settled yet: a
+           restart would lose them; nothing changed
+           {'HAS_RESERVATIONS', orders}: with settlement, that many orders still wait for
+           their payment: a restart would leave them neither paid nor expired; nothing changed
            {'STRATEGY_MISMATCH', soldBy}: another family sells it; nothing changed
 ]]
 local soldBy = redis.call('HGET', KEYS[1], 'soldBy')
@@ -37,8 +44,30 @@ local orders = redis.call('XLEN', KEYS[4])
 if orders > 0 and ARGV[3] ~= '1' then
   return {'HAS_ORDERS', orders}
 end
-redis.call('DEL', KEYS[3], KEYS[4], KEYS[5], KEYS[6])
-redis.call('HSET', KEYS[1], 'initialStock', ARGV[1], 'perUserLimit', ARGV[2])
+-- Orders settled into PostgreSQL: discarded only once PostgreSQL has every entry and
+-- every order is final there (paid, cancelled, expired), so nothing it was told of is
+-- left reserved forever, and nothing it was not told of is lost.
+if orders > 0 then
+  for _, group in ipairs(redis.call('XINFO', 'GROUPS', KEYS[4])) do
+    local g = {}
+    for i = 1, #group, 2 do
+      g[group[i]] = group[i + 1]
+    end
+    if g['name'] == 'settle' then
+      -- lag is nil when Redis cannot count (entries deleted): then all are taken as unsettled.
+      local unsettled = tonumber(g['pending']) + (tonumber(g['lag']) or orders)
+      if unsettled > 0 then
+        return {'NOT_SETTLED', unsettled}
+      end
+      local reserved = redis.call('ZCARD', KEYS[8])
+      if reserved > 0 then
+        return {'HAS_RESERVATIONS', reserved}
+      end
+    end
+  end
+end
+redis.call('DEL', KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8])
+redis.call('HSET', KEYS[1], 'initialStock', ARGV[1], 'perUserLimit', ARGV[2], 'paymentTimeoutMs', ARGV[6])
 if ARGV[4] == '' then
   redis.call('HDEL', KEYS[1], 'soldBy')
 else

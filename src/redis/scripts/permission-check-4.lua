@@ -6,8 +6,8 @@
   Keep the list equal to the commands src/redis/scripts/*.lua call (lua-scripts.spec.ts
   checks it).
 
-  KEYS[1]  a string key   KEYS[2]  a hash key   KEYS[3]  a stream key (all throwaway,
-           under the app's prefix, in one slot)
+  KEYS[1]  a string key   KEYS[2]  a hash key   KEYS[3]  a stream key
+  KEYS[4]  a sorted set key (all throwaway, under the app's prefix, in one slot)
   ARGV[1]  a shard channel in the keys' slot, as the lock's release channel is
   Returns  the commands refused with NOPERM (an empty list: all allowed)
 ]]
@@ -24,6 +24,7 @@ try('SET', KEYS[1], '5', 'PX', '10000')
 try('GET', KEYS[1])
 try('INCR', KEYS[1])
 try('DECRBY', KEYS[1], '1')
+try('INCRBY', KEYS[1], '1')
 try('PEXPIRE', KEYS[1], '10000')
 try('PTTL', KEYS[1])
 try('EXISTS', KEYS[1])
@@ -35,7 +36,12 @@ try('HINCRBY', KEYS[2], 'f', '1')
 try('HDEL', KEYS[2], 'f')
 try('XADD', KEYS[3], '*', 'f', '1')
 try('XLEN', KEYS[3])
+try('XINFO', 'GROUPS', KEYS[3])
+try('ZCARD', KEYS[4])
+try('ZADD', KEYS[4], '1', 'm')
+try('ZSCORE', KEYS[4], 'm')
+try('ZREM', KEYS[4], 'm')
 try('SPUBLISH', ARGV[1], 'permission check')
 try('TIME')
-try('DEL', KEYS[1], KEYS[2], KEYS[3])
+try('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
 return denied

@@ -1,7 +1,7 @@
 --[[
   The write of an unfenced hold (`lock`, `reentrant`, `redlock`, the mistakes) when a
   batch has orders sent with an Idempotency-Key: each keyed order is written only while
-  its claim is still the one its request made, as fenced-write-6.lua and purchase-5.lua
+  its claim is still the one its request made, as fenced-write-8.lua and purchase-7.lua
   check it. A MULTI cannot: a write delayed past the claim's lapse (its holder stalled,
   its bytes held in the network) would land beside the order of the retry that took the
   claim over, two orders for one key. Nothing else is checked here: stock and limits
@@ -10,6 +10,7 @@
 
   KEYS[1]  stock   KEYS[2]  buyers hash   KEYS[3]  orders stream
   KEYS[4]  idempotency hash (idempotency-claim-1.lua)
+  KEYS[5]  meta hash: paymentTimeoutMs   KEYS[6]  order states hash   KEYS[7]  deadlines zset
   ARGV[1]  how long an outcome is kept, in ms (the idempotency hash's TTL)
   ARGV[2..] per order, five values: userId, quantity (integer >= 1), orderId,
            Idempotency-Key and claim id ('' and '' for an order without a key)
@@ -17,6 +18,20 @@
            oversold: nothing here stops it); 'CLAIM_LOST' for an order skipped because
            its claim is no longer its request's (nothing of it written)
 ]]
+-- Reservation: the order holds its units until it is paid, cancelled or its payment
+-- deadline passes (order-outcome-7.lua); the deadline is Redis's clock, not an app's.
+local timeout = tonumber(redis.call('HGET', KEYS[5], 'paymentTimeoutMs') or '')
+local deadline = false
+if timeout then
+  local now = redis.call('TIME')
+  deadline = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) + timeout
+end
+local function reserve(orderId, userId, quantity)
+  redis.call('HSET', KEYS[6], orderId, 'R|' .. userId .. '|' .. quantity)
+  if deadline then
+    redis.call('ZADD', KEYS[7], deadline, orderId)
+  end
+end
 local function claimed(i)
   if ARGV[i + 3] == '' then
     return true
@@ -32,6 +47,7 @@ for i = 2, #ARGV, 5 do
     replies[#replies + 1] = left
     redis.call('HINCRBY', KEYS[2], ARGV[i], ARGV[i + 1])
     redis.call('XADD', KEYS[3], '*', 'orderId', ARGV[i + 2], 'userId', ARGV[i], 'quantity', ARGV[i + 1])
+    reserve(ARGV[i + 2], ARGV[i], ARGV[i + 1])
     if ARGV[i + 3] ~= '' then
       local claim = redis.call('HGET', KEYS[4], ARGV[i + 3])
       local fingerprint = string.match(claim, '^P|[^|]*|[^|]*|(.*)$')

@@ -17,6 +17,7 @@
   KEYS[5]  meta hash: perUserLimit; soldBy, the strategy family of the sale; `fence`
            records the last token applied to the product
   KEYS[6]  idempotency hash: Idempotency-Key -> claim or outcome (idempotency-claim-1.lua)
+  KEYS[7]  order states hash   KEYS[8]  deadlines zset (the reservation: keyed-write-7.lua)
   ARGV[1]  our fencing token
   ARGV[2]  how long an outcome is kept, in ms (the idempotency hash's TTL)
   ARGV[3]  our strategy family: a sale started by another family is not ours to write
@@ -77,6 +78,20 @@ if stock < total then
   return {'SHORT', stock}
 end
 redis.call('HSET', KEYS[5], 'fence', ARGV[1])
+-- Reservation: the order holds its units until it is paid, cancelled or its payment
+-- deadline passes (order-outcome-7.lua); the deadline is Redis's clock, not an app's.
+local timeout = tonumber(redis.call('HGET', KEYS[5], 'paymentTimeoutMs') or '')
+local deadline = false
+if timeout then
+  local now = redis.call('TIME')
+  deadline = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) + timeout
+end
+local function reserve(orderId, userId, quantity)
+  redis.call('HSET', KEYS[7], orderId, 'R|' .. userId .. '|' .. quantity)
+  if deadline then
+    redis.call('ZADD', KEYS[8], deadline, orderId)
+  end
+end
 local replies = {'OK'}
 for i = 4, #ARGV, 5 do
   if claimed(i) then
@@ -84,6 +99,7 @@ for i = 4, #ARGV, 5 do
     replies[#replies + 1] = left
     redis.call('HINCRBY', KEYS[3], ARGV[i], ARGV[i + 1])
     redis.call('XADD', KEYS[4], '*', 'orderId', ARGV[i + 2], 'userId', ARGV[i], 'quantity', ARGV[i + 1], 'fence', ARGV[1])
+    reserve(ARGV[i + 2], ARGV[i], ARGV[i + 1])
     if ARGV[i + 3] ~= '' then
       local claim = redis.call('HGET', KEYS[6], ARGV[i + 3])
       local fingerprint = string.match(claim, '^P|[^|]*|[^|]*|(.*)$')

@@ -1,0 +1,142 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Redis } from 'ioredis';
+import { Client } from 'pg';
+import type { ProductKeys } from '../src/redis/key-layout';
+import { SETTLE_GROUP } from '../src/settlement/settler';
+
+const STATUS = { R: 'reserved', P: 'paid', C: 'cancelled', E: 'expired' } as const;
+
+/** Samples of how many of a product's stream entries are not settled yet, over time. */
+export interface LagPoint {
+  /** Since the sale's start, ms. */
+  readonly ms: number;
+  readonly unsettled: number;
+}
+
+/**
+ * Entries of the stream not settled yet: the settle group's pending ones plus those it
+ * has not delivered. Before any settler met the stream (no group): all of them.
+ */
+export async function unsettled(redis: Pick<Redis, 'xinfo' | 'xlen' | 'xrange'>, k: ProductKeys): Promise<number> {
+  let groups: unknown[][];
+  try {
+    groups = (await redis.xinfo('GROUPS', k.orders)) as unknown[][];
+  } catch (err) {
+    // No stream: nothing to settle. Anything else (Redis away) is not "drained".
+    if (/no such key/i.test(String(err))) return 0;
+    throw err;
+  }
+  for (const g of groups) {
+    const f = new Map<string, unknown>();
+    for (let i = 0; i + 1 < g.length; i += 2) f.set(String(g[i]), g[i + 1]);
+    if (f.get('name') !== SETTLE_GROUP) continue;
+    const lag = f.get('lag');
+    const pending = Number(f.get('pending'));
+    if (lag !== null && lag !== undefined) return pending + Number(lag);
+    // `lag` is nil when Redis cannot tell (entries deleted): count what follows the last delivered.
+    return pending + (await redis.xrange(k.orders, `(${String(f.get('last-delivered-id'))}`, '+')).length;
+  }
+  return redis.xlen(k.orders);
+}
+
+/**
+ * Waits until settlement has caught up with the product's stream (nothing pending,
+ * nothing undelivered); the ms it took, or null if it had not after `timeoutMs`.
+ * `sample` gets each reading, for the report's lag line.
+ */
+export async function waitForSettlement(
+  redis: Pick<Redis, 'xinfo' | 'xlen' | 'xrange'>,
+  k: ProductKeys,
+  timeoutMs: number,
+  sample?: (unsettled: number) => void,
+): Promise<number | null> {
+  const start = Date.now();
+  for (;;) {
+    const n = await unsettled(redis, k);
+    sample?.(n);
+    if (n === 0) return Date.now() - start;
+    if (Date.now() - start > timeoutMs) return null;
+    await sleep(50);
+  }
+}
+
+/** What PostgreSQL holds of a product, against what Redis does. */
+export interface SettledCheck {
+  readonly ok: boolean;
+  /** Rows in `orders` for the product. */
+  readonly rows: number;
+  readonly byStatus: Record<string, number>;
+  /** What differs, when something does. */
+  readonly problem?: string;
+}
+
+/**
+ * Invariant 7, read from both stores: every order Redis has (its states hash) is in
+ * PostgreSQL's `orders` exactly once (the primary key) with the same status, none is
+ * there that Redis does not have, and `order_events` holds each order's created entry
+ * once and at most one ending. Call it once settlement has drained.
+ */
+export async function checkSettled(
+  databaseUrl: string,
+  redis: Pick<Redis, 'hgetall'>,
+  k: ProductKeys,
+  productId: string,
+): Promise<SettledCheck> {
+  const states = await redis.hgetall(k.states);
+  const client = new Client({ connectionString: databaseUrl });
+  await client.connect();
+  try {
+    const { rows } = await client.query<{
+      order_id: string;
+      status: string;
+      user_id: string;
+      quantity: number;
+      payment_id: string | null;
+    }>('SELECT order_id, status, user_id, quantity, payment_id FROM orders WHERE product_id = $1', [productId]);
+    const { rows: events } = await client.query<{ order_id: string; created: number; ended: number }>(
+      `SELECT order_id, count(*) FILTER (WHERE event = 'created')::int AS created,
+              count(*) FILTER (WHERE event <> 'created')::int AS ended
+         FROM order_events WHERE product_id = $1 GROUP BY order_id`,
+      [productId],
+    );
+    const inPg = new Map(rows.map((r) => [r.order_id, r]));
+    const eventsOf = new Map(events.map((e) => [e.order_id, e]));
+    const byStatus: Record<string, number> = {};
+    for (const r of rows) byStatus[r.status] = (byStatus[r.status] ?? 0) + 1;
+    const missing = Object.keys(states).filter((id) => !inPg.has(id));
+    const extra = rows.filter((r) => !(r.order_id in states));
+    // The row as Redis has it: R|user|quantity, P|user|quantity|paymentId, C|..., E|...
+    const wrong = Object.entries(states).filter(([id, s]) => {
+      const row = inPg.get(id);
+      if (!row) return false;
+      const [status, user, quantity, payment] = s.split('|');
+      return (
+        row.status !== STATUS[status as keyof typeof STATUS] ||
+        row.user_id !== user ||
+        row.quantity !== Number(quantity) ||
+        (row.payment_id ?? '') !== (status === 'P' ? payment : '')
+      );
+    });
+    // Every order's own entry once, and its ending once if it has ended, none if not.
+    const badEvents = Object.entries(states).filter(([id, s]) => {
+      const e = eventsOf.get(id);
+      return !e || e.created !== 1 || e.ended !== (s[0] === 'R' ? 0 : 1);
+    });
+    const ok = missing.length === 0 && extra.length === 0 && wrong.length === 0 && badEvents.length === 0;
+    return {
+      ok,
+      rows: rows.length,
+      byStatus,
+      ...(!ok && {
+        problem:
+          `settled: ${missing.length} orders of Redis not in PostgreSQL, ${extra.length} rows Redis does not have, ` +
+          `${wrong.length} that differ (${wrong
+            .slice(0, 3)
+            .map(([id, s]) => `${id}: Redis ${s}, PostgreSQL ${JSON.stringify(inPg.get(id))}`)
+            .join('; ')}), ${badEvents.length} orders whose events are not once each`,
+      }),
+    };
+  } finally {
+    await client.end();
+  }
+}

@@ -1,0 +1,16 @@
+'use strict';
+/**
+ * `npm run settle`: install and build if needed, then run a settler alone
+ * (src/settle.ts) with the app's environment: DATABASE_URL and REDIS_URL (or
+ * REDIS_CLUSTER_NODES) are required; it settles what the apps sold.
+ */
+const path = require('node:path');
+const { ROOT, relaunchOnSupportedNode, ensureDependencies, ensureBuilt } = require('./setup');
+
+if (!relaunchOnSupportedNode()) main();
+
+function main() {
+  ensureDependencies();
+  ensureBuilt();
+  require(path.join(ROOT, 'dist', 'src', 'settle.js'));
+}

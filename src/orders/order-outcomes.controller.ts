@@ -1,0 +1,78 @@
+import { Body, Controller, Get, HttpCode, Param, Post } from '@nestjs/common';
+import { ApiOkResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
+import { ApiErrors } from '../docs/api-errors';
+import { component } from '../docs/components';
+import { ApiJsonBody, ApiPathParams } from '../docs/dto-decorators';
+import { OrderParamsDto } from './dto/order-params.dto';
+import { ORDER_STATE_SCHEMA } from './dto/order-state.schema';
+import { PayOrderDto } from './dto/pay-order.dto';
+import { OrderOutcomes, OrderState } from './order-outcomes';
+
+const ORDER_STATE = component('OrderState', ORDER_STATE_SCHEMA);
+
+/**
+ * After the 201: an order is a reservation until it is paid, cancelled, or expires at
+ * its sale's payment deadline (units back to stock, exactly once, in Redis).
+ */
+@ApiTags('orders')
+@Controller('api/orders')
+export class OrderOutcomesController {
+  constructor(private readonly outcomes: OrderOutcomes) {}
+
+  @Get(':orderId')
+  @ApiOperation({ summary: "an order's status: reserved (with its payment deadline), paid, cancelled or expired" })
+  @ApiPathParams(OrderParamsDto)
+  @ApiOkResponse({ description: 'the order as Redis has it now', schema: ORDER_STATE })
+  @ApiErrors('VALIDATION_FAILED', 'URI_TOO_LONG', 'UNKNOWN_ORDER', 'REDIS_UNAVAILABLE')
+  get(@Param() params: OrderParamsDto): Promise<OrderState> {
+    return this.outcomes.get(params.orderId);
+  }
+
+  @Post(':orderId/pay')
+  @HttpCode(200)
+  @ApiOperation({
+    summary: "pay a reservation (a payment provider's callback)",
+    description:
+      "marks a reserved order paid, unless its payment deadline passed first by Redis's clock (409 ORDER_EXPIRED: refund the payment) or it was cancelled (409 ORDER_CANCELLED) or paid by another payment (409 ORDER_PAID); the same paymentId again answers the paid order",
+  })
+  @ApiPathParams(OrderParamsDto)
+  @ApiJsonBody(PayOrderDto)
+  @ApiOkResponse({ description: 'the paid order', schema: ORDER_STATE })
+  @ApiErrors(
+    'VALIDATION_FAILED',
+    'URI_TOO_LONG',
+    'PAYLOAD_TOO_LARGE',
+    'UNSUPPORTED_MEDIA_TYPE',
+    'UNKNOWN_ORDER',
+    'ORDER_PAID',
+    'ORDER_CANCELLED',
+    'ORDER_EXPIRED',
+    'REDIS_UNAVAILABLE',
+    'OUTCOME_UNKNOWN',
+  )
+  pay(@Param() params: OrderParamsDto, @Body() body: PayOrderDto): Promise<OrderState> {
+    return this.outcomes.pay(params.orderId, body.paymentId);
+  }
+
+  @Post(':orderId/cancel')
+  @HttpCode(200)
+  @ApiOperation({
+    summary: 'cancel a reservation: its units go back to stock',
+    description:
+      'a reserved order becomes cancelled and its units go back to stock, once; cancelling it again answers the same; a paid order is 409 ORDER_PAID, an expired one 409 ORDER_EXPIRED',
+  })
+  @ApiPathParams(OrderParamsDto)
+  @ApiOkResponse({ description: 'the cancelled order', schema: ORDER_STATE })
+  @ApiErrors(
+    'VALIDATION_FAILED',
+    'URI_TOO_LONG',
+    'UNKNOWN_ORDER',
+    'ORDER_PAID',
+    'ORDER_EXPIRED',
+    'REDIS_UNAVAILABLE',
+    'OUTCOME_UNKNOWN',
+  )
+  cancel(@Param() params: OrderParamsDto): Promise<OrderState> {
+    return this.outcomes.cancel(params.orderId);
+  }
+}

@@ -1,0 +1,127 @@
+import { Inject, Injectable } from '@nestjs/common';
+import {
+  OrderCancelledError,
+  OrderExpiredError,
+  OrderPaidError,
+  OutcomeUnknownError,
+  UnknownOrderError,
+} from '../errors/errors';
+import type { RedisClient } from '../redis/create-client';
+import { KeyLayout, type ProductKeys } from '../redis/key-layout';
+import { orderOutcome } from '../redis/lua-scripts';
+import { REDIS_CLIENT } from '../redis/redis.constants';
+import { isOutcomeUnknown } from '../redis/redis-errors';
+import { productOfOrder } from './order';
+
+export const ORDER_STATUSES = ['reserved', 'paid', 'cancelled', 'expired'] as const;
+export type OrderStatusName = (typeof ORDER_STATUSES)[number];
+
+const STATUS_OF = { R: 'reserved', P: 'paid', C: 'cancelled', E: 'expired' } as const;
+
+/** An order as GET, pay and cancel answer it. */
+export interface OrderState {
+  readonly orderId: string;
+  readonly productId: string;
+  readonly userId: string;
+  readonly quantity: number;
+  readonly status: OrderStatusName;
+  /** The payment that paid it; null unless paid. */
+  readonly paymentId: string | null;
+  /** While reserved: when it expires unless paid (ISO 8601, Redis's clock); else null. */
+  readonly payBy: string | null;
+}
+
+/**
+ * What becomes of a reservation (a 201): paid, cancelled by the buyer, or expired at
+ * its payment deadline, each decided by order-outcome-5.lua in one atomic step with
+ * the return of its units to stock, so exactly one of them wins and a unit comes back
+ * at most once. Nothing here keeps state: any instance answers for any order.
+ */
+@Injectable()
+export class OrderOutcomes {
+  constructor(
+    @Inject(REDIS_CLIENT) private readonly redis: RedisClient,
+    private readonly keys: KeyLayout,
+  ) {}
+
+  get(orderId: string): Promise<OrderState> {
+    return this.run(orderId, 'read', '');
+  }
+
+  /**
+   * Pays a reservation. The same paymentId again answers the paid order (a provider's
+   * retried callback); any refusal names what the caller must refund.
+   */
+  async pay(orderId: string, paymentId: string): Promise<OrderState> {
+    const order = await this.run(orderId, 'pay', paymentId);
+    if (order.status === 'paid' && order.paymentId === paymentId) return order;
+    throw this.refusal(order);
+  }
+
+  /** Cancels a reservation (its units go back); a cancelled order cancelled again answers the same. */
+  async cancel(orderId: string): Promise<OrderState> {
+    const order = await this.run(orderId, 'cancel', '');
+    if (order.status === 'cancelled') return order;
+    throw this.refusal(order);
+  }
+
+  /**
+   * Expires one reservation if its deadline has passed by Redis's clock (else changes
+   * nothing): true if this call expired it. For the sweeper.
+   */
+  async expire(k: ProductKeys, orderId: string): Promise<boolean> {
+    const reply = await orderOutcome.run(
+      this.redis,
+      [k.states, k.deadlines, k.stock, k.buyers, k.orders],
+      orderId,
+      'expire',
+      '',
+    );
+    return reply[0] === 'E' && reply[5] === 1;
+  }
+
+  private refusal(order: OrderState): Error {
+    switch (order.status) {
+      case 'paid':
+        return new OrderPaidError(order.orderId, order.paymentId ?? '');
+      case 'cancelled':
+        return new OrderCancelledError(order.orderId);
+      case 'expired':
+        return new OrderExpiredError(order.orderId);
+      default:
+        return new Error(`order ${order.orderId} is still reserved after a pay or cancel`);
+    }
+  }
+
+  private async run(orderId: string, action: 'pay' | 'cancel' | 'read', paymentId: string): Promise<OrderState> {
+    const productId = productOfOrder(orderId);
+    if (productId === null) throw new UnknownOrderError(orderId);
+    const k = this.keys.product(productId);
+    let reply;
+    try {
+      reply = await orderOutcome.run(
+        this.redis,
+        [k.states, k.deadlines, k.stock, k.buyers, k.orders],
+        orderId,
+        action,
+        paymentId,
+      );
+    } catch (err) {
+      // A pay or cancel sent without a reply may have been applied: the same call again
+      // (both are idempotent) tells.
+      if (action !== 'read' && isOutcomeUnknown(err)) throw new OutcomeUnknownError();
+      throw err;
+    }
+    if (reply[0] === 'UNKNOWN_ORDER') throw new UnknownOrderError(orderId);
+    const [status, userId, quantity, paidBy, deadline] = reply;
+    return {
+      orderId,
+      productId,
+      userId,
+      quantity: Number(quantity),
+      status: STATUS_OF[status],
+      paymentId: status === 'P' ? paidBy : null,
+      payBy: status === 'R' && deadline !== '' ? new Date(Number(deadline)).toISOString() : null,
+    };
+  }
+}

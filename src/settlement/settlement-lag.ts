@@ -1,0 +1,127 @@
+import { Inject, Injectable, Optional } from '@nestjs/common';
+import type { Pool } from 'pg';
+import type { RedisClient } from '../redis/create-client';
+import { KeyLayout } from '../redis/key-layout';
+import { REDIS_CLIENT } from '../redis/redis.constants';
+import { streamMs } from './settle-batch';
+import { PG_POOL } from './settlement.constants';
+import { SETTLE_GROUP } from './settler';
+
+/** How long /health waits for PostgreSQL's answer before it says `down`. */
+const DATABASE_PROBE_MS = 1_000;
+
+/** How far one product's settlement is behind its order stream. */
+export interface ProductLag {
+  readonly productId: string;
+  /** Entries not yet settled: delivered and unacknowledged, plus not yet delivered. */
+  readonly unsettled: number;
+  /** Age of the oldest unsettled entry by Redis's clock, ms; 0 when nothing is unsettled. */
+  readonly oldestMs: number;
+}
+
+export interface SettlementState {
+  /** off: no DATABASE_URL; up: PostgreSQL answers; down: it does not (the sale goes on, settlement waits). */
+  readonly database: 'off' | 'up' | 'down';
+  readonly unsettled: number;
+  readonly oldestMs: number;
+  readonly products: readonly ProductLag[];
+}
+
+/**
+ * Settlement's lag, read from Redis itself (the consumer group's pending list and what
+ * it has not delivered yet), so any instance, and a tool, sees the same figures.
+ */
+@Injectable()
+export class SettlementLag {
+  constructor(
+    @Inject(REDIS_CLIENT) private readonly redis: RedisClient,
+    private readonly keys: KeyLayout,
+    @Optional() @Inject(PG_POOL) private readonly pool?: Pool,
+  ) {}
+
+  async state(): Promise<SettlementState> {
+    const [products, database] = await Promise.all([this.lag(), this.database()]);
+    return {
+      database,
+      unsettled: products.reduce((n, p) => n + p.unsettled, 0),
+      oldestMs: products.reduce((m, p) => Math.max(m, p.oldestMs), 0),
+      products,
+    };
+  }
+
+  async database(): Promise<SettlementState['database']> {
+    if (!this.pool) return 'off';
+    // A paused server would hold the answer for a whole statement timeout: a probe gives it a second.
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<'down'>((resolve) => {
+      timer = setTimeout(() => resolve('down'), DATABASE_PROBE_MS);
+    });
+    const asked = this.pool.query('SELECT 1').then(
+      () => 'up' as const,
+      () => 'down' as const,
+    );
+    try {
+      return await Promise.race([asked, late]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** One product's lag. */
+  async forProduct(productId: string): Promise<ProductLag> {
+    const [seconds, micros] = await this.redis.time();
+    return this.productLag(productId, Number(seconds) * 1000 + Math.floor(Number(micros) / 1000));
+  }
+
+  /** Per product with a sale listed. */
+  async lag(): Promise<ProductLag[]> {
+    const [seconds, micros] = await this.redis.time();
+    const now = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+    const ids = await this.redis.smembers(this.keys.products);
+    return Promise.all(ids.sort().map((id) => this.productLag(id, now)));
+  }
+
+  private async productLag(productId: string, now: number): Promise<ProductLag> {
+    const stream = this.keys.product(productId).orders;
+    const none = { productId, unsettled: 0, oldestMs: 0 };
+    let groups: unknown[][];
+    try {
+      groups = (await this.redis.xinfo('GROUPS', stream)) as unknown[][];
+    } catch {
+      return none; // no stream yet
+    }
+    const group = groups.map(fieldsOf).find((g) => g.get('name') === SETTLE_GROUP);
+    if (!group) {
+      // No settler has met this stream yet: all of it is unsettled.
+      const [len, first] = await Promise.all([
+        this.redis.xlen(stream),
+        this.redis.xrange(stream, '-', '+', 'COUNT', 1),
+      ]);
+      return len === 0 ? none : { productId, unsettled: len, oldestMs: now - streamMs(first[0][0]) };
+    }
+    const pending = Number(group.get('pending') ?? 0);
+    const lagField = group.get('lag');
+    const lastDelivered = String(group.get('last-delivered-id') ?? '0-0');
+    let undelivered = lagField === null || lagField === undefined ? null : Number(lagField);
+    let oldest: string | null = null;
+    if (pending > 0) {
+      const summary = (await this.redis.xpending(stream, SETTLE_GROUP)) as [number, string | null, ...unknown[]];
+      oldest = summary[1];
+    }
+    if (undelivered === null || (oldest === null && undelivered > 0)) {
+      const next = await this.redis.xrange(stream, `(${lastDelivered}`, '+', 'COUNT', 1);
+      oldest ??= next[0]?.[0] ?? null;
+      // Redis cannot always say how many are undelivered (after a deletion): count them.
+      undelivered ??= next.length === 0 ? 0 : (await this.redis.xrange(stream, `(${lastDelivered}`, '+')).length;
+    }
+    const unsettled = pending + undelivered;
+    return { productId, unsettled, oldestMs: unsettled > 0 && oldest ? Math.max(0, now - streamMs(oldest)) : 0 };
+  }
+}
+
+/** XINFO's flat [field, value, ...] reply as a map. */
+function fieldsOf(flat: unknown[]): Map<string, unknown> {
+  const map = new Map<string, unknown>();
+  for (let i = 0; i + 1 < flat.length; i += 2) map.set(String(flat[i]), flat[i + 1]);
+  return map;
+}

@@ -1,0 +1,228 @@
+import { hostname } from 'node:os';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Pool } from 'pg';
+import type { AppConfig } from '../config/app-config';
+import type { FaultStop } from '../orders/fault-stop';
+import type { RedisClient } from '../redis/create-client';
+import type { KeyLayout } from '../redis/key-layout';
+import { parseEntry, StreamEvent, writeBatch } from './settle-batch';
+
+/** The consumer group every settler of every instance reads the order streams in. */
+export const SETTLE_GROUP = 'settle';
+
+/** How long the settler rests when no product had anything to settle. */
+const IDLE_MS = 50;
+/** How long it rests after PostgreSQL (or Redis) failed, doubling up to the cap. */
+const BACKOFF_MS = 200;
+const BACKOFF_CAP_MS = 5_000;
+
+type Entry = [id: string, fields: string[]];
+
+export interface SettlerStatus {
+  /** Entries written to PostgreSQL and acknowledged by this settler. */
+  readonly settled: number;
+  /** The last PostgreSQL error, while it is failing; null once a batch settled again. */
+  readonly failing: string | null;
+}
+
+/**
+ * Settles every product's order stream into PostgreSQL through one Redis Streams
+ * consumer group, exactly once:
+ *
+ * 1. read a batch: first this consumer's own pending entries (delivered before, not
+ *    acknowledged: a failed batch), then entries another consumer left pending longer
+ *    than SETTLE_CLAIM_IDLE_MS (it crashed: XAUTOCLAIM makes them ours), then new ones
+ *    (XREADGROUP `>`);
+ * 2. write the batch in one PostgreSQL transaction whose writes are idempotent by
+ *    order id and stream id (settle-batch.ts), and COMMIT;
+ * 3. only then XACK.
+ *
+ * A crash before COMMIT leaves nothing in PostgreSQL and the entries pending, to be
+ * claimed; a crash between COMMIT and XACK leaves them pending too, and writing them
+ * again changes nothing. Nothing here touches a purchase: the sale never waits for
+ * PostgreSQL, and a PostgreSQL that is down only makes the pending list longer.
+ */
+export class Settler {
+  readonly consumer = `${hostname()}/${process.pid}`;
+  private readonly groups = new Set<string>();
+  /** Per stream, where the next XAUTOCLAIM scan of the pending list starts (its reply's cursor). */
+  private readonly claimFrom = new Map<string, string>();
+  private running?: Promise<void>;
+  private stopped = false;
+  private settled = 0;
+  private failing: string | null = null;
+  private wake?: () => void;
+
+  constructor(
+    private readonly redis: RedisClient,
+    private readonly pool: Pool,
+    private readonly keys: KeyLayout,
+    private readonly config: Pick<AppConfig, 'settleBatch' | 'settleClaimIdleMs'>,
+    private readonly faults?: FaultStop,
+    private readonly log: (line: string) => void = () => undefined,
+  ) {}
+
+  start(): void {
+    this.running ??= this.loop();
+  }
+
+  /** Stops after the batch in hand (settled and acknowledged, or left pending for another). */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    this.wake?.();
+    await this.running;
+  }
+
+  status(): SettlerStatus {
+    return { settled: this.settled, failing: this.failing };
+  }
+
+  /**
+   * One pass over every product, a batch each; the entries settled. A product whose
+   * batch fails (its shard down, a batch PostgreSQL refuses) is left for the next pass
+   * and does not hold the others up; the pass throws only when nothing could be
+   * settled and something failed. For the loop and for tests.
+   */
+  async settleOnce(): Promise<number> {
+    let settled = 0;
+    let failure: unknown = null;
+    for (const productId of await this.redis.smembers(this.keys.products)) {
+      if (this.stopped) break;
+      try {
+        settled += await this.settleProduct(productId);
+      } catch (err) {
+        failure ??= err;
+        this.failingProducts.add(productId);
+        continue;
+      }
+      this.failingProducts.delete(productId);
+    }
+    if (failure !== null && settled === 0) throw failure;
+    if (failure !== null) {
+      this.failing = `products ${[...this.failingProducts].join(', ')}: ${(failure as Error).message ?? String(failure)}`;
+    }
+    return settled;
+  }
+
+  /** Products whose last batch failed. */
+  readonly failingProducts = new Set<string>();
+
+  private async loop(): Promise<void> {
+    let backoff = BACKOFF_MS;
+    while (!this.stopped) {
+      const before = this.failing;
+      let settled: number;
+      try {
+        this.failing = null;
+        settled = await this.settleOnce();
+        backoff = BACKOFF_MS;
+      } catch (err) {
+        this.failing = (err as Error).message ?? String(err);
+        settled = -1;
+      }
+      // Said once when it starts failing, once when it is well again.
+      if (this.failing && !before) this.log(`settlement failing, retrying (the sale is unaffected): ${this.failing}`);
+      if (before && !this.failing) this.log('settling again');
+      if (settled < 0) {
+        await this.rest(backoff);
+        backoff = Math.min(backoff * 2, BACKOFF_CAP_MS);
+      } else if (settled === 0) await this.rest(IDLE_MS);
+    }
+  }
+
+  private rest(ms: number): Promise<void> {
+    if (this.stopped) return Promise.resolve();
+    const controller = new AbortController();
+    this.wake = () => controller.abort();
+    return sleep(ms, undefined, { signal: controller.signal }).catch(() => undefined);
+  }
+
+  private async settleProduct(productId: string): Promise<number> {
+    const stream = this.keys.product(productId).orders;
+    const entries = await this.read(stream);
+    if (entries.length === 0) return 0;
+    const events = entries.map(([id, fields]) => parseEntry(id, fields)).filter((e): e is StreamEvent => e !== null);
+    if (events.length > 0) await this.write(productId, events);
+    this.faults?.reached('settle-before-ack');
+    await this.redis.xack(stream, SETTLE_GROUP, ...entries.map(([id]) => id));
+    this.settled += entries.length;
+    return entries.length;
+  }
+
+  private async write(productId: string, events: readonly StreamEvent[]): Promise<void> {
+    const client = await this.pool.connect();
+    try {
+      await client.query('BEGIN');
+      await writeBatch(client, productId, events);
+      this.faults?.reached('settle-before-commit');
+      await client.query('COMMIT');
+    } catch (err) {
+      await client.query('ROLLBACK').catch(() => undefined);
+      // A connection that failed mid-transaction is not given back for reuse.
+      client.release(err as Error);
+      throw err;
+    }
+    client.release();
+  }
+
+  /** The next batch of the stream for this consumer: its own pending ones, then claimed ones, then new ones. */
+  private async read(stream: string): Promise<Entry[]> {
+    try {
+      return await this.readFrom(stream);
+    } catch (err) {
+      // The stream was deleted (a sale restarted with discardOrders) and its group
+      // with it: made again on the next pass.
+      if (!/NOGROUP/.test(String(err))) throw err;
+      this.groups.delete(stream);
+      return [];
+    }
+  }
+
+  private async readFrom(stream: string): Promise<Entry[]> {
+    await this.ensureGroup(stream);
+    const count = this.config.settleBatch;
+    const own = await this.readGroup(stream, '0', count);
+    if (own.length > 0) return own;
+    const claimed = (await this.redis.call(
+      'XAUTOCLAIM',
+      stream,
+      SETTLE_GROUP,
+      this.consumer,
+      this.config.settleClaimIdleMs,
+      this.claimFrom.get(stream) ?? '0-0',
+      'COUNT',
+      count,
+    )) as [string, (Entry | null)[], string[]?];
+    this.claimFrom.set(stream, claimed[0]);
+    // Entries deleted while pending come back as nil (Redis 7: and in the third field).
+    const live = claimed[1].filter((e): e is Entry => e !== null);
+    if (live.length > 0) return live;
+    return this.readGroup(stream, '>', count);
+  }
+
+  private async readGroup(stream: string, from: '0' | '>', count: number): Promise<Entry[]> {
+    const reply = (await this.redis.xreadgroup(
+      'GROUP',
+      SETTLE_GROUP,
+      this.consumer,
+      'COUNT',
+      count,
+      'STREAMS',
+      stream,
+      from,
+    )) as [string, [string, string[] | null][]][] | null;
+    // A pending entry deleted since (XDEL) comes back without fields: acknowledged, nothing to settle.
+    return (reply?.[0]?.[1] ?? []).map(([id, fields]) => [id, fields ?? []]);
+  }
+
+  /** The group, created at the stream's start (id 0: every entry is settled, whenever the group is made). */
+  private async ensureGroup(stream: string): Promise<void> {
+    if (this.groups.has(stream)) return;
+    try {
+      await this.redis.xgroup('CREATE', stream, SETTLE_GROUP, '0', 'MKSTREAM');
+    } catch (err) {
+      if (!/BUSYGROUP/.test(String(err))) throw err;
+    }
+    this.groups.add(stream);
+  }
+}

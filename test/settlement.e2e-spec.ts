@@ -1,0 +1,406 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Redis } from 'ioredis';
+import { Client } from 'pg';
+import { PrivatePostgres, startPrivatePostgres } from '../harness/postgres';
+import { processState, startApp } from '../harness/processes';
+import { checkSettled, unsettled, waitForSettlement } from '../bench/settled';
+import { KeyLayout } from '../src/redis/key-layout';
+import { ADMIN_TOKEN, request, startTestApp, TestApp } from './helpers/app';
+import { closeClient, startTestRedis, TestRedis, uniquePrefix } from './helpers/redis';
+
+/**
+ * Orders outlive Redis: the reservation's afterlife (pay, cancel, expiry at the
+ * payment deadline, units back to stock exactly once) and settlement into a real
+ * PostgreSQL through the consumer group, exactly once, through a settler killed
+ * after COMMIT and before XACK, and before COMMIT. Real redis-server and PostgreSQL
+ * processes; the kills land at named stop points (FAULT_STOP_AT), never by timing.
+ */
+describe('orders settled into PostgreSQL, units given back once', () => {
+  let redis: TestRedis;
+  let pg: PrivatePostgres;
+  let client: Redis;
+  let databases = 0;
+  const open: TestApp[] = [];
+
+  beforeAll(async () => {
+    [redis, pg] = await Promise.all([startTestRedis(), startPrivatePostgres()]);
+    client = new Redis(redis.url);
+  }, 60_000);
+
+  afterEach(async () => {
+    await Promise.all(open.splice(0).map((a) => a.close()));
+  });
+
+  afterAll(async () => {
+    await closeClient(client);
+    await Promise.all([redis?.stop(), pg?.remove()]);
+  });
+
+  const database = () => pg.createDatabase(`settle_test_${process.pid}_${++databases}`);
+
+  async function app(prefix: string, databaseUrl: string, env: Record<string, string> = {}): Promise<TestApp> {
+    const a = await startTestApp({ REDIS_URL: redis.url, KEY_PREFIX: prefix, DATABASE_URL: databaseUrl, ...env });
+    open.push(a);
+    return a;
+  }
+
+  const sale = (url: string, productId: string, stock: number, paymentTimeoutMs: number) =>
+    request(url, 'PUT', `/api/products/${productId}`, {
+      json: { stock, paymentTimeoutMs, discardOrders: true },
+      admin: true,
+    });
+
+  async function buy(url: string, productId: string, userId: string): Promise<string> {
+    const res = await request(url, 'POST', '/api/orders', { json: { productId, userId } });
+    expect(res.status).toBe(201);
+    return res.body.orderId as string;
+  }
+
+  it('pays, cancels and expires reservations, each once, gives their units back to be sold again, and settles all of it', async () => {
+    const prefix = uniquePrefix('afterlife');
+    const keys = new KeyLayout(prefix);
+    const k = keys.product('phone');
+    const db = await database();
+    const { url } = await app(prefix, db, { EXPIRY_SWEEP_MS: '50' });
+    expect((await sale(url, 'phone', 6, 1500)).status).toBe(200);
+    const ids = [];
+    for (const user of ['u1', 'u2', 'u3', 'u4', 'u5', 'u6']) ids.push(await buy(url, 'phone', user));
+    expect(ids[0]).toMatch(/^phone\.[0-9a-f-]{36}$/);
+
+    const reserved = await request(url, 'GET', `/api/orders/${ids[0]}`);
+    expect(reserved.body).toMatchObject({ status: 'reserved', userId: 'u1', quantity: 1, paymentId: null });
+    expect(Date.parse(reserved.body.payBy as string)).toBeGreaterThan(Date.now());
+
+    // Paid, and the provider's retried callback answered the same; another payment is refused.
+    const pay = (id: string, paymentId: string) =>
+      request(url, 'POST', `/api/orders/${id}/pay`, { json: { paymentId } });
+    expect((await pay(ids[0], 'p-1')).body).toMatchObject({ status: 'paid', paymentId: 'p-1', payBy: null });
+    expect((await pay(ids[0], 'p-1')).status).toBe(200);
+    expect((await pay(ids[0], 'p-other')).body).toMatchObject({ statusCode: 409, code: 'ORDER_PAID' });
+    expect((await pay(ids[1], 'p-2')).status).toBe(200);
+    // Cancelled (twice: the same answer), and a cancelled order is not paid; a paid one is not cancelled.
+    const cancel = (id: string) => request(url, 'POST', `/api/orders/${id}/cancel`);
+    expect((await cancel(ids[2])).body).toMatchObject({ status: 'cancelled' });
+    expect((await cancel(ids[2])).status).toBe(200);
+    expect((await pay(ids[2], 'p-3')).body).toMatchObject({ statusCode: 409, code: 'ORDER_CANCELLED' });
+    expect((await cancel(ids[0])).body).toMatchObject({ statusCode: 409, code: 'ORDER_PAID' });
+    expect((await cancel(ids[3])).status).toBe(200);
+    // The per-user count went down with the unit: u3 may buy again.
+    expect(await client.hget(k.buyers, 'u3')).toBeNull();
+    expect(await client.get(k.stock)).toBe('2');
+
+    // u5 and u6 never pay: the sweeper expires them at the deadline, by Redis's clock.
+    for (const id of [ids[4], ids[5]]) {
+      for (let i = 0; (await request(url, 'GET', `/api/orders/${id}`)).body.status !== 'expired'; i++) {
+        expect(i).toBeLessThan(100);
+        await sleep(50);
+      }
+    }
+    expect((await pay(ids[4], 'p-late')).body).toMatchObject({ statusCode: 409, code: 'ORDER_EXPIRED' });
+    expect(await client.get(k.stock)).toBe('4');
+    expect(await client.zcard(k.deadlines)).toBe(0);
+
+    // The four returned units sell again, to u3 again and to new buyers; then it is sold out.
+    for (const user of ['u3', 'u7', 'u8', 'u9']) await buy(url, 'phone', user);
+    const soldOut = await request(url, 'POST', '/api/orders', { json: { productId: 'phone', userId: 'u10' } });
+    expect(soldOut.body.code).toBe('SOLD_OUT');
+
+    // Unknown orders, and ids that are not ours.
+    expect((await request(url, 'GET', '/api/orders/phone.00000000-0000-4000-8000-000000000000')).body.code).toBe(
+      'UNKNOWN_ORDER',
+    );
+    expect((await request(url, 'GET', '/api/orders/not-an-order')).body.code).toBe('VALIDATION_FAILED');
+    expect((await pay(ids[0], 'bad|id')).body.code).toBe('VALIDATION_FAILED');
+
+    // Settled: every order once, with the status Redis has; each event once.
+    expect(await waitForSettlement(client, k, 20_000)).not.toBeNull();
+    const check = await checkSettled(db, client, k, 'phone');
+    expect(check).toMatchObject({ ok: true, rows: 10 });
+    expect(check.byStatus).toEqual({ paid: 2, cancelled: 2, expired: 2, reserved: 4 });
+    // What /health and /metrics say once it has caught up.
+    await sleep(1_100); // /health looks at most once a second
+    expect((await request(url, 'GET', '/health')).body.settlement).toEqual({
+      database: 'up',
+      unsettled: 0,
+      oldestMs: 0,
+    });
+    const metrics = await fetch(`${url}/metrics`).then((r) => r.text());
+    expect(metrics).toMatch(/^seckill_settlement_unsettled 0$/m);
+    expect(metrics).toMatch(/^seckill_settlement_oldest_seconds 0$/m);
+    // And the dashboard's live event.
+    const live = await fetch(`${url}/api/live/phone`);
+    const reader = live.body!.getReader();
+    let text = '';
+    while (!/\n\n/.test(text)) text += new TextDecoder().decode((await reader.read()).value);
+    await reader.cancel();
+    expect(JSON.parse(/data: (.*)/.exec(text)![1]).settlement).toEqual({ unsettled: 0, oldestMs: 0 });
+    const pgc = new Client({ connectionString: db });
+    await pgc.connect();
+    try {
+      const { rows } = await pgc.query(
+        'SELECT event, count(*)::int AS n FROM order_events WHERE product_id = $1 GROUP BY 1 ORDER BY 1',
+        ['phone'],
+      );
+      expect(rows).toEqual([
+        { event: 'cancelled', n: 2 },
+        { event: 'created', n: 10 },
+        { event: 'expired', n: 2 },
+        { event: 'paid', n: 2 },
+      ]);
+      const { rows: migrated } = await pgc.query('SELECT version FROM schema_migrations');
+      expect(migrated).toEqual([{ version: 1 }]);
+    } finally {
+      await pgc.end();
+    }
+  }, 60_000);
+
+  it('a restart never discards what PostgreSQL has not got, nor an order still waiting for its payment', async () => {
+    const prefix = uniquePrefix('restart');
+    const k = new KeyLayout(prefix).product('phone');
+    // An instance that sells and does not settle: the settle group is made by hand, as a
+    // settler that has not caught up would leave it.
+    const seller = await startTestApp({ REDIS_URL: redis.url, KEY_PREFIX: prefix, EXPIRY_SWEEP_MS: '60000' });
+    open.push(seller);
+    await sale(seller.url, 'phone', 3, 1000);
+    const id = await buy(seller.url, 'phone', 'r1');
+    await client.xgroup('CREATE', k.orders, 'settle', '0');
+    const notSettled = await sale(seller.url, 'phone', 3, 1000);
+    expect(notSettled.body).toMatchObject({ statusCode: 409, code: 'SALE_NOT_SETTLED' });
+    // Settled (read and acknowledged) but still reserved: refused too, until it is final.
+    const [[, entries]] = (await client.xreadgroup('GROUP', 'settle', 'c', 'STREAMS', k.orders, '>')) as [
+      string,
+      [string, string[]][],
+    ][];
+    await client.xack(k.orders, 'settle', ...entries.map(([entryId]) => entryId));
+    expect((await sale(seller.url, 'phone', 3, 1000)).body).toMatchObject({ code: 'SALE_HAS_RESERVATIONS' });
+    expect(await client.hget(k.states, id)).toMatch(/^R\|/);
+    // Cancelled, and its event settled: now the restart may go.
+    expect((await request(seller.url, 'POST', `/api/orders/${id}/cancel`)).status).toBe(200);
+    expect((await sale(seller.url, 'phone', 3, 1000)).body.code).toBe('SALE_NOT_SETTLED');
+    const [[, more]] = (await client.xreadgroup('GROUP', 'settle', 'c', 'STREAMS', k.orders, '>')) as [
+      string,
+      [string, string[]][],
+    ][];
+    await client.xack(k.orders, 'settle', ...more.map(([entryId]) => entryId));
+    expect((await sale(seller.url, 'phone', 3, 1000)).status).toBe(200);
+  }, 30_000);
+
+  it("one product's trouble holds up no other's settlement or expiry", async () => {
+    const prefix = uniquePrefix('isolation');
+    const keys = new KeyLayout(prefix);
+    const k = keys.product('phone');
+    // A listed product whose stream and deadlines are not a stream and a sorted set: every
+    // command on them fails (WRONGTYPE), as on a shard that is down.
+    // Several, so that a pass meets one before the good product whatever the set's order.
+    for (const id of ['aaa-bad', 'bad-2', 'bad-3', 'bad-4', 'bad-5', 'bad-6', 'bad-7', 'bad-8']) {
+      const b = keys.product(id);
+      await client.sadd(keys.products, id);
+      await client.set(b.orders, 'x');
+      await client.set(b.deadlines, 'x');
+    }
+    const db = await database();
+    const { url } = await app(prefix, db, { EXPIRY_SWEEP_MS: '50' });
+    await sale(url, 'phone', 2, 1000);
+    const ids = [await buy(url, 'phone', 'i1'), await buy(url, 'phone', 'i2')];
+    for (let i = 0; (await client.zcard(k.deadlines)) > 0; i++) {
+      expect(i).toBeLessThan(100);
+      await sleep(50);
+    }
+    expect(await client.get(k.stock)).toBe('2');
+    expect(await waitForSettlement(client, k, 20_000)).not.toBeNull();
+    expect(await checkSettled(db, client, k, 'phone')).toMatchObject({ ok: true, rows: 2 });
+    expect((await request(url, 'GET', `/api/orders/${ids[0]}`)).body.status).toBe('expired');
+  }, 30_000);
+
+  it('an instance starts and sells while PostgreSQL is unreachable, and says so', async () => {
+    const prefix = uniquePrefix('no-pg');
+    // A port nothing listens on.
+    const { url } = await app(prefix, 'postgres://seckill@127.0.0.1:1/none', { PG_STATEMENT_TIMEOUT_MS: '300' });
+    await sale(url, 'phone', 2, 60_000);
+    await buy(url, 'phone', 'n1');
+    await sleep(1_100);
+    const health = await request(url, 'GET', '/health');
+    expect(health.status).toBe(200);
+    expect(health.body.settlement).toMatchObject({ database: 'down', unsettled: 1 });
+  }, 30_000);
+
+  it('a payment after the deadline loses to it even before any sweep: 409 ORDER_EXPIRED, the unit back once', async () => {
+    const prefix = uniquePrefix('late-pay');
+    const k = new KeyLayout(prefix).product('phone');
+    // No sweep during the test: the payment itself meets the passed deadline.
+    const { url } = await app(prefix, await database(), { EXPIRY_SWEEP_MS: '60000' });
+    await sale(url, 'phone', 1, 1000);
+    const id = await buy(url, 'phone', 'late');
+    await sleep(1200);
+    expect(await client.zcard(k.deadlines)).toBe(1);
+    const late = await request(url, 'POST', `/api/orders/${id}/pay`, { json: { paymentId: 'p-late' } });
+    expect(late.body).toMatchObject({ statusCode: 409, code: 'ORDER_EXPIRED' });
+    expect(late.body.message).toMatch(/refunded/);
+    // And again: still expired, nothing returned twice.
+    expect((await request(url, 'POST', `/api/orders/${id}/cancel`)).body.code).toBe('ORDER_EXPIRED');
+    expect(await client.get(k.stock)).toBe('1');
+    expect(await client.zcard(k.deadlines)).toBe(0);
+    const events = (await client.xrange(k.orders, '-', '+')).map(([, f]) => f[1]);
+    expect(events).toEqual([id, 'expired']);
+  }, 30_000);
+
+  it('pay racing expiry on many orders: exactly one outcome each, each answer true, the stock exact', async () => {
+    const prefix = uniquePrefix('pay-vs-expiry');
+    const k = new KeyLayout(prefix).product('phone');
+    const db = await database();
+    // Two instances sweep every 10 ms while the payments arrive around the deadline.
+    const a = await app(prefix, db, { EXPIRY_SWEEP_MS: '10' });
+    const b = await app(prefix, db, { EXPIRY_SWEEP_MS: '10' });
+    const orders = 120;
+    await sale(a.url, 'phone', orders, 1000);
+    const ids = await Promise.all(Array.from({ length: orders }, (_, i) => buy(a.url, 'phone', `r${i}`)));
+    const placedAt = Date.now();
+    // Spread over 700-1300 ms after the orders: before, at and after their deadline.
+    const answers = await Promise.all(
+      ids.map(async (id, i) => {
+        await sleep(Math.max(0, placedAt + 700 + (600 * i) / orders - Date.now()));
+        const via = i % 2 === 0 ? a.url : b.url;
+        return request(via, 'POST', `/api/orders/${id}/pay`, { json: { paymentId: `p${i}` } });
+      }),
+    );
+    for (let i = 0; (await client.zcard(k.deadlines)) > 0; i++) {
+      expect(i).toBeLessThan(100);
+      await sleep(50);
+    }
+    const states = await client.hgetall(k.states);
+    const paid = ids.filter((id) => states[id].startsWith('P|'));
+    const expired = ids.filter((id) => states[id].startsWith('E|'));
+    expect(paid.length + expired.length).toBe(orders);
+    // Each answer says what Redis did: 200 for the paid ones, 409 ORDER_EXPIRED for the rest.
+    answers.forEach((res, i) => {
+      if (states[ids[i]].startsWith('P|')) expect(res.status).toBe(200);
+      else expect(res.body.code).toBe('ORDER_EXPIRED');
+    });
+    // Every expired unit back once, none of the paid ones.
+    expect(Number(await client.get(k.stock))).toBe(expired.length);
+    const events = (await client.xrange(k.orders, '-', '+')).filter(([, f]) => f[0] === 'event');
+    expect(events.length).toBe(orders);
+    expect(new Set(events.map(([, f]) => f[3])).size).toBe(orders);
+    expect(await waitForSettlement(client, k, 20_000)).not.toBeNull();
+    expect(await checkSettled(db, client, k, 'phone')).toMatchObject({ ok: true, rows: orders });
+  }, 60_000);
+
+  it('PostgreSQL stopped while the settler is mid-batch: the app lives on and sells, and settles all once it is back', async () => {
+    // A server of its own: stopping the shared one would stop the other tests' settlers.
+    const own = await startPrivatePostgres();
+    const prefix = uniquePrefix('pg-stopped');
+    const k = new KeyLayout(prefix).product('phone');
+    const db = await own.createDatabase('stopped');
+    // The app stops itself with its first batch written and not committed: its
+    // connection checked out, the one moment a connection's 'error' has no pool to catch it.
+    const seller = await startApp({
+      env: {
+        REDIS_URL: redis.url,
+        KEY_PREFIX: prefix,
+        DATABASE_URL: db,
+        ADMIN_TOKEN,
+        LOG_LEVEL: 'warn',
+        PG_STATEMENT_TIMEOUT_MS: '500',
+        FAULT_STOP_AT: 'settle-before-commit:1',
+        ALLOW_UNSAFE: '1',
+      },
+    });
+    try {
+      expect((await sale(seller.url, 'phone', 400, 60_000)).status).toBe(200);
+      const before = Promise.all(Array.from({ length: 100 }, (_, i) => buy(seller.url, 'phone', `s${i}`)));
+      for (let i = 0; processState(seller.pid) !== 'T'; i++) {
+        expect(i).toBeLessThan(400);
+        await sleep(25);
+      }
+      // PostgreSQL goes (its fast shutdown closes the stopped app's connection), then the app runs on.
+      await own.stop();
+      process.kill(seller.pid, 'SIGCONT');
+      const placed = await before;
+      const during = await Promise.all(Array.from({ length: 100 }, (_, i) => buy(seller.url, 'phone', `d${i}`)));
+      // Degraded, not down: the instance sells, settlement waits, and says how far behind it is
+      // (once /health's look of a second ago, from before the stop, has aged).
+      await sleep(1_100);
+      const health = await request(seller.url, 'GET', '/health');
+      expect(health.status).toBe(200);
+      expect(health.body.settlement).toMatchObject({ database: 'down', unsettled: expect.any(Number) });
+      expect(health.body.settlement.unsettled).toBeGreaterThan(0);
+      await sleep(1_000);
+      expect(processState(seller.pid)).not.toBeNull();
+      expect((await request(seller.url, 'GET', '/health/live')).status).toBe(200);
+      const restarted = await startPrivatePostgres({ port: own.port, dir: own.dir });
+      expect(await waitForSettlement(client, k, 30_000)).not.toBeNull();
+      expect(await checkSettled(db, client, k, 'phone')).toMatchObject({
+        ok: true,
+        rows: placed.length + during.length,
+      });
+      await restarted.remove();
+    } finally {
+      await seller.stop();
+      await own.remove();
+    }
+  }, 90_000);
+
+  /** A settler app process that stops itself at `point` (its first batch), then is SIGKILLed; another settles. */
+  async function killedSettler(point: 'settle-before-ack' | 'settle-before-commit') {
+    const prefix = uniquePrefix(point);
+    const k = new KeyLayout(prefix).product('phone');
+    const db = await database();
+    const victim = await startApp({
+      env: {
+        REDIS_URL: redis.url,
+        KEY_PREFIX: prefix,
+        DATABASE_URL: db,
+        ADMIN_TOKEN,
+        ALLOW_UNSAFE: '1',
+        FAULT_STOP_AT: `${point}:1`,
+        LOG_LEVEL: 'warn',
+        // Its first batch holds every order: they are all placed before it looks.
+        SETTLE_BATCH: '1000',
+      },
+    });
+    try {
+      // The orders are sold by another instance (no settler of its own): the victim only
+      // settles, so its stop leaves no buyer waiting on it.
+      const seller = await startTestApp({ REDIS_URL: redis.url, KEY_PREFIX: prefix });
+      open.push(seller);
+      const orders = 30;
+      expect((await sale(seller.url, 'phone', orders, 60_000)).status).toBe(200);
+      await Promise.all(Array.from({ length: orders }, (_, i) => buy(seller.url, 'phone', `k${i}`)));
+      for (let i = 0; processState(victim.pid) !== 'T'; i++) {
+        expect(i).toBeLessThan(200);
+        await sleep(25);
+      }
+      expect(victim.tail()).toContain(`FAULT_STOP_AT=${point}:1`);
+      const pgc = new Client({ connectionString: db });
+      await pgc.connect();
+      const count = async () => (await pgc.query('SELECT count(*)::int AS n FROM orders')).rows[0].n as number;
+      const inBatch = await unsettled(client, k);
+      expect(inBatch).toBeGreaterThan(0);
+      // After COMMIT: the batch is in PostgreSQL, and still pending in Redis.
+      // Before COMMIT: nothing of it is visible.
+      if (point === 'settle-before-ack') expect(await count()).toBeGreaterThan(0);
+      else expect(await count()).toBe(0);
+      process.kill(victim.pid, 'SIGKILL');
+      await victim.stop();
+      // Another instance claims the dead consumer's entries after SETTLE_CLAIM_IDLE_MS and settles them.
+      await app(prefix, db, { SETTLE_CLAIM_IDLE_MS: '300' });
+      expect(await waitForSettlement(client, k, 20_000)).not.toBeNull();
+      expect(await count()).toBe(orders);
+      const check = await checkSettled(db, client, k, 'phone');
+      expect(check).toMatchObject({ ok: true, rows: orders });
+      const { rows } = await pgc.query('SELECT count(*)::int AS n FROM order_events');
+      expect(rows[0].n).toBe(orders);
+      await pgc.end();
+    } finally {
+      await victim.stop();
+    }
+  }
+
+  it('a settler killed after COMMIT and before XACK: its batch is claimed by another and written once', async () => {
+    await killedSettler('settle-before-ack');
+  }, 90_000);
+
+  it('a settler killed before COMMIT: nothing half-written, its batch claimed by another and settled', async () => {
+    await killedSettler('settle-before-commit');
+  }, 90_000);
+});
