@@ -67,21 +67,43 @@ function runAs() {
   return { uid: Number(uid), gid: Number(gid) };
 }
 
+/** The first folder above `dir` that others may not search (so the postgres user cannot reach `dir`), or null. */
+function unreachableParent(dir) {
+  for (let up = path.dirname(path.resolve(dir)); ; up = path.dirname(up)) {
+    if (fs.existsSync(up) && (fs.statSync(up).mode & 0o001) === 0) return up;
+    if (up === path.dirname(up)) return null;
+  }
+}
+
+/**
+ * Where `npm start` keeps its PostgreSQL: `preferred` (.data/postgres), unless we are
+ * root and the postgres user, which the server runs as, cannot reach it (a checkout in
+ * a private folder such as /root): then a folder of its own under /var/tmp, named by
+ * the checkout so that each keeps its data across restarts, and said in the log.
+ * @param {string} preferred
+ * @param {(line: string) => void} log
+ */
+function dataDirFor(preferred, log) {
+  if (process.getuid?.() !== 0) return preferred;
+  const blocked = unreachableParent(preferred);
+  if (!blocked) return preferred;
+  const hash = require('node:crypto').createHash('sha1').update(path.resolve(preferred)).digest('hex').slice(0, 12);
+  const dir = path.join('/var/tmp', `seckill-postgres-${hash}`);
+  log(`the postgres user cannot reach ${preferred} (${blocked} is private): PostgreSQL's data goes to ${dir}`);
+  return dir;
+}
+
 /**
  * A data folder the server's user owns, 0700, with a cluster in it (initdb once; a
  * folder that has one is kept: `npm start` restarts on the same data).
  */
 function initDataDir(bin, dir, as) {
-  if (as.uid !== undefined) {
-    // The server's user must be able to reach its folder through every parent.
-    for (let up = path.dirname(dir); ; up = path.dirname(up)) {
-      if (fs.existsSync(up) && (fs.statSync(up).mode & 0o001) === 0) {
-        throw new Error(
-          `PostgreSQL runs as the postgres user, who cannot reach ${dir}: ${up} is not searchable by others (chmod o+x it, or use another folder)`,
-        );
-      }
-      if (up === path.dirname(up)) break;
-    }
+  // The server's user must be able to reach its folder through every parent.
+  const blocked = as.uid !== undefined ? unreachableParent(dir) : null;
+  if (blocked) {
+    throw new Error(
+      `PostgreSQL runs as the postgres user, who cannot reach ${dir}: ${blocked} is not searchable by others (chmod o+x it, or use another folder)`,
+    );
   }
   fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
   if (as.uid !== undefined) fs.chownSync(dir, as.uid, as.gid);
@@ -213,4 +235,4 @@ function launch(bin, dir, port, as, options) {
   });
 }
 
-module.exports = { ensurePostgres, findPostgresBin, startPostgres, POSTGRES_USER: USER };
+module.exports = { dataDirFor, ensurePostgres, findPostgresBin, startPostgres, POSTGRES_USER: USER };

@@ -24,7 +24,7 @@ const {
   ClusterLayoutError,
   REDLOCK_NODE,
 } = require('./redis-server');
-const { ensurePostgres, startPostgres } = require('./postgres-server');
+const { dataDirFor, ensurePostgres, startPostgres } = require('./postgres-server');
 
 const DATA_DIR = path.join(ROOT, '.data', 'redis');
 const CLUSTER_DIR = path.join(ROOT, '.data', 'cluster');
@@ -221,9 +221,10 @@ async function main() {
   } else {
     ensurePostgres(log);
     claimDataDir();
-    postgres = await startPostgres({ dir: path.join(ROOT, '.data', 'postgres'), durable: true, detached: true });
+    const dir = dataDirFor(path.join(ROOT, '.data', 'postgres'), log);
+    postgres = await startPostgres({ dir, durable: true, detached: true });
     env.DATABASE_URL = postgres.url;
-    log(`embedded PostgreSQL at ${postgres.url} (pid ${postgres.pid}, in .data/postgres/)`);
+    log(`embedded PostgreSQL at ${postgres.url} (pid ${postgres.pid}, data in ${path.relative(ROOT, dir) || dir}/)`);
   }
   if (!env.ADMIN_TOKEN) {
     env.ADMIN_TOKEN = randomBytes(24).toString('base64url');

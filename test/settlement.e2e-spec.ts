@@ -212,6 +212,41 @@ describe('orders settled into PostgreSQL, units given back once', () => {
     expect((await request(url, 'GET', `/api/orders/${ids[0]}`)).body.status).toBe('expired');
   }, 30_000);
 
+  it('SETTLE_TRIM: the stream loses what every group has settled, and nothing another group still has pending or unread', async () => {
+    const prefix = uniquePrefix('trim');
+    const k = new KeyLayout(prefix).product('phone');
+    const db = await database();
+    const { url } = await app(prefix, db, { SETTLE_TRIM: '1' });
+    await sale(url, 'phone', 10, 60_000);
+    // Another reader of the order log, slower than the settler.
+    await client.xgroup('CREATE', k.orders, 'audit', '0', 'MKSTREAM');
+    const settled = async (orders: number) => {
+      expect(await waitForSettlement(client, k, 20_000)).not.toBeNull();
+      expect(await checkSettled(db, client, k, 'phone')).toMatchObject({ ok: true, rows: orders });
+    };
+    for (const user of ['t1', 't2', 't3']) await buy(url, 'phone', user);
+    await settled(3);
+    expect(await client.xlen(k.orders)).toBe(3); // audit has read nothing
+    const read = (await client.xreadgroup('GROUP', 'audit', 'a', 'COUNT', 2, 'STREAMS', k.orders, '>')) as [
+      string,
+      [string, string[]][],
+    ][];
+    const ids = read[0][1].map(([id]) => id);
+    await buy(url, 'phone', 't4');
+    await settled(4);
+    expect(await client.xlen(k.orders)).toBe(4); // both still pending in audit
+    await client.xack(k.orders, 'audit', ...ids);
+    await buy(url, 'phone', 't5');
+    await settled(5);
+    // The two audit acknowledged went; the three it has not read stay.
+    expect(await client.xlen(k.orders)).toBe(3);
+    expect((await client.xrange(k.orders, '-', '+')).map(([id]) => id)).not.toContain(ids[0]);
+    // The order count and a restart's refusal still see all five orders.
+    expect((await request(url, 'GET', '/api/products/phone')).body.orders).toBe(5);
+    const restart = await request(url, 'PUT', '/api/products/phone', { json: { stock: 3 }, admin: true });
+    expect(restart.body).toMatchObject({ statusCode: 409, code: 'SALE_HAS_ORDERS' });
+  }, 60_000);
+
   it('an instance starts and sells while PostgreSQL is unreachable, and says so', async () => {
     const prefix = uniquePrefix('no-pg');
     // A port nothing listens on.

@@ -32,6 +32,7 @@ describe('loadConfig', () => {
       settleBatch: 1_000,
       settleClaimIdleMs: 10_000,
       expirySweepMs: 500,
+      settleTrim: false,
     });
     expect(Object.isFrozen(config)).toBe(true);
     expect(Object.isFrozen(CONFIG_DEFAULTS)).toBe(true);

@@ -123,6 +123,8 @@ export interface AppConfig {
   readonly settleClaimIdleMs: number;
   /** EXPIRY_SWEEP_MS: how often this instance sweeps the reservations whose payment deadline passed. */
   readonly expirySweepMs: number;
+  /** SETTLE_TRIM: trim each order stream of what every consumer group has settled (off: the stream keeps every entry). */
+  readonly settleTrim: boolean;
 }
 
 /** Where a Redis Cluster's seed nodes are and how to log in to every node (REDIS_CLUSTER_NODES). */
@@ -162,6 +164,7 @@ export const CONFIG_DEFAULTS = Object.freeze({
   settleBatch: 1_000,
   settleClaimIdleMs: 10_000,
   expirySweepMs: 500,
+  settleTrim: false,
 } as const satisfies Partial<AppConfig>);
 
 /** Every environment variable the app reads; docker-compose.yml is checked against it. */
@@ -192,6 +195,7 @@ export const CONFIG_ENV_NAMES = [
   'SETTLE_BATCH',
   'SETTLE_CLAIM_IDLE_MS',
   'EXPIRY_SWEEP_MS',
+  'SETTLE_TRIM',
 ] as const;
 
 type Env = Readonly<Record<string, string | undefined>>;
@@ -244,6 +248,7 @@ export function loadConfig(env: Env): AppConfig {
     settleBatch: int(env, 'SETTLE_BATCH', CONFIG_DEFAULTS.settleBatch, 1, 10_000),
     settleClaimIdleMs: int(env, 'SETTLE_CLAIM_IDLE_MS', CONFIG_DEFAULTS.settleClaimIdleMs, 100, 3_600_000),
     expirySweepMs: int(env, 'EXPIRY_SWEEP_MS', CONFIG_DEFAULTS.expirySweepMs, 10, 60_000),
+    settleTrim: bool(env, 'SETTLE_TRIM', CONFIG_DEFAULTS.settleTrim),
   };
   if (config.lockStrategy === 'redlock' && config.redlockUrls.length === 0) {
     throw new ConfigError(

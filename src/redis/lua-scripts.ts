@@ -140,6 +140,9 @@ export const livePublish = new LuaScript<
   string | null
 >('live-publish');
 
+/** Trims an order stream of what every consumer group has settled (acknowledged): the entries trimmed. */
+export const trimSettled = new LuaScript<[orders: string], [unused: ''], number>('trim-settled');
+
 /** The commands the scripts run that this Redis user may not (NOPERM), tried on throwaway keys. */
 export const permissionCheck = new LuaScript<
   [text: string, hash: string, stream: string, sortedSet: string],

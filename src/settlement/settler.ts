@@ -5,6 +5,7 @@ import type { AppConfig } from '../config/app-config';
 import type { FaultStop } from '../orders/fault-stop';
 import type { RedisClient } from '../redis/create-client';
 import type { KeyLayout } from '../redis/key-layout';
+import { trimSettled } from '../redis/lua-scripts';
 import { parseEntry, StreamEvent, writeBatch } from './settle-batch';
 
 /** The consumer group every settler of every instance reads the order streams in. */
@@ -50,6 +51,8 @@ export class Settler {
   private running?: Promise<void>;
   private stopped = false;
   private settled = 0;
+  /** Entries trimmed from the streams by this settler (SETTLE_TRIM). */
+  trimmed = 0;
   private failing: string | null = null;
   private wake?: () => void;
 
@@ -57,7 +60,7 @@ export class Settler {
     private readonly redis: RedisClient,
     private readonly pool: Pool,
     private readonly keys: KeyLayout,
-    private readonly config: Pick<AppConfig, 'settleBatch' | 'settleClaimIdleMs'>,
+    private readonly config: Pick<AppConfig, 'settleBatch' | 'settleClaimIdleMs' | 'settleTrim'>,
     private readonly faults?: FaultStop,
     private readonly log: (line: string) => void = () => undefined,
   ) {}
@@ -146,6 +149,8 @@ export class Settler {
     this.faults?.reached('settle-before-ack');
     await this.redis.xack(stream, SETTLE_GROUP, ...entries.map(([id]) => id));
     this.settled += entries.length;
+    // SETTLE_TRIM: what every group has settled leaves the stream (never what one has not).
+    if (this.config.settleTrim) this.trimmed += await trimSettled.run(this.redis, [stream], '');
     return entries.length;
   }
 

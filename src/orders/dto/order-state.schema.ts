@@ -15,8 +15,7 @@ export const ORDER_STATE_SCHEMA = {
     payBy: {
       type: 'string',
       nullable: true,
-      format: 'date-time',
-      description: "while reserved, when it expires unless paid (Redis's clock); else null",
+      description: "while reserved, when it expires unless paid: ISO 8601 (UTC), Redis's clock; else null",
     },
   },
 } as const;

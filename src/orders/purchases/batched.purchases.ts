@@ -34,8 +34,9 @@ interface Buyer {
  * running wait here, and the next hold serves all of them (up to MAX_BATCH) at once:
  *
  * 1. one unlocked read for the whole batch, which answers every final refusal
- *    (unknown product, LIMIT_REACHED, SOLD_OUT, INSUFFICIENT_STOCK: stock never rises
- *    and purchases never shrink during a sale), so the sold-out tail never takes
+ *    (unknown product, LIMIT_REACHED, SOLD_OUT, INSUFFICIENT_STOCK: true when read;
+ *    stock rises and a buyer's count falls only when a reservation is cancelled or
+ *    expires, after which the buyer may try again), so the sold-out tail never takes
  *    the lock;
  * 2. for the rest, take the product lock once (owner token, TTL, compare-and-delete
  *    release, exactly as for one buyer), read again, apply the sale rules to the

@@ -36,8 +36,8 @@ export class PerBuyerPurchases extends LockedPurchases {
 
   async purchase(order: OrderRequest): Promise<Order> {
     const k = this.keys.product(order.productId);
-    // Unlocked pre-check, for refusals only: stock never rises during a sale, so a
-    // sold-out read here is final and the sold-out tail never queues for the lock.
+    // Unlocked pre-check, for refusals only: a sold-out read here is true when read (stock
+    // rises again only by a cancel or an expiry), and the sold-out tail never queues for the lock.
     // A "yes" proves nothing yet; it is checked again under the lock.
     const { saleId } = await this.check(k, order, false);
     return this.lock.using(k.lock, (hold) => this.buy(k, order, hold), {

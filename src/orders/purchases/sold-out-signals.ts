@@ -5,8 +5,9 @@ import { SoldOutError } from '../../errors/errors';
  * Per product and sale, a signal that fires when this process sees that sale's stock
  * at 0. Buyers waiting their turn listen to it, so once one of them finds the product
  * sold out, the rest answer SOLD_OUT at once instead of each taking its turn to learn
- * it. Stock only falls during a sale, so a 0 seen after they began waiting is true for
- * them too; but only within one sale: a read from before a restart (PUT) saw the last
+ * it. A 0 seen after they began waiting was true for them too when it was read (stock
+ * rises again only when a reservation is cancelled or expires, and a buyer told
+ * SOLD_OUT then may try again and buy the returned unit); but only within one sale: a read from before a restart (PUT) saw the last
  * sale's 0, and must not abort the buyers of the new one. So a signal carries the sale
  * id (meta `saleId`) its read saw, and wakes only the waiters of that sale.
  */

@@ -40,14 +40,15 @@ local soldBy = redis.call('HGET', KEYS[1], 'soldBy')
 if soldBy and ARGV[4] ~= '' and soldBy ~= ARGV[4] and ARGV[5] ~= '1' then
   return {'STRATEGY_MISMATCH', soldBy}
 end
-local orders = redis.call('XLEN', KEYS[4])
+-- Orders: the stream's, or the states hash's when the stream was trimmed of settled ones.
+local orders = math.max(redis.call('XLEN', KEYS[4]), redis.call('HLEN', KEYS[7]))
 if orders > 0 and ARGV[3] ~= '1' then
   return {'HAS_ORDERS', orders}
 end
 -- Orders settled into PostgreSQL: discarded only once PostgreSQL has every entry and
 -- every order is final there (paid, cancelled, expired), so nothing it was told of is
 -- left reserved forever, and nothing it was not told of is lost.
-if orders > 0 then
+if orders > 0 and redis.call('EXISTS', KEYS[4]) == 1 then
   for _, group in ipairs(redis.call('XINFO', 'GROUPS', KEYS[4])) do
     local g = {}
     for i = 1, #group, 2 do
