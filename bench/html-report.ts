@@ -173,6 +173,16 @@ const PAGE_SCRIPT = `
       borderWidth: 1.5, pointRadius: 0, data: [{ x: 0, y: s }, { x: Math.max(end, 1), y: s }]
     };
   }));
+  // With settlement: each row's orders not yet settled into PostgreSQL, dotted, on the right-hand axis.
+  var lag = rows.filter(function (r) { return r.settlement && r.settlement.lag.length; }).map(function (r) {
+    var i = rows.indexOf(r);
+    return {
+      label: r.label + ': not yet settled', borderColor: colour(i), backgroundColor: colour(i), borderDash: [2, 3],
+      borderWidth: 1.5, pointRadius: 0, yAxisID: 'y2',
+      data: r.settlement.lag.map(function (p) { return { x: p.ms, y: p.unsettled }; })
+    };
+  });
+  sold = sold.concat(lag);
   new Chart(document.getElementById('chart-sold'), {
     type: 'line', data: { datasets: sold }, plugins: [ready],
     options: {
@@ -199,7 +209,11 @@ const PAGE_SCRIPT = `
       },
       scales: {
         x: { type: 'linear', min: 0, title: { display: true, text: 'ms since the first request (Redis clock)' } },
-        y: { type: 'linear', min: 0, title: { display: true, text: 'units sold' } }
+        y: { type: 'linear', min: 0, title: { display: true, text: 'units sold' } },
+        y2: {
+          type: 'linear', min: 0, position: 'right', display: lag.length > 0, grid: { drawOnChartArea: false },
+          title: { display: true, text: 'orders not yet settled into PostgreSQL (dotted)' }
+        }
       }
     }
   });

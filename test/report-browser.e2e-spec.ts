@@ -163,6 +163,15 @@ describeWithBrowser('bench HTML report in Chromium', (browser) => {
       expect(curve.values.length).toBe(row.latencyByPercentile.length);
       expect(curve.values.length).toBeGreaterThan(10);
     }
+    // Settlement's lag, dotted beside the units: each row's samples, as the JSON has them.
+    for (const row of rows as unknown as {
+      label: string;
+      settlement?: { lag: { ms: number; unsettled: number }[] };
+    }[]) {
+      expect(row.settlement?.lag.length).toBeGreaterThan(0);
+      const lagLine = plotted.sold.find((d) => d.label === `${row.label}: not yet settled`)!;
+      expect(lagLine.values).toEqual(row.settlement!.lag.map((p) => ({ x: p.ms, y: p.unsettled })));
+    }
     const stockLine = plotted.sold.find((d) => d.label.startsWith('stock'))!;
     expect((stockLine.last as { y: number }).y).toBe(50);
     // Its legend item is a dashed line, not a box.
