@@ -24,7 +24,15 @@ export async function redisRestarted(ctx: Context): Promise<Outcome> {
   const client = harnessClient(redis.url);
   const k = new KeyLayout(PREFIX).product(PRODUCT);
   try {
+    // A fresh Redis with AOF on writes its first AOF in the background, and refuses a
+    // SIGTERM until that is done: the sale would go on, and could sell out, while Redis
+    // is being stopped. So the outage starts only once no rewrite is in progress.
+    await waitUntil('the first AOF rewrite to finish', async () => {
+      const persistence = await client.info('persistence');
+      return /aof_rewrite_in_progress:0/.test(persistence) && /aof_rewrite_scheduled:0/.test(persistence);
+    });
     const sale = await saleUnderWay(ctx, redis.url, client, k);
+    const stopAt = Date.now();
     await redis.stop();
     const downAt = Date.now();
     const before = sale.progress.done;
@@ -68,7 +76,7 @@ export async function redisRestarted(ctx: Context): Promise<Outcome> {
       name: 'redis restarted (lock)',
       ...v,
       story:
-        `SIGTERM Redis after ${n(sale.sold)} sold, down ${n(downMs)} ms, restarted on the same AOF: ${codesSeen(first, OUTAGE_CODES)}, ` +
+        `SIGTERM Redis after ${n(sale.sold)} sold (it exited ${n(downAt - stopAt)} ms later), down ${n(downMs)} ms, restarted on the same AOF: ${codesSeen(first, OUTAGE_CODES)}, ` +
         `slowest answer ${n(v.load.latency.max)} ms; lock key right after the restart: ${lockAfter > 0 ? `held, PTTL ${n(lockAfter)} ms` : lockAfter === -1 ? 'held WITHOUT A TTL' : 'free'}; ` +
         `the app sold on without a restart of its own (${n(soldAfter)} orders after the restart, ${n(second.status['201'] ?? 0)} of them to a second wave)`,
     };
