@@ -4,6 +4,7 @@ import { LoggerModule } from 'nestjs-pino';
 import { AppConfig } from './config/app-config';
 import { ConfigModule } from './config/config.module';
 import { DashboardModule } from './dashboard/dashboard.module';
+import { DoorModule } from './door/door.module';
 import { ErrorFilter } from './errors/error.filter';
 import { HealthModule } from './health/health.module';
 import { OrdersModule } from './orders/orders.module';
@@ -24,6 +25,7 @@ export class AppModule {
         LoggerModule.forRoot(logParams(config)),
         TelemetryModule,
         RedisModule,
+        DoorModule,
         OrdersModule.forRoot(config),
         ProductsModule,
         SettlementModule.forRoot(config),

@@ -13,7 +13,7 @@ import { DEFAULT_PAYMENT_TIMEOUT_MS } from '../../src/sale/sale-limits';
 import { newOrderId } from '../../src/orders/order';
 import { createServer, IncomingMessage, ServerResponse } from 'node:http';
 import { KeyLayout } from '../../src/redis/key-layout';
-import { purchase as purchaseScript, resetSale } from '../../src/redis/lua-scripts';
+import { purchase as purchaseScript, resetSale, resetSaleKeys } from '../../src/redis/lua-scripts';
 
 const ID = /^[A-Za-z0-9_-]{1,64}$/;
 const BODY_LIMIT = 16 * 1024;
@@ -102,13 +102,17 @@ async function startSale(req: IncomingMessage, res: ServerResponse, id: string):
   const k = keys.product(id);
   await resetSale.run(
     redis,
-    [k.meta, k.stock, k.buyers, k.orders, k.idem, k.live, k.states, k.deadlines],
+    resetSaleKeys(k),
     stock as number,
     perUserLimit as number,
     '1',
     'lock-free',
     '0',
     DEFAULT_PAYMENT_TIMEOUT_MS,
+    '',
+    '',
+    '',
+    '',
   );
   send(res, 200, { id, initialStock: stock, stock, sold: 0, orders: 0, perUserLimit });
 }

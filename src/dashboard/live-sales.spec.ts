@@ -3,7 +3,7 @@ import { commandCalls, startSaleIn, useTestRedis } from '../../test/helpers/redi
 import { AppConfig, loadConfig } from '../config/app-config';
 import type { PurchasePath } from '../orders/purchases/purchase-path';
 import { KeyLayout } from '../redis/key-layout';
-import { resetSale } from '../redis/lua-scripts';
+import { resetSale, resetSaleKeys } from '../redis/lua-scripts';
 import { PurchaseTelemetry } from '../telemetry/purchase-telemetry';
 import { LIVE_TTL_MS, LiveSales } from './live-sales';
 
@@ -157,16 +157,7 @@ describe('LiveSales (the dashboard aggregate)', () => {
       'phone',
       Number(
         (
-          await resetSale.run(
-            client,
-            [k.meta, k.stock, k.buyers, k.orders, k.idem, k.live, k.states, k.deadlines],
-            5,
-            1,
-            '1',
-            '',
-            '0',
-            DEFAULT_PAYMENT_TIMEOUT_MS,
-          )
+          await resetSale.run(client, resetSaleKeys(k), 5, 1, '1', '', '0', DEFAULT_PAYMENT_TIMEOUT_MS, '', '', '', '')
         )[1],
       ),
     );

@@ -11,6 +11,7 @@ import {
   InternalError,
   OutcomeUnknownError,
   RedisUnavailableError,
+  SaleNotStartedError,
   ValidationFailedError,
 } from './errors';
 
@@ -22,6 +23,8 @@ export interface ErrorBody {
   code: string;
   message: string;
   errors?: unknown;
+  /** SALE_NOT_STARTED: when the sale starts (ISO 8601). */
+  startsAt?: string;
 }
 
 /**
@@ -32,13 +35,19 @@ export interface ErrorBody {
 export const ERROR_BODY_SCHEMA = {
   type: 'object',
   required: ['statusCode', 'code', 'message'],
-  properties: { statusCode: { type: 'integer' }, code: { type: 'string' }, message: { type: 'string' } },
+  properties: {
+    statusCode: { type: 'integer' },
+    code: { type: 'string' },
+    message: { type: 'string' },
+    startsAt: { type: 'string' },
+  },
 } as const;
 
 /** The body every error answer has: {statusCode, code, message} (and the fields, for a validation error). */
 export function errorBody(err: AppError): ErrorBody {
   const body: ErrorBody = { statusCode: err.status, code: err.code, message: err.message };
   if (err instanceof ValidationFailedError && err.errors) body.errors = err.errors;
+  if (err instanceof SaleNotStartedError) body.startsAt = err.startsAt;
   return body;
 }
 
@@ -93,6 +102,7 @@ export class ErrorFilter implements ExceptionFilter {
       this.metrics?.redisError('outcome_unknown');
     }
     if (known.status === 503) void reply.header('Retry-After', RETRY_AFTER_S);
+    else if (known.retryAfterS !== undefined) void reply.header('Retry-After', String(known.retryAfterS));
     void reply.status(known.status).send(errorBody(known));
   }
 }

@@ -7,6 +7,8 @@
 export abstract class AppError extends Error {
   abstract readonly code: string;
   abstract readonly status: number;
+  /** Seconds the client should wait before trying again (the answer's Retry-After), when the refusal knows. */
+  readonly retryAfterS?: number;
 
   constructor(message: string) {
     // An expected outcome, not a bug: nobody reads its stack, and capturing one for
@@ -114,6 +116,63 @@ export class IdempotencyKeyInUseError extends createError('IDEMPOTENCY_KEY_IN_US
 ) {}
 
 // ---------------------------------------------------------------- the sale's rules (final answers)
+
+/** The answer's Retry-After for a wait of `ms`: whole seconds, rounded up, at least 1. */
+export function retryAfterSeconds(ms: number): number {
+  return Math.max(1, Math.ceil(ms / 1000));
+}
+
+/** Before the sale's start by Redis's clock: `startsAt` in the body, Retry-After the seconds to it. */
+export class SaleNotStartedError extends createError(
+  'SALE_NOT_STARTED',
+  409,
+  (productId: string, startsAtMs: number, nowMs: number) =>
+    `the sale of "${productId}" starts at ${new Date(startsAtMs).toISOString()}, in ${retryAfterSeconds(startsAtMs - nowMs)} s`,
+) {
+  readonly startsAt: string;
+  override readonly retryAfterS: number;
+
+  constructor(productId: string, startsAtMs: number, nowMs: number) {
+    super(productId, startsAtMs, nowMs);
+    this.startsAt = new Date(startsAtMs).toISOString();
+    this.retryAfterS = retryAfterSeconds(startsAtMs - nowMs);
+  }
+}
+
+/** At or after the sale's end by Redis's clock. */
+export class SaleEndedError extends createError(
+  'SALE_ENDED',
+  409,
+  (productId: string, endsAtMs: number) => `the sale of "${productId}" ended at ${new Date(endsAtMs).toISOString()}`,
+) {}
+
+/** A product with a waiting room sells only to a buyer the queue admitted. */
+export class AdmissionRequiredError extends createError(
+  'ADMISSION_REQUIRED',
+  403,
+  (productId: string) =>
+    `product "${productId}" sells through its waiting room: join it (POST /api/products/${productId}/queue), wait for your pass, and send it as the Admission-Pass header`,
+) {}
+
+/** A pass that is not one this product issued to this user, or no longer valid. */
+export class AdmissionInvalidError extends createError(
+  'ADMISSION_INVALID',
+  403,
+  (why: string) => `this Admission-Pass ${why}; read your ticket (GET /api/products/:id/queue/:ticket) for its state`,
+) {}
+
+/** Joining the queue of a product that has none. */
+export class NoQueueError extends createError(
+  'NO_QUEUE',
+  409,
+  (productId: string) => `product "${productId}" has no waiting room: buy directly (POST /api/orders)`,
+) {}
+
+export class UnknownTicketError extends createError(
+  'UNKNOWN_TICKET',
+  404,
+  (productId: string) => `no such ticket in the waiting room of product "${productId}" (a new sale starts a new queue)`,
+) {}
 
 export class UnknownProductError extends createError(
   'UNKNOWN_PRODUCT',

@@ -1,23 +1,89 @@
-import { Body, Controller, Headers, Post, Res } from '@nestjs/common';
+import { Body, Controller, Headers, Param, Post, Res } from '@nestjs/common';
 import { RouteSchema } from '@nestjs/platform-fastify';
 import { ApiCreatedResponse, ApiHeader, ApiOperation, ApiTags } from '@nestjs/swagger';
 import type { FastifyReply } from 'fastify';
 import { ApiErrors } from '../docs/api-errors';
 import { component } from '../docs/components';
-import { ApiJsonBody } from '../docs/dto-decorators';
+import { ApiJsonBody, ApiPathParams } from '../docs/dto-decorators';
+import { WaitingRoom } from '../door/waiting-room';
+import { ProductParamsDto } from '../products/dto/product-params.dto';
 import { ErrorBody, errorBody, toAppError } from '../errors/error.filter';
 import { CREATED, PurchaseTelemetry } from '../telemetry/purchase-telemetry';
-import { CreateOrderDto } from './dto/create-order.dto';
-import { CREATE_ORDER_ROUTE_SCHEMA, ORDER_SCHEMA } from './dto/create-order.schema';
+import { CreateOrderDto, ProductOrderDto } from './dto/create-order.dto';
+import { CREATE_ORDER_ROUTE_SCHEMA, ORDER_SCHEMA, PRODUCT_ORDER_ROUTE_SCHEMA } from './dto/create-order.schema';
+import { passClaimKey } from './sale-rules';
 import { Idempotency, parseIdempotencyKey } from './idempotency';
 import type { Order, OrderLine } from './order';
 import { PurchasePath } from './purchases/purchase-path';
 import { ReplicaAcks } from './replica-acks';
 import { StrategyMismatches } from './strategy-mismatches';
-import { StrategyMismatchError } from '../errors/errors';
+import { AdmissionInvalidError, IdempotencyKeyMismatchError, StrategyMismatchError } from '../errors/errors';
+
+/** What both purchase routes answer, besides the order. */
+const PURCHASE_ERRORS = [
+  'VALIDATION_FAILED',
+  'PAYLOAD_TOO_LARGE',
+  'UNSUPPORTED_MEDIA_TYPE',
+  'UNKNOWN_PRODUCT',
+  'SALE_NOT_STARTED',
+  'SALE_ENDED',
+  'ADMISSION_REQUIRED',
+  'ADMISSION_INVALID',
+  'SOLD_OUT',
+  'INSUFFICIENT_STOCK',
+  'LIMIT_REACHED',
+  'IDEMPOTENCY_KEY_IN_USE',
+  'IDEMPOTENCY_KEY_MISMATCH',
+  'LOCK_TIMEOUT',
+  'LOCK_EXPIRED',
+  'STALE_LOCK',
+  'LOCK_BYPASSED',
+  'CONTENTION',
+  'LOCK_NODES_UNAVAILABLE',
+  'STRATEGY_MISMATCH',
+  'REDIS_UNAVAILABLE',
+  'REDIS_OUT_OF_MEMORY',
+  'REDIS_PERSISTENCE_FAILED',
+  'REDIS_NOT_ENOUGH_REPLICAS',
+  'REDIS_READ_ONLY',
+  'REDIS_NO_PERMISSION',
+  'OUTCOME_UNKNOWN',
+];
+
+const IDEMPOTENCY_KEY_HEADER = ApiHeader({
+  name: 'Idempotency-Key',
+  required: false,
+  description:
+    'makes a retry safe: 1 to 255 visible ASCII characters other than `"` and `\\`, bare or quoted; scoped to the product. With an Admission-Pass the pass is the key, and this header is not used',
+  schema: { type: 'string' },
+});
+
+const ADMISSION_PASS_HEADER = ApiHeader({
+  name: 'Admission-Pass',
+  required: false,
+  description:
+    'required for a product with a waiting room: the pass its queue gave this user (GET /api/products/:id/queue/:ticket). It buys once: a retry with it is answered the same order (`Idempotent-Replayed: true`)',
+  schema: { type: 'string' },
+});
+
+const CREATED_ORDER = ApiCreatedResponse({
+  description:
+    'the order; a retry with the same Idempotency-Key (or Admission-Pass) and body answers the same order again',
+  schema: component('Order', ORDER_SCHEMA),
+  headers: {
+    'Idempotent-Replayed': {
+      description: "`true` when this answer is a retry's: the order was placed earlier, nothing was written now",
+      schema: { type: 'string', enum: ['true'] },
+    },
+    'Retry-After': {
+      description: 'with 409 SALE_NOT_STARTED: seconds until the sale starts',
+      schema: { type: 'integer' },
+    },
+  },
+});
 
 @ApiTags('orders')
-@Controller('api/orders')
+@Controller('api')
 export class OrdersController {
   constructor(
     private readonly purchases: PurchasePath,
@@ -25,6 +91,7 @@ export class OrdersController {
     private readonly replicas: ReplicaAcks,
     private readonly telemetry: PurchaseTelemetry,
     private readonly mismatches: StrategyMismatches,
+    private readonly room: WaitingRoom,
   ) {}
 
   /**
@@ -34,61 +101,66 @@ export class OrdersController {
    * in flight, 422 for the key with another body. With REDIS_WAIT_REPLICAS, a 201 only
    * once that many replicas have the order (ReplicaAcks).
    */
-  @Post()
+  @Post('orders')
   @RouteSchema(CREATE_ORDER_ROUTE_SCHEMA)
   @ApiOperation({ summary: 'buy: one order of quantity units of a product for a user' })
   @ApiJsonBody(CreateOrderDto)
-  @ApiHeader({
-    name: 'Idempotency-Key',
-    required: false,
-    description:
-      'makes a retry safe: 1 to 255 visible ASCII characters other than `"` and `\\`, bare or quoted; scoped to the product',
-    schema: { type: 'string' },
-  })
-  @ApiCreatedResponse({
-    description: 'the order; a retry with the same Idempotency-Key and body answers the same order again',
-    schema: component('Order', ORDER_SCHEMA),
-    headers: {
-      'Idempotent-Replayed': {
-        description: "`true` when this answer is a retry's: the order was placed earlier, nothing was written now",
-        schema: { type: 'string', enum: ['true'] },
-      },
-    },
-  })
-  @ApiErrors(
-    'VALIDATION_FAILED',
-    'PAYLOAD_TOO_LARGE',
-    'UNSUPPORTED_MEDIA_TYPE',
-    'UNKNOWN_PRODUCT',
-    'SOLD_OUT',
-    'INSUFFICIENT_STOCK',
-    'LIMIT_REACHED',
-    'IDEMPOTENCY_KEY_IN_USE',
-    'IDEMPOTENCY_KEY_MISMATCH',
-    'LOCK_TIMEOUT',
-    'LOCK_EXPIRED',
-    'STALE_LOCK',
-    'LOCK_BYPASSED',
-    'CONTENTION',
-    'LOCK_NODES_UNAVAILABLE',
-    'STRATEGY_MISMATCH',
-    'REDIS_UNAVAILABLE',
-    'REDIS_OUT_OF_MEMORY',
-    'REDIS_PERSISTENCE_FAILED',
-    'REDIS_NOT_ENOUGH_REPLICAS',
-    'REDIS_READ_ONLY',
-    'REDIS_NO_PERMISSION',
-    'OUTCOME_UNKNOWN',
-  )
-  async create(
+  @IDEMPOTENCY_KEY_HEADER
+  @ADMISSION_PASS_HEADER
+  @CREATED_ORDER
+  @ApiErrors(...PURCHASE_ERRORS)
+  create(
     @Body() body: CreateOrderDto,
     @Headers('idempotency-key') rawKey: string | undefined,
+    @Headers('admission-pass') pass: string | undefined,
     @Res({ passthrough: true }) reply: FastifyReply,
   ): Promise<Order | ErrorBody> {
-    const line: OrderLine = { productId: body.productId, userId: body.userId, quantity: body.quantity };
+    return this.buy({ productId: body.productId, userId: body.userId, quantity: body.quantity }, rawKey, pass, reply);
+  }
+
+  /**
+   * The same purchase with the product in the URL: a refusal that the URL alone decides
+   * (sold out, not started, ended) is answered at the door, before the body is read
+   * (src/door/door-refusals.ts).
+   */
+  @Post('products/:id/orders')
+  @RouteSchema(PRODUCT_ORDER_ROUTE_SCHEMA)
+  @ApiOperation({ summary: 'buy, the product in the URL: refusals the URL decides cost almost nothing' })
+  @ApiPathParams(ProductParamsDto)
+  @ApiJsonBody(ProductOrderDto)
+  @IDEMPOTENCY_KEY_HEADER
+  @ADMISSION_PASS_HEADER
+  @CREATED_ORDER
+  @ApiErrors('URI_TOO_LONG', ...PURCHASE_ERRORS)
+  createForProduct(
+    @Param() params: ProductParamsDto,
+    @Body() body: ProductOrderDto,
+    @Headers('idempotency-key') rawKey: string | undefined,
+    @Headers('admission-pass') pass: string | undefined,
+    @Res({ passthrough: true }) reply: FastifyReply,
+  ): Promise<Order | ErrorBody> {
+    return this.buy({ productId: params.id, userId: body.userId, quantity: body.quantity }, rawKey, pass, reply);
+  }
+
+  /**
+   * 201 with the order; 409 SOLD_OUT / INSUFFICIENT_STOCK / LIMIT_REACHED /
+   * SALE_NOT_STARTED / SALE_ENDED; 403 ADMISSION_*; 404 UNKNOWN_PRODUCT; 503 (see
+   * errors.ts). With an Idempotency-Key: a retry gets the first answer's order again
+   * (`Idempotent-Replayed: true`), 409 while the first is in flight, 422 for the key
+   * with another body. With an Admission-Pass, the pass is the key (passClaimKey): it
+   * is checked once this request holds it, and consumed by the write of its order.
+   * With REDIS_WAIT_REPLICAS, a 201 only once that many replicas have the order.
+   */
+  private async buy(
+    line: OrderLine,
+    rawKey: string | undefined,
+    pass: string | undefined,
+    reply: FastifyReply,
+  ): Promise<Order | ErrorBody> {
     // A malformed key is bad input, refused (400) before it counts as a purchase, as a
     // bad body is.
-    const key = rawKey === undefined ? undefined : parseIdempotencyKey(rawKey);
+    const key =
+      pass !== undefined ? passClaimKey(pass) : rawKey === undefined ? undefined : parseIdempotencyKey(rawKey);
     this.telemetry.arrived(line.productId);
     let order: Order;
     try {
@@ -103,7 +175,24 @@ export class OrdersController {
         order = await this.purchases.purchase(line);
         if (this.replicas.enabled) await this.replicas.confirm(line.productId, false, master);
       } else {
-        const keyed = await this.idempotency.purchase(line, key, this.replicas.enabled ? ensure : undefined);
+        // A pass is checked once this request holds its claim: no other request can use it meanwhile.
+        const checks =
+          pass === undefined
+            ? this.replicas.enabled
+              ? ensure
+              : undefined
+            : async () => {
+                await this.room.check(line.productId, line.userId, pass);
+                if (this.replicas.enabled) await ensure();
+              };
+        const keyed = await this.idempotency.purchase(line, key, checks).catch((err: unknown) => {
+          // A pass that already bought, for another user or quantity.
+          if (pass !== undefined && err instanceof IdempotencyKeyMismatchError) {
+            throw new AdmissionInvalidError('has already bought another order');
+          }
+          throw err;
+        });
+        if (pass !== undefined && !keyed.replayed) void this.room.used(line.productId, pass);
         order = keyed.order;
         if (this.replicas.enabled && keyed.acknowledgedBy < this.replicas.required) {
           // A replay of an order no replica is known to have (its first answer may have
@@ -123,6 +212,7 @@ export class OrdersController {
       // write, without a rejection unwinding through Nest's exception zone to find it.
       if (known === err && known.status === 409) {
         void reply.status(409);
+        if (known.retryAfterS !== undefined) void reply.header('retry-after', String(known.retryAfterS));
         return errorBody(known);
       }
       throw err;

@@ -1,7 +1,10 @@
 import {
+  AdmissionRequiredError,
   AppError,
   InsufficientStockError,
   LimitReachedError,
+  SaleEndedError,
+  SaleNotStartedError,
   SoldOutError,
   UnknownProductError,
 } from '../errors/errors';
@@ -12,11 +15,22 @@ export interface SaleState {
   readonly perUserLimit: number;
   readonly stock: number;
   readonly bought: number;
+  /** The window (ms, null: unbounded) and Redis's clock at the read; absent: no window. */
+  readonly startsAt?: number | null;
+  readonly endsAt?: number | null;
+  readonly now?: number;
+  /** A waiting room: only a purchase made with a pass (its claim, passClaimKey()) may buy. */
+  readonly queued?: boolean;
+}
+
+/** The Idempotency-Key a purchase made with an Admission-Pass is claimed under: never a header's (it holds a space). */
+export function passClaimKey(pass: string): string {
+  return `pass ${pass}`;
 }
 
 /**
  * The rules of a sale, in the order a buyer is told about them: unknown product
- * (`state` null), then the per-user limit (so a repeat buyer hears LIMIT_REACHED
+ * (`state` null), the window (by Redis's clock), the waiting room's pass, then the per-user limit (so a repeat buyer hears LIMIT_REACHED
  * even after the sale sold out), then stock. Returns the refusal that applies, or
  * null when the order may be written.
  *
@@ -26,6 +40,13 @@ export interface SaleState {
  */
 export function refusal(order: OrderRequest, state: SaleState | null): AppError | null {
   if (state === null) return new UnknownProductError(order.productId);
+  const now = state.now ?? 0;
+  if (state.startsAt != null && now < state.startsAt) {
+    return new SaleNotStartedError(order.productId, state.startsAt, now);
+  }
+  if (state.endsAt != null && now >= state.endsAt) return new SaleEndedError(order.productId, state.endsAt);
+  if (state.queued && !order.claim?.key.startsWith(passClaimKey('')))
+    return new AdmissionRequiredError(order.productId);
   if (state.bought + order.quantity > state.perUserLimit) {
     return new LimitReachedError(order.userId, state.perUserLimit, state.bought, order.quantity);
   }

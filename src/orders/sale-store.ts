@@ -14,6 +14,12 @@ export interface SaleRead {
     readonly stock: number;
     /** Meta's saleId: which sale this read saw ('' for one started before sale ids). */
     readonly saleId: string;
+    /** The sale window (ms; null: unbounded) and Redis's clock when this was read. */
+    readonly startsAt: number | null;
+    readonly endsAt: number | null;
+    readonly now: number;
+    /** Whether the sale has a waiting room: then only a buyer with a pass may buy. */
+    readonly queued: boolean;
   } | null;
   /** Units bought so far, per buyer asked for, in the order asked. */
   readonly bought: readonly number[];
@@ -41,22 +47,30 @@ export async function readSale(
   // the others read nil; a MULTI is aborted whole (TRYAGAIN, ASK) and sent again whole.
   // Elsewhere a pipeline: on a WATCH connection an EXEC would end the WATCH.
   const pipeline = (redis instanceof Cluster ? redis.multi() : redis.pipeline())
-    .hmget(k.meta, 'perUserLimit', 'soldBy', 'saleId')
+    .hmget(k.meta, 'perUserLimit', 'soldBy', 'saleId', 'startsAt', 'endsAt', 'queueRate')
     .get(k.stock)
+    // The window is judged by the clock of the Redis that holds the sale, read in the
+    // same step as the stock: never by this process's clock, which may run ahead.
+    .time()
     .hmget(k.buyers, ...userIds);
   if (claimKeys.length > 0) pipeline.hmget(k.idem, ...claimKeys);
-  const [[limit, soldBy, saleId], stock, bought, claims] = (await execAll(pipeline)) as [
-    (string | null)[],
-    string | null,
-    (string | null)[],
-    (string | null)[] | undefined,
-  ];
+  const [[limit, soldBy, saleId, startsAt, endsAt, queueRate], stock, time, bought, claims] = (await execAll(
+    pipeline,
+  )) as [(string | null)[], string | null, [string, string], (string | null)[], (string | null)[] | undefined];
   if (soldBy && soldBy !== family) throw new StrategyMismatchError(productIdOf(k), soldBy, family);
   return {
     sale:
       limit === null || stock === null
         ? null
-        : { perUserLimit: Number(limit), stock: Number(stock), saleId: saleId ?? '' },
+        : {
+            perUserLimit: Number(limit),
+            stock: Number(stock),
+            saleId: saleId ?? '',
+            startsAt: startsAt === null ? null : Number(startsAt),
+            endsAt: endsAt === null ? null : Number(endsAt),
+            now: Number(time[0]) * 1000 + Math.floor(Number(time[1]) / 1000),
+            queued: queueRate !== null,
+          },
     bought: bought.map((b) => Number(b ?? 0)),
     claims: claims ?? [],
   };

@@ -2,7 +2,19 @@
 export const PRODUCT_SCHEMA = {
   type: 'object',
   additionalProperties: false,
-  required: ['id', 'initialStock', 'stock', 'sold', 'orders', 'perUserLimit', 'paymentTimeoutMs'],
+  required: [
+    'id',
+    'initialStock',
+    'stock',
+    'sold',
+    'orders',
+    'perUserLimit',
+    'paymentTimeoutMs',
+    'startsAt',
+    'endsAt',
+    'queue',
+    'serverTime',
+  ],
   properties: {
     id: { type: 'string' },
     initialStock: { type: 'integer', description: 'the stock the sale started with' },
@@ -17,6 +29,31 @@ export const PRODUCT_SCHEMA = {
       type: 'integer',
       nullable: true,
       description: 'how long an order stays reserved waiting for its payment (null: a sale started before deadlines)',
+    },
+    startsAt: {
+      type: 'string',
+      nullable: true,
+      description: "when the sale opens, by Redis's clock (null: open since its start)",
+    },
+    endsAt: {
+      type: 'string',
+      nullable: true,
+      description: "when the sale closes, by Redis's clock (null: never)",
+    },
+    queue: {
+      type: 'object',
+      nullable: true,
+      additionalProperties: false,
+      required: ['admitPerSecond', 'passTtlMs'],
+      description: 'the waiting room in front of the sale (null: none, buyers buy directly)',
+      properties: {
+        admitPerSecond: { type: 'integer', description: 'buyers admitted per second' },
+        passTtlMs: { type: 'integer', description: 'how long an unused pass stays valid' },
+      },
+    },
+    serverTime: {
+      type: 'string',
+      description: "Redis's clock now: compare it with startsAt for a countdown that ignores the client's own clock",
     },
   },
 } as const;

@@ -50,6 +50,9 @@ export class ProductsController {
       paymentTimeoutMs: body.paymentTimeoutMs,
       discardOrders: body.discardOrders,
       switchStrategy: body.switchStrategy,
+      startsAt: body.startsAt,
+      endsAt: body.endsAt,
+      queue: body.queue,
     });
   }
 

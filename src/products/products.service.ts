@@ -8,14 +8,44 @@ import {
   SaleNotSettledError,
   StrategyMismatchError,
   UnknownProductError,
+  ValidationFailedError,
 } from '../errors/errors';
+import { DEFAULT_PASS_TTL_MS } from '../sale/sale-limits';
 import { PurchasePath } from '../orders/purchases/purchase-path';
 import { execAll } from '../redis/exec-all';
 import { KeyLayout } from '../redis/key-layout';
-import { resetSale } from '../redis/lua-scripts';
+import { resetSale, resetSaleKeys } from '../redis/lua-scripts';
 import { REDIS_CLIENT } from '../redis/redis.constants';
 import { PurchaseTelemetry } from '../telemetry/purchase-telemetry';
 import { Product } from './product';
+
+/** A sale window's ISO 8601 instants as ms, or a 400 naming the field: a real date, and endsAt after startsAt. */
+export function saleWindow(startsAt?: string, endsAt?: string): { startsAt?: number; endsAt?: number } {
+  const ms = (field: string, value: string | undefined): number | undefined => {
+    if (value === undefined) return undefined;
+    const parsed = Date.parse(value);
+    // Date.parse rolls 2026-02-30 over to March: a date that does not exist is refused.
+    if (Number.isNaN(parsed) || new Date(parsed).toISOString().slice(0, 10) !== utcDate(value, parsed)) {
+      const rule = `${field} is not a real date and time: ${value}`;
+      throw new ValidationFailedError(rule, [{ field, messages: [rule] }]);
+    }
+    return parsed;
+  };
+  const window = { startsAt: ms('startsAt', startsAt), endsAt: ms('endsAt', endsAt) };
+  if (window.startsAt !== undefined && window.endsAt !== undefined && window.endsAt <= window.startsAt) {
+    const rule = 'endsAt must be after startsAt';
+    throw new ValidationFailedError(rule, [{ field: 'endsAt', messages: [rule] }]);
+  }
+  return window;
+}
+
+/** The UTC date `value` names, computed from its own fields and offset (not Date's rollover). */
+function utcDate(value: string, parsed: number): string {
+  const [, y, mo, d] = /^(\d{4})-(\d{2})-(\d{2})/.exec(value)!;
+  const days = new Date(Date.UTC(Number(y), Number(mo) - 1, 1)).getUTCMonth() === Number(mo) - 1;
+  const real = days && Number(d) >= 1 && Number(d) <= new Date(Date.UTC(Number(y), Number(mo), 0)).getUTCDate();
+  return real ? new Date(parsed).toISOString().slice(0, 10) : 'invalid';
+}
 
 @Injectable()
 export class ProductsService {
@@ -44,9 +74,17 @@ export class ProductsService {
     productId: string,
     stock: number,
     perUserLimit: number,
-    options: { paymentTimeoutMs?: number; discardOrders?: boolean; switchStrategy?: boolean } = {},
+    options: {
+      paymentTimeoutMs?: number;
+      discardOrders?: boolean;
+      switchStrategy?: boolean;
+      startsAt?: string;
+      endsAt?: string;
+      queue?: { admitPerSecond: number; passTtlMs?: number };
+    } = {},
   ): Promise<Product> {
     const k = this.keys.product(productId);
+    const { startsAt, endsAt } = saleWindow(options.startsAt, options.endsAt);
     const family = strategyFamily(this.config.lockStrategy);
     // The settler and the expiry sweeper find the product here: listed before its sale
     // starts, so no order of it is ever unlisted (a product listed without a sale is skipped).
@@ -54,13 +92,17 @@ export class ProductsService {
     await this.purchases.exclusive(productId, async () => {
       const reply = await resetSale.run(
         this.redis,
-        [k.meta, k.stock, k.buyers, k.orders, k.idem, k.live, k.states, k.deadlines],
+        resetSaleKeys(k),
         stock,
         perUserLimit,
         options.discardOrders ? '1' : '0',
         family,
         options.switchStrategy ? '1' : '0',
         options.paymentTimeoutMs ?? this.config.paymentTimeoutMs,
+        startsAt ?? '',
+        endsAt ?? '',
+        options.queue?.admitPerSecond ?? '',
+        options.queue ? (options.queue.passTtlMs ?? DEFAULT_PASS_TTL_MS) : '',
       );
       if (reply[0] === 'HAS_ORDERS') throw new SaleHasOrdersError(productId, reply[1]);
       if (reply[0] === 'NOT_SETTLED') throw new SaleNotSettledError(productId, reply[1]);
@@ -75,10 +117,25 @@ export class ProductsService {
 
   async get(productId: string): Promise<Product> {
     const k = this.keys.product(productId);
-    const [meta, stock, orders] = (await execAll(
-      this.redis.multi().hmget(k.meta, 'initialStock', 'perUserLimit', 'paymentTimeoutMs').get(k.stock).hlen(k.states),
-    )) as [(string | null)[], string | null, number];
-    const [initialStock, perUserLimit, paymentTimeoutMs] = meta;
+    const [meta, stock, orders, time] = (await execAll(
+      this.redis
+        .multi()
+        .hmget(
+          k.meta,
+          'initialStock',
+          'perUserLimit',
+          'paymentTimeoutMs',
+          'startsAt',
+          'endsAt',
+          'queueRate',
+          'passTtlMs',
+        )
+        .get(k.stock)
+        .hlen(k.states)
+        .time(),
+    )) as [(string | null)[], string | null, number, [string, string]];
+    const [initialStock, perUserLimit, paymentTimeoutMs, startsAt, endsAt, queueRate, passTtlMs] = meta;
+    const instant = (ms: string | null) => (ms === null ? null : new Date(Number(ms)).toISOString());
     if (initialStock === null || perUserLimit === null || stock === null) throw new UnknownProductError(productId);
     return {
       id: productId,
@@ -88,6 +145,11 @@ export class ProductsService {
       orders,
       perUserLimit: Number(perUserLimit),
       paymentTimeoutMs: paymentTimeoutMs === null ? null : Number(paymentTimeoutMs),
+      startsAt: instant(startsAt),
+      endsAt: instant(endsAt),
+      queue: queueRate === null ? null : { admitPerSecond: Number(queueRate), passTtlMs: Number(passTtlMs) },
+      // Redis's clock, the one the window is judged by (the shard's that holds the product).
+      serverTime: new Date(Number(time[0]) * 1000 + Math.floor(Number(time[1]) / 1000)).toISOString(),
     };
   }
 }

@@ -26,6 +26,14 @@ export interface ProductKeys {
   readonly states: string;
   /** Sorted set: each reserved order's payment deadline (ms, Redis's clock); the sweeper expires the due ones. */
   readonly deadlines: string;
+  /**
+   * Hash: the waiting room (queue-5.lua): `t:<ticket>` -> `<position>|<userId>|<pass>`,
+   * `u:<userId>` -> ticket, `n:<position>` -> ticket, `x:<pass>` -> `<ticket>|<userId>|<expires at>`
+   * once admitted.
+   */
+  readonly queue: string;
+  /** Sorted set: the passes issued and not yet used, by expiry (ms, Redis's clock). */
+  readonly admitted: string;
 }
 
 /** The fencing counter that goes with a product's lock key (`...:lock` -> `...:fence`). */
@@ -71,6 +79,8 @@ export class KeyLayout {
       live: `${base}:live`,
       states: `${base}:states`,
       deadlines: `${base}:deadlines`,
+      queue: `${base}:queue`,
+      admitted: `${base}:admitted`,
     };
   }
 }

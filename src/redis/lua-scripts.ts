@@ -1,3 +1,4 @@
+import type { ProductKeys } from './key-layout';
 import { LuaScript } from './lua-script';
 
 export type { ScriptClient } from './lua-script';
@@ -21,6 +22,8 @@ export const resetSale = new LuaScript<
     live: string,
     states: string,
     deadlines: string,
+    queue: string,
+    admitted: string,
   ],
   [
     initialStock: number,
@@ -29,6 +32,10 @@ export const resetSale = new LuaScript<
     family: string,
     switchFamily: '1' | '0',
     paymentTimeoutMs: number,
+    startsAt: number | '',
+    endsAt: number | '',
+    admitPerSecond: number | '',
+    passTtlMs: number | '',
   ],
   | ['OK', number]
   | ['HAS_ORDERS', number]
@@ -36,6 +43,11 @@ export const resetSale = new LuaScript<
   | ['NOT_SETTLED', number]
   | ['HAS_RESERVATIONS', number]
 >('reset-sale');
+
+/** reset-sale-10.lua's KEYS for a product. */
+export function resetSaleKeys(k: ProductKeys): Parameters<typeof resetSale.run>[1] {
+  return [k.meta, k.stock, k.buyers, k.orders, k.idem, k.live, k.states, k.deadlines, k.queue, k.admitted];
+}
 
 /** The whole purchase (strategy `atomic`). */
 export const purchase = new LuaScript<
@@ -164,3 +176,15 @@ export const orderOutcome = new LuaScript<
       changed: 0 | 1,
     ]
 >('order-outcome');
+
+/** A product's waiting room, joined or read, with its admissions (queue-5.lua). */
+export const queue = new LuaScript<
+  [meta: string, stock: string, queue: string, admitted: string, idem: string],
+  ['join', userId: string, ticket: string, pass: string] | ['read', ticket: string],
+  [state: string, ticket?: string, position?: number, pass?: string, passExpiresAt?: number, admitPerSecond?: number]
+>('queue');
+
+/** queue-5.lua's KEYS for a product. */
+export function queueKeys(k: ProductKeys): Parameters<typeof queue.run>[1] {
+  return [k.meta, k.stock, k.queue, k.admitted, k.idem];
+}

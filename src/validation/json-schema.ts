@@ -1,4 +1,5 @@
-import { getMetadataStorage, ValidationTypes } from 'class-validator';
+import { Type } from 'class-transformer';
+import { getMetadataStorage, IsObject, ValidateNested, ValidationTypes } from 'class-validator';
 import { PRESENT } from './omittable';
 
 /** A JSON Schema (draft 7, as Fastify's ajv reads it) for a flat body of strings, integers and booleans. */
@@ -28,6 +29,7 @@ const RULES: Readonly<Record<string, (constraints: readonly unknown[]) => Record
     return { type: 'string', pattern: pattern.source };
   },
   isInt: () => ({ type: 'integer' }),
+  isObject: () => ({ type: 'object' }),
   isBoolean: () => ({ type: 'boolean' }),
   min: ([min]) => ({ minimum: min }),
   max: ([max]) => ({ maximum: max }),
@@ -55,6 +57,12 @@ export function bodySchemaOf(dto: new () => object): BodySchema {
       omittable.add(meta.propertyName);
       continue;
     }
+    if (meta.type === ValidationTypes.NESTED_VALIDATION) {
+      const inner = nestedDtoOf(dto, meta.propertyName);
+      if (!inner) throw new Error(`no JSON Schema for ${where}: declare the field with @Nested(Dto)`);
+      Object.assign(property, bodySchemaOf(inner));
+      continue;
+    }
     const rule = meta.type === ValidationTypes.CUSTOM_VALIDATION && meta.name ? RULES[meta.name] : undefined;
     if (!rule) throw new Error(`no JSON Schema for ${where}: add the rule to src/validation/json-schema.ts`);
     try {
@@ -78,4 +86,34 @@ export function bodySchemaOf(dto: new () => object): BodySchema {
   };
   DTOS.set(schema, dto);
   return schema;
+}
+
+/** Per DTO class, its fields declared with @Nested and their DTOs. */
+const NESTED = new WeakMap<object, Map<string, new () => object>>();
+
+function nestedDtoOf(dto: new () => object, field: string): (new () => object) | undefined {
+  for (let c: unknown = dto; typeof c === 'function'; c = Object.getPrototypeOf(c)) {
+    const found = NESTED.get(c)?.get(field);
+    if (found) return found;
+  }
+  return undefined;
+}
+
+/**
+ * A field whose value is an object validated by its own DTO (a JSON object, never an
+ * array or null): class-validator's ValidateNested with class-transformer's Type, and
+ * the DTO recorded so bodySchemaOf derives the nested schema from it too.
+ */
+export function Nested(inner: new () => object): PropertyDecorator {
+  const validate = ValidateNested();
+  const typed = Type(() => inner);
+  const object = IsObject();
+  return (target, property) => {
+    const fields = NESTED.get(target.constructor) ?? new Map<string, new () => object>();
+    fields.set(String(property), inner);
+    NESTED.set(target.constructor, fields);
+    object(target, property);
+    typed(target, property);
+    validate(target, property);
+  };
 }

@@ -19,6 +19,16 @@ interface FieldErrors {
   messages: string[];
 }
 
+/** Each field's messages; a nested object's fields as `outer.inner`. */
+function fieldErrors(errors: readonly ValidationError[], prefix = ''): FieldErrors[] {
+  return errors.flatMap((e) => {
+    const field = `${prefix}${e.property}`;
+    const own = Object.values(e.constraints ?? {});
+    const inner = fieldErrors(e.children ?? [], `${field}.`);
+    return own.length > 0 || inner.length === 0 ? [{ field, messages: own }, ...inner] : inner;
+  });
+}
+
 function failed(fields: FieldErrors[]): ValidationFailedError {
   const message = fields.flatMap((f) => f.messages).join('; ') || 'the request body is not a JSON object';
   return new ValidationFailedError(message, fields);
@@ -45,8 +55,7 @@ export class StrictValidationPipe extends ValidationPipe {
       forbidUnknownValues: true,
       // One message per field: the first rule it breaks.
       stopAtFirstError: true,
-      exceptionFactory: (errors: ValidationError[]) =>
-        failed(errors.map((e) => ({ field: e.property, messages: Object.values(e.constraints ?? {}) }))),
+      exceptionFactory: (errors: ValidationError[]) => failed(fieldErrors(errors)),
     });
   }
 

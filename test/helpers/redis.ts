@@ -10,7 +10,7 @@ import {
   startPrivateRedis,
 } from '../../harness/redis';
 import { KeyLayout, ProductKeys } from '../../src/redis/key-layout';
-import { resetSale } from '../../src/redis/lua-scripts';
+import { resetSale, resetSaleKeys } from '../../src/redis/lua-scripts';
 
 export interface TestRedis {
   readonly url: string;
@@ -54,13 +54,17 @@ export async function startSaleIn(
   const k = keys.product('phone');
   await resetSale.run(
     redis,
-    [k.meta, k.stock, k.buyers, k.orders, k.idem, k.live, k.states, k.deadlines],
+    resetSaleKeys(k),
     stock,
     perUserLimit,
     '1',
     '',
     '0',
     DEFAULT_PAYMENT_TIMEOUT_MS,
+    '',
+    '',
+    '',
+    '',
   );
   return { keys, k };
 }

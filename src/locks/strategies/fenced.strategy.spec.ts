@@ -1,6 +1,6 @@
 import { DEFAULT_PAYMENT_TIMEOUT_MS } from '../../sale/sale-limits';
 import { startSaleIn, useTestRedis, whileWritesHeld } from '../../../test/helpers/redis';
-import { fencedAcquire, resetSale } from '../../redis/lua-scripts';
+import { fencedAcquire, resetSale, resetSaleKeys } from '../../redis/lua-scripts';
 import { FencedLockStrategy } from './fenced.strategy';
 
 /** The lock side of fencing; the write side (the fence refusing a late write) is src/orders/fenced-write.spec.ts. */
@@ -25,16 +25,7 @@ describe('FencedLockStrategy (fenced) against a real Redis', () => {
     await a.release(first!);
     expect(await b.tryAcquire(k.lock)).toMatchObject({ fence: 2 });
     // A sale reset never touches the counter: tokens only grow.
-    await resetSale.run(
-      redis,
-      [k.meta, k.stock, k.buyers, k.orders, k.idem, k.live, k.states, k.deadlines],
-      3,
-      1,
-      '1',
-      '',
-      '0',
-      DEFAULT_PAYMENT_TIMEOUT_MS,
-    );
+    await resetSale.run(redis, resetSaleKeys(k), 3, 1, '1', '', '0', DEFAULT_PAYMENT_TIMEOUT_MS, '', '', '', '');
     expect(await redis.get(k.fence)).toBe('2');
   });
 

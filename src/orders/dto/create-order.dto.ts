@@ -21,3 +21,16 @@ export class CreateOrderDto {
   @IsInt()
   readonly quantity: number = 1;
 }
+
+/** Body of POST /api/products/:id/orders: the product is the URL's. */
+export class ProductOrderDto {
+  @Matches(ID_PATTERN, { message: `userId ${ID_RULE}` })
+  readonly userId!: string;
+
+  /** Omitted means 1; null is refused, not defaulted. */
+  @Omittable()
+  @Max(MAX_QUANTITY)
+  @Min(1)
+  @IsInt()
+  readonly quantity: number = 1;
+}

@@ -1,6 +1,6 @@
 import { ERROR_BODY_SCHEMA } from '../../errors/error.filter';
 import { bodySchemaOf } from '../../validation/json-schema';
-import { CreateOrderDto } from './create-order.dto';
+import { CreateOrderDto, ProductOrderDto } from './create-order.dto';
 
 /** The 201 body (order.ts's Order), in the order acknowledge() writes its fields. */
 export const ORDER_SCHEMA = {
@@ -24,5 +24,11 @@ export const ORDER_SCHEMA = {
  */
 export const CREATE_ORDER_ROUTE_SCHEMA = {
   body: bodySchemaOf(CreateOrderDto),
+  response: { 201: ORDER_SCHEMA, 409: ERROR_BODY_SCHEMA },
+} as const;
+
+/** POST /api/products/:id/orders' route schema: the same, with the product in the URL. */
+export const PRODUCT_ORDER_ROUTE_SCHEMA = {
+  body: bodySchemaOf(ProductOrderDto),
   response: { 201: ORDER_SCHEMA, 409: ERROR_BODY_SCHEMA },
 } as const;

@@ -4,7 +4,7 @@ import { closeClient, startTestRedis, TestRedis, uniquePrefix } from '../../../t
 import { loadConfig } from '../../config/app-config';
 import { InsufficientStockError, LimitReachedError, SoldOutError, UnknownProductError } from '../../errors/errors';
 import { KeyLayout, ProductKeys } from '../../redis/key-layout';
-import { resetSale } from '../../redis/lua-scripts';
+import { resetSale, resetSaleKeys } from '../../redis/lua-scripts';
 import { OptimisticPurchases } from './optimistic.purchases';
 import type { PurchasePath } from './purchase-path';
 import { ScriptedPurchases } from './scripted.purchases';
@@ -48,13 +48,17 @@ describe.each([
   const sale = (stock: number, perUserLimit: number) =>
     resetSale.run(
       client,
-      [k.meta, k.stock, k.buyers, k.orders, k.idem, k.live, k.states, k.deadlines],
+      resetSaleKeys(k),
       stock,
       perUserLimit,
       '1',
       '',
       '0',
       DEFAULT_PAYMENT_TIMEOUT_MS,
+      '',
+      '',
+      '',
+      '',
     );
   const buy = async (userId: string, quantity = 1) => (await path.purchase({ productId, userId, quantity })).remaining;
 

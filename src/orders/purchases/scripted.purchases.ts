@@ -1,10 +1,13 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { RedisClient } from '../../redis/create-client';
 import {
+  AdmissionRequiredError,
   AppError,
   IdempotencyKeyInUseError,
   InsufficientStockError,
   LimitReachedError,
+  SaleEndedError,
+  SaleNotStartedError,
   SoldOutError,
   StrategyMismatchError,
   UnknownProductError,
@@ -84,6 +87,12 @@ function refusalOf(order: OrderRequest, status: string, a: number, b: number): A
       return new LimitReachedError(order.userId, a, b, order.quantity);
     case 'CLAIM_LOST':
       return new IdempotencyKeyInUseError(0);
+    case 'SALE_NOT_STARTED':
+      return new SaleNotStartedError(order.productId, a, b);
+    case 'SALE_ENDED':
+      return new SaleEndedError(order.productId, a);
+    case 'ADMISSION_REQUIRED':
+      return new AdmissionRequiredError(order.productId);
     case 'SOLD_OUT':
       return new SoldOutError(order.productId);
     case 'INSUFFICIENT_STOCK':

@@ -1,6 +1,33 @@
-import { IsBoolean, IsInt, Max, Min } from 'class-validator';
-import { MAX_PAYMENT_TIMEOUT_MS, MAX_PER_USER_LIMIT, MAX_STOCK, MIN_PAYMENT_TIMEOUT_MS } from '../../sale/sale-limits';
+import { IsBoolean, IsInt, Matches, Max, Min } from 'class-validator';
+import {
+  INSTANT_PATTERN,
+  INSTANT_RULE,
+  MAX_ADMIT_PER_SECOND,
+  MAX_PASS_TTL_MS,
+  MAX_PAYMENT_TIMEOUT_MS,
+  MAX_PER_USER_LIMIT,
+  MAX_STOCK,
+  MIN_PASS_TTL_MS,
+  MIN_PAYMENT_TIMEOUT_MS,
+} from '../../sale/sale-limits';
+import { Nested } from '../../validation/json-schema';
 import { Omittable } from '../../validation/omittable';
+
+/** A sale's waiting room: buyers join a queue and are admitted in order, each with a single-use pass. */
+export class QueueSettingsDto {
+  /** Buyers admitted per second (each admission issues one pass). */
+  @Max(MAX_ADMIT_PER_SECOND)
+  @Min(1)
+  @IsInt()
+  readonly admitPerSecond!: number;
+
+  /** How long an unused pass stays valid, in ms; then the next in line takes its place. */
+  @Omittable()
+  @Max(MAX_PASS_TTL_MS)
+  @Min(MIN_PASS_TTL_MS)
+  @IsInt()
+  readonly passTtlMs?: number;
+}
 
 /** Body of PUT /api/products/:id. */
 export class StartSaleDto {
@@ -26,6 +53,21 @@ export class StartSaleDto {
   @Min(MIN_PAYMENT_TIMEOUT_MS)
   @IsInt()
   readonly paymentTimeoutMs?: number;
+
+  /** When the sale opens (Redis's clock decides); omitted: at once. */
+  @Omittable()
+  @Matches(INSTANT_PATTERN, { message: `startsAt ${INSTANT_RULE}` })
+  readonly startsAt?: string;
+
+  /** When the sale closes (after startsAt); omitted: never. */
+  @Omittable()
+  @Matches(INSTANT_PATTERN, { message: `endsAt ${INSTANT_RULE}` })
+  readonly endsAt?: string;
+
+  /** A waiting room in front of the sale; omitted: none, buyers buy directly. */
+  @Omittable()
+  @Nested(QueueSettingsDto)
+  readonly queue?: QueueSettingsDto;
 
   /**
    * A new sale discards the current one's orders (its order log, the only record of

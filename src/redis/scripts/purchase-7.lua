@@ -4,7 +4,7 @@
   buyer and no lock is needed. The same rules, in the same order, as
   src/orders/sale-rules.ts.
 
-  KEYS[1]  meta hash (perUserLimit, soldBy)   KEYS[2]  stock
+  KEYS[1]  meta hash (perUserLimit, soldBy; startsAt, endsAt, queueRate)   KEYS[2]  stock
   KEYS[3]  buyers hash                KEYS[4]  orders stream
   KEYS[5]  idempotency hash (idempotency-claim-1.lua)
   KEYS[6]  order states hash   KEYS[7]  deadlines zset (the reservation: keyed-write-7.lua)
@@ -16,6 +16,9 @@
            {'CLAIM_LOST'}: the key's claim is no longer this request's (given up
            after a lost answer, or taken over by a retry); nothing written
            {'UNKNOWN_PRODUCT'}
+           {'SALE_NOT_STARTED', startsAt, now} / {'SALE_ENDED', endsAt}: by Redis's clock
+           {'ADMISSION_REQUIRED'}: the sale has a waiting room and this purchase no pass
+           (a pass's purchase is claimed under the key `pass <pass>`, pass-claim-3.lua)
            {'LIMIT_REACHED', perUserLimit, bought}
            {'SOLD_OUT'}
            {'INSUFFICIENT_STOCK', remaining}
@@ -28,7 +31,7 @@ if ARGV[4] ~= '' then
     return {'CLAIM_LOST'}
   end
 end
-local meta = redis.call('HMGET', KEYS[1], 'perUserLimit', 'soldBy')
+local meta = redis.call('HMGET', KEYS[1], 'perUserLimit', 'soldBy', 'startsAt', 'endsAt', 'queueRate', 'paymentTimeoutMs')
 local limit = meta[1]
 local stock = redis.call('GET', KEYS[2])
 if not limit or not stock then
@@ -36,6 +39,19 @@ if not limit or not stock then
 end
 if meta[2] and meta[2] ~= ARGV[7] then
   return {'STRATEGY_MISMATCH', meta[2]}
+end
+-- The window, by this Redis's clock, in the same step as the write: an app whose clock
+-- runs ahead cannot sell early.
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+if meta[3] and now < tonumber(meta[3]) then
+  return {'SALE_NOT_STARTED', tonumber(meta[3]), now}
+end
+if meta[4] and now >= tonumber(meta[4]) then
+  return {'SALE_ENDED', tonumber(meta[4])}
+end
+if meta[5] and string.sub(ARGV[4], 1, 5) ~= 'pass ' then
+  return {'ADMISSION_REQUIRED'}
 end
 local quantity = tonumber(ARGV[2])
 local bought = tonumber(redis.call('HGET', KEYS[3], ARGV[1]) or '0')
@@ -51,11 +67,10 @@ if stock < quantity then
 end
 -- Reservation: the order holds its units until it is paid, cancelled or its payment
 -- deadline passes (order-outcome-7.lua); the deadline is Redis's clock, not an app's.
-local timeout = tonumber(redis.call('HGET', KEYS[1], 'paymentTimeoutMs') or '')
+local timeout = tonumber(meta[6] or '')
 local deadline = false
 if timeout then
-  local now = redis.call('TIME')
-  deadline = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) + timeout
+  deadline = now + timeout
 end
 local function reserve(orderId, userId, quantity)
   redis.call('HSET', KEYS[6], orderId, 'R|' .. userId .. '|' .. quantity)

@@ -14,6 +14,8 @@
   KEYS[5]  idempotency hash (a retry of the last sale's request is a new request)
   KEYS[6]  live hash (the dashboard's answers per instance, live-publish-2.lua)
   KEYS[7]  order states hash   KEYS[8]  deadlines zset (the orders' reservations go with them)
+  KEYS[9]  waiting-room hash   KEYS[10]  outstanding passes zset (queue-5.lua): a new
+           sale starts a new queue
   ARGV[1]  initial stock (integer >= 0)
   ARGV[2]  per-user limit (integer >= 1)
   ARGV[3]  '1' to discard the orders of the current sale; anything else refuses to
@@ -27,6 +29,10 @@
            of its buyers may be between its read and its write (the operator says
            none is: its instances are gone)
   ARGV[6]  how long a reservation waits for its payment, in ms (meta paymentTimeoutMs)
+  ARGV[7]  startsAt, ms since the epoch ('' none: the sale is open at once)
+  ARGV[8]  endsAt, ms ('' none: it never closes)
+  ARGV[9]  waiting room: buyers admitted per second ('' none)
+  ARGV[10] waiting room: how long a pass stays valid, in ms
   Returns  {'OK', the new sale's id (integer >= 1, one more than the last sale's)}
            {'HAS_ORDERS', orders in the log}: nothing changed
            {'NOT_SETTLED', entries}: the order log has a `settle` consumer group (orders
@@ -67,8 +73,19 @@ if orders > 0 and redis.call('EXISTS', KEYS[4]) == 1 then
     end
   end
 end
-redis.call('DEL', KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8])
+redis.call('DEL', KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10])
 redis.call('HSET', KEYS[1], 'initialStock', ARGV[1], 'perUserLimit', ARGV[2], 'paymentTimeoutMs', ARGV[6])
+-- The window and the waiting room: a field is there only when the sale has it.
+local optional = {startsAt = ARGV[7], endsAt = ARGV[8], queueRate = ARGV[9], passTtlMs = ARGV[10]}
+for field, value in pairs(optional) do
+  if value == '' then
+    redis.call('HDEL', KEYS[1], field)
+  else
+    redis.call('HSET', KEYS[1], field, value)
+  end
+end
+-- queue-5.lua's counters: joined, admitted, admission tokens and when they were counted.
+redis.call('HDEL', KEYS[1], 'queueJoined', 'queueAdmitted', 'queueTokens', 'queueAt', 'queueSweptAt')
 if ARGV[4] == '' then
   redis.call('HDEL', KEYS[1], 'soldBy')
 else

@@ -1,0 +1,73 @@
+import { Body, Controller, Get, HttpCode, Param, Post, Res } from '@nestjs/common';
+import { ApiAcceptedResponse, ApiOkResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
+import type { FastifyReply } from 'fastify';
+import { ApiErrors } from '../docs/api-errors';
+import { component } from '../docs/components';
+import { ApiJsonBody, ApiPathParams } from '../docs/dto-decorators';
+import { ProductParamsDto } from '../products/dto/product-params.dto';
+import { JoinQueueDto, TicketParamsDto } from './dto/queue.dto';
+import { TICKET_SCHEMA } from './ticket.schema';
+import { TicketState, WaitingRoom } from './waiting-room';
+
+const TICKET = component('Ticket', TICKET_SCHEMA);
+
+@ApiTags('queue')
+@Controller('api/products')
+export class WaitingRoomController {
+  constructor(private readonly room: WaitingRoom) {}
+
+  @Post(':id/queue')
+  @HttpCode(202)
+  @ApiOperation({
+    summary: "join a product's waiting room",
+    description:
+      'answers your ticket and your place in line (1 = admitted next); joining again answers the same ticket. Read the ticket until it is admitted, then buy with its pass as the Admission-Pass header.',
+  })
+  @ApiPathParams(ProductParamsDto)
+  @ApiJsonBody(JoinQueueDto)
+  @ApiAcceptedResponse({ description: 'your ticket', schema: TICKET })
+  @ApiErrors(
+    'VALIDATION_FAILED',
+    'URI_TOO_LONG',
+    'PAYLOAD_TOO_LARGE',
+    'UNSUPPORTED_MEDIA_TYPE',
+    'UNKNOWN_PRODUCT',
+    'NO_QUEUE',
+    'REDIS_UNAVAILABLE',
+  )
+  async join(
+    @Param() params: ProductParamsDto,
+    @Body() body: JoinQueueDto,
+    @Res({ passthrough: true }) reply: FastifyReply,
+  ): Promise<TicketState> {
+    return answered(await this.room.join(params.id, body.userId), reply);
+  }
+
+  @Get(':id/queue/:ticket')
+  @ApiOperation({
+    summary: 'read a ticket: waiting (with its place), admitted (with its pass), used, expired or sold_out',
+    description: 'while waiting, Retry-After says when to read it again',
+  })
+  @ApiPathParams(TicketParamsDto)
+  @ApiOkResponse({
+    description: 'the ticket',
+    schema: TICKET,
+    headers: {
+      'Retry-After': {
+        description: 'while waiting: seconds until this place is likely admitted',
+        schema: { type: 'integer' },
+      },
+    },
+  })
+  @ApiErrors('VALIDATION_FAILED', 'URI_TOO_LONG', 'UNKNOWN_PRODUCT', 'NO_QUEUE', 'UNKNOWN_TICKET', 'REDIS_UNAVAILABLE')
+  async read(@Param() params: TicketParamsDto, @Res({ passthrough: true }) reply: FastifyReply): Promise<TicketState> {
+    return answered(await this.room.read(params.id, params.ticket), reply);
+  }
+}
+
+/** The ticket as the body, its wait as Retry-After. */
+function answered(ticket: TicketState, reply: FastifyReply): TicketState {
+  const { retryAfterS, ...body } = ticket;
+  if (retryAfterS !== undefined) void reply.header('Retry-After', String(retryAfterS));
+  return body;
+}

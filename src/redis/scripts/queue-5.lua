@@ -1,0 +1,95 @@
+--[[
+  A product's waiting room, joined or read in one step with its admissions: buyers are
+  admitted in the order they joined, at the sale's rate (a token bucket holding at most
+  one second of admissions), and only while the stock left can serve every pass not yet
+  used (outstanding passes <= stock left: a pass that expires unused frees its place for
+  the next in line). Admission happens whenever anyone joins or reads the queue, so it
+  needs no process of its own: an app that dies loses no place, and every instance
+  admits the same buyers in the same order. Redis's clock decides.
+
+  KEYS[1]  meta hash: queueRate, passTtlMs (reset-sale-10.lua); queueJoined,
+           queueAdmitted, queueTokens, queueAt (this script's counters)
+  KEYS[2]  stock
+  KEYS[3]  waiting-room hash (key-layout.ts: t:<ticket>, u:<userId>, n:<position>, x:<pass>)
+  KEYS[4]  outstanding passes zset: pass -> expires at (ms)
+  KEYS[5]  idempotency hash: a pass's purchase is claimed, then decided, under `pass <pass>`
+  ARGV[1]  'join' or 'read'
+  join: ARGV[2] userId, ARGV[3] a new ticket, ARGV[4] a new pass (random, from the app;
+        used only if the user has no ticket yet: joining again returns the same one)
+  read: ARGV[2] ticket
+  Returns  {state, ticket, position, pass, passExpiresAt, admitPerSecond}
+             state: waiting (position: 1 = next), admitted (pass, passExpiresAt: ms),
+             expired (the pass lapsed unused), sold_out (nothing left to admit for);
+             pass '' and passExpiresAt 0 unless admitted
+           {'UNKNOWN_PRODUCT'}   {'NO_QUEUE'}   {'UNKNOWN_TICKET'}
+]]
+local meta = redis.call('HMGET', KEYS[1], 'initialStock', 'queueRate', 'passTtlMs',
+  'queueJoined', 'queueAdmitted', 'queueTokens', 'queueAt')
+if not meta[1] then
+  return {'UNKNOWN_PRODUCT'}
+end
+if not meta[2] then
+  return {'NO_QUEUE'}
+end
+local rate = tonumber(meta[2])
+local ttl = tonumber(meta[3])
+local joined = tonumber(meta[4] or '0')
+local admitted = tonumber(meta[5] or '0')
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+-- The bucket starts full: the first second's buyers go in at once.
+local tokens = tonumber(meta[6] or tostring(rate))
+local at = tonumber(meta[7] or tostring(now))
+tokens = math.min(rate, tokens + math.max(0, now - at) * rate / 1000)
+
+local ticket
+if ARGV[1] == 'join' then
+  ticket = redis.call('HGET', KEYS[3], 'u:' .. ARGV[2])
+  if not ticket then
+    ticket = ARGV[3]
+    joined = joined + 1
+    redis.call('HSET', KEYS[3], 't:' .. ticket, joined .. '|' .. ARGV[2] .. '|' .. ARGV[4],
+      'u:' .. ARGV[2], ticket, 'n:' .. joined, ticket)
+  end
+else
+  ticket = ARGV[2]
+end
+
+-- Passes that lapsed unused no longer hold units back. (A used pass is removed by the
+-- purchase that used it; one whose removal was lost holds its place until it expires.)
+redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
+local stock = tonumber(redis.call('GET', KEYS[2]) or '0')
+local room = stock - redis.call('ZCARD', KEYS[4])
+local n = math.min(math.floor(tokens), room, joined - admitted)
+for _ = 1, n do
+  admitted = admitted + 1
+  local next = redis.call('HGET', KEYS[3], 'n:' .. admitted)
+  local position, user, pass = string.match(redis.call('HGET', KEYS[3], 't:' .. next), '^([^|]*)|([^|]*)|(.*)$')
+  redis.call('HSET', KEYS[3], 'x:' .. pass, next .. '|' .. user .. '|' .. (now + ttl))
+  redis.call('ZADD', KEYS[4], now + ttl, pass)
+  tokens = tokens - 1
+end
+redis.call('HSET', KEYS[1], 'queueJoined', joined, 'queueAdmitted', admitted, 'queueTokens', tostring(tokens), 'queueAt', now)
+
+local record = redis.call('HGET', KEYS[3], 't:' .. ticket)
+if not record then
+  return {'UNKNOWN_TICKET'}
+end
+local position, _, pass = string.match(record, '^([^|]*)|([^|]*)|(.*)$')
+position = tonumber(position)
+if position > admitted then
+  return {stock > 0 and 'waiting' or 'sold_out', ticket, position - admitted, '', 0, rate}
+end
+local expires = tonumber(string.match(redis.call('HGET', KEYS[3], 'x:' .. pass), '([^|]*)$'))
+local outcome = redis.call('HGET', KEYS[5], 'pass ' .. pass)
+if outcome and string.sub(outcome, 1, 2) == 'D|' then
+  -- Used: its order was written. Whatever the stock or the time, the pass has bought.
+  return {'used', ticket, 0, '', 0, rate}
+end
+if now >= expires then
+  return {'expired', ticket, 0, '', 0, rate}
+end
+if stock <= 0 then
+  return {'sold_out', ticket, 0, '', 0, rate}
+end
+return {'admitted', ticket, 0, pass, expires, rate}
