@@ -1,8 +1,11 @@
 import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter, NestFastifyApplication } from '@nestjs/platform-fastify';
-import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyReply, FastifyRequest, FastifyServerOptions } from 'fastify';
 import { Logger } from 'nestjs-pino';
+import { createServer, type RequestListener, type ServerOptions } from 'node:http';
 import { AppModule } from './app.module';
+import { DoorRefusals } from './door/door-refusals';
+import { PurchaseTelemetry } from './telemetry/purchase-telemetry';
 import { AppConfig } from './config/app-config';
 import { setupOpenApi } from './docs/openapi';
 import { answerClientError } from './errors/client-error';
@@ -27,7 +30,20 @@ const REQUEST_TIMEOUT_CHECK_MS = 1_000;
 export async function createApp(config: AppConfig, options: { logger?: false } = {}): Promise<NestFastifyApplication> {
   // A request that arrives on an open connection while we drain is served, not
   // answered with Fastify's bare 503 (which has no `code`).
+  // The door (src/door/door-refusals.ts) answers on the server's request event, before
+  // Fastify; it exists once Nest has made it, and until then every request goes on.
+  let door: DoorRefusals | undefined;
   const adapter = new FastifyAdapter({
+    serverFactory: (handler: RequestListener, options: FastifyServerOptions & { http?: ServerOptions }) => {
+      const server = createServer(options.http ?? {}, (req, res) => {
+        if (door?.handle(req, res) !== true) handler(req, res);
+      });
+      // What Fastify sets on the server it would have made itself (fastify/lib/server.js).
+      server.keepAliveTimeout = options.keepAliveTimeout!;
+      server.requestTimeout = options.requestTimeout!;
+      server.setTimeout(options.connectionTimeout!);
+      return server;
+    },
     bodyLimit: BODY_LIMIT_BYTES,
     return503OnClosing: false,
     ajv: STRICT_AJV,
@@ -69,6 +85,7 @@ export async function createApp(config: AppConfig, options: { logger?: false } =
   let draining = false;
   fastify.addHook('preClose', (done) => {
     draining = true;
+    if (door) door.draining = true;
     done();
   });
   fastify.addHook('onSend', (_request, reply, payload, done) => {
@@ -84,6 +101,9 @@ export async function createApp(config: AppConfig, options: { logger?: false } =
     bodyParser: false,
   });
   if (logged) app.useLogger(app.get(Logger));
+  const refusals = app.get(DoorRefusals);
+  refusals.attach(app.get(PurchaseTelemetry));
+  door = refusals;
   setupOpenApi(app);
   await app.init();
   return app;

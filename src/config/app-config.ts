@@ -111,6 +111,11 @@ export interface AppConfig {
   readonly telemetry: boolean;
   /** FAULT_STOP_AT; null in every real deployment. */
   readonly faultStopAt: FaultStop | null;
+  /**
+   * FAULT_CLOCK_SKEW_MS: this process's clock runs that many ms ahead (negative: behind)
+   * wherever the app reads its own clock; for the tests only (0 in every real deployment).
+   */
+  readonly faultClockSkewMs: number;
   /** DATABASE_URL: the PostgreSQL orders are settled into; null: no settlement (orders stay in Redis only). */
   readonly databaseUrl: string | null;
   /** PAYMENT_TIMEOUT_MS: how long a reservation waits for its payment, unless the sale's PUT says otherwise. */
@@ -189,6 +194,7 @@ export const CONFIG_ENV_NAMES = [
   'LOG_LEVEL',
   'TELEMETRY',
   'FAULT_STOP_AT',
+  'FAULT_CLOCK_SKEW_MS',
   'DATABASE_URL',
   'PAYMENT_TIMEOUT_MS',
   'PG_STATEMENT_TIMEOUT_MS',
@@ -236,6 +242,7 @@ export function loadConfig(env: Env): AppConfig {
     logLevel: oneOf(env, 'LOG_LEVEL', LOG_LEVELS, CONFIG_DEFAULTS.logLevel),
     telemetry: bool(env, 'TELEMETRY', CONFIG_DEFAULTS.telemetry),
     faultStopAt: faultStop(env),
+    faultClockSkewMs: clockSkew(env),
     databaseUrl: databaseUrl(env),
     paymentTimeoutMs: int(
       env,
@@ -272,7 +279,28 @@ export function loadConfig(env: Env): AppConfig {
       'makes the app stop itself and is for the fault suite only: set ALLOW_UNSAFE=1 to allow it',
     );
   }
+  if (config.faultClockSkewMs !== 0 && env.NODE_ENV?.trim().toLowerCase() === 'production') {
+    throw new ConfigError(
+      'FAULT_CLOCK_SKEW_MS',
+      "skews the app's clock and is never accepted with NODE_ENV=production",
+    );
+  }
+  if (config.faultClockSkewMs !== 0 && !config.allowUnsafe) {
+    throw new ConfigError(
+      'FAULT_CLOCK_SKEW_MS',
+      "skews the app's clock and is for the tests only: set ALLOW_UNSAFE=1 to allow it",
+    );
+  }
   return Object.freeze(config);
+}
+
+function clockSkew(env: Env): number {
+  const value = raw(env, 'FAULT_CLOCK_SKEW_MS');
+  if (value === undefined) return 0;
+  if (!/^-?\d{1,9}$/.test(value) || Math.abs(Number(value)) > 86_400_000) {
+    throw new ConfigError('FAULT_CLOCK_SKEW_MS', `must be an integer of ms from -86400000 to 86400000, got "${value}"`);
+  }
+  return Number(value);
 }
 
 function databaseUrl(env: Env): string | null {

@@ -132,7 +132,12 @@ export class SaleNotStartedError extends createError(
   readonly startsAt: string;
   override readonly retryAfterS: number;
 
-  constructor(productId: string, startsAtMs: number, nowMs: number) {
+  constructor(
+    productId: string,
+    readonly startsAtMs: number,
+    /** Redis's clock when the refusal was decided. */
+    readonly nowMs: number,
+  ) {
     super(productId, startsAtMs, nowMs);
     this.startsAt = new Date(startsAtMs).toISOString();
     this.retryAfterS = retryAfterSeconds(startsAtMs - nowMs);

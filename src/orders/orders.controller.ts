@@ -5,6 +5,7 @@ import type { FastifyReply } from 'fastify';
 import { ApiErrors } from '../docs/api-errors';
 import { component } from '../docs/components';
 import { ApiJsonBody, ApiPathParams } from '../docs/dto-decorators';
+import { DoorRefusals } from '../door/door-refusals';
 import { WaitingRoom } from '../door/waiting-room';
 import { ProductParamsDto } from '../products/dto/product-params.dto';
 import { ErrorBody, errorBody, toAppError } from '../errors/error.filter';
@@ -92,6 +93,7 @@ export class OrdersController {
     private readonly telemetry: PurchaseTelemetry,
     private readonly mismatches: StrategyMismatches,
     private readonly room: WaitingRoom,
+    private readonly door: DoorRefusals,
   ) {}
 
   /**
@@ -208,6 +210,8 @@ export class OrdersController {
       const known = toAppError(err);
       this.telemetry.answered(line.productId, known.code);
       if (known instanceof StrategyMismatchError) this.mismatches.saw(line.productId);
+      // Redis's refusals that the URL alone will decide for a while: the door repeats them.
+      if (known === err) this.door.learn(line.productId, known);
       // Most answers of a sale are refusals: answered here, the body ErrorFilter would
       // write, without a rejection unwinding through Nest's exception zone to find it.
       if (known === err && known.status === 409) {

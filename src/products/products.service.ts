@@ -11,6 +11,7 @@ import {
   ValidationFailedError,
 } from '../errors/errors';
 import { DEFAULT_PASS_TTL_MS } from '../sale/sale-limits';
+import { DoorRefusals } from '../door/door-refusals';
 import { PurchasePath } from '../orders/purchases/purchase-path';
 import { execAll } from '../redis/exec-all';
 import { KeyLayout } from '../redis/key-layout';
@@ -55,6 +56,7 @@ export class ProductsService {
     private readonly keys: KeyLayout,
     private readonly telemetry: PurchaseTelemetry,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
+    private readonly door: DoorRefusals,
   ) {}
 
   /**
@@ -110,6 +112,9 @@ export class ProductsService {
       if (reply[0] === 'STRATEGY_MISMATCH') throw new StrategyMismatchError(productId, reply[1], family);
       const value = reply[1];
       this.telemetry.saleRestarted(productId);
+      // What this instance's door learnt of the last sale is not the new one's (other
+      // instances forget it within DOOR_TRUST_MS).
+      this.door.forget(productId);
       this.telemetry.saleStarted(productId, value);
     });
     return this.get(productId);

@@ -1,0 +1,125 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { errorBody } from '../errors/error.filter';
+import { AppError, SaleEndedError, SaleNotStartedError, SoldOutError } from '../errors/errors';
+import type { PurchaseTelemetry } from '../telemetry/purchase-telemetry';
+
+/**
+ * How long a refusal Redis gave stays the door's answer for a product (ms). Past it,
+ * the next purchase goes through to Redis again, and its answer is learnt afresh: so a
+ * unit returned to stock (a cancelled or expired reservation, on any instance) or a sale
+ * restarted elsewhere is seen within this long.
+ */
+export const DOOR_TRUST_MS = 250;
+
+/** How close to the start the door stops answering SALE_NOT_STARTED itself and lets Redis's clock decide. */
+export const START_MARGIN_MS = 250;
+
+/** POST /api/products/:id/orders: the product is in the URL, so the door can answer before the body is read. */
+const PRODUCT_ORDERS = /^\/api\/products\/([A-Za-z0-9_-]{1,64})\/orders$/;
+
+interface Learnt {
+  /** This process's clock (ms) until which the refusal is answered at the door. */
+  readonly until: number;
+  readonly refusal: SoldOutError | SaleEndedError | null;
+  /** SALE_NOT_STARTED: the start, and Redis's clock minus ours when it was read. */
+  readonly startsAt?: number;
+  readonly offset?: number;
+  /** The bytes of the answer, made once per refusal learnt. */
+  readonly body?: Buffer;
+}
+
+const JSON_TYPE = 'application/json; charset=utf-8';
+
+/**
+ * The door: refusals a product's URL alone decides (sold out, not started yet, ended),
+ * answered on the HTTP server's request event, before Fastify parses, validates or
+ * routes anything and before Nest sees the request. A flash sale's tail is mostly these:
+ * the thousands who arrive before the start and the 99% who arrive after the sell-out.
+ *
+ * The door never decides anything itself: it repeats, for a short while, a refusal that
+ * Redis gave to a purchase through the normal path (learn()), as the batched purchase
+ * path's sold-out signal does. A request with an Idempotency-Key or an Admission-Pass
+ * always goes through: a retry must learn what became of its first attempt, which a
+ * sold-out answer would hide. SALE_NOT_STARTED is answered by the door only while the
+ * start is more than START_MARGIN_MS away by Redis's clock (this process's clock plus
+ * the offset measured from Redis's answer, so a clock that runs ahead changes nothing);
+ * near the start, every purchase goes to Redis, whose clock alone opens the sale.
+ */
+export class DoorRefusals {
+  private readonly learnt = new Map<string, Learnt>();
+  private telemetry?: PurchaseTelemetry;
+  /** Once the server drains, each answer closes its connection (create-app.ts). */
+  draining = false;
+  /** Answers given at the door, for /metrics and the tests. */
+  answered = 0;
+
+  constructor(private readonly clock: () => number = Date.now) {}
+
+  /** The dashboard's and /metrics' counts of answers: the door's are counted as the purchase route's are. */
+  attach(telemetry: PurchaseTelemetry): void {
+    this.telemetry = telemetry;
+  }
+
+  /** Notes a refusal the purchase path got from Redis for `productId`. */
+  learn(productId: string, err: AppError): void {
+    const now = this.clock();
+    if (err instanceof SoldOutError || err instanceof SaleEndedError) {
+      const body = Buffer.from(JSON.stringify(errorBody(err)));
+      this.learnt.set(productId, { until: now + DOOR_TRUST_MS, refusal: err, body });
+    } else if (err instanceof SaleNotStartedError) {
+      this.learnt.set(productId, {
+        until: now + DOOR_TRUST_MS,
+        refusal: null,
+        startsAt: err.startsAtMs,
+        offset: err.nowMs - now,
+      });
+    }
+  }
+
+  /** Forgets what the door knows of `productId` (its sale restarted here). */
+  forget(productId: string): void {
+    this.learnt.delete(productId);
+  }
+
+  /**
+   * Answers `req` at the door if its URL decides it; false to let the framework serve it.
+   * Called for every request the HTTP server receives, so the common case (any other
+   * route) costs one comparison.
+   */
+  handle(req: IncomingMessage, res: ServerResponse): boolean {
+    if (req.method !== 'POST' || this.learnt.size === 0) return false;
+    const match = PRODUCT_ORDERS.exec(req.url!);
+    if (!match) return false;
+    const known = this.learnt.get(match[1]);
+    if (!known) return false;
+    const headers = req.headers;
+    if (headers['idempotency-key'] !== undefined || headers['admission-pass'] !== undefined) return false;
+    const now = this.clock();
+    if (now >= known.until) {
+      this.learnt.delete(match[1]);
+      return false;
+    }
+    let body = known.body;
+    let retryAfter: string | undefined;
+    let code: string;
+    if (known.refusal) {
+      code = known.refusal.code;
+    } else {
+      const redisNow = now + known.offset!;
+      if (redisNow >= known.startsAt! - START_MARGIN_MS) return false;
+      const err = new SaleNotStartedError(match[1], known.startsAt!, redisNow);
+      body = Buffer.from(JSON.stringify(errorBody(err)));
+      retryAfter = String(err.retryAfterS);
+      code = err.code;
+    }
+    this.answered += 1;
+    this.telemetry?.arrived(match[1]);
+    this.telemetry?.answered(match[1], code);
+    const head: Record<string, string | number> = { 'content-type': JSON_TYPE, 'content-length': body!.length };
+    if (retryAfter !== undefined) head['retry-after'] = retryAfter;
+    if (this.draining) head.connection = 'close';
+    res.writeHead(409, head);
+    res.end(body);
+    return true;
+  }
+}
