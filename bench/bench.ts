@@ -14,7 +14,7 @@ import { dirname, relative } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { startSale } from '../harness/http';
 import { retryFailed } from './retries';
-import { BASELINE_MAIN, FASTIFY_ROUTE_MAIN, ROOT } from '../harness/paths';
+import { BASELINE_MAIN, FASTIFY_ROUTE_MAIN, RAW_HTTP_MAIN, ROOT } from '../harness/paths';
 import { RunningApp, startApp, stopAll, track } from '../harness/processes';
 import { PrivatePostgres, startPrivatePostgres } from '../harness/postgres';
 import { REDLOCK_NODE, startPrivateRedis } from '../harness/redis';
@@ -41,7 +41,14 @@ let rowsStarted = 0;
 const CONTROL_ATTEMPTS = 3;
 
 /** The comparison servers' entry points; every other target is a strategy of the app. */
-const SERVERS: Partial<Record<Target, string>> = { baseline: BASELINE_MAIN, 'fastify-route': FASTIFY_ROUTE_MAIN };
+const SERVERS: Partial<Record<Target, string>> = {
+  baseline: BASELINE_MAIN,
+  'fastify-route': FASTIFY_ROUTE_MAIN,
+  'raw-http': RAW_HTTP_MAIN,
+};
+
+/** The comparison servers that keep no stock: their verdict is about their answers alone. */
+const STORELESS: readonly Target[] = ['fastify-route', 'raw-http'];
 
 /** The bare Fastify route keeps no stock: its verdict is about its answers alone, of a product sold out from the start. */
 const NOTHING_STORED: SaleSnapshot = { initialStock: 0, perUserLimit: 1, stockLeft: 0, orders: [], buyers: {} };
@@ -94,7 +101,9 @@ async function main(): Promise<number> {
   // The comparison servers have no telemetry to switch off: they run once.
   const runs: [Target, number, boolean, boolean][] = [
     ...(options.baseline ? [['baseline', 1, true, false] as [Target, number, boolean, boolean]] : []),
-    ...(options.soldOutPath ? [['fastify-route', 1, true, false] as [Target, number, boolean, boolean]] : []),
+    ...(options.soldOutPath
+      ? (['raw-http', 'fastify-route'] as const).map((s): [Target, number, boolean, boolean] => [s, 1, true, false])
+      : []),
     ...options.strategies.flatMap((s) =>
       options.workers.flatMap((w) =>
         options.telemetry.flatMap((on) =>
@@ -266,6 +275,7 @@ async function warmUp(run: Run, t: RowApp): Promise<void> {
     duplicates: 0,
     connections: options.connections,
     quantity: options.quantity,
+    productPath: options.soldOutPath,
   });
 }
 
@@ -312,6 +322,8 @@ async function measuredSale(run: Run, t: RowApp): Promise<Measured> {
         connections: options.connections,
         quantity: options.quantity,
         idempotencyKeys: options.keys,
+        // The sold-out path is bought through the URL, where the door answers it.
+        productPath: options.soldOutPath,
         ...(options.retries > 0 ? { onAnswer: (a: Answer) => answers.push(a) } : {}),
         // --pay: each order is paid, cancelled or left as its 201 arrives.
         ...(paying ? { onAnswer: (a: Answer) => a.orderId && a.status === 201 && paying.offer(a.orderId) } : {}),
@@ -337,7 +349,7 @@ async function measuredSale(run: Run, t: RowApp): Promise<Measured> {
     if (paying) ({ load, afterlife } = await payAndResell(run, t, productId, load, paying));
     const settlement = t.databaseUrl ? await settled(run, t, productId, lag!, afterlife) : undefined;
     const sale = (id: string) =>
-      t.target === 'fastify-route' ? Promise.resolve(NOTHING_STORED) : readSale(run.client, t.keys.product(id));
+      STORELESS.includes(t.target) ? Promise.resolve(NOTHING_STORED) : readSale(run.client, t.keys.product(id));
     let verdict: Verdict;
     let products: ProductVerdict[] | undefined;
     // The load's start on Redis's clock, which the orders' times are on.

@@ -26,6 +26,8 @@ export interface LoadOptions {
    * per buyer when there are no duplicates: a duplicate is a second purchase, not a
    * retry), as a client that may retry does. Off by default.
    */
+  /** Buy through POST /api/products/:id/orders (the product in the URL), not POST /api/orders. */
+  readonly productPath?: boolean;
   readonly idempotencyKeys?: boolean;
   /** Called with every answer, for a caller that keeps the history (who was told what). */
   readonly onAnswer?: (answer: Answer) => void;
@@ -161,7 +163,12 @@ export async function runLoad(options: LoadOptions, progress: { done: number } =
             ...(buyer.idempotencyKey
               ? { headers: { ...request.headers, 'idempotency-key': buyer.idempotencyKey } }
               : {}),
-            body: JSON.stringify({ productId: buyer.productId, userId, quantity: options.quantity }),
+            ...(options.productPath
+              ? {
+                  path: `/api/products/${buyer.productId}/orders`,
+                  body: JSON.stringify({ userId, quantity: options.quantity }),
+                }
+              : { body: JSON.stringify({ productId: buyer.productId, userId, quantity: options.quantity }) }),
           };
         },
         onResponse: (code, body, context: object) => {

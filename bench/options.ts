@@ -47,7 +47,7 @@ export interface BenchOptions {
 }
 
 /** What a row runs: a strategy of the app, or one of the comparison servers in bench/baselines. */
-export type Target = LockStrategyName | 'baseline' | 'fastify-route';
+export type Target = LockStrategyName | 'baseline' | 'fastify-route' | 'raw-http';
 
 /** Sizes that differ under --sold-out-path: nothing to sell, so a cheaper load of more requests per connection. */
 const SIZES = {

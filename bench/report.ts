@@ -206,10 +206,10 @@ export function formatReport(rows: Row[]): { text: string; tables: string; faile
   const route = rows.find((r) => r.strategy === 'fastify-route');
   for (const r of rows) {
     const allHold = Object.values(r.invariants).every(Boolean);
-    if (r.strategy === 'fastify-route' && r.pass) {
+    if ((r.strategy === 'fastify-route' || r.strategy === 'raw-http') && r.pass) {
       // It keeps no stock: there is nothing in Redis to check, only its answers.
       lines.push(
-        `verdict: fastify-route answered all ${n(r.requests)} requests, none with a 5xx (it has no store to check)`,
+        `verdict: ${r.strategy} answered all ${n(r.requests)} requests, none with a 5xx (it has no store to check)`,
       );
     } else if (!r.unsafe && r.pass) {
       const each = r.products ? ` over ${r.products.length} products` : '';

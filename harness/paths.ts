@@ -17,4 +17,6 @@ export const APP_CLUSTER = join(ROOT, 'dist', 'bench', 'app-cluster.js');
 /** The minimal node:http server every bench row is compared with (`--baseline`). */
 export const BASELINE_MAIN = join(ROOT, 'dist', 'bench', 'baselines', 'atomic-http.js');
 /** Bare Fastify answering every purchase SOLD_OUT, the sold-out path's yardstick (`--sold-out-path`). */
+/** The door's yardstick: bare node:http answering the sold-out 409 (bench/baselines/raw-http.ts). */
+export const RAW_HTTP_MAIN = join(ROOT, 'dist', 'bench', 'baselines', 'raw-http.js');
 export const FASTIFY_ROUTE_MAIN = join(ROOT, 'dist', 'bench', 'baselines', 'fastify-route.js');

@@ -12,7 +12,7 @@
 import Fastify from 'fastify';
 import { errorBody } from '../../src/errors/error.filter';
 import { SoldOutError } from '../../src/errors/errors';
-import { CREATE_ORDER_ROUTE_SCHEMA } from '../../src/orders/dto/create-order.schema';
+import { CREATE_ORDER_ROUTE_SCHEMA, PRODUCT_ORDER_ROUTE_SCHEMA } from '../../src/orders/dto/create-order.schema';
 import { STRICT_AJV } from '../../src/validation/schema-checked';
 
 /** As src/main.ts listens: a flash sale's connections arrive at once. */
@@ -23,6 +23,11 @@ const app = Fastify({ ajv: STRICT_AJV });
 app.post<{ Body: { productId: string } }>('/api/orders', { schema: CREATE_ORDER_ROUTE_SCHEMA }, (request, reply) => {
   void reply.code(409).send(errorBody(new SoldOutError(request.body.productId)));
 });
+app.post<{ Params: { id: string } }>(
+  '/api/products/:id/orders',
+  { schema: PRODUCT_ORDER_ROUTE_SCHEMA },
+  (request, reply) => void reply.code(409).send(errorBody(new SoldOutError(request.params.id))),
+);
 app.put('/api/products/:id', (_request, reply) => void reply.send({ status: 'sold out' }));
 app.get('/health', (_request, reply) => void reply.send({ status: 'ok' }));
 
