@@ -1,0 +1,276 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Redis } from 'ioredis';
+import { DoorRefusals } from '../src/door/door-refusals';
+import { KeyLayout } from '../src/redis/key-layout';
+import { request, startTestApp, TestApp } from './helpers/app';
+import { closeClient, startTestRedis, TestRedis, uniquePrefix } from './helpers/redis';
+
+/**
+ * The door: the sale window judged by Redis's clock, the waiting room and its passes,
+ * and the refusals answered before the framework reads a request. Real redis-server,
+ * real apps (two where the rule must hold across instances), real clocks.
+ */
+describe('the door', () => {
+  let redis: TestRedis;
+  let client: Redis;
+  const open: TestApp[] = [];
+
+  beforeAll(async () => {
+    redis = await startTestRedis();
+    client = new Redis(redis.url);
+  }, 60_000);
+
+  afterEach(async () => {
+    await Promise.all(open.splice(0).map((a) => a.close()));
+  });
+
+  afterAll(async () => {
+    await closeClient(client);
+    await redis?.stop();
+  });
+
+  async function app(prefix: string, env: Record<string, string> = {}): Promise<TestApp> {
+    const a = await startTestApp({ REDIS_URL: redis.url, KEY_PREFIX: prefix, ...env });
+    open.push(a);
+    return a;
+  }
+
+  const put = (url: string, productId: string, body: Record<string, unknown>) =>
+    request(url, 'PUT', `/api/products/${productId}`, { json: { discardOrders: true, ...body }, admin: true });
+  const buy = (url: string, productId: string, userId: string, headers: Record<string, string> = {}) =>
+    request(url, 'POST', '/api/orders', { json: { productId, userId }, headers });
+  const redisNow = async () => {
+    const [s, us] = await client.time();
+    return Number(s) * 1000 + Math.floor(Number(us) / 1000);
+  };
+  /** The ms time (Redis's clock) of every order in the product's log. */
+  const orderTimes = async (prefix: string, productId: string) =>
+    (await client.xrange(new KeyLayout(prefix).product(productId).orders, '-', '+')).map(([id]) =>
+      Number(id.split('-')[0]),
+    );
+
+  describe('sale window', () => {
+    it.each(['fenced', 'atomic', 'optimistic'])(
+      '%s: before the start, 409 SALE_NOT_STARTED with Retry-After and startsAt, nothing written, even from an app whose clock runs 10 s ahead; at the start, sales open',
+      async (strategy) => {
+        const prefix = uniquePrefix(`window-${strategy}`);
+        const ahead = await app(prefix, { LOCK_STRATEGY: strategy, FAULT_CLOCK_SKEW_MS: '10000', ALLOW_UNSAFE: '1' });
+        const startsAt = (await redisNow()) + 2_500;
+        const iso = new Date(startsAt).toISOString();
+        const product = await put(ahead.url, 'w', { stock: 50, startsAt: iso });
+        expect(product.body).toMatchObject({ startsAt: iso, endsAt: null });
+        expect(Math.abs(Date.parse(product.body.serverTime as string) - (await redisNow()))).toBeLessThan(1_000);
+
+        const early = await buy(ahead.url, 'w', 'u0');
+        expect(early.status).toBe(409);
+        expect(early.body).toMatchObject({ code: 'SALE_NOT_STARTED', startsAt: iso });
+        expect(Number(early.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+        expect(Number(early.headers.get('retry-after'))).toBeLessThanOrEqual(3);
+        // The product route, answered at the door once learnt: the same.
+        const viaUrl = await request(ahead.url, 'POST', '/api/products/w/orders', { json: { userId: 'u0' } });
+        expect(viaUrl.body).toMatchObject({ code: 'SALE_NOT_STARTED', startsAt: iso });
+        expect(await client.get(new KeyLayout(prefix).product('w').stock)).toBe('50');
+        expect(await orderTimes(prefix, 'w')).toEqual([]);
+
+        // A herd arriving across the instant of the start, through both routes: every
+        // order written is at or after the start by Redis's clock; the rest were refused.
+        const herd: Promise<{ status: number; code?: string }>[] = [];
+        while ((await redisNow()) < startsAt + 400) {
+          for (let i = 0; i < 5; i++) {
+            const user = `h${herd.length}`;
+            herd.push(
+              (herd.length % 2 === 0
+                ? buy(ahead.url, 'w', user)
+                : request(ahead.url, 'POST', '/api/products/w/orders', { json: { userId: user } })
+              ).then((r) => ({ status: r.status, code: r.body.code as string | undefined })),
+            );
+          }
+          await sleep(20);
+        }
+        const answers = await Promise.all(herd);
+        const sold = answers.filter((a) => a.status === 201).length;
+        const notStarted = answers.filter((a) => a.code === 'SALE_NOT_STARTED').length;
+        expect(sold).toBeGreaterThan(0);
+        expect(notStarted).toBeGreaterThan(0);
+        expect(sold + notStarted + answers.filter((a) => a.code === 'SOLD_OUT').length).toBe(answers.length);
+        const times = await orderTimes(prefix, 'w');
+        expect(times).toHaveLength(sold);
+        expect(Math.min(...times)).toBeGreaterThanOrEqual(startsAt);
+        expect(Number(await client.get(new KeyLayout(prefix).product('w').stock))).toBe(50 - sold);
+      },
+      30_000,
+    );
+
+    it('after the end, 409 SALE_ENDED; a window that is not one is 400 and changes nothing', async () => {
+      const prefix = uniquePrefix('window-end');
+      const { url } = await app(prefix);
+      const endsAt = new Date((await redisNow()) + 1_200).toISOString();
+      expect((await put(url, 'e', { stock: 5, endsAt })).status).toBe(200);
+      expect((await buy(url, 'e', 'u1')).status).toBe(201);
+      await sleep(1_400);
+      const late = await buy(url, 'e', 'u2');
+      expect(late.body).toMatchObject({ statusCode: 409, code: 'SALE_ENDED' });
+
+      for (const body of [
+        { stock: 1, startsAt: '2026-11-27T10:00:00' },
+        { stock: 1, startsAt: '2026-02-30T10:00:00Z' },
+        { stock: 1, startsAt: '2026-11-27T10:00:00Z', endsAt: '2026-11-27T09:00:00+00:00' },
+        { stock: 1, queue: { admitPerSecond: 0 } },
+        { stock: 1, queue: [] },
+      ]) {
+        const refused = await put(url, 'e', body);
+        expect({ body, status: refused.status, code: refused.body.code }).toEqual({
+          body,
+          status: 400,
+          code: 'VALIDATION_FAILED',
+        });
+      }
+      // The sale is the one before: its order is still there.
+      expect((await request(url, 'GET', '/api/products/e')).body).toMatchObject({ orders: 1, stock: 4 });
+    });
+  });
+
+  describe('waiting room', () => {
+    const join = (url: string, productId: string, userId: string) =>
+      request(url, 'POST', `/api/products/${productId}/queue`, { json: { userId } });
+    const ticket = (url: string, productId: string, t: string) =>
+      request(url, 'GET', `/api/products/${productId}/queue/${t}`);
+
+    it('admits in the order buyers joined across two instances, never more passes than stock, and each pass buys once', async () => {
+      const prefix = uniquePrefix('queue');
+      const [a, b] = [await app(prefix), await app(prefix)];
+      expect((await put(a.url, 'q', { stock: 3, queue: { admitPerSecond: 1000, passTtlMs: 60_000 } })).status).toBe(
+        200,
+      );
+      // A queued product sells only with a pass.
+      expect((await buy(a.url, 'q', 'u0')).body).toMatchObject({ statusCode: 403, code: 'ADMISSION_REQUIRED' });
+
+      const tickets: string[] = [];
+      for (let i = 0; i < 6; i++) {
+        const joined = await join(i % 2 ? b.url : a.url, 'q', `u${i}`);
+        expect(joined.status).toBe(202);
+        tickets.push(joined.body.ticket as string);
+      }
+      // Joining again answers the same ticket.
+      expect((await join(b.url, 'q', 'u0')).body.ticket).toBe(tickets[0]);
+      const states = await Promise.all(tickets.map((t, i) => ticket(i % 2 ? a.url : b.url, 'q', t)));
+      // Stock 3: the first three joined are admitted, the rest wait in order.
+      expect(states.map((s) => [s.body.state, s.body.position])).toEqual([
+        ['admitted', 0],
+        ['admitted', 0],
+        ['admitted', 0],
+        ['waiting', 1],
+        ['waiting', 2],
+        ['waiting', 3],
+      ]);
+      expect(states[3].headers.get('retry-after')).toBe('1');
+      const passes = states.slice(0, 3).map((s) => s.body.pass as string);
+
+      // Another buyer's pass, a forged one: refused, nothing written.
+      expect((await buy(a.url, 'q', 'u1', { 'admission-pass': passes[0] })).body.code).toBe('ADMISSION_INVALID');
+      expect((await buy(a.url, 'q', 'u1', { 'admission-pass': 'A'.repeat(22) })).body.code).toBe('ADMISSION_INVALID');
+      // One pass sent twice at once, to two instances: one order.
+      const twice = await Promise.all([
+        buy(a.url, 'q', 'u0', { 'admission-pass': passes[0] }),
+        buy(b.url, 'q', 'u0', { 'admission-pass': passes[0] }),
+      ]);
+      const made = twice.filter((r) => r.status === 201);
+      expect(made.length).toBeGreaterThanOrEqual(1);
+      expect(new Set(made.map((r) => r.body.orderId)).size).toBe(1);
+      for (const r of twice) if (r.status !== 201) expect(r.body.code).toBe('IDEMPOTENCY_KEY_IN_USE');
+      // A retry with the pass is answered the same order; the ticket reads used.
+      const again = await buy(b.url, 'q', 'u0', { 'admission-pass': passes[0] });
+      expect(again.status).toBe(201);
+      expect(again.body.orderId).toBe(made[0].body.orderId);
+      expect(again.headers.get('idempotent-replayed')).toBe('true');
+      expect((await ticket(a.url, 'q', tickets[0])).body.state).toBe('used');
+      expect(await orderTimes(prefix, 'q')).toHaveLength(1);
+
+      // The two other passes buy; the product is sold out and every ticket says so.
+      for (const i of [1, 2])
+        expect((await buy(a.url, 'q', `u${i}`, { 'admission-pass': passes[i] })).status).toBe(201);
+      const after = await Promise.all(tickets.slice(3).map((t) => ticket(b.url, 'q', t)));
+      expect(after.map((s) => s.body.state)).toEqual(['sold_out', 'sold_out', 'sold_out']);
+      expect(await orderTimes(prefix, 'q')).toHaveLength(3);
+      expect((await ticket(a.url, 'q', 'A'.repeat(22))).body.code).toBe('UNKNOWN_TICKET');
+      expect((await join(a.url, 'nothing', 'u1')).body.code).toBe('UNKNOWN_PRODUCT');
+    }, 30_000);
+
+    it('a pass that expires unused lets the next in line in, and buys nothing itself', async () => {
+      const prefix = uniquePrefix('queue-expiry');
+      const { url } = await app(prefix);
+      await put(url, 'x', { stock: 1, queue: { admitPerSecond: 100, passTtlMs: 1_000 } });
+      const first = await join(url, 'x', 'u1');
+      const second = await join(url, 'x', 'u2');
+      expect(first.body).toMatchObject({ state: 'admitted' });
+      expect(second.body).toMatchObject({ state: 'waiting', position: 1 });
+      await sleep(1_100);
+      expect((await ticket(url, 'x', first.body.ticket as string)).body.state).toBe('expired');
+      const next = await ticket(url, 'x', second.body.ticket as string);
+      expect(next.body.state).toBe('admitted');
+      const late = await buy(url, 'x', 'u1', { 'admission-pass': first.body.pass as string });
+      expect(late.body).toMatchObject({ statusCode: 403, code: 'ADMISSION_INVALID' });
+      expect((await buy(url, 'x', 'u2', { 'admission-pass': next.body.pass as string })).status).toBe(201);
+      expect(await orderTimes(prefix, 'x')).toHaveLength(1);
+    }, 30_000);
+
+    it('admits at the sale rate', async () => {
+      const prefix = uniquePrefix('queue-rate');
+      const { url } = await app(prefix);
+      await put(url, 'r', { stock: 100, queue: { admitPerSecond: 2 } });
+      const joined = [];
+      for (let i = 0; i < 6; i++) joined.push((await join(url, 'r', `u${i}`)).body);
+      // The bucket starts with one second of admissions: two now, the rest wait.
+      expect(joined.map((j) => j.state)).toEqual(['admitted', 'admitted', 'waiting', 'waiting', 'waiting', 'waiting']);
+      await sleep(1_100);
+      const states = await Promise.all(joined.map((j) => ticket(url, 'r', j.ticket as string)));
+      expect(states.map((s) => s.body.state)).toEqual([
+        'admitted',
+        'admitted',
+        'admitted',
+        'admitted',
+        'waiting',
+        'waiting',
+      ]);
+    }, 30_000);
+  });
+
+  describe('refusals at the door', () => {
+    it('answers a sold-out product from its URL before reading the body, lets keyed retries through, and sees returned units again', async () => {
+      const prefix = uniquePrefix('door');
+      const a = await app(prefix);
+      const door = a.app.get(DoorRefusals);
+      await put(a.url, 'd', { stock: 1, paymentTimeoutMs: 60_000 });
+      const order = await request(a.url, 'POST', '/api/products/d/orders', {
+        json: { userId: 'u1' },
+        headers: { 'idempotency-key': 'k-1' },
+      });
+      expect(order.status).toBe(201);
+      // Learnt from Redis's SOLD_OUT through the normal path...
+      const first = await request(a.url, 'POST', '/api/products/d/orders', { json: { userId: 'u2' } });
+      expect(first.body.code).toBe('SOLD_OUT');
+      expect(door.answered).toBe(0);
+      // ...then answered at the door: a body that is not even JSON gets the 409, not a 400.
+      const atDoor = await request(a.url, 'POST', '/api/products/d/orders', {
+        raw: '{not json',
+        headers: { 'content-type': 'application/json' },
+      });
+      expect(atDoor.status).toBe(409);
+      expect(atDoor.body).toEqual(first.body);
+      expect(door.answered).toBe(1);
+      // A retry with its key (its first answer lost) is answered its own order, never the door's SOLD_OUT.
+      const keyed = await request(a.url, 'POST', '/api/products/d/orders', {
+        json: { userId: 'u1' },
+        headers: { 'idempotency-key': 'k-1' },
+      });
+      expect(keyed.status).toBe(201);
+      expect(keyed.body.orderId).toBe(order.body.orderId);
+      expect(door.answered).toBe(1);
+      // The unit comes back (cancelled): within the door's trust, it is sold again.
+      expect((await request(a.url, 'POST', `/api/orders/${order.body.orderId}/cancel`)).status).toBe(200);
+      await sleep(300);
+      const resold = await request(a.url, 'POST', '/api/products/d/orders', { json: { userId: 'u3' } });
+      expect(resold.status).toBe(201);
+    });
+  });
+});
