@@ -58,6 +58,10 @@ describe('HTTP API', () => {
         orders: 0,
         perUserLimit: 2,
         paymentTimeoutMs: 900_000,
+        startsAt: null,
+        endsAt: null,
+        queue: null,
+        serverTime: expect.stringMatching(/^\d{4}-\d{2}-\d{2}T/),
       });
     });
 
@@ -89,6 +93,10 @@ describe('HTTP API', () => {
         orders: 0,
         perUserLimit: 1,
         paymentTimeoutMs: 900_000,
+        startsAt: null,
+        endsAt: null,
+        queue: null,
+        serverTime: expect.stringMatching(/^\d{4}-\d{2}-\d{2}T/),
       });
       expect(await client.exists(k.buyers, k.orders, k.lock, k.idem)).toBe(0);
       expect((await buy('restart', 'alice')).status).toBe(201);
@@ -185,6 +193,10 @@ describe('HTTP API', () => {
         orders: 2,
         perUserLimit: 3,
         paymentTimeoutMs: 900_000,
+        startsAt: null,
+        endsAt: null,
+        queue: null,
+        serverTime: expect.stringMatching(/^\d{4}-\d{2}-\d{2}T/),
       });
     });
 

@@ -26,6 +26,7 @@ describe('loadConfig', () => {
       logLevel: 'log',
       telemetry: true,
       faultStopAt: null,
+      faultClockSkewMs: 0,
       databaseUrl: null,
       paymentTimeoutMs: 900_000,
       pgStatementTimeoutMs: 5_000,
@@ -208,6 +209,15 @@ describe('loadConfig', () => {
       point: 'before-write',
       nth: 3,
     });
+  });
+
+  it('reads FAULT_CLOCK_SKEW_MS, a test-only skew of the app clock, only with ALLOW_UNSAFE=1 and never in production', () => {
+    expect(loadConfig({ ...REQUIRED, FAULT_CLOCK_SKEW_MS: '-2500', ALLOW_UNSAFE: '1' }).faultClockSkewMs).toBe(-2500);
+    expect(() => loadConfig({ ...REQUIRED, FAULT_CLOCK_SKEW_MS: '5000' })).toThrow(/ALLOW_UNSAFE=1/);
+    expect(() =>
+      loadConfig({ ...REQUIRED, FAULT_CLOCK_SKEW_MS: '5000', ALLOW_UNSAFE: '1', NODE_ENV: 'production' }),
+    ).toThrow(/never accepted with NODE_ENV=production/);
+    expect(() => loadConfig({ ...REQUIRED, FAULT_CLOCK_SKEW_MS: '5s', ALLOW_UNSAFE: '1' })).toThrow(/integer of ms/);
   });
 
   it('reads REDIS_CLUSTER_NODES as the seed nodes of a cluster, with its login and TLS for every node', () => {

@@ -15,6 +15,8 @@ describe('KeyLayout', () => {
       live: 'seckill:{p:sku-1}:live',
       states: 'seckill:{p:sku-1}:states',
       deadlines: 'seckill:{p:sku-1}:deadlines',
+      queue: 'seckill:{p:sku-1}:queue',
+      admitted: 'seckill:{p:sku-1}:admitted',
     });
     // Redis Cluster hashes only the text between the first { and the next }.
     const tags = Object.values(keys).map((k) => k.slice(k.indexOf('{') + 1, k.indexOf('}')));
