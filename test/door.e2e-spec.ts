@@ -101,6 +101,26 @@ describe('the door', () => {
       30_000,
     );
 
+    it.each(['fenced', 'atomic'])(
+      '%s with the naive check (SALE_CLOCK=app, the window by the app clock) sells early from an app whose clock runs ahead',
+      async (strategy) => {
+        const prefix = uniquePrefix(`naive-${strategy}`);
+        const ahead = await app(prefix, {
+          LOCK_STRATEGY: strategy,
+          SALE_CLOCK: 'app',
+          FAULT_CLOCK_SKEW_MS: '10000',
+          ALLOW_UNSAFE: '1',
+        });
+        const startsAt = (await redisNow()) + 5_000;
+        await put(ahead.url, 'n', { stock: 5, startsAt: new Date(startsAt).toISOString() });
+        const early = await buy(ahead.url, 'n', 'u1');
+        // The failure the lesson is about, really happening: an order 5 s before the start.
+        expect(early.status).toBe(201);
+        const [written] = await orderTimes(prefix, 'n');
+        expect(written).toBeLessThan(startsAt - 4_000);
+      },
+    );
+
     it('after the end, 409 SALE_ENDED; a window that is not one is 400 and changes nothing', async () => {
       const prefix = uniquePrefix('window-end');
       const { url } = await app(prefix);

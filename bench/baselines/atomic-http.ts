@@ -13,7 +13,7 @@ import { DEFAULT_PAYMENT_TIMEOUT_MS } from '../../src/sale/sale-limits';
 import { newOrderId } from '../../src/orders/order';
 import { createServer, IncomingMessage, ServerResponse } from 'node:http';
 import { KeyLayout } from '../../src/redis/key-layout';
-import { purchase as purchaseScript, resetSale, resetSaleKeys } from '../../src/redis/lua-scripts';
+import { purchase as purchaseScript, purchaseKeys, resetSale, resetSaleKeys } from '../../src/redis/lua-scripts';
 
 const ID = /^[A-Za-z0-9_-]{1,64}$/;
 const BODY_LIMIT = 16 * 1024;
@@ -75,7 +75,7 @@ async function purchase(req: IncomingMessage, res: ServerResponse): Promise<void
   const orderId = newOrderId(body.productId);
   const [status, remaining] = await purchaseScript.run(
     redis,
-    [k.meta, k.stock, k.buyers, k.orders, k.idem, k.states, k.deadlines],
+    purchaseKeys(k),
     body.userId,
     quantity as number,
     orderId,
@@ -83,6 +83,7 @@ async function purchase(req: IncomingMessage, res: ServerResponse): Promise<void
     '',
     0,
     'lock-free',
+    '',
   );
   if (status === 'OK') {
     return send(res, 201, { orderId, productId: body.productId, userId: body.userId, quantity, remaining });

@@ -49,4 +49,8 @@ server.on('error', (err) => {
   console.error(`raw-http: ${err.message}`);
   process.exit(1);
 });
-server.listen({ port: Number(process.env.PORT ?? 3000), host: process.env.HOST ?? '127.0.0.1', backlog: LISTEN_BACKLOG });
+server.listen({
+  port: Number(process.env.PORT ?? 3000),
+  host: process.env.HOST ?? '127.0.0.1',
+  backlog: LISTEN_BACKLOG,
+});

@@ -27,6 +27,7 @@ describe('loadConfig', () => {
       telemetry: true,
       faultStopAt: null,
       faultClockSkewMs: 0,
+      saleClock: 'redis',
       databaseUrl: null,
       paymentTimeoutMs: 900_000,
       pgStatementTimeoutMs: 5_000,

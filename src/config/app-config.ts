@@ -90,6 +90,13 @@ export interface AppConfig {
   /** Independent Redis nodes for LOCK_STRATEGY=redlock; empty otherwise. */
   readonly redlockUrls: readonly string[];
   readonly lockStrategy: LockStrategyName;
+  /**
+   * SALE_CLOCK: whose clock the sale window is judged by. `redis` (the default and the
+   * only safe one): the clock of the Redis that holds the sale, read in the step that
+   * decides. `app`: this process's own clock, the naive guard peers use, kept only to
+   * show it selling early from an app whose clock runs ahead (ALLOW_UNSAFE=1).
+   */
+  readonly saleClock: 'redis' | 'app';
   readonly lockTtlMs: number;
   readonly lockWaitMs: number;
   /**
@@ -183,6 +190,7 @@ export const CONFIG_ENV_NAMES = [
   'REDIS_ALLOW_EVICTION',
   'REDLOCK_URLS',
   'LOCK_STRATEGY',
+  'SALE_CLOCK',
   'LOCK_TTL_MS',
   'LOCK_WAIT_MS',
   'REQUEST_TIMEOUT_MS',
@@ -227,6 +235,7 @@ export function loadConfig(env: Env): AppConfig {
     redisAllowEviction: bool(env, 'REDIS_ALLOW_EVICTION', CONFIG_DEFAULTS.redisAllowEviction),
     redlockUrls: redlockUrls(env),
     lockStrategy: oneOf(env, 'LOCK_STRATEGY', LOCK_STRATEGY_NAMES, CONFIG_DEFAULTS.lockStrategy),
+    saleClock: oneOf(env, 'SALE_CLOCK', ['redis', 'app'] as const, 'redis'),
     // The TTL bounds the damage of a crashed holder; below 100 ms a slow Redis
     // round trip alone could outlive the lock.
     lockTtlMs: int(env, 'LOCK_TTL_MS', CONFIG_DEFAULTS.lockTtlMs, 100, 3_600_000),
@@ -267,6 +276,12 @@ export function loadConfig(env: Env): AppConfig {
     throw new ConfigError(
       'LOCK_STRATEGY',
       `"${config.lockStrategy}" can oversell and runs only as a demonstration: set ALLOW_UNSAFE=1 to allow it`,
+    );
+  }
+  if (config.saleClock === 'app' && !config.allowUnsafe) {
+    throw new ConfigError(
+      'SALE_CLOCK',
+      '"app" judges the sale window by this process\'s clock, which can open the sale early: set ALLOW_UNSAFE=1 to allow it',
     );
   }
   // First: with NODE_ENV=production no other setting makes it acceptable.
@@ -561,4 +576,13 @@ function keyPrefix(env: Env): string {
     throw new ConfigError('KEY_PREFIX', `must be 1-64 characters of A-Z a-z 0-9 : _ . -, got "${value}"`);
   }
   return value;
+}
+
+/**
+ * What a purchase path takes as "now" for the sale window, given Redis's clock read in
+ * the deciding step: that clock (SALE_CLOCK=redis), or, for the lesson, this process's
+ * own clock (SALE_CLOCK=app, shifted by FAULT_CLOCK_SKEW_MS).
+ */
+export function saleClock(config: AppConfig): ((redisNow: number) => number) | undefined {
+  return config.saleClock === 'app' ? () => Date.now() + config.faultClockSkewMs : undefined;
 }

@@ -117,14 +117,13 @@ describe('Idempotency-Key claims in Redis', () => {
     await idempotencyClaim.run(redis, [k.idem], 'key', 'first', 'fp', CLAIM_TTL_MS, OUTCOME_TTL_MS);
     await idempotencyRelease.run(redis, [k.idem], 'key', 'first'); // its answer was lost
     await idempotencyClaim.run(redis, [k.idem], 'key', 'retry', 'fp', CLAIM_TTL_MS, OUTCOME_TTL_MS);
-    expect(await purchase.run(redis, keys, 'ann', 1, 'o-retry', 'key', 'retry', OUTCOME_TTL_MS, 'lock-free')).toEqual([
-      'OK',
-      4,
-    ]);
+    expect(
+      await purchase.run(redis, keys, 'ann', 1, 'o-retry', 'key', 'retry', OUTCOME_TTL_MS, 'lock-free', ''),
+    ).toEqual(['OK', 4]);
     // The first request's purchase, delivered late:
-    expect(await purchase.run(redis, keys, 'ann', 1, 'o-first', 'key', 'first', OUTCOME_TTL_MS, 'lock-free')).toEqual([
-      'CLAIM_LOST',
-    ]);
+    expect(
+      await purchase.run(redis, keys, 'ann', 1, 'o-first', 'key', 'first', OUTCOME_TTL_MS, 'lock-free', ''),
+    ).toEqual(['CLAIM_LOST']);
     expect(await redis.xlen(k.orders)).toBe(1);
     expect(await redis.get(k.stock)).toBe('4');
     expect(await idempotencyClaim.run(redis, [k.idem], 'key', 'again', 'fp', CLAIM_TTL_MS, OUTCOME_TTL_MS)).toEqual([
@@ -151,7 +150,7 @@ describe('Idempotency-Key claims in Redis', () => {
     await idempotencyClaim.run(redis, [k.idem], 'key', 'c1', 'fp', CLAIM_TTL_MS, OUTCOME_TTL_MS);
     // Only an outcome is noted, and only its own order.
     expect(await idempotencyAcknowledged.run(redis, [k.idem], 'key', 'o-1', 1)).toBe(0);
-    await purchase.run(redis, keys, 'ann', 1, 'o-1', 'key', 'c1', OUTCOME_TTL_MS, 'lock-free');
+    await purchase.run(redis, keys, 'ann', 1, 'o-1', 'key', 'c1', OUTCOME_TTL_MS, 'lock-free', '');
     expect(await idempotencyAcknowledged.run(redis, [k.idem], 'key', 'o-other', 1)).toBe(0);
     expect(await idempotencyAcknowledged.run(redis, [k.idem], 'key', 'o-1', 2)).toBe(1);
     expect(await idempotencyClaim.run(redis, [k.idem], 'key', 'c2', 'fp', CLAIM_TTL_MS, OUTCOME_TTL_MS)).toEqual([

@@ -41,6 +41,8 @@ export async function readSale(
   family: string,
   userIds: readonly string[],
   claimKeys: readonly string[] = [],
+  /** SALE_CLOCK=app (saleClock()): the naive window check by this process's clock instead of Redis's. */
+  clock?: (redisNow: number) => number,
 ): Promise<SaleRead> {
   // On a cluster a MULTI, not a pipeline: while the product's slot moves, a pipeline of
   // reads whose one key has left is sent again whole to the new owner by ioredis, where
@@ -68,7 +70,7 @@ export async function readSale(
             saleId: saleId ?? '',
             startsAt: startsAt === null ? null : Number(startsAt),
             endsAt: endsAt === null ? null : Number(endsAt),
-            now: Number(time[0]) * 1000 + Math.floor(Number(time[1]) / 1000),
+            now: (clock ?? Number)(Number(time[0]) * 1000 + Math.floor(Number(time[1]) / 1000)),
             queued: queueRate !== null,
           },
     bought: bought.map((b) => Number(b ?? 0)),

@@ -60,9 +60,15 @@ export const purchase = new LuaScript<
     claimId: string,
     outcomeTtlMs: number,
     family: string,
+    appClock: number | '',
   ],
   [status: string, ...values: (number | string)[]]
 >('purchase');
+
+/** purchase-7.lua's KEYS for a product. */
+export function purchaseKeys(k: ProductKeys): Parameters<typeof purchase.run>[1] {
+  return [k.meta, k.stock, k.buyers, k.orders, k.idem, k.states, k.deadlines];
+}
 
 /** null when acquired or re-entered, else the PTTL of the other owner's lock. */
 export const reentrantAcquire = new LuaScript<[lock: string], [owner: string, ttlMs: number], number | null>(

@@ -1,6 +1,6 @@
 import { Inject, Injectable, Optional } from '@nestjs/common';
 import type { RedisClient } from '../../redis/create-client';
-import { AppConfig, strategyFamily } from '../../config/app-config';
+import { AppConfig, saleClock, strategyFamily } from '../../config/app-config';
 import { APP_CONFIG } from '../../config/config.constants';
 import { IdempotencyKeyInUseError, LockTimeoutError } from '../../errors/errors';
 import { Hold, Lock } from '../../locks/lock';
@@ -54,6 +54,8 @@ export class BatchedPurchases extends LockedPurchases {
   /** Per product: the buyers waiting for the next batch. An entry exists while a drain runs. */
   private readonly queues = new Map<string, Buyer[]>();
   private readonly waitMs: number;
+  /** SALE_CLOCK=app: the naive window check (saleClock()). */
+  private readonly clock: ((redisNow: number) => number) | undefined;
 
   constructor(
     lock: Lock,
@@ -65,6 +67,7 @@ export class BatchedPurchases extends LockedPurchases {
   ) {
     super(lock, keys, strategyFamily(config.lockStrategy));
     this.waitMs = config.lockWaitMs;
+    this.clock = saleClock(config);
   }
 
   purchase(order: OrderRequest): Promise<Order> {
@@ -118,6 +121,8 @@ export class BatchedPurchases extends LockedPurchases {
       k,
       this.family,
       waiting.map((b) => b.order.userId),
+      [],
+      this.clock,
     );
     waiting.forEach((buyer, i) => {
       const no = refusal(buyer.order, buyerState(seen, i));
@@ -156,6 +161,7 @@ export class BatchedPurchases extends LockedPurchases {
       this.family,
       buyers.map((b) => b.order.userId),
       keyed.map((b) => b.order.claim!.key),
+      this.clock,
     );
     // A keyed buyer whose claim is no longer its own (another request decides that
     // key) is left out before anything is decided, so no one after it is refused

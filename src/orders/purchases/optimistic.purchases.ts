@@ -1,7 +1,7 @@
 import { Inject, Injectable, OnApplicationShutdown } from '@nestjs/common';
 import type { Redis } from 'ioredis';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { AppConfig, strategyFamily } from '../../config/app-config';
+import { AppConfig, saleClock, strategyFamily } from '../../config/app-config';
 import { APP_CONFIG } from '../../config/config.constants';
 import { ContentionError, IdempotencyKeyInUseError } from '../../errors/errors';
 import { backoffMs } from '../../locks/backoff';
@@ -57,6 +57,8 @@ const BACKOFF_CAP_MS = 16;
 export class OptimisticPurchases extends PurchasePath implements OnApplicationShutdown {
   private readonly pool: WatchConnections;
   private readonly waitMs: number;
+  /** SALE_CLOCK=app: the naive window check (saleClock()). */
+  private readonly clock: ((redisNow: number) => number) | undefined;
   /** strategyFamily() of LOCK_STRATEGY: a sale started by another family is refused. */
   private readonly family: string;
   private readonly soldOut = new SoldOutSignals();
@@ -72,6 +74,7 @@ export class OptimisticPurchases extends PurchasePath implements OnApplicationSh
   ) {
     super();
     this.waitMs = config.lockWaitMs;
+    this.clock = saleClock(config);
     this.family = strategyFamily(config.lockStrategy);
     // No offline queue: a command queued while a connection reconnects, then timed
     // out, would still be sent when it comes back (a late EXEC). The pool lends a
@@ -91,7 +94,7 @@ export class OptimisticPurchases extends PurchasePath implements OnApplicationSh
   async purchase(order: OrderRequest): Promise<Order> {
     const k = this.keys.product(order.productId);
     // Unlocked pre-check, for refusals only: a sold-out product never queues.
-    const { saleId } = this.check(order, await readSale(this.redis, k, this.family, [order.userId]));
+    const { saleId } = this.check(order, await readSale(this.redis, k, this.family, [order.userId], [], this.clock));
     const orderId = newOrderId(order.productId);
     const { remaining, saleId: soldIn } = await this.attempts(k, order, orderId, saleId);
     if (remaining <= 0) this.soldOut.soldOut(order.productId, soldIn);
@@ -164,7 +167,7 @@ export class OptimisticPurchases extends PurchasePath implements OnApplicationSh
     await c.watch(k.meta, k.stock, k.buyers);
     let read: SaleRead;
     try {
-      read = await readSale(c, k, this.family, [order.userId]);
+      read = await readSale(c, k, this.family, [order.userId], [], this.clock);
       this.check(order, read);
       await this.checkClaim(c, k, order);
     } catch (err) {

@@ -3,7 +3,7 @@ import type { RedisClient } from '../../redis/create-client';
 import { Hold, Lock } from '../../locks/lock';
 import { KeyLayout, ProductKeys } from '../../redis/key-layout';
 import { REDIS_CLIENT } from '../../redis/redis.constants';
-import { AppConfig, strategyFamily } from '../../config/app-config';
+import { AppConfig, saleClock, strategyFamily } from '../../config/app-config';
 import { APP_CONFIG } from '../../config/config.constants';
 import { FaultStop } from '../fault-stop';
 import { IdempotencyKeyInUseError } from '../../errors/errors';
@@ -32,7 +32,10 @@ export class PerBuyerPurchases extends LockedPurchases {
     @Inject(APP_CONFIG) config: AppConfig,
   ) {
     super(lock, keys, strategyFamily(config.lockStrategy));
+    this.clock = saleClock(config);
   }
+
+  private readonly clock: ((redisNow: number) => number) | undefined;
 
   async purchase(order: OrderRequest): Promise<Order> {
     const k = this.keys.product(order.productId);
@@ -93,7 +96,7 @@ export class PerBuyerPurchases extends LockedPurchases {
     locked: boolean,
   ): Promise<{ stock: number; saleId: string }> {
     const claim = locked ? order.claim : undefined;
-    const read = await readSale(this.redis, k, this.family, [order.userId], claim ? [claim.key] : []);
+    const read = await readSale(this.redis, k, this.family, [order.userId], claim ? [claim.key] : [], this.clock);
     if (claim && !stillClaimed(read.claims[0], claim)) throw new IdempotencyKeyInUseError(0);
     const no = refusal(order, buyerState(read, 0));
     if (!no) return read.sale!;

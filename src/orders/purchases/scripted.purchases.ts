@@ -12,10 +12,10 @@ import {
   StrategyMismatchError,
   UnknownProductError,
 } from '../../errors/errors';
-import { AppConfig, strategyFamily } from '../../config/app-config';
+import { AppConfig, saleClock, strategyFamily } from '../../config/app-config';
 import { APP_CONFIG } from '../../config/config.constants';
 import { KeyLayout } from '../../redis/key-layout';
-import { purchase } from '../../redis/lua-scripts';
+import { purchase, purchaseKeys } from '../../redis/lua-scripts';
 import { REDIS_CLIENT } from '../../redis/redis.constants';
 import { acknowledge, newOrderId, Order, OrderRequest, OUTCOME_TTL_MS } from '../order';
 import { orderWrite } from '../sale-store';
@@ -45,7 +45,11 @@ export class ScriptedPurchases extends PurchasePath {
   ) {
     super();
     this.family = strategyFamily(config.lockStrategy);
+    this.clock = saleClock(config);
   }
+
+  /** SALE_CLOCK=app: the naive window check, by this process's clock (saleClock()). */
+  private readonly clock: ((redisNow: number) => number) | undefined;
 
   async purchase(order: OrderRequest): Promise<Order> {
     const k = this.keys.product(order.productId);
@@ -53,7 +57,7 @@ export class ScriptedPurchases extends PurchasePath {
     const [status, a, b] = await orderWrite(
       purchase.run(
         this.redis,
-        [k.meta, k.stock, k.buyers, k.orders, k.idem, k.states, k.deadlines],
+        purchaseKeys(k),
         order.userId,
         order.quantity,
         orderId,
@@ -61,6 +65,7 @@ export class ScriptedPurchases extends PurchasePath {
         order.claim?.claimId ?? '',
         OUTCOME_TTL_MS,
         this.family,
+        this.clock ? this.clock(0) : '',
       ),
     );
     if (status === 'OK') return acknowledge(order, orderId, Number(a));

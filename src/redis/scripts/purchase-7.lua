@@ -11,6 +11,9 @@
   ARGV[1]  userId   ARGV[2]  quantity (integer >= 1)   ARGV[3]  orderId
   ARGV[4]  Idempotency-Key ('' without one)   ARGV[5]  claim id   ARGV[6]  outcome TTL in ms
   ARGV[7]  this instance's strategy family (a sale started by another is not ours to sell)
+  ARGV[8]  optional: the app's clock in ms, used for the window instead of Redis's
+           (SALE_CLOCK=app, the naive check, kept to show it selling early); '' or
+           absent: Redis's clock
   Returns  {'OK', remaining}
            {'STRATEGY_MISMATCH', soldBy}: the sale's family is another; nothing written
            {'CLAIM_LOST'}: the key's claim is no longer this request's (given up
@@ -44,10 +47,14 @@ end
 -- runs ahead cannot sell early.
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-if meta[3] and now < tonumber(meta[3]) then
-  return {'SALE_NOT_STARTED', tonumber(meta[3]), now}
+local windowNow = now
+if ARGV[8] and ARGV[8] ~= '' then
+  windowNow = tonumber(ARGV[8])
 end
-if meta[4] and now >= tonumber(meta[4]) then
+if meta[3] and windowNow < tonumber(meta[3]) then
+  return {'SALE_NOT_STARTED', tonumber(meta[3]), windowNow}
+end
+if meta[4] and windowNow >= tonumber(meta[4]) then
   return {'SALE_ENDED', tonumber(meta[4])}
 end
 if meta[5] and string.sub(ARGV[4], 1, 5) ~= 'pass ' then
