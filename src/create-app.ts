@@ -1,8 +1,8 @@
 import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter, NestFastifyApplication } from '@nestjs/platform-fastify';
-import type { FastifyReply, FastifyRequest, FastifyServerOptions } from 'fastify';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Logger } from 'nestjs-pino';
-import { createServer, type RequestListener, type ServerOptions } from 'node:http';
+import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
 import { AppModule } from './app.module';
 import { DoorRefusals } from './door/door-refusals';
 import { PurchaseTelemetry } from './telemetry/purchase-telemetry';
@@ -30,20 +30,7 @@ const REQUEST_TIMEOUT_CHECK_MS = 1_000;
 export async function createApp(config: AppConfig, options: { logger?: false } = {}): Promise<NestFastifyApplication> {
   // A request that arrives on an open connection while we drain is served, not
   // answered with Fastify's bare 503 (which has no `code`).
-  // The door (src/door/door-refusals.ts) answers on the server's request event, before
-  // Fastify; it exists once Nest has made it, and until then every request goes on.
-  let door: DoorRefusals | undefined;
   const adapter = new FastifyAdapter({
-    serverFactory: (handler: RequestListener, options: FastifyServerOptions & { http?: ServerOptions }) => {
-      const server = createServer(options.http ?? {}, (req, res) => {
-        if (door?.handle(req, res) !== true) handler(req, res);
-      });
-      // What Fastify sets on the server it would have made itself (fastify/lib/server.js).
-      server.keepAliveTimeout = options.keepAliveTimeout!;
-      server.requestTimeout = options.requestTimeout!;
-      server.setTimeout(options.connectionTimeout!);
-      return server;
-    },
     bodyLimit: BODY_LIMIT_BYTES,
     return503OnClosing: false,
     ajv: STRICT_AJV,
@@ -73,6 +60,18 @@ export async function createApp(config: AppConfig, options: { logger?: false } =
     trustProxy: (Array.isArray(config.trustProxy) ? [...config.trustProxy] : config.trustProxy) as string[],
   });
   const fastify = adapter.getInstance();
+  // The door (src/door/door-refusals.ts) answers on the server's request event, before
+  // Fastify's own handler (the server's one listener) parses or routes anything; it
+  // exists once Nest has made it, and until then every request goes on. (Not Fastify's
+  // serverFactory: with one, Fastify binds only one address of a host name.)
+  let door: DoorRefusals | undefined;
+  const [fastifyHandler, ...others] = fastify.server.listeners('request') as RequestListener[];
+  if (!fastifyHandler || others.length > 0)
+    throw new Error("the HTTP server's request listener is not Fastify's alone");
+  fastify.server.removeAllListeners('request');
+  fastify.server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+    if (door?.handle(req, res) !== true) fastifyHandler(req, res);
+  });
   // Before Nest registers its routes, which is when the hook sees them.
   checkBodiesWithRouteSchemas(fastify);
   // Only JSON bodies: Fastify would otherwise parse text/plain into a string and
@@ -102,7 +101,7 @@ export async function createApp(config: AppConfig, options: { logger?: false } =
   });
   if (logged) app.useLogger(app.get(Logger));
   const refusals = app.get(DoorRefusals);
-  refusals.attach(app.get(PurchaseTelemetry));
+  refusals.attach(app.get(PurchaseTelemetry), BODY_LIMIT_BYTES);
   door = refusals;
   setupOpenApi(app);
   await app.init();

@@ -234,6 +234,32 @@ describe('the door', () => {
       expect(await orderTimes(prefix, 'x')).toHaveLength(1);
     }, 30_000);
 
+    it('a pass that lapses while its purchase waits for the lock buys nothing: the write checks it by Redis time', async () => {
+      const prefix = uniquePrefix('queue-lapse');
+      const { url } = await app(prefix, { LOCK_STRATEGY: 'fenced' });
+      await put(url, 'l', { stock: 2, queue: { admitPerSecond: 100, passTtlMs: 1_000 } });
+      const admitted = await join(url, 'l', 'u1');
+      expect(admitted.body.state).toBe('admitted');
+      // Someone else holds the product's lock past the pass's expiry: the purchase waits for it.
+      const k = new KeyLayout(prefix).product('l');
+      await client.set(k.lock, 'someone-else', 'PX', 2_000);
+      const late = await buy(url, 'l', 'u1', { 'admission-pass': admitted.body.pass as string });
+      expect(late.body).toMatchObject({ statusCode: 403, code: 'ADMISSION_INVALID' });
+      expect(late.body.message).toMatch(/expired/);
+      expect(await orderTimes(prefix, 'l')).toEqual([]);
+      expect(await client.get(k.stock)).toBe('2');
+    }, 30_000);
+
+    it('admits no more passes than the stock left can serve in full (a pass may buy up to the limit)', async () => {
+      const prefix = uniquePrefix('queue-units');
+      const { url } = await app(prefix);
+      await put(url, 'm', { stock: 5, perUserLimit: 2, queue: { admitPerSecond: 100 } });
+      const states = [];
+      for (let i = 0; i < 4; i++) states.push((await join(url, 'm', `u${i}`)).body.state);
+      // floor(5 / 2) = 2 passes: each can buy its 2 units.
+      expect(states).toEqual(['admitted', 'admitted', 'waiting', 'waiting']);
+    });
+
     it('admits at the sale rate', async () => {
       const prefix = uniquePrefix('queue-rate');
       const { url } = await app(prefix);

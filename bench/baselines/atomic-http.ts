@@ -84,6 +84,7 @@ async function purchase(req: IncomingMessage, res: ServerResponse): Promise<void
     0,
     'lock-free',
     '',
+    '',
   );
   if (status === 'OK') {
     return send(res, 201, { orderId, productId: body.productId, userId: body.userId, quantity, remaining });

@@ -19,6 +19,7 @@
 import { parseArgs } from 'node:util';
 import { stopAll } from '../../harness/processes';
 import { delayedWrite } from './delayed-write';
+import { DOOR_FAULTS } from './door';
 import { failover } from './failover';
 import { gracefulFailover } from './graceful-failover';
 import { holderKilled } from './holder-killed';
@@ -101,6 +102,7 @@ const SETTLEMENT_FAULTS: Record<string, Scenario> = {
 
 const SCENARIOS: Record<string, Scenario> = {
   ...PROCESS_FAULTS,
+  ...DOOR_FAULTS,
   ...NETWORK_FAULTS,
   ...CLUSTER_FAULTS,
   ...SETTLEMENT_FAULTS,

@@ -26,6 +26,14 @@ const RETRY_AFTER = {
   'Retry-After': { description: 'seconds to wait before retrying', schema: { type: 'integer' } },
 };
 
+/** With SALE_NOT_STARTED. */
+const UNTIL_START = {
+  'Retry-After': {
+    description: 'with SALE_NOT_STARTED: seconds until the sale starts (rounded up)',
+    schema: { type: 'integer' },
+  },
+};
+
 /**
  * One response per HTTP status for `codes`: its codes named in the description and
  * as the enum of `code`, and each code's example body (its message from errors.ts).
@@ -46,6 +54,7 @@ export function errorResponses(codes: readonly string[]): Record<string, Respons
     responses[status] = {
       description: group.map((code) => `\`${code}\``).join(', '),
       ...(status === 503 ? { headers: RETRY_AFTER } : {}),
+      ...(group.includes('SALE_NOT_STARTED') ? { headers: UNTIL_START } : {}),
       content: {
         'application/json': {
           schema,

@@ -55,9 +55,16 @@ export class DoorRefusals {
 
   constructor(private readonly clock: () => number = Date.now) {}
 
-  /** The dashboard's and /metrics' counts of answers: the door's are counted as the purchase route's are. */
-  attach(telemetry: PurchaseTelemetry): void {
+  /** Bodies over this are the framework's to refuse (413): set by create-app.ts. */
+  private bodyLimit = 0;
+
+  /**
+   * Opens the door: the dashboard's and /metrics' counts of answers (the door's are
+   * counted as the purchase route's are) and the body limit the framework enforces.
+   */
+  attach(telemetry: PurchaseTelemetry, bodyLimit: number): void {
     this.telemetry = telemetry;
+    this.bodyLimit = bodyLimit;
   }
 
   /** Notes a refusal the purchase path got from Redis for `productId`. */
@@ -94,6 +101,10 @@ export class DoorRefusals {
     if (!known) return false;
     const headers = req.headers;
     if (headers['idempotency-key'] !== undefined || headers['admission-pass'] !== undefined) return false;
+    // A request the route would refuse for its form (not JSON, too large) is left to
+    // say so: the door answers only what the purchase itself would be answered.
+    if (!headers['content-type']?.startsWith('application/json')) return false;
+    if (Number(headers['content-length'] ?? Infinity) > this.bodyLimit) return false;
     const now = this.clock();
     if (now >= known.until) {
       this.learnt.delete(match[1]);

@@ -16,6 +16,11 @@ import { REDIS_CLIENT } from '../redis/redis.constants';
 /** Tickets and passes: 128 random bits, base64url. */
 const TOKEN = /^[A-Za-z0-9_-]{22}$/;
 
+/** Whether a header value can be a pass at all (checked before it is used as a key in Redis). */
+export function passShaped(value: string): boolean {
+  return TOKEN.test(value);
+}
+
 /** A ticket as GET /api/products/:id/queue/:ticket answers it. */
 export interface TicketState {
   readonly ticket: string;
@@ -63,9 +68,11 @@ export class WaitingRoom {
   /**
    * Throws AdmissionInvalidError unless `pass` is a pass this product's queue issued to
    * `userId` and has not lapsed by Redis's clock. Called once the purchase holds the
-   * pass's claim, so no other request can use it meanwhile.
+   * pass's claim, so no other request can use it meanwhile. Returns when it lapses
+   * (ms): the write checks that again by Redis's clock, so a purchase that waited for
+   * the lock past it buys nothing.
    */
-  async check(productId: string, userId: string, pass: string): Promise<void> {
+  async check(productId: string, userId: string, pass: string): Promise<number> {
     if (!TOKEN.test(pass)) throw new AdmissionInvalidError('is not a pass this sale issued');
     const k = this.keys.product(productId);
     const [record, time] = (await execAll(this.redis.multi().hget(k.queue, `x:${pass}`).time())) as [
@@ -77,6 +84,7 @@ export class WaitingRoom {
     if (owner !== userId) throw new AdmissionInvalidError("is another buyer's");
     const now = Number(time[0]) * 1000 + Math.floor(Number(time[1]) / 1000);
     if (now >= Number(expires)) throw new AdmissionInvalidError('has expired');
+    return Number(expires);
   }
 
   /** Once its order is written, the pass no longer holds units back (best effort: else it does until it lapses). */

@@ -66,11 +66,13 @@ describe('Idempotency-Key claims in Redis', () => {
       1,
       OUTCOME_TTL_MS,
       'lock',
-      ...['ann', 1, 'o-ann', 'lost', 'c-lost'],
-      ...['bob', 1, 'o-bob', 'kept', 'c-kept'],
-      ...['cid', 1, 'o-cid', '', ''],
+      ...['ann', 1, 'o-ann', 'lost', 'c-lost', ''],
+      ...['bob', 1, 'o-bob', 'kept', 'c-kept', ''],
+      ...['cid', 1, 'o-cid', '', '', ''],
+      // Made with an Admission-Pass that lapsed (by Redis's clock) before this write.
+      ...['dan', 1, 'o-dan', '', '', 1],
     );
-    expect(reply).toEqual(['OK', -1, 4, 3]);
+    expect(reply).toEqual(['OK', -1, 4, 3, -2]);
     expect((await redis.xrange(k.orders, '-', '+')).map(([, f]) => f[1])).toEqual(['o-bob', 'o-cid']);
     expect(await redis.hgetall(k.buyers)).toEqual({ bob: '1', cid: '1' });
     expect(await redis.hget(k.idem, 'kept')).toBe('D|fp-kept|o-bob|1|4');
@@ -95,8 +97,16 @@ describe('Idempotency-Key claims in Redis', () => {
     // The claim given up: nothing. The other: written, although the unit is gone, as an
     // unfenced late write is (bob's order took it): -1 left, which is no "skipped".
     await redis.decr(k.stock);
-    const left = await writeOrders(redis, k, 'lock', [order('ann', 'lost', 'c-lost'), order('cid', 'late', 'c-late')]);
-    expect(left).toEqual([null, -1]);
+    const lapsed = {
+      ...order('eve', '', ''),
+      order: { productId: 'phone', userId: 'eve', quantity: 1, passExpiresAt: 1 },
+    };
+    const left = await writeOrders(redis, k, 'lock', [
+      order('ann', 'lost', 'c-lost'),
+      order('cid', 'late', 'c-late'),
+      lapsed,
+    ]);
+    expect(left).toEqual([null, -1, 'PASS_EXPIRED']);
     expect((await redis.xrange(k.orders, '-', '+')).map(([, f]) => f[1])).toEqual(['o-cid']);
     expect(await redis.hget(k.idem, 'late')).toBe('D|fp-late|o-cid|1|-1');
     expect(await redis.hexists(k.idem, 'lost')).toBe(0);
@@ -118,11 +128,11 @@ describe('Idempotency-Key claims in Redis', () => {
     await idempotencyRelease.run(redis, [k.idem], 'key', 'first'); // its answer was lost
     await idempotencyClaim.run(redis, [k.idem], 'key', 'retry', 'fp', CLAIM_TTL_MS, OUTCOME_TTL_MS);
     expect(
-      await purchase.run(redis, keys, 'ann', 1, 'o-retry', 'key', 'retry', OUTCOME_TTL_MS, 'lock-free', ''),
+      await purchase.run(redis, keys, 'ann', 1, 'o-retry', 'key', 'retry', OUTCOME_TTL_MS, 'lock-free', '', ''),
     ).toEqual(['OK', 4]);
     // The first request's purchase, delivered late:
     expect(
-      await purchase.run(redis, keys, 'ann', 1, 'o-first', 'key', 'first', OUTCOME_TTL_MS, 'lock-free', ''),
+      await purchase.run(redis, keys, 'ann', 1, 'o-first', 'key', 'first', OUTCOME_TTL_MS, 'lock-free', '', ''),
     ).toEqual(['CLAIM_LOST']);
     expect(await redis.xlen(k.orders)).toBe(1);
     expect(await redis.get(k.stock)).toBe('4');
@@ -150,7 +160,7 @@ describe('Idempotency-Key claims in Redis', () => {
     await idempotencyClaim.run(redis, [k.idem], 'key', 'c1', 'fp', CLAIM_TTL_MS, OUTCOME_TTL_MS);
     // Only an outcome is noted, and only its own order.
     expect(await idempotencyAcknowledged.run(redis, [k.idem], 'key', 'o-1', 1)).toBe(0);
-    await purchase.run(redis, keys, 'ann', 1, 'o-1', 'key', 'c1', OUTCOME_TTL_MS, 'lock-free', '');
+    await purchase.run(redis, keys, 'ann', 1, 'o-1', 'key', 'c1', OUTCOME_TTL_MS, 'lock-free', '', '');
     expect(await idempotencyAcknowledged.run(redis, [k.idem], 'key', 'o-other', 1)).toBe(0);
     expect(await idempotencyAcknowledged.run(redis, [k.idem], 'key', 'o-1', 2)).toBe(1);
     expect(await idempotencyClaim.run(redis, [k.idem], 'key', 'c2', 'fp', CLAIM_TTL_MS, OUTCOME_TTL_MS)).toEqual([

@@ -12,7 +12,7 @@ import {
 import { KeyLayout } from '../redis/key-layout';
 import { idempotencyAcknowledged, idempotencyClaim, idempotencyRelease } from '../redis/lua-scripts';
 import { REDIS_CLIENT } from '../redis/redis.constants';
-import { Claim, Order, OrderLine, OUTCOME_TTL_MS } from './order';
+import { Claim, Order, OrderLine, OrderRequest, OUTCOME_TTL_MS } from './order';
 import { PurchasePath } from './purchases/purchase-path';
 
 /** Longest Idempotency-Key accepted (the draft sets none; Stripe's is 255). */
@@ -79,10 +79,14 @@ export class Idempotency {
    * The order for `line` under `key`: placed now, or the one placed before (`replayed`).
    * The key is looked up first: a retry is answered what became of it (its order, 409,
    * 422) whatever `beforeWrite` would say. Only a request that claimed the key runs
-   * `beforeWrite` (a pre-check that may refuse); if it throws, the claim is given up and
-   * nothing was written.
+   * `beforeWrite` (a pre-check that may refuse, and may say what the write must check
+   * again: a pass's expiry); if it throws, the claim is given up and nothing was written.
    */
-  async purchase(line: OrderLine, key: string, beforeWrite?: () => Promise<void>): Promise<KeyedPurchase> {
+  async purchase(
+    line: OrderLine,
+    key: string,
+    beforeWrite?: () => Promise<Partial<OrderRequest> | void>,
+  ): Promise<KeyedPurchase> {
     const k = this.keys.product(line.productId);
     const claim: Claim = { key, claimId: randomBytes(12).toString('base64url'), fingerprint: fingerprintOf(line) };
     const [status, a, b, c, d] = await idempotencyClaim.run(
@@ -101,8 +105,13 @@ export class Idempotency {
     if (status === 'MISMATCH') throw new IdempotencyKeyMismatchError();
     if (status === 'IN_FLIGHT') throw new IdempotencyKeyInUseError(a);
     try {
-      await beforeWrite?.();
-      return { order: await this.purchases.purchase({ ...line, claim }), replayed: false, acknowledgedBy: 0 };
+      // What the pre-check learnt that the write must check again (an Admission-Pass's expiry).
+      const learnt = (await beforeWrite?.()) ?? {};
+      return {
+        order: await this.purchases.purchase({ ...line, ...learnt, claim }),
+        replayed: false,
+        acknowledgedBy: 0,
+      };
     } catch (err) {
       // Its claim passed to another request already; nothing of ours to give up.
       if (!(err instanceof IdempotencyKeyInUseError)) await this.giveUp(k.idem, claim, err);

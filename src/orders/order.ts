@@ -23,6 +23,8 @@ export interface Claim {
 export interface OrderRequest extends OrderLine {
   /** Present when the request carries an Idempotency-Key. */
   readonly claim?: Claim;
+  /** Made with an Admission-Pass: when it lapses (ms, Redis's clock); the write refuses it after. */
+  readonly passExpiresAt?: number;
 }
 
 /** A purchase as POST /api/orders acknowledges it (201). */

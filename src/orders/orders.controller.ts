@@ -6,7 +6,7 @@ import { ApiErrors } from '../docs/api-errors';
 import { component } from '../docs/components';
 import { ApiJsonBody, ApiPathParams } from '../docs/dto-decorators';
 import { DoorRefusals } from '../door/door-refusals';
-import { WaitingRoom } from '../door/waiting-room';
+import { passShaped, WaitingRoom } from '../door/waiting-room';
 import { ProductParamsDto } from '../products/dto/product-params.dto';
 import { ErrorBody, errorBody, toAppError } from '../errors/error.filter';
 import { CREATED, PurchaseTelemetry } from '../telemetry/purchase-telemetry';
@@ -75,10 +75,6 @@ const CREATED_ORDER = ApiCreatedResponse({
     'Idempotent-Replayed': {
       description: "`true` when this answer is a retry's: the order was placed earlier, nothing was written now",
       schema: { type: 'string', enum: ['true'] },
-    },
-    'Retry-After': {
-      description: 'with 409 SALE_NOT_STARTED: seconds until the sale starts',
-      schema: { type: 'integer' },
     },
   },
 });
@@ -161,6 +157,8 @@ export class OrdersController {
   ): Promise<Order | ErrorBody> {
     // A malformed key is bad input, refused (400) before it counts as a purchase, as a
     // bad body is.
+    // A value that cannot be a pass is refused before it is used as a key in Redis.
+    if (pass !== undefined && !passShaped(pass)) throw new AdmissionInvalidError('is not a pass this sale issued');
     const key =
       pass !== undefined ? passClaimKey(pass) : rawKey === undefined ? undefined : parseIdempotencyKey(rawKey);
     this.telemetry.arrived(line.productId);
@@ -184,13 +182,14 @@ export class OrdersController {
               ? ensure
               : undefined
             : async () => {
-                await this.room.check(line.productId, line.userId, pass);
+                const passExpiresAt = await this.room.check(line.productId, line.userId, pass);
                 if (this.replicas.enabled) await ensure();
+                return { passExpiresAt };
               };
         const keyed = await this.idempotency.purchase(line, key, checks).catch((err: unknown) => {
           // A pass that already bought, for another user or quantity.
           if (pass !== undefined && err instanceof IdempotencyKeyMismatchError) {
-            throw new AdmissionInvalidError('has already bought another order');
+            throw new AdmissionInvalidError('was used for another purchase (another user or quantity)');
           }
           throw err;
         });

@@ -103,7 +103,7 @@ export function keyedWriteArgs(accepted: readonly AcceptedOrder[]): [number, ...
   return [OUTCOME_TTL_MS, ...orderArgs(accepted)];
 }
 
-/** Per order, the five values the write scripts take: userId, quantity, orderId, Idempotency-Key, claim id. */
+/** Per order, the six values the write scripts take: userId, quantity, orderId, Idempotency-Key, claim id, pass expiry. */
 function orderArgs(accepted: readonly AcceptedOrder[]): (string | number)[] {
   return accepted.flatMap(({ order, orderId }) => [
     order.userId,
@@ -111,14 +111,21 @@ function orderArgs(accepted: readonly AcceptedOrder[]): (string | number)[] {
     orderId,
     order.claim?.key ?? '',
     order.claim?.claimId ?? '',
+    order.passExpiresAt ?? '',
   ]);
 }
 
-/** keyed-write-7.lua's reply: the stock left after each order, or null for one whose claim was lost. */
-export function keyedWriteLeft(left: readonly (number | string)[]): (number | null)[] {
+/** What a write says of an order it skipped for its lapsed Admission-Pass (nothing of it written). */
+export const PASS_EXPIRED = 'PASS_EXPIRED';
+
+/** The stock left after an order, null for one skipped for its claim, PASS_EXPIRED for one skipped for its pass. */
+export type Written = number | null | typeof PASS_EXPIRED;
+
+/** keyed-write-7.lua's reply: the stock left after each order, or why one was skipped. */
+export function keyedWriteLeft(left: readonly (number | string)[]): Written[] {
   // Not -1 for a skipped order, as in fenced-write-8.lua: here nothing checks the
   // stock, and a late write that oversold leaves -1 for real.
-  return left.map((l) => (l === 'CLAIM_LOST' ? null : Number(l)));
+  return left.map((l) => (l === 'CLAIM_LOST' ? null : l === PASS_EXPIRED ? PASS_EXPIRED : Number(l)));
 }
 
 /**
@@ -146,7 +153,8 @@ export interface AcceptedOrder {
 /**
  * Writes accepted orders in one round trip and returns the stock left after each, or
  * null for an order whose Idempotency-Key claim was no longer its request's (not
- * written: another request decides that key). Each order is written as a reservation
+ * written: another request decides that key), or PASS_EXPIRED for one whose
+ * Admission-Pass lapsed before the write (not written). Each order is written as a reservation
  * (its state and its payment deadline, order-outcome-5.lua) in the same step. Under a
  * plain hold: keyed-write-7.lua, which checks each keyed order's claim as it writes.
  * Under a fenced hold (`fence` given): fenced-write-8.lua, which applies them only if
@@ -159,7 +167,7 @@ export async function writeOrders(
   family: string,
   accepted: readonly AcceptedOrder[],
   fence?: number,
-): Promise<(number | null)[]> {
+): Promise<Written[]> {
   if (fence === undefined) {
     return keyedWriteLeft(await orderWrite(keyedWrite.run(redis, keyedWriteKeys(k), ...keyedWriteArgs(accepted))));
   }
@@ -179,5 +187,5 @@ export async function writeOrders(
   // a limit exceeded means someone wrote outside it (a holder the fence missed).
   if (status === 'SHORT' || status === 'OVER_LIMIT') throw new LockBypassedError();
   if (status !== 'OK') throw new Error(`fenced write refused: ${status} ${rest.join(' ')}; nothing was written`);
-  return rest.map((left) => (Number(left) === -1 ? null : Number(left)));
+  return rest.map((left) => (Number(left) === -1 ? null : Number(left) === -2 ? PASS_EXPIRED : Number(left)));
 }

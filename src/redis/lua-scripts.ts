@@ -61,6 +61,7 @@ export const purchase = new LuaScript<
     outcomeTtlMs: number,
     family: string,
     appClock: number | '',
+    passExpiresAt: number | '',
   ],
   [status: string, ...values: (number | string)[]]
 >('purchase');
@@ -117,7 +118,7 @@ export const fencedWrite = new LuaScript<
 export const keyedWrite = new LuaScript<
   [stock: string, buyers: string, orders: string, idem: string, meta: string, states: string, deadlines: string],
   [outcomeTtlMs: number, ...orders: (string | number)[]],
-  (number | 'CLAIM_LOST')[]
+  (number | 'CLAIM_LOST' | 'PASS_EXPIRED')[]
 >('keyed-write');
 
 /** Claims an Idempotency-Key, or says what became of it. */

@@ -3,7 +3,7 @@ import type { Redis } from 'ioredis';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { AppConfig, saleClock, strategyFamily } from '../../config/app-config';
 import { APP_CONFIG } from '../../config/config.constants';
-import { ContentionError, IdempotencyKeyInUseError } from '../../errors/errors';
+import { AdmissionInvalidError, ContentionError, IdempotencyKeyInUseError } from '../../errors/errors';
 import { backoffMs } from '../../locks/backoff';
 import { LocalQueue } from '../../locks/local-queue';
 import type { RedisClient } from '../../redis/create-client';
@@ -18,6 +18,7 @@ import {
   keyedWriteArgs,
   keyedWriteKeys,
   keyedWriteLeft,
+  PASS_EXPIRED,
   orderWrite,
   readSale,
   SaleRead,
@@ -188,6 +189,7 @@ export class OptimisticPurchases extends PurchasePath implements OnApplicationSh
     const [left] = keyedWriteLeft(replies[0][1] as (number | string)[]);
     // The WATCH saw the claim ours, and EXEC ran only if nothing it watched changed.
     if (left === null) throw new IdempotencyKeyInUseError(0);
+    if (left === PASS_EXPIRED) throw new AdmissionInvalidError('has expired');
     return { remaining: left, saleId: read.sale!.saleId };
   }
 

@@ -1,6 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { RedisClient } from '../../redis/create-client';
 import {
+  AdmissionInvalidError,
   AdmissionRequiredError,
   AppError,
   IdempotencyKeyInUseError,
@@ -66,6 +67,7 @@ export class ScriptedPurchases extends PurchasePath {
         OUTCOME_TTL_MS,
         this.family,
         this.clock ? this.clock(0) : '',
+        order.passExpiresAt ?? '',
       ),
     );
     if (status === 'OK') return acknowledge(order, orderId, Number(a));
@@ -98,6 +100,8 @@ function refusalOf(order: OrderRequest, status: string, a: number, b: number): A
       return new SaleEndedError(order.productId, a);
     case 'ADMISSION_REQUIRED':
       return new AdmissionRequiredError(order.productId);
+    case 'PASS_EXPIRED':
+      return new AdmissionInvalidError('has expired');
     case 'SOLD_OUT':
       return new SoldOutError(order.productId);
     case 'INSUFFICIENT_STOCK':

@@ -21,14 +21,16 @@
   ARGV[1]  our fencing token
   ARGV[2]  how long an outcome is kept, in ms (the idempotency hash's TTL)
   ARGV[3]  our strategy family: a sale started by another family is not ours to write
-  ARGV[4..] per order, five values: userId, quantity (integer >= 1), orderId,
-           Idempotency-Key and claim id ('' and '' for an order sent without a key).
+  ARGV[4..] per order, six values: userId, quantity (integer >= 1), orderId,
+           Idempotency-Key and claim id ('' and '' for an order sent without a key),
+           and the expiry (ms) of the Admission-Pass it was made with ('' for none: an
+           order whose pass lapsed by Redis's clock before this write is skipped).
            An order with a key is written only while its claim is still the one this
            request made (`P|<claim id>|...`): a claim given up (the write's answer was
            lost) or taken over by a retry means another request decides that key, and
            this order is skipped; otherwise the outcome replaces the claim.
   Returns  {'OK', stock left after order 1, after order 2, ...}: all written (an order
-           skipped for its claim: -1), each stream entry carrying `fence` = our token,
+           skipped for its claim: -1; for its lapsed pass: -2), each stream entry carrying `fence` = our token,
            and meta's `fence` set to it
            {'STALE_LOCK', newest token}: a later holder exists; nothing written
            {'SHORT', stock}: fewer units than the batch needs, which the holder's
@@ -59,11 +61,16 @@ local function claimed(i)
   local mine = 'P|' .. ARGV[i + 4] .. '|'
   return held ~= false and string.sub(held, 1, #mine) == mine
 end
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local function passValid(i)
+  return ARGV[i + 5] == '' or now < tonumber(ARGV[i + 5])
+end
 local limit = tonumber(meta[1] or '0')
 local total = 0
 local owned = {}
-for i = 4, #ARGV, 5 do
-  if claimed(i) then
+for i = 4, #ARGV, 6 do
+  if passValid(i) and claimed(i) then
     local quantity = tonumber(ARGV[i + 1])
     total = total + quantity
     local user = ARGV[i]
@@ -83,8 +90,7 @@ redis.call('HSET', KEYS[5], 'fence', ARGV[1])
 local timeout = tonumber(redis.call('HGET', KEYS[5], 'paymentTimeoutMs') or '')
 local deadline = false
 if timeout then
-  local now = redis.call('TIME')
-  deadline = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) + timeout
+  deadline = now + timeout
 end
 local function reserve(orderId, userId, quantity)
   redis.call('HSET', KEYS[7], orderId, 'R|' .. userId .. '|' .. quantity)
@@ -93,8 +99,10 @@ local function reserve(orderId, userId, quantity)
   end
 end
 local replies = {'OK'}
-for i = 4, #ARGV, 5 do
-  if claimed(i) then
+for i = 4, #ARGV, 6 do
+  if not passValid(i) then
+    replies[#replies + 1] = -2
+  elseif claimed(i) then
     local left = redis.call('DECRBY', KEYS[2], ARGV[i + 1])
     replies[#replies + 1] = left
     redis.call('HINCRBY', KEYS[3], ARGV[i], ARGV[i + 1])

@@ -12,19 +12,22 @@
   KEYS[4]  idempotency hash (idempotency-claim-1.lua)
   KEYS[5]  meta hash: paymentTimeoutMs   KEYS[6]  order states hash   KEYS[7]  deadlines zset
   ARGV[1]  how long an outcome is kept, in ms (the idempotency hash's TTL)
-  ARGV[2..] per order, five values: userId, quantity (integer >= 1), orderId,
-           Idempotency-Key and claim id ('' and '' for an order without a key)
+  ARGV[2..] per order, six values: userId, quantity (integer >= 1), orderId,
+           Idempotency-Key and claim id ('' and '' for an order without a key), and
+           the expiry (ms) of the Admission-Pass it was made with ('' for none)
   Returns  the stock left after each order, in order (below 0 when a late write
            oversold: nothing here stops it); 'CLAIM_LOST' for an order skipped because
-           its claim is no longer its request's (nothing of it written)
+           its claim is no longer its request's, 'PASS_EXPIRED' for one whose pass
+           lapsed by Redis's clock before this write (nothing of either written)
 ]]
 -- Reservation: the order holds its units until it is paid, cancelled or its payment
 -- deadline passes (order-outcome-7.lua); the deadline is Redis's clock, not an app's.
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 local timeout = tonumber(redis.call('HGET', KEYS[5], 'paymentTimeoutMs') or '')
 local deadline = false
 if timeout then
-  local now = redis.call('TIME')
-  deadline = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) + timeout
+  deadline = now + timeout
 end
 local function reserve(orderId, userId, quantity)
   redis.call('HSET', KEYS[6], orderId, 'R|' .. userId .. '|' .. quantity)
@@ -40,9 +43,16 @@ local function claimed(i)
   local mine = 'P|' .. ARGV[i + 4] .. '|'
   return held ~= false and string.sub(held, 1, #mine) == mine
 end
+-- A pass buys only while it is valid by this Redis's clock, checked in the write itself:
+-- a purchase that waited for the lock past its pass's expiry buys nothing.
+local function passValid(i)
+  return ARGV[i + 5] == '' or now < tonumber(ARGV[i + 5])
+end
 local replies = {}
-for i = 2, #ARGV, 5 do
-  if claimed(i) then
+for i = 2, #ARGV, 6 do
+  if not passValid(i) then
+    replies[#replies + 1] = 'PASS_EXPIRED'
+  elseif claimed(i) then
     local left = redis.call('DECRBY', KEYS[1], ARGV[i + 1])
     replies[#replies + 1] = left
     redis.call('HINCRBY', KEYS[2], ARGV[i], ARGV[i + 1])

@@ -14,6 +14,8 @@
   ARGV[8]  optional: the app's clock in ms, used for the window instead of Redis's
            (SALE_CLOCK=app, the naive check, kept to show it selling early); '' or
            absent: Redis's clock
+  ARGV[9]  optional: the expiry (ms) of the Admission-Pass this purchase is made with
+           ('' or absent: none); past it by Redis's clock, nothing is written
   Returns  {'OK', remaining}
            {'STRATEGY_MISMATCH', soldBy}: the sale's family is another; nothing written
            {'CLAIM_LOST'}: the key's claim is no longer this request's (given up
@@ -21,7 +23,8 @@
            {'UNKNOWN_PRODUCT'}
            {'SALE_NOT_STARTED', startsAt, now} / {'SALE_ENDED', endsAt}: by Redis's clock
            {'ADMISSION_REQUIRED'}: the sale has a waiting room and this purchase no pass
-           (a pass's purchase is claimed under the key `pass <pass>`, pass-claim-3.lua)
+           (a pass's purchase is claimed under the key `pass <pass>`: orders.controller.ts)
+           {'PASS_EXPIRED'}: its pass lapsed before this write
            {'LIMIT_REACHED', perUserLimit, bought}
            {'SOLD_OUT'}
            {'INSUFFICIENT_STOCK', remaining}
@@ -59,6 +62,9 @@ if meta[4] and windowNow >= tonumber(meta[4]) then
 end
 if meta[5] and string.sub(ARGV[4], 1, 5) ~= 'pass ' then
   return {'ADMISSION_REQUIRED'}
+end
+if ARGV[9] and ARGV[9] ~= '' and now >= tonumber(ARGV[9]) then
+  return {'PASS_EXPIRED'}
 end
 local quantity = tonumber(ARGV[2])
 local bought = tonumber(redis.call('HGET', KEYS[3], ARGV[1]) or '0')

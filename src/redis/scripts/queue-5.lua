@@ -2,12 +2,12 @@
   A product's waiting room, joined or read in one step with its admissions: buyers are
   admitted in the order they joined, at the sale's rate (a token bucket holding at most
   one second of admissions), and only while the stock left can serve every pass not yet
-  used (outstanding passes <= stock left: a pass that expires unused frees its place for
-  the next in line). Admission happens whenever anyone joins or reads the queue, so it
+  used in full (outstanding passes x perUserLimit <= stock left: a pass may buy up to the
+  limit; a pass that expires unused frees its place for the next in line). Admission happens whenever anyone joins or reads the queue, so it
   needs no process of its own: an app that dies loses no place, and every instance
   admits the same buyers in the same order. Redis's clock decides.
 
-  KEYS[1]  meta hash: queueRate, passTtlMs (reset-sale-10.lua); queueJoined,
+  KEYS[1]  meta hash: perUserLimit, queueRate, passTtlMs (reset-sale-10.lua); queueJoined,
            queueAdmitted, queueTokens, queueAt (this script's counters)
   KEYS[2]  stock
   KEYS[3]  waiting-room hash (key-layout.ts: t:<ticket>, u:<userId>, n:<position>, x:<pass>)
@@ -24,7 +24,7 @@
            {'UNKNOWN_PRODUCT'}   {'NO_QUEUE'}   {'UNKNOWN_TICKET'}
 ]]
 local meta = redis.call('HMGET', KEYS[1], 'initialStock', 'queueRate', 'passTtlMs',
-  'queueJoined', 'queueAdmitted', 'queueTokens', 'queueAt')
+  'queueJoined', 'queueAdmitted', 'queueTokens', 'queueAt', 'perUserLimit')
 if not meta[1] then
   return {'UNKNOWN_PRODUCT'}
 end
@@ -59,7 +59,7 @@ end
 -- purchase that used it; one whose removal was lost holds its place until it expires.)
 redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
 local stock = tonumber(redis.call('GET', KEYS[2]) or '0')
-local room = stock - redis.call('ZCARD', KEYS[4])
+local room = math.floor(stock / tonumber(meta[8] or '1')) - redis.call('ZCARD', KEYS[4])
 local n = math.min(math.floor(tokens), room, joined - admitted)
 for _ = 1, n do
   admitted = admitted + 1

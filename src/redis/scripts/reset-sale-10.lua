@@ -85,7 +85,7 @@ for field, value in pairs(optional) do
   end
 end
 -- queue-5.lua's counters: joined, admitted, admission tokens and when they were counted.
-redis.call('HDEL', KEYS[1], 'queueJoined', 'queueAdmitted', 'queueTokens', 'queueAt', 'queueSweptAt')
+redis.call('HDEL', KEYS[1], 'queueJoined', 'queueAdmitted', 'queueTokens', 'queueAt')
 if ARGV[4] == '' then
   redis.call('HDEL', KEYS[1], 'soldBy')
 else
