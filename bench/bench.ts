@@ -20,10 +20,11 @@ import { PrivatePostgres, startPrivatePostgres } from '../harness/postgres';
 import { REDLOCK_NODE, startPrivateRedis } from '../harness/redis';
 import { Afterlife, payAll } from './afterlife';
 import { checkSettled, unsettled, waitForSettlement } from './settled';
+import { loadUntilOpen, Opening, openingOf } from './starts-in';
 import { UNSAFE_STRATEGIES } from '../src/config/app-config';
 import { KeyLayout } from '../src/redis/key-layout';
 import { Cost, MeteredNode, startMeter } from './cost';
-import { Answer, LoadResult, runLoad } from './load';
+import { Answer, LoadOptions, LoadResult, runLoad } from './load';
 import { BenchOptions, parseOptions, Target, USAGE, UsageError } from './options';
 import { startProgress } from './progress';
 import { chartJsSource, htmlReport, htmlPathFor } from './html-report';
@@ -297,7 +298,13 @@ async function measuredSale(run: Run, t: RowApp): Promise<Measured> {
     t.products.push(...ids);
     if (attempt > 1) watchLine(run, t, productId);
     const deadline = options.pay !== undefined ? options.paymentTimeoutMs : undefined;
-    await Promise.all(ids.map((id) => startSale(t.app.url, t.token, id, options.stock, options.quantity, deadline)));
+    // --starts-in: the sale opens that long from now by Redis's clock (the one it is judged by).
+    const skewMs = await redisClockSkewMs(run.client);
+    const startsAt = options.startsInMs !== undefined ? Math.ceil(Date.now() + skewMs + options.startsInMs) : undefined;
+    const window = startsAt !== undefined ? { startsAt: new Date(startsAt).toISOString() } : {};
+    await Promise.all(
+      ids.map((id) => startSale(t.app.url, t.token, id, options.stock, options.quantity, deadline, window)),
+    );
     await pauseToWatch(run, t);
     const progress = { done: 0 };
     const stockKeys = ids.map((id) => t.keys.product(id).stock);
@@ -308,27 +315,32 @@ async function measuredSale(run: Run, t: RowApp): Promise<Measured> {
     const reporter = startProgress(t.label, requests(options), progress, async () => String(await left()), onSale);
     const answers: Answer[] = [];
     const paying = options.pay !== undefined ? new Afterlife(t.app.url, options.pay) : undefined;
-    const skewMs = await redisClockSkewMs(run.client);
     const lag = t.databaseUrl ? sampleLag(run, t, productId) : undefined;
     // The cost is the pass's alone: after the sale's setup, before the retries and the verdict.
     const meter = await startMeter(run.meters, t.app.pid);
-    const first = await runLoad(
-      {
-        url: t.app.url,
-        productId,
-        ...(ids.length > 1 && { productIds: ids }),
-        buyers: options.buyers,
-        duplicates: options.duplicates,
-        connections: options.connections,
-        quantity: options.quantity,
-        idempotencyKeys: options.keys,
-        // The sold-out path is bought through the URL, where the door answers it.
-        productPath: options.soldOutPath,
-        ...(options.retries > 0 ? { onAnswer: (a: Answer) => answers.push(a) } : {}),
-        // --pay: each order is paid, cancelled or left as its 201 arrives.
-        ...(paying ? { onAnswer: (a: Answer) => a.orderId && a.status === 201 && paying.offer(a.orderId) } : {}),
-      },
-      progress,
+    const loadOptions: LoadOptions = {
+      url: t.app.url,
+      productId,
+      ...(ids.length > 1 && { productIds: ids }),
+      buyers: options.buyers,
+      duplicates: options.duplicates,
+      connections: options.connections,
+      quantity: options.quantity,
+      idempotencyKeys: options.keys,
+      // The sold-out path is bought through the URL, where the door answers it.
+      productPath: options.soldOutPath,
+      ...(options.retries > 0 ? { onAnswer: (a: Answer) => answers.push(a) } : {}),
+      // --pay: each order is paid, cancelled or left as its 201 arrives.
+      ...(paying ? { onAnswer: (a: Answer) => a.orderId && a.status === 201 && paying.offer(a.orderId) } : {}),
+    };
+    let waves: { waves: number; notStarted: number } | undefined;
+    const first = await (
+      startsAt === undefined
+        ? runLoad(loadOptions, progress)
+        : loadUntilOpen(loadOptions, startsAt, async () => Date.now() + skewMs, progress).then((r) => {
+            waves = r;
+            return r.load;
+          })
     ).finally(() => reporter.stop());
     const cost = await meter.stop(first.sent, async () => onSale - (await left()));
     let load = first;
@@ -392,6 +404,21 @@ async function measuredSale(run: Run, t: RowApp): Promise<Measured> {
         verdict.problems.push(`payments and cancels answered ${seen}`);
       }
     }
+    let opening: Opening | undefined;
+    if (startsAt !== undefined && waves) {
+      // The window's promise, read from Redis: no order older than the start.
+      opening = openingOf(startsAt, parts[0].sale.orders, waves.waves, waves.notStarted);
+      verdict.invariants.window = opening.early === 0;
+      if (opening.early > 0) {
+        verdict.broken.window = `window: ${opening.early} orders written before the start`;
+        verdict.problems.push(verdict.broken.window);
+      }
+      run.log(
+        `${t.label}: opened at ${new Date(startsAt).toISOString()} (Redis's clock): ${waves.notStarted} answers SALE_NOT_STARTED over ${waves.waves} waves; ` +
+          `the first order ${opening.firstOrderMs} ms after the start, ${opening.firstSecondSold} units sold in the first second, none before the start` +
+          (opening.early > 0 ? ` — EXCEPT ${opening.early}` : ''),
+      );
+    }
     if (settlement) {
       verdict.invariants.settled = settlement.ok;
       if (!settlement.ok) {
@@ -400,7 +427,16 @@ async function measuredSale(run: Run, t: RowApp): Promise<Measured> {
       }
     }
     if (verdict.oversold > 0 || attempt >= attempts) {
-      return { load, verdict, products, attempts: attempt, cost, soldOverTime: sold, settlement: settlement?.row };
+      return {
+        load,
+        verdict,
+        products,
+        attempts: attempt,
+        cost,
+        soldOverTime: sold,
+        settlement: settlement?.row,
+        ...(opening && { opening }),
+      };
     }
     run.log(`${t.label}: sale ${attempt} did not oversell; running it again in a fresh app`);
     const exitCode = await t.app.stop();
@@ -417,6 +453,8 @@ interface Measured {
   readonly products?: ProductVerdict[];
   /** Sales run (the `none` control may need more than one). */
   readonly attempts: number;
+  /** --starts-in: how the sale opened. */
+  readonly opening?: Opening;
   /** Of the last sale's pass. */
   readonly cost: Cost;
   /** The last sale's units over time. */
@@ -427,7 +465,7 @@ interface Measured {
 function toRow(
   run: Run,
   t: RowApp,
-  { load, verdict, products, attempts, cost, soldOverTime: sold, settlement }: Measured,
+  { load, verdict, products, attempts, cost, soldOverTime: sold, settlement, opening }: Measured,
   exitCode: number | null,
 ): Row {
   const { options } = run;
@@ -460,6 +498,7 @@ function toRow(
     cost,
     ...(productRows && { products: productRows }),
     ...(settlement && { settlement }),
+    ...(opening && { opening }),
     pass: passes(verdict.invariants, t.unsafe) && (t.unsafe || exitCode === 0),
   };
 }

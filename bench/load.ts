@@ -26,6 +26,8 @@ export interface LoadOptions {
    * per buyer when there are no duplicates: a duplicate is a second purchase, not a
    * retry), as a client that may retry does. Off by default.
    */
+  /** These buyers, in this order, instead of `buyers` (with `duplicates`) generated ones. */
+  readonly userIds?: readonly string[];
   /** Buy through POST /api/products/:id/orders (the product in the URL), not POST /api/orders. */
   readonly productPath?: boolean;
   readonly idempotencyKeys?: boolean;
@@ -120,7 +122,9 @@ export function buyerSequence(buyers: number, duplicates: number, random = Math.
  */
 export async function runLoad(options: LoadOptions, progress: { done: number } = { done: 0 }): Promise<LoadResult> {
   const prefix = options.userPrefix ?? 'b';
-  const ids = buyerSequence(options.buyers, options.duplicates, Math.random, prefix);
+  const ids = options.userIds
+    ? [...options.userIds]
+    : buyerSequence(options.buyers, options.duplicates, Math.random, prefix);
   const spread = options.productIds;
   // Buyer i's product, round-robin, looked up by userId (a duplicate is a buyer asking again).
   const productOf = new Map<string, string>();
@@ -250,4 +254,30 @@ function cannon(
     tracker.on('response', (_client, _status, _bytes, ms) => latency(ms));
     signal?.addEventListener('abort', () => tracker.stop(), { once: true });
   });
+}
+
+/** Several loads as one: counts summed, the latency bounds the worst of each (no curve: it cannot be summed). */
+export function mergeLoads(loads: readonly LoadResult[]): LoadResult {
+  const sum = (pick: (l: LoadResult) => Record<string, number>) => {
+    const out: Record<string, number> = {};
+    for (const l of loads) for (const [key, k] of Object.entries(pick(l))) out[key] = (out[key] ?? 0) + k;
+    return out;
+  };
+  return {
+    sent: loads.reduce((a, l) => a + l.sent, 0),
+    status: sum((l) => l.status),
+    codes: sum((l) => l.codes),
+    errors: loads.reduce((a, l) => a + l.errors, 0),
+    timeouts: loads.reduce((a, l) => a + l.timeouts, 0),
+    orderIds: loads.flatMap((l) => l.orderIds),
+    distinctBuyers: loads.reduce((a, l) => a + l.distinctBuyers, 0),
+    startedAt: Math.min(...loads.map((l) => l.startedAt)),
+    durationMs: Math.max(...loads.map((l) => l.durationMs)),
+    latency: {
+      p50: Math.max(...loads.map((l) => l.latency.p50)),
+      p90: Math.max(...loads.map((l) => l.latency.p90)),
+      p99: Math.max(...loads.map((l) => l.latency.p99)),
+      max: Math.max(...loads.map((l) => l.latency.max)),
+    },
+  };
 }

@@ -7,6 +7,14 @@ describe('bench options', () => {
     expect(options).not.toHaveProperty('cluster');
   });
 
+  it('takes --starts-in MS for one product with stock, and refuses it elsewhere', () => {
+    expect(parseOptions(['--starts-in', '3000'])).toMatchObject({ startsInMs: 3000 });
+    expect(parseOptions([])).not.toHaveProperty('startsInMs');
+    expect(() => parseOptions(['--starts-in', '3000', '--products', '2'])).toThrow(UsageError);
+    expect(() => parseOptions(['--starts-in', '3000', '--sold-out-path'])).toThrow(UsageError);
+    expect(() => parseOptions(['--starts-in', 'soon'])).toThrow(UsageError);
+  });
+
   it('takes --products N and --cluster K', () => {
     expect(parseOptions(['--products', '12', '--cluster', '3'])).toMatchObject({ products: 12, cluster: 3 });
   });

@@ -44,6 +44,11 @@ export interface BenchOptions {
   readonly pay?: number;
   /** The sale's payment deadline with --pay, ms. */
   readonly paymentTimeoutMs: number;
+  /**
+   * --starts-in MS: the sale opens that long after its PUT (startsAt, Redis's clock); the
+   * buyers arrive before it and keep trying, honouring Retry-After (bench/starts-in.ts).
+   */
+  readonly startsInMs?: number;
 }
 
 /** What a row runs: a strategy of the app, or one of the comparison servers in bench/baselines. */
@@ -101,6 +106,11 @@ export const USAGE = `usage: npm run bench -- [options]
                     of buyers buys the units back in stock (and pays). One
                     product, no --retries
   --payment-timeout MS  the sale's payment deadline with --pay        (10000)
+  --starts-in MS    the sale opens MS after it is set up (startsAt, by Redis's
+                    clock): the buyers arrive before the start and keep trying,
+                    honouring Retry-After; the verdict checks that no order is
+                    older than the start, and the report says how much the first
+                    second after the opening sold. One product
   --redis URL       use this Redis instead of starting a private one
   --out FILE        JSON results, and beside it the HTML report with charts
                     (FILE without .json, plus .html)  (bench/results/<timestamp>.json)
@@ -130,6 +140,7 @@ export function parseOptions(argv: string[]): BenchOptions {
     settle: { type: 'string', default: 'on' },
     pay: { type: 'string' },
     'payment-timeout': { type: 'string', default: '10000' },
+    'starts-in': { type: 'string' },
     help: { type: 'boolean', short: 'h' },
   } as const;
   let parsed;
@@ -218,6 +229,11 @@ export function parseOptions(argv: string[]): BenchOptions {
     if (products > 1 || retries > 0) throw new UsageError('--pay runs with one product and no --retries');
     if (soldOutPath) throw new UsageError('--pay needs orders: it cannot go with --sold-out-path');
   }
+  let startsInMs: number | undefined;
+  if (values['starts-in'] !== undefined) {
+    startsInMs = int('starts-in', values['starts-in'], 100, 600_000);
+    if (products > 1 || soldOutPath) throw new UsageError('--starts-in runs with one product that has stock');
+  }
   const stamp = new Date().toISOString().replace(/[:.]/g, '-');
   return {
     buyers,
@@ -240,6 +256,7 @@ export function parseOptions(argv: string[]): BenchOptions {
     settle,
     ...(pay !== undefined && { pay }),
     paymentTimeoutMs: int('payment-timeout', values['payment-timeout']!, 1000, 3_600_000),
+    ...(startsInMs !== undefined && { startsInMs }),
     out: resolve(values.out ?? join(ROOT, 'bench', 'results', `${stamp}.json`)),
   };
 }

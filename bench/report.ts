@@ -1,3 +1,4 @@
+import type { Opening } from './starts-in';
 import type { Cost } from './cost';
 import type { LatencyPoint } from './latency-curve';
 import type { SoldPoint } from './timeline';
@@ -57,6 +58,8 @@ export interface Row extends Verdict {
   readonly products?: ProductRow[];
   /** With settlement on: PostgreSQL after the sale (bench/settled.ts), and --pay's afterlife. */
   readonly settlement?: SettlementRow;
+  /** --starts-in: how the sale opened (bench/starts-in.ts). */
+  readonly opening?: Opening;
   /** False when any product (or the totals) fails. */
   readonly pass: boolean;
 }
@@ -218,6 +221,7 @@ export function formatReport(rows: Row[]): { text: string; tables: string; faile
           `every invariant holds${r.products ? ' for each product' : ''} (checked from Redis) — ` +
           `${n(r.requests)} requests in ${(r.durationMs / 1000).toFixed(1)} s`,
       );
+      if (r.opening) lines.push(`opening: ${label(r)} ${openingLine(r.opening)}`);
     } else if (!r.unsafe) {
       failed = true;
       lines.push(`verdict: ${label(r)} FAILED: ${r.problems.join('; ')}`);
@@ -275,4 +279,13 @@ export function formatReport(rows: Row[]): { text: string; tables: string; faile
     );
   }
   return { text: lines.join('\n'), tables, failed };
+}
+
+/** --starts-in: what the first second after the start sold, and that nothing sold before it. */
+export function openingLine(o: Opening): string {
+  return (
+    `opened at ${new Date(o.startsAt).toISOString()} (Redis's clock): ${n(o.firstSecondSold)} units sold in the first second, ` +
+    `the first order ${o.firstOrderMs === null ? '-' : `${n(o.firstOrderMs)} ms`} after the start; ${n(o.early)} orders before it; ` +
+    `${n(o.notStarted)} answers SALE_NOT_STARTED over ${n(o.waves)} waves of buyers`
+  );
 }

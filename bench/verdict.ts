@@ -41,6 +41,8 @@ export interface Invariants {
    * PostgreSQL exactly once with the status Redis has, each event recorded once.
    */
   settled?: boolean;
+  /** With --starts-in (bench/starts-in.ts): no order older than the sale's start, by Redis's clock. */
+  window?: boolean;
 }
 
 export interface Verdict {

@@ -35,10 +35,18 @@ export async function startSale(
   stock: number,
   perUserLimit = 1,
   paymentTimeoutMs?: number,
+  /** More of the PUT's body: a window (startsAt, endsAt), a queue. */
+  more: Record<string, unknown> = {},
 ): Promise<void> {
   // The harness starts every sale on purpose, a warm-up's orders included.
   const res = await request(url, 'PUT', `/api/products/${productId}`, {
-    json: { stock, perUserLimit, discardOrders: true, ...(paymentTimeoutMs !== undefined && { paymentTimeoutMs }) },
+    json: {
+      stock,
+      perUserLimit,
+      discardOrders: true,
+      ...(paymentTimeoutMs !== undefined && { paymentTimeoutMs }),
+      ...more,
+    },
     token,
   });
   if (res.status !== 200)

@@ -9,7 +9,7 @@ import { startSale } from '../../harness/http';
 import { processState, RunningApp, startApp, stopAll } from '../../harness/processes';
 import { startPrivateRedis } from '../../harness/redis';
 import { KeyLayout } from '../../src/redis/key-layout';
-import { LoadResult, runLoad } from '../load';
+import { LoadResult, mergeLoads, runLoad } from '../load';
 import { Invariants, judge, readSale } from '../verdict';
 import { ERROR_CODES } from '../../src/errors/errors';
 import type { ProductKeys } from '../../src/redis/key-layout';
@@ -143,30 +143,8 @@ export const fiveXx = (l: LoadResult) =>
     .filter(([s]) => s.startsWith('5'))
     .reduce((a, [, k]) => a + k, 0);
 
-export function merge(loads: LoadResult[]): LoadResult {
-  const sum = (pick: (l: LoadResult) => Record<string, number>) => {
-    const out: Record<string, number> = {};
-    for (const l of loads) for (const [key, k] of Object.entries(pick(l))) out[key] = (out[key] ?? 0) + k;
-    return out;
-  };
-  return {
-    sent: loads.reduce((a, l) => a + l.sent, 0),
-    status: sum((l) => l.status),
-    codes: sum((l) => l.codes),
-    errors: loads.reduce((a, l) => a + l.errors, 0),
-    timeouts: loads.reduce((a, l) => a + l.timeouts, 0),
-    orderIds: loads.flatMap((l) => l.orderIds),
-    distinctBuyers: loads.reduce((a, l) => a + l.distinctBuyers, 0),
-    startedAt: Math.min(...loads.map((l) => l.startedAt)),
-    durationMs: Math.max(...loads.map((l) => l.durationMs)),
-    latency: {
-      p50: Math.max(...loads.map((l) => l.latency.p50)),
-      p90: Math.max(...loads.map((l) => l.latency.p90)),
-      p99: Math.max(...loads.map((l) => l.latency.p99)),
-      max: Math.max(...loads.map((l) => l.latency.max)),
-    },
-  };
-}
+/** Several loads as one (bench/load.ts). */
+export const merge = mergeLoads;
 
 export interface SaleVerdict {
   readonly sold: number;
