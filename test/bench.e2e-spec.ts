@@ -366,15 +366,16 @@ describe('bench (scripts/bench.js)', () => {
     for (const row of [baseline, lock, lock2]) expectCost(row, 20);
   });
 
-  it('--sold-out-path runs the bare Fastify route first, sells nothing, and gives every row its app CPU ratio to the route', () => {
+  it('--sold-out-path runs the raw node:http server and the bare Fastify route first, sells nothing, and gives every row its app CPU ratio to the route', () => {
     const out = join(dir, 'sold-out.json');
     const { run, report } = runBench(
       ['--sold-out-path', '--strategy', 'lock', '--buyers', '2000', '--connections', '50', '--warmup', '200'],
       out,
       60_000,
     );
-    const [route, lock] = report.rows;
-    for (const row of [route, lock]) {
+    const [raw, route, lock] = report.rows;
+    expect(raw.strategy).toBe('raw-http');
+    for (const row of [raw, route, lock]) {
       expect(row).toMatchObject({ stock: 0, sold: 0, pass: true, status: { '409': 2000 }, codes: { SOLD_OUT: 2000 } });
       expectCost(row, 0);
     }
