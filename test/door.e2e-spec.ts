@@ -1,5 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
+import { LiveFeed } from '../src/dashboard/live-feed';
 import { DoorRefusals } from '../src/door/door-refusals';
 import { KeyLayout } from '../src/redis/key-layout';
 import { request, startTestApp, TestApp } from './helpers/app';
@@ -71,6 +72,10 @@ describe('the door', () => {
         expect(viaUrl.body).toMatchObject({ code: 'SALE_NOT_STARTED', startsAt: iso });
         expect(await client.get(new KeyLayout(prefix).product('w').stock)).toBe('50');
         expect(await orderTimes(prefix, 'w')).toEqual([]);
+        // The dashboard's event carries the window and Redis's clock, for its countdown.
+        const live = await ahead.app.get(LiveFeed).read('w');
+        expect(live.window).toMatchObject({ startsAt, endsAt: null });
+        expect(live.window!.redisNow).toBeLessThan(startsAt);
 
         // A herd arriving across the instant of the start, through both routes: every
         // order written is at or after the start by Redis's clock; the rest were refused.

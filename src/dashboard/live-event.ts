@@ -21,6 +21,15 @@ export interface LiveEvent {
   /** Why `lock` shows less than a pid, when it does: a lock-free strategy, Redlock's own nodes, an owner id without a pid. */
   readonly lockNote: string | null;
   readonly instances: readonly LiveInstance[];
+  /**
+   * The sale window and Redis's clock when it was read (ms since the epoch), for the
+   * countdown: the page counts from Redis's clock, never the viewer's. null without a sale.
+   */
+  readonly window: {
+    readonly startsAt: number | null;
+    readonly endsAt: number | null;
+    readonly redisNow: number;
+  } | null;
   /** With DATABASE_URL: the product's order stream entries not settled into PostgreSQL yet, and the oldest one's age (ms). */
   readonly settlement?: { readonly unsettled: number; readonly oldestMs: number };
 }

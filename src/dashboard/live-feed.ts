@@ -196,13 +196,23 @@ export class LiveFeed implements BeforeApplicationShutdown {
   async read(productId: string): Promise<LiveEvent> {
     const k = this.keys.product(productId);
     const view = LOCK_VIEWS[this.config.lockStrategy];
-    const batch = this.redis.multi().hmget(k.meta, 'initialStock', 'perUserLimit').get(k.stock).hgetall(k.live);
+    const batch = this.redis
+      .multi()
+      .hmget(k.meta, 'initialStock', 'perUserLimit', 'startsAt', 'endsAt')
+      .get(k.stock)
+      .hgetall(k.live)
+      .time();
     if (view.read === 'string') batch.get(k.lock);
     if (view.read !== null) batch.pttl(k.lock);
     const replies = await execAll(batch);
     const at = Date.now();
-    const [[initial, limit], stockValue, live] = replies as [(string | null)[], string | null, Record<string, string>];
-    const lockValue = view.read === 'string' ? (replies[3] as string | null) : null;
+    const [[initial, limit, startsAt, endsAt], stockValue, live, time] = replies as [
+      (string | null)[],
+      string | null,
+      Record<string, string>,
+      [string, string],
+    ];
+    const lockValue = view.read === 'string' ? (replies[4] as string | null) : null;
     const ttl = view.read === null ? -2 : (replies[replies.length - 1] as number);
     const known = initial !== null && stockValue !== null;
     const initialStock = known ? Number(initial) : null;
@@ -221,6 +231,13 @@ export class LiveFeed implements BeforeApplicationShutdown {
       lock: ttl === -2 ? null : { holderPid: holderPid(lockValue), ttlMs: ttl },
       lockNote: view.note,
       instances: readInstances(live, at),
+      window: known
+        ? {
+            startsAt: startsAt === null ? null : Number(startsAt),
+            endsAt: endsAt === null ? null : Number(endsAt),
+            redisNow: Number(time[0]) * 1000 + Math.floor(Number(time[1]) / 1000),
+          }
+        : null,
       ...(settled && { settlement: { unsettled: settled.unsettled, oldestMs: settled.oldestMs } }),
     };
   }

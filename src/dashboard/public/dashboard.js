@@ -200,10 +200,38 @@
 
     let state = 'no-sale';
     if (event.initialStock !== null) state = event.initialStock > 0 && event.stock <= 0 ? 'sold-out' : 'on-sale';
+    // The window, by Redis's clock as the event read it (never the viewer's clock).
+    const w = event.window;
+    let stateText = state.replace('-', ' ');
+    if (w && w.startsAt !== null && w.redisNow < w.startsAt) {
+      state = 'not-started';
+      stateText = `opens in ${countdown(w.startsAt - w.redisNow)}`;
+    } else if (w && w.endsAt !== null && w.redisNow >= w.endsAt) {
+      state = 'ended';
+      stateText = 'ended';
+    }
     const saleState = $('sale-state');
     saleState.dataset.state = state;
-    saleState.textContent = state.replace('-', ' ');
+    saleState.textContent = stateText;
+    $('window-stat').hidden = !w || (w.startsAt === null && w.endsAt === null);
+    if (w) {
+      const at = (ms) => (ms === null ? '-' : new Date(ms).toISOString().replace('T', ' ').slice(0, 19));
+      $('window').textContent = `${at(w.startsAt)} → ${at(w.endsAt)}`;
+      $('window-note').textContent =
+        w.endsAt !== null && w.redisNow < w.endsAt && (w.startsAt === null || w.redisNow >= w.startsAt)
+          ? `closes in ${countdown(w.endsAt - w.redisNow)}`
+          : "UTC, by Redis's clock";
+    }
     $('strategy').textContent = `strategy ${event.strategy}`;
+  }
+
+  /** `1 h 02 min`, `3 min 05 s`, `12.4 s`: what is left of a wait. */
+  function countdown(ms) {
+    const s = Math.max(0, ms) / 1000;
+    if (s < 60) return `${s.toFixed(1)} s`;
+    const pad = (n) => String(Math.floor(n)).padStart(2, '0');
+    if (s < 3600) return `${Math.floor(s / 60)} min ${pad(s % 60)} s`;
+    return `${Math.floor(s / 3600)} h ${pad((s % 3600) / 60)} min`;
   }
 
   /** One row per code, CREATED first, then by count. */
