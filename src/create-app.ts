@@ -5,6 +5,8 @@ import { Logger } from 'nestjs-pino';
 import { AppModule } from './app.module';
 import { AppConfig } from './config/app-config';
 import { setupOpenApi } from './docs/openapi';
+import { installDoorChecks } from './door/door-checks';
+import { REDIS_CLIENT } from './redis/redis.constants';
 import { answerClientError } from './errors/client-error';
 import { errorBody } from './errors/error.filter';
 import { FRAMEWORK_ERRORS, ValidationFailedError } from './errors/errors';
@@ -84,6 +86,8 @@ export async function createApp(config: AppConfig, options: { logger?: false } =
     bodyParser: false,
   });
   if (logged) app.useLogger(app.get(Logger));
+  // Rate limits and buyer tokens on the purchase routes, in Fastify hooks (src/door).
+  await installDoorChecks(fastify, config, app.get(REDIS_CLIENT));
   setupOpenApi(app);
   await app.init();
   return app;

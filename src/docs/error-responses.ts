@@ -26,6 +26,20 @@ const RETRY_AFTER = {
   'Retry-After': { description: 'seconds to wait before retrying', schema: { type: 'integer' } },
 };
 
+/** The door sends them with every 429 (src/door/rate-limits.ts). */
+const RATE_LIMIT_HEADERS = {
+  ...RETRY_AFTER,
+  'RateLimit-Policy': {
+    description:
+      'the limit that refused the request, draft-ietf-httpapi-ratelimit-headers-10: `"ip";q=<count>;w=<window seconds>` (or `"user"`)',
+    schema: { type: 'string' },
+  },
+  RateLimit: {
+    description: 'that limit now: `"ip";r=<requests left>;t=<seconds until the window resets>` (or `"user"`)',
+    schema: { type: 'string' },
+  },
+};
+
 /**
  * One response per HTTP status for `codes`: its codes named in the description and
  * as the enum of `code`, and each code's example body (its message from errors.ts).
@@ -45,7 +59,7 @@ export function errorResponses(codes: readonly string[]): Record<string, Respons
     };
     responses[status] = {
       description: group.map((code) => `\`${code}\``).join(', '),
-      ...(status === 503 ? { headers: RETRY_AFTER } : {}),
+      ...(status === 503 ? { headers: RETRY_AFTER } : status === 429 ? { headers: RATE_LIMIT_HEADERS } : {}),
       content: {
         'application/json': {
           schema,

@@ -3,6 +3,7 @@ import { RouteSchema } from '@nestjs/platform-fastify';
 import { ApiCreatedResponse, ApiHeader, ApiOperation, ApiTags } from '@nestjs/swagger';
 import type { FastifyReply } from 'fastify';
 import { ApiErrors } from '../docs/api-errors';
+import { DOOR_ERRORS } from '../door/door-routes';
 import { component } from '../docs/components';
 import { ApiJsonBody } from '../docs/dto-decorators';
 import { ErrorBody, errorBody, toAppError } from '../errors/error.filter';
@@ -56,6 +57,7 @@ export class OrdersController {
     },
   })
   @ApiErrors(
+    ...DOOR_ERRORS,
     'VALIDATION_FAILED',
     'PAYLOAD_TOO_LARGE',
     'UNSUPPORTED_MEDIA_TYPE',
