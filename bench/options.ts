@@ -44,7 +44,16 @@ export interface BenchOptions {
   readonly pay?: number;
   /** The sale's payment deadline with --pay, ms. */
   readonly paymentTimeoutMs: number;
+  /**
+   * --auth: each strategy runs with these buyer-token set-ups, a row each: `off` (no
+   * BUYER_AUTH), `hs256` (a generated secret) or `es256` (a generated P-256 key pair,
+   * the app given its public key): every buyer sends a token minted before the pass.
+   */
+  readonly auth: BenchAuth[];
 }
+
+export const BENCH_AUTH = ['off', 'hs256', 'es256'] as const;
+export type BenchAuth = (typeof BENCH_AUTH)[number];
 
 /** What a row runs: a strategy of the app, or one of the comparison servers in bench/baselines. */
 export type Target = LockStrategyName | 'baseline' | 'fastify-route';
@@ -101,6 +110,12 @@ export const USAGE = `usage: npm run bench -- [options]
                     of buyers buys the units back in stock (and pays). One
                     product, no --retries
   --payment-timeout MS  the sale's payment deadline with --pay        (10000)
+  --auth LIST       buyer tokens (BUYER_AUTH): off, hs256 (a generated secret),
+                    es256 (a generated P-256 key; the app verifies with its
+                    public key), or a list (off,es256): a row each. Every buyer
+                    sends a token minted with jose before the measured pass, so
+                    the cost table's app CPU per request shows verification's
+                    price. Not with --pay or --retries                 (off)
   --redis URL       use this Redis instead of starting a private one
   --out FILE        JSON results, and beside it the HTML report with charts
                     (FILE without .json, plus .html)  (bench/results/<timestamp>.json)
@@ -130,6 +145,7 @@ export function parseOptions(argv: string[]): BenchOptions {
     settle: { type: 'string', default: 'on' },
     pay: { type: 'string' },
     'payment-timeout': { type: 'string', default: '10000' },
+    auth: { type: 'string', default: 'off' },
     help: { type: 'boolean', short: 'h' },
   } as const;
   let parsed;
@@ -218,6 +234,16 @@ export function parseOptions(argv: string[]): BenchOptions {
     if (products > 1 || retries > 0) throw new UsageError('--pay runs with one product and no --retries');
     if (soldOutPath) throw new UsageError('--pay needs orders: it cannot go with --sold-out-path');
   }
+  const auth = [...new Set(values.auth!.split(',').map((a) => a.trim()))].map((a) => {
+    if (!(BENCH_AUTH as readonly string[]).includes(a)) {
+      throw new UsageError(`--auth takes off, hs256, es256 or a list of them, got "${values.auth}"`);
+    }
+    return a as BenchAuth;
+  });
+  // Their second waves and retries send requests of their own, without tokens.
+  if (auth.some((a) => a !== 'off') && (pay !== undefined || retries > 0)) {
+    throw new UsageError('--auth does not go with --pay or --retries yet: their extra requests carry no token');
+  }
   const stamp = new Date().toISOString().replace(/[:.]/g, '-');
   return {
     buyers,
@@ -240,6 +266,7 @@ export function parseOptions(argv: string[]): BenchOptions {
     settle,
     ...(pay !== undefined && { pay }),
     paymentTimeoutMs: int('payment-timeout', values['payment-timeout']!, 1000, 3_600_000),
+    auth,
     out: resolve(values.out ?? join(ROOT, 'bench', 'results', `${stamp}.json`)),
   };
 }
