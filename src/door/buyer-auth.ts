@@ -40,7 +40,18 @@ export class BuyerAuth {
     const { key } = config;
     switch (key.kind) {
       case 'hs256':
-        return new BuyerAuth(new TextEncoder().encode(key.secret), { ...options, algorithms: ['HS256'] });
+        // Imported once: given the raw bytes, jose's Web Crypto build imports them again
+        // on every verification.
+        return new BuyerAuth(
+          await crypto.subtle.importKey(
+            'raw',
+            new TextEncoder().encode(key.secret),
+            { name: 'HMAC', hash: 'SHA-256' },
+            false,
+            ['verify'],
+          ),
+          { ...options, algorithms: ['HS256'] },
+        );
       case 'spki':
         return new BuyerAuth(await importSPKI(key.pem, key.algorithm), { ...options, algorithms: [key.algorithm] });
       case 'jwks':
