@@ -37,7 +37,14 @@ export class OrdersController {
    */
   @Post()
   @RouteSchema(CREATE_ORDER_ROUTE_SCHEMA)
-  @ApiOperation({ summary: 'buy: one order of quantity units of a product for a user' })
+  @ApiOperation({
+    summary: 'buy: one order of quantity units of a product for a user',
+    description:
+      'The door answers first, before the body is read: over RATE_LIMIT_PER_IP or RATE_LIMIT_PER_USER, 429 ' +
+      '`RATE_LIMITED` (with `Retry-After`, `RateLimit-Policy`, `RateLimit`). With BUYER_AUTH set, the request ' +
+      'needs `Authorization: Bearer <JWT>` from the configured issuer, and `userId` must be its `sub` ' +
+      '(401 `BUYER_TOKEN_REQUIRED`, `BUYER_TOKEN_INVALID`, `BUYER_TOKEN_EXPIRED`; 403 `USER_MISMATCH`).',
+  })
   @ApiJsonBody(CreateOrderDto)
   @ApiHeader({
     name: 'Idempotency-Key',
