@@ -7,6 +7,7 @@ import { AppConfig } from './config/app-config';
 import { setupOpenApi } from './docs/openapi';
 import { installDoorChecks } from './door/door-checks';
 import { REDIS_CLIENT } from './redis/redis.constants';
+import { Metrics } from './telemetry/metrics';
 import { answerClientError } from './errors/client-error';
 import { errorBody } from './errors/error.filter';
 import { FRAMEWORK_ERRORS, ValidationFailedError } from './errors/errors';
@@ -87,7 +88,7 @@ export async function createApp(config: AppConfig, options: { logger?: false } =
   });
   if (logged) app.useLogger(app.get(Logger));
   // Rate limits and buyer tokens on the purchase routes, in Fastify hooks (src/door).
-  await installDoorChecks(fastify, config, app.get(REDIS_CLIENT));
+  await installDoorChecks(fastify, config, app.get(REDIS_CLIENT), app.get(Metrics));
   setupOpenApi(app);
   await app.init();
   return app;

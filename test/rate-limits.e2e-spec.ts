@@ -63,6 +63,11 @@ describe('rate limits at the door', () => {
     const ttl = await client.pttl(`${prefix}rate:ip:127.0.0.1`);
     expect(ttl).toBeGreaterThan(0);
     expect(ttl).toBeLessThanOrEqual(60_000);
+    // Counted apart from the purchases: the route never saw it.
+    const metrics = await (await fetch(`${a.url}/metrics`)).text();
+    expect(metrics).toMatch(/^seckill_door_refusals_total\{code="RATE_LIMITED"\} 1$/m);
+    expect(metrics).toMatch(/^seckill_purchases_total\{code="CREATED"\} 3$/m);
+    expect(metrics).not.toMatch(/^seckill_purchases_total\{code="RATE_LIMITED"\}/m);
     // Not the probes, not the product's GET: only the door's routes are limited.
     expect((await request(a.url, 'GET', '/health')).status).toBe(200);
     expect((await request(a.url, 'GET', '/api/products/phone')).status).toBe(200);

@@ -12,6 +12,7 @@ import {
   UserMismatchError,
 } from '../errors/errors';
 import type { RedisClient } from '../redis/create-client';
+import type { Metrics } from '../telemetry/metrics';
 import { redisRefusal } from '../redis/redis-errors';
 import { BuyerAuth } from './buyer-auth';
 import { isDoorRoute } from './door-routes';
@@ -39,6 +40,7 @@ export async function installDoorChecks(
   fastify: FastifyInstance,
   config: AppConfig,
   redis: RedisClient,
+  metrics?: Pick<Metrics, 'doorRefused' | 'redisError'>,
 ): Promise<void> {
   const perIp = config.rateLimitPerIp && new RateLimits(redis, config.keyPrefix, 'ip', config.rateLimitPerIp);
   const perUser = config.rateLimitPerUser && new RateLimits(redis, config.keyPrefix, 'user', config.rateLimitPerUser);
@@ -47,6 +49,12 @@ export async function installDoorChecks(
   const logger = new Logger('Door');
   const trouble = new BurstLog((line) => logger.error(line));
   fastify.decorateRequest('buyer', null);
+  /** Every refusal, counted by code (seckill_door_refusals_total), then answered. */
+  const answer = (reply: FastifyReply, err: AppError, headers?: Readonly<Record<string, string>>) => {
+    metrics?.doorRefused(err.code);
+    if (err.code === 'REDIS_UNAVAILABLE') metrics?.redisError('unavailable');
+    return refuse(reply, err, headers);
+  };
 
   /**
    * A limit Redis cannot count is refused, 503 REDIS_UNAVAILABLE (fails closed): a
@@ -119,7 +127,7 @@ export async function installDoorChecks(
 }
 
 /** The body every error has; the headers a refusal of its kind carries. */
-function answer(reply: FastifyReply, err: AppError, headers: Readonly<Record<string, string>> = {}): FastifyReply {
+function refuse(reply: FastifyReply, err: AppError, headers: Readonly<Record<string, string>> = {}): FastifyReply {
   void reply.code(err.status).headers(headers);
   // RFC 6750 3: a 401 names the scheme it wants, and why the token given is not it.
   if (err.status === 401) {
