@@ -189,6 +189,29 @@ describe('who the buyer is: BUYER_AUTH', () => {
     expect({ status: res.status, code: res.body.code }).toEqual({ status: 401, code: 'BUYER_TOKEN_INVALID' });
   });
 
+  it('verifies with a JWKS file, choosing the key by kid', async () => {
+    const [one, two] = await Promise.all([generateKeyPair('ES256'), generateKeyPair('RS256')]);
+    const keys = [
+      { ...(await exportJWK(one.publicKey)), kid: 'ec-1', alg: 'ES256' },
+      { ...(await exportJWK(two.publicKey)), kid: 'rsa-1', alg: 'RS256' },
+    ];
+    writeFileSync(join(dir, 'jwks.json'), JSON.stringify({ keys }));
+    const { url } = await app({ BUYER_AUTH: `jwks-file:${join(dir, 'jwks.json')}` });
+    const sign = (alg: string, kid: string, key: typeof one.privateKey, sub: string) =>
+      new SignJWT({})
+        .setProtectedHeader({ alg, kid })
+        .setSubject(sub)
+        .setIssuer(ISSUER)
+        .setAudience(AUDIENCE)
+        .setExpirationTime('5m')
+        .sign(key);
+    expect((await buy(url, 'ivan', await sign('ES256', 'ec-1', one.privateKey, 'ivan'))).status).toBe(201);
+    expect((await buy(url, 'judy', await sign('RS256', 'rsa-1', two.privateKey, 'judy'))).status).toBe(201);
+    // Signed by the RSA key but naming the EC one: no key of the set verifies it.
+    const crossed = await buy(url, 'kate', await sign('RS256', 'ec-1', two.privateKey, 'kate'));
+    expect({ status: crossed.status, code: crossed.body.code }).toEqual({ status: 401, code: 'BUYER_TOKEN_INVALID' });
+  });
+
   describe('with a JWKS URL', () => {
     let server: Server;
     let serving: 'keys' | 'error' = 'keys';

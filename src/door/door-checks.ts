@@ -45,10 +45,11 @@ export async function installDoorChecks(
   const perIp = config.rateLimitPerIp && new RateLimits(redis, config.keyPrefix, 'ip', config.rateLimitPerIp);
   const perUser = config.rateLimitPerUser && new RateLimits(redis, config.keyPrefix, 'user', config.rateLimitPerUser);
   const auth = config.buyerAuth && (await BuyerAuth.create(config.buyerAuth));
+  // Always there, so a route can read it whatever is configured (null: no token checked).
+  fastify.decorateRequest('buyer', null);
   if (!perIp && !perUser && !auth) return;
   const logger = new Logger('Door');
   const trouble = new BurstLog((line) => logger.error(line));
-  fastify.decorateRequest('buyer', null);
   /** Every refusal, counted by code (seckill_door_refusals_total), then answered. */
   const answer = (reply: FastifyReply, err: AppError, headers?: Readonly<Record<string, string>>) => {
     metrics?.doorRefused(err.code);
