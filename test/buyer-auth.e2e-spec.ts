@@ -137,6 +137,18 @@ describe('who the buyer is: BUYER_AUTH', () => {
       expect(await sold()).toEqual(before);
     });
 
+    it('takes a token it verified before without verifying again, and still refuses it once its exp passes', async () => {
+      // Expires within the second; with the 5 s clock tolerance it is refused about 6 s on.
+      const exp = Math.floor(Date.now() / 1000) + 1;
+      const soon = await token('lena', { exp });
+      expect((await buy(url, 'lena', soon)).status).toBe(201);
+      // The second is let in by the cache of verified tokens (perUserLimit is 2).
+      expect((await buy(url, 'lena', soon)).status).toBe(201);
+      await new Promise((resolve) => setTimeout(resolve, (exp + 5) * 1000 - Date.now() + 50));
+      const late = await buy(url, 'lena', soon);
+      expect({ status: late.status, code: late.body.code }).toEqual({ status: 401, code: 'BUYER_TOKEN_EXPIRED' });
+    }, 15_000);
+
     it('refuses at the door, before the body is parsed: no token and broken JSON is 401, not 400', async () => {
       const res = await buy(url, 'dave', undefined, '{"productId": ');
       expect(res.status).toBe(401);

@@ -9,9 +9,13 @@ import {
   BuyerTokenRequiredError,
 } from '../errors/errors';
 import { ID_PATTERN, ID_RULE } from '../sale/sale-limits';
+import { VerifiedTokens } from './verified-tokens';
 
 /** Clocks of the issuer and of this app may disagree by this much on `exp` and `nbf`. */
 const CLOCK_TOLERANCE_S = 5;
+/** Verified tokens kept (about 0.5 KB each), and how long one is taken without a new check. */
+const CACHED_TOKENS = 10_000;
+const RECHECK_MS = 60_000;
 
 type VerifyKey = Parameters<typeof jwtVerify>[1];
 
@@ -28,6 +32,8 @@ export class BuyerAuth {
     /** The keys are fetched (BUYER_AUTH=jwks:<URL>): a failure to get them is ours, not the token's. */
     private readonly remote = false,
   ) {}
+
+  private readonly verified = new VerifiedTokens(CACHED_TOKENS, RECHECK_MS);
 
   static async create(config: BuyerAuthConfig): Promise<BuyerAuth> {
     const options = {
@@ -77,12 +83,17 @@ export class BuyerAuth {
   async buyerOf(authorization: string | undefined): Promise<string> {
     const token = /^Bearer +(\S+)$/i.exec(authorization ?? '')?.[1];
     if (token === undefined) throw new BuyerTokenRequiredError();
+    const cached = this.verified.get(token);
+    if (cached === 'expired') throw new BuyerTokenExpiredError();
+    if (cached !== undefined) return cached;
     try {
       const { payload } = await jwtVerify(token, this.key as Parameters<typeof jwtVerify>[1], this.options);
       // The buyer's id is the body's userId too, so it follows the same rule.
       if (typeof payload.sub !== 'string' || !ID_PATTERN.test(payload.sub)) {
         throw new BuyerTokenInvalidError(`"sub" is not a user id: it ${ID_RULE}`);
       }
+      // `exp` is required, so present: jwtVerify checked it with the same tolerance.
+      this.verified.set(token, payload.sub, (payload.exp! + CLOCK_TOLERANCE_S) * 1_000);
       return payload.sub;
     } catch (err) {
       throw refusal(err, this.remote);
