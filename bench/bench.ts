@@ -25,7 +25,8 @@ import { UNSAFE_STRATEGIES } from '../src/config/app-config';
 import { KeyLayout } from '../src/redis/key-layout';
 import { Cost, MeteredNode, startMeter } from './cost';
 import { Answer, LoadOptions, LoadResult, runLoad } from './load';
-import { BenchOptions, parseOptions, Target, USAGE, UsageError } from './options';
+import { BenchAuth, BenchOptions, parseOptions, Target, USAGE, UsageError } from './options';
+import { mintBuyerTokens, tokenCount } from './buyer-tokens';
 import { startProgress } from './progress';
 import { chartJsSource, htmlReport, htmlPathFor } from './html-report';
 import { formatReport, ProductRow, Row, rowLabel, SettlementRow } from './report';
@@ -93,6 +94,9 @@ interface RowApp {
   readonly products: string[];
   /** The row's own PostgreSQL database, with settlement on. */
   readonly databaseUrl?: string;
+  /** --auth: the buyer tokens the app verifies (off: none), and each buyer's token. */
+  readonly auth: BenchAuth;
+  readonly tokens?: ReadonlyMap<string, string>;
 }
 
 async function main(): Promise<number> {
@@ -100,21 +104,23 @@ async function main(): Promise<number> {
   const { options } = run;
   const rows: Row[] = [];
   // The comparison servers have no telemetry to switch off: they run once.
-  const runs: [Target, number, boolean, boolean][] = [
-    ...(options.baseline ? [['baseline', 1, true, false] as [Target, number, boolean, boolean]] : []),
+  // The comparison servers check no tokens either.
+  type RunSpec = [Target, number, boolean, boolean, BenchAuth];
+  const runs: RunSpec[] = [
+    ...(options.baseline ? [['baseline', 1, true, false, 'off'] as RunSpec] : []),
     ...(options.soldOutPath
-      ? (['raw-http', 'fastify-route'] as const).map((s): [Target, number, boolean, boolean] => [s, 1, true, false])
+      ? (['raw-http', 'fastify-route'] as const).map((s): RunSpec => [s, 1, true, false, 'off'])
       : []),
     ...options.strategies.flatMap((s) =>
       options.workers.flatMap((w) =>
         options.telemetry.flatMap((on) =>
-          options.settle.map((settle): [Target, number, boolean, boolean] => [s, w, on, settle]),
+          options.settle.flatMap((settle) => options.auth.map((auth): RunSpec => [s, w, on, settle, auth])),
         ),
       ),
     ),
   ];
-  for (const [target, workers, telemetry, settle] of runs) {
-    rows.push(await runRow(run, target, workers, telemetry, settle));
+  for (const [target, workers, telemetry, settle, auth] of runs) {
+    rows.push(await runRow(run, target, workers, telemetry, settle, auth));
   }
   const compared = withRatios(rows);
   const { machine, html } = await writeResults(run, compared);
@@ -160,8 +166,15 @@ async function prepare(options: BenchOptions): Promise<Run> {
 }
 
 /** One row: a fresh app for the target, warmed up, one measured sale (or up to three for the control), judged. */
-async function runRow(run: Run, target: Target, workers: number, telemetry: boolean, settle: boolean): Promise<Row> {
-  const t = await startTarget(run, target, workers, telemetry, settle);
+async function runRow(
+  run: Run,
+  target: Target,
+  workers: number,
+  telemetry: boolean,
+  settle: boolean,
+  auth: BenchAuth,
+): Promise<Row> {
+  const t = await startTarget(run, target, workers, telemetry, settle, auth);
   try {
     // The control is not measured for speed: it runs cold (see measuredSale).
     if (target !== 'none') await warmUp(run, t);
@@ -181,11 +194,22 @@ async function startTarget(
   workers: number,
   telemetry: boolean,
   settle: boolean,
+  auth: BenchAuth,
 ): Promise<RowApp> {
   const unsafe = (UNSAFE_STRATEGIES as readonly string[]).includes(target);
-  const prefix = `bench:${run.runId}:${target}:x${workers}${telemetry ? '' : ':t0'}${settle ? '' : ':s0'}:`;
+  const prefix = `bench:${run.runId}:${target}:x${workers}${telemetry ? '' : ':t0'}${settle ? '' : ':s0'}${
+    auth === 'off' ? '' : `:a-${auth}`
+  }:`;
   // The comparison servers settle nothing: their label says nothing of it.
-  const label = rowLabel({ strategy: target, workers, telemetry, ...(!SERVERS[target] && { settle }) });
+  const label = rowLabel({
+    strategy: target,
+    workers,
+    telemetry,
+    ...(!SERVERS[target] && { settle }),
+    ...(auth !== 'off' && { auth }),
+  });
+  // Minted here, before the warm-up and the measured pass: the bench's CPU, not the app's.
+  const buyerTokens = auth === 'off' ? undefined : await mintBuyerTokens(auth, tokenCount(run.options));
   const token = randomBytes(18).toString('base64url');
   // The comparison servers settle nothing.
   const databaseUrl =
@@ -209,6 +233,7 @@ async function startTarget(
         // way, so a TELEMETRY or LOG_LEVEL in the bench's own environment cannot decide it.
         LOG_LEVEL: telemetry ? 'log' : 'error',
         TELEMETRY: telemetry ? '1' : '0',
+        ...buyerTokens?.env,
       },
     });
   const app = await launch();
@@ -226,6 +251,8 @@ async function startTarget(
     keys: new KeyLayout(prefix),
     products: [],
     launch,
+    auth,
+    ...(buyerTokens && { tokens: buyerTokens.tokens }),
     ...(databaseUrl && { databaseUrl }),
   };
   watchLine(run, t, measuredProducts(run.options, 1)[0]);
@@ -277,6 +304,7 @@ async function warmUp(run: Run, t: RowApp): Promise<void> {
     connections: options.connections,
     quantity: options.quantity,
     productPath: options.soldOutPath,
+    ...(t.tokens && { tokens: t.tokens }),
   });
 }
 
@@ -329,6 +357,7 @@ async function measuredSale(run: Run, t: RowApp): Promise<Measured> {
       idempotencyKeys: options.keys,
       // The sold-out path is bought through the URL, where the door answers it.
       productPath: options.soldOutPath,
+      ...(t.tokens && { tokens: t.tokens }),
       ...(options.retries > 0 ? { onAnswer: (a: Answer) => answers.push(a) } : {}),
       // --pay: each order is paid, cancelled or left as its 201 arrives.
       ...(paying ? { onAnswer: (a: Answer) => a.orderId && a.status === 201 && paying.offer(a.orderId) } : {}),
@@ -484,6 +513,7 @@ function toRow(
     workers: t.workers,
     telemetry: t.telemetry,
     ...(!SERVERS[t.target] && { settle: t.databaseUrl !== undefined }),
+    ...(t.auth !== 'off' && { auth: t.auth }),
     durationMs: load.durationMs,
     throughput: Math.round((load.sent / load.durationMs) * 1000),
     latency: load.latency,

@@ -31,6 +31,8 @@ export interface LoadOptions {
   /** Buy through POST /api/products/:id/orders (the product in the URL), not POST /api/orders. */
   readonly productPath?: boolean;
   readonly idempotencyKeys?: boolean;
+  /** --auth: each buyer's token (by userId), sent as `Authorization: Bearer`; minted before the load. */
+  readonly tokens?: ReadonlyMap<string, string>;
   /** Called with every answer, for a caller that keeps the history (who was told what). */
   readonly onAnswer?: (answer: Answer) => void;
 }
@@ -162,11 +164,15 @@ export async function runLoad(options: LoadOptions, progress: { done: number } =
           const product = tallies.get(buyer.productId);
           if (product) product.sent++;
           buyer.idempotencyKey = options.idempotencyKeys ? `${run}-${next}` : undefined;
+          const token = options.tokens?.get(userId);
+          const headers = {
+            ...request.headers,
+            ...(buyer.idempotencyKey && { 'idempotency-key': buyer.idempotencyKey }),
+            ...(token && { authorization: `Bearer ${token}` }),
+          };
           return {
             ...request,
-            ...(buyer.idempotencyKey
-              ? { headers: { ...request.headers, 'idempotency-key': buyer.idempotencyKey } }
-              : {}),
+            headers,
             ...(options.productPath
               ? {
                   path: `/api/products/${buyer.productId}/orders`,

@@ -25,7 +25,15 @@ describe('bench options', () => {
     expect(parseOptions(['--telemetry', 'off'])).toMatchObject({ telemetry: [false] });
   });
 
+  it('runs without buyer tokens by default; --auth off,es256 gives a row each', () => {
+    expect(parseOptions([])).toMatchObject({ auth: ['off'] });
+    expect(parseOptions(['--auth', 'off,es256,hs256'])).toMatchObject({ auth: ['off', 'es256', 'hs256'] });
+  });
+
   it.each([
+    [['--auth', 'rs256'], '--auth takes off, hs256, es256 or a list of them, got "rs256"'],
+    [['--auth', 'hs256', '--pay', '0.5'], '--auth does not go with --pay or --retries yet'],
+    [['--auth', 'es256', '--retries', '2'], '--auth does not go with --pay or --retries yet'],
     [['--telemetry', 'no'], '--telemetry takes on, off or on,off, got "no"'],
     [['--cluster', '2'], '--cluster needs at least 3 masters (Redis Cluster will not form with fewer), got 2'],
     [['--cluster', '0'], '--cluster needs at least 3 masters'],

@@ -49,7 +49,16 @@ export interface BenchOptions {
    * buyers arrive before it and keep trying, honouring Retry-After (bench/starts-in.ts).
    */
   readonly startsInMs?: number;
+  /**
+   * --auth: each strategy runs with these buyer-token set-ups, a row each: `off` (no
+   * BUYER_AUTH), `hs256` (a generated secret) or `es256` (a generated P-256 key pair,
+   * the app given its public key): every buyer sends a token minted before the pass.
+   */
+  readonly auth: BenchAuth[];
 }
+
+export const BENCH_AUTH = ['off', 'hs256', 'es256'] as const;
+export type BenchAuth = (typeof BENCH_AUTH)[number];
 
 /** What a row runs: a strategy of the app, or one of the comparison servers in bench/baselines. */
 export type Target = LockStrategyName | 'baseline' | 'fastify-route' | 'raw-http';
@@ -111,6 +120,12 @@ export const USAGE = `usage: npm run bench -- [options]
                     honouring Retry-After; the verdict checks that no order is
                     older than the start, and the report says how much the first
                     second after the opening sold. One product
+  --auth LIST       buyer tokens (BUYER_AUTH): off, hs256 (a generated secret),
+                    es256 (a generated P-256 key; the app verifies with its
+                    public key), or a list (off,es256): a row each. Every buyer
+                    sends a token minted with jose before the measured pass, so
+                    the cost table's app CPU per request shows verification's
+                    price. Not with --pay or --retries                 (off)
   --redis URL       use this Redis instead of starting a private one
   --out FILE        JSON results, and beside it the HTML report with charts
                     (FILE without .json, plus .html)  (bench/results/<timestamp>.json)
@@ -141,6 +156,7 @@ export function parseOptions(argv: string[]): BenchOptions {
     pay: { type: 'string' },
     'payment-timeout': { type: 'string', default: '10000' },
     'starts-in': { type: 'string' },
+    auth: { type: 'string', default: 'off' },
     help: { type: 'boolean', short: 'h' },
   } as const;
   let parsed;
@@ -234,6 +250,16 @@ export function parseOptions(argv: string[]): BenchOptions {
     startsInMs = int('starts-in', values['starts-in'], 100, 600_000);
     if (products > 1 || soldOutPath) throw new UsageError('--starts-in runs with one product that has stock');
   }
+  const auth = [...new Set(values.auth!.split(',').map((a) => a.trim()))].map((a) => {
+    if (!(BENCH_AUTH as readonly string[]).includes(a)) {
+      throw new UsageError(`--auth takes off, hs256, es256 or a list of them, got "${values.auth}"`);
+    }
+    return a as BenchAuth;
+  });
+  // Their second waves and retries send requests of their own, without tokens.
+  if (auth.some((a) => a !== 'off') && (pay !== undefined || retries > 0)) {
+    throw new UsageError('--auth does not go with --pay or --retries yet: their extra requests carry no token');
+  }
   const stamp = new Date().toISOString().replace(/[:.]/g, '-');
   return {
     buyers,
@@ -257,6 +283,7 @@ export function parseOptions(argv: string[]): BenchOptions {
     ...(pay !== undefined && { pay }),
     paymentTimeoutMs: int('payment-timeout', values['payment-timeout']!, 1000, 3_600_000),
     ...(startsInMs !== undefined && { startsInMs }),
+    auth,
     out: resolve(values.out ?? join(ROOT, 'bench', 'results', `${stamp}.json`)),
   };
 }

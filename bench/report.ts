@@ -42,6 +42,8 @@ export interface Row extends Verdict {
   readonly timeouts: number;
   /** False for a row whose app ran without DATABASE_URL (--settle off): nothing settled. */
   readonly settle?: boolean;
+  /** --auth: the buyer tokens the row's app verified (hs256, es256); absent: none. */
+  readonly auth?: string;
   /** A settling row: its throughput divided by the same strategy's without settlement, same run. */
   readonly vsSettleOff?: { throughput: number };
   /** A telemetry-off row: its throughput divided by the same strategy's with telemetry on, same run. */
@@ -99,10 +101,12 @@ export const FAILURE_SHOWN_BY: Readonly<Record<string, string>> = {
 const n = (x: number | null) => (x === null ? '-' : x.toLocaleString('en-US'));
 
 /** `fenced`, `lock ×2`, `fenced telemetry-off`: what tells the rows of one run apart. */
-export function rowLabel(r: Pick<Row, 'strategy' | 'workers' | 'telemetry'> & { settle?: boolean }): string {
+export function rowLabel(
+  r: Pick<Row, 'strategy' | 'workers' | 'telemetry'> & { settle?: boolean; auth?: string },
+): string {
   return `${r.strategy}${r.workers > 1 ? ` ×${r.workers}` : ''}${r.telemetry === false ? ' telemetry-off' : ''}${
     r.settle === false ? ' settle-off' : ''
-  }`;
+  }${r.auth ? ` auth-${r.auth}` : ''}`;
 }
 const label = rowLabel;
 

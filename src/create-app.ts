@@ -8,6 +8,9 @@ import { DoorRefusals } from './door/door-refusals';
 import { PurchaseTelemetry } from './telemetry/purchase-telemetry';
 import { AppConfig } from './config/app-config';
 import { setupOpenApi } from './docs/openapi';
+import { installDoorChecks } from './door/door-checks';
+import { REDIS_CLIENT } from './redis/redis.constants';
+import { Metrics } from './telemetry/metrics';
 import { answerClientError } from './errors/client-error';
 import { errorBody } from './errors/error.filter';
 import { FRAMEWORK_ERRORS, ValidationFailedError } from './errors/errors';
@@ -103,6 +106,8 @@ export async function createApp(config: AppConfig, options: { logger?: false } =
   const refusals = app.get(DoorRefusals);
   refusals.attach(app.get(PurchaseTelemetry), BODY_LIMIT_BYTES);
   door = refusals;
+  // Rate limits and buyer tokens on the purchase routes, in Fastify hooks (src/door).
+  await installDoorChecks(fastify, config, app.get(REDIS_CLIENT), app.get(Metrics));
   setupOpenApi(app);
   await app.init();
   return app;

@@ -297,6 +297,38 @@ describe('bench (scripts/bench.js)', () => {
     expect(existsSync(join(dir, 'telemetry.html'))).toBe(true);
   });
 
+  it('--auth off,es256 runs a row with buyer tokens: every buyer sends its own, and the cost table prices them', () => {
+    const out = join(dir, 'auth.json');
+    const { run, report } = runBench(
+      [
+        '--strategy',
+        'fenced',
+        '--auth',
+        'off,es256',
+        '--settle',
+        'off',
+        '--buyers',
+        '1000',
+        '--stock',
+        '20',
+        '--connections',
+        '50',
+        '--warmup',
+        '200',
+      ],
+      out,
+      60_000,
+    );
+    const [off, es256] = report.rows;
+    expect(off).toMatchObject({ label: 'fenced settle-off', pass: true, sold: 20 });
+    expect(off).not.toHaveProperty('auth');
+    // Every token verified and bought as its buyer: no refusal at the door.
+    expect(es256).toMatchObject({ label: 'fenced settle-off auth-es256', auth: 'es256', pass: true, sold: 20 });
+    expect(es256.codes).toEqual({ CREATED: 20, SOLD_OUT: 980 });
+    expectCost(es256, 20);
+    expect(run.stdout).toMatch(/\| fenced settle-off auth-es256 \| [\d.,]+ \|/);
+  });
+
   it('on Ctrl-C (SIGINT) stops the app and Redis it started', async () => {
     const child = spawn(
       process.execPath,

@@ -53,6 +53,7 @@ const FAMILIES = {
   seckill_batch_size: 'histogram',
   seckill_lost_locks_total: 'counter',
   seckill_redis_errors_total: 'counter',
+  seckill_door_refusals_total: 'counter',
 };
 
 describe('GET /metrics (Prometheus, prom-client)', () => {

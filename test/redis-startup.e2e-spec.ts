@@ -201,6 +201,24 @@ describe('start-up checks of the Redis: permissions and eviction policy', () => 
       }
       expect(await admin.call('ACL', 'LOG')).toEqual([]);
     });
+
+    it("limits the door as that user: rate-limiter-flexible's script, its EXPIRE included, is denied nothing", async () => {
+      const app = await startTestApp({ REDIS_URL: userUrl('seckill'), RATE_LIMIT_PER_IP: '2/60s' });
+      try {
+        await startSale(app.url, 'acl-door', 10, 5);
+        // A count left without a TTL: the script gives it one with EXPIRE.
+        const counted = 'seckill:rate:ip:127.0.0.1';
+        await admin.set(counted, '0');
+        const buy = (userId: string) =>
+          request(app.url, 'POST', '/api/orders', { json: { productId: 'acl-door', userId } });
+        expect([(await buy('u1')).status, (await buy('u2')).status, (await buy('u3')).status]).toEqual([201, 201, 429]);
+        expect(await admin.pttl(counted)).toBeGreaterThan(0);
+      } finally {
+        await app.close();
+        await admin.del('seckill:rate:ip:127.0.0.1');
+      }
+      expect(await admin.call('ACL', 'LOG')).toEqual([]);
+    });
   });
 
   it('refuses to serve as a user without the shard channels (acl-pubsub-default resetchannels), naming SPUBLISH', async () => {

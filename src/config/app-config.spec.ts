@@ -1,3 +1,7 @@
+import { generateKeyPairSync } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { CONFIG_DEFAULTS, ConfigError, loadConfig, LOCK_STRATEGY_NAMES } from './app-config';
 
 const REQUIRED = { REDIS_URL: 'redis://127.0.0.1:6380', ADMIN_TOKEN: 'a-long-enough-admin-token' };
@@ -35,6 +39,9 @@ describe('loadConfig', () => {
       settleClaimIdleMs: 10_000,
       expirySweepMs: 500,
       settleTrim: false,
+      rateLimitPerIp: null,
+      rateLimitPerUser: null,
+      buyerAuth: null,
     });
     expect(Object.isFrozen(config)).toBe(true);
     expect(Object.isFrozen(CONFIG_DEFAULTS)).toBe(true);
@@ -261,6 +268,87 @@ describe('loadConfig', () => {
     expect(loadConfig({ ...REQUIRED, PORT: '  ', LOCK_STRATEGY: '' })).toMatchObject({
       port: 3000,
       lockStrategy: 'fenced',
+    });
+  });
+
+  describe('the door: RATE_LIMIT_PER_IP, RATE_LIMIT_PER_USER, BUYER_AUTH', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'seckill-config-'));
+    afterAll(() => rmSync(dir, { recursive: true, force: true }));
+    const file = (name: string, text: string) => {
+      writeFileSync(join(dir, name), text);
+      return join(dir, name);
+    };
+    const auth = { BUYER_AUTH_ISSUER: 'https://id.example', BUYER_AUTH_AUDIENCE: 'seckill' };
+    const fails = (env: Record<string, string>, message: RegExp) =>
+      expect(() => loadConfig({ ...REQUIRED, ...env })).toThrow(message);
+
+    it('reads <count>/<window> in ms, s or m', () => {
+      expect(loadConfig({ ...REQUIRED, RATE_LIMIT_PER_IP: '20/1s', RATE_LIMIT_PER_USER: '5/2m' })).toMatchObject({
+        rateLimitPerIp: { count: 20, windowMs: 1_000 },
+        rateLimitPerUser: { count: 5, windowMs: 120_000 },
+      });
+      expect(loadConfig({ ...REQUIRED, RATE_LIMIT_PER_IP: '3/2000ms' }).rateLimitPerIp).toEqual({
+        count: 3,
+        windowMs: 2_000,
+      });
+    });
+
+    it('refuses a malformed limit, a zero count, and a window the Redis store cannot keep', () => {
+      for (const bad of ['20', '20/s', '0/1s', '20/1h', 'ten/1s', '20/1 s', '2000000/1s']) {
+        fails({ RATE_LIMIT_PER_IP: bad }, /^RATE_LIMIT_PER_IP must be <count>\/<window>, e\.g\. 20\/1s/);
+      }
+      // rate-limiter-flexible keeps windows in whole seconds: 500 ms would never expire.
+      for (const bad of ['5/500ms', '5/1500ms', '5/1441m']) {
+        fails({ RATE_LIMIT_PER_USER: bad }, /^RATE_LIMIT_PER_USER window must be a whole number of seconds/);
+      }
+    });
+
+    it('reads hs256, spki-file, jwks-file and jwks URLs, with issuer and audience', () => {
+      const secret = 'x'.repeat(32);
+      expect(loadConfig({ ...REQUIRED, ...auth, BUYER_AUTH: `hs256:${secret}` }).buyerAuth).toEqual({
+        key: { kind: 'hs256', secret },
+        issuer: 'https://id.example',
+        audience: 'seckill',
+      });
+      const ec = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+      const pem = ec.publicKey.export({ type: 'spki', format: 'pem' }).toString();
+      expect(
+        loadConfig({ ...REQUIRED, ...auth, BUYER_AUTH: `spki-file:${file('ec.pem', pem)}` }).buyerAuth?.key,
+      ).toEqual({ kind: 'spki', pem, algorithm: 'ES256' });
+      const ed = generateKeyPairSync('ed25519').publicKey.export({ type: 'spki', format: 'pem' }).toString();
+      expect(
+        loadConfig({ ...REQUIRED, ...auth, BUYER_AUTH: `spki-file:${file('ed.pem', ed)}` }).buyerAuth?.key,
+      ).toMatchObject({ algorithm: 'EdDSA' });
+      const jwk = ec.publicKey.export({ format: 'jwk' });
+      const jwks = file('jwks.json', JSON.stringify({ keys: [jwk] }));
+      expect(loadConfig({ ...REQUIRED, ...auth, BUYER_AUTH: `jwks-file:${jwks}` }).buyerAuth?.key).toEqual({
+        kind: 'jwks',
+        jwks: { keys: [jwk] },
+      });
+      expect(
+        loadConfig({ ...REQUIRED, ...auth, BUYER_AUTH: 'jwks:https://id.example/.well-known/jwks.json' }).buyerAuth
+          ?.key,
+      ).toEqual({ kind: 'jwks-url', url: 'https://id.example/.well-known/jwks.json' });
+    });
+
+    it('refuses a weak secret, a private or unreadable key, plain http, an unknown form, a missing issuer or audience', () => {
+      const secret = `hs256:${'x'.repeat(32)}`;
+      fails({ ...auth, BUYER_AUTH: 'hs256:short' }, /^BUYER_AUTH hs256: the secret must be at least 32 characters/);
+      fails({ ...auth, BUYER_AUTH: 'rs256:abc' }, /^BUYER_AUTH must be one of jwks:<https URL>, jwks-file:/);
+      fails(
+        { ...auth, BUYER_AUTH: 'jwks:http://id.example/jwks.json' },
+        /^BUYER_AUTH jwks: the URL must be https:\/\//,
+      );
+      fails({ ...auth, BUYER_AUTH: `spki-file:${join(dir, 'missing.pem')}` }, /^BUYER_AUTH spki-file: cannot read/);
+      const pair = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+      const priv = pair.privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
+      fails({ ...auth, BUYER_AUTH: `spki-file:${file('priv.pem', priv)}` }, /must hold a public key/);
+      const privJwk = file('priv.json', JSON.stringify({ keys: [pair.privateKey.export({ format: 'jwk' })] }));
+      fails({ ...auth, BUYER_AUTH: `jwks-file:${privJwk}` }, /holds a private or symmetric key/);
+      fails({ ...auth, BUYER_AUTH: `jwks-file:${file('empty.json', '{"keys":[]}')}` }, /must be a JWK Set/);
+      fails({ BUYER_AUTH_AUDIENCE: 'seckill', BUYER_AUTH: secret }, /^BUYER_AUTH_ISSUER is required with BUYER_AUTH/);
+      fails({ BUYER_AUTH_ISSUER: 'i', BUYER_AUTH: secret }, /^BUYER_AUTH_AUDIENCE is required with BUYER_AUTH/);
+      fails({ BUYER_AUTH_ISSUER: 'i' }, /^BUYER_AUTH_ISSUER is set but BUYER_AUTH is not/);
     });
   });
 });

@@ -1,5 +1,7 @@
 import { DEFAULT_PAYMENT_TIMEOUT_MS, MAX_PAYMENT_TIMEOUT_MS, MIN_PAYMENT_TIMEOUT_MS } from '../sale/sale-limits';
 import { ZxcvbnFactory } from '@zxcvbn-ts/core';
+import { createPublicKey } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import * as common from '@zxcvbn-ts/language-common';
 
 /**
@@ -137,6 +139,40 @@ export interface AppConfig {
   readonly expirySweepMs: number;
   /** SETTLE_TRIM: trim each order stream of what every consumer group has settled (off: the stream keeps every entry). */
   readonly settleTrim: boolean;
+  /** RATE_LIMIT_PER_IP: requests one client address may make to the door's routes per window; null: no limit. */
+  readonly rateLimitPerIp: RateLimit | null;
+  /** RATE_LIMIT_PER_USER: the same per buyer (the token's sub with BUYER_AUTH, else the body's userId); null: no limit. */
+  readonly rateLimitPerUser: RateLimit | null;
+  /** BUYER_AUTH (+ _ISSUER, _AUDIENCE): who may buy as whom; null: the body's userId is taken on trust. */
+  readonly buyerAuth: BuyerAuthConfig | null;
+}
+
+/** `<count>/<window>`: at most `count` requests in each fixed window of `windowMs` (src/door/rate-limits.ts). */
+export interface RateLimit {
+  readonly count: number;
+  readonly windowMs: number;
+}
+
+/** The JWS algorithms a buyer token may be signed with when the key is a JWKS: asymmetric only, never `none` or HMAC. */
+export const JWKS_ALGORITHMS = ['RS256', 'PS256', 'ES256', 'ES384', 'EdDSA', 'Ed25519'] as const;
+
+/**
+ * Where the key that verifies buyer tokens comes from, and the one algorithm (or, for a
+ * JWKS, the asymmetric algorithms) it is used with: a token's `alg` header never
+ * chooses the algorithm by itself (the RFC 8725 `alg` confusion).
+ */
+export type BuyerKey =
+  | { readonly kind: 'hs256'; readonly secret: string }
+  | { readonly kind: 'spki'; readonly pem: string; readonly algorithm: 'RS256' | 'ES256' | 'ES384' | 'EdDSA' }
+  | { readonly kind: 'jwks'; readonly jwks: { readonly keys: readonly Record<string, unknown>[] } }
+  | { readonly kind: 'jwks-url'; readonly url: string };
+
+export interface BuyerAuthConfig {
+  readonly key: BuyerKey;
+  /** BUYER_AUTH_ISSUER: the `iss` every token must carry. */
+  readonly issuer: string;
+  /** BUYER_AUTH_AUDIENCE: the `aud` every token must name (this service). */
+  readonly audience: string;
 }
 
 /** Where a Redis Cluster's seed nodes are and how to log in to every node (REDIS_CLUSTER_NODES). */
@@ -210,6 +246,11 @@ export const CONFIG_ENV_NAMES = [
   'SETTLE_CLAIM_IDLE_MS',
   'EXPIRY_SWEEP_MS',
   'SETTLE_TRIM',
+  'RATE_LIMIT_PER_IP',
+  'RATE_LIMIT_PER_USER',
+  'BUYER_AUTH',
+  'BUYER_AUTH_ISSUER',
+  'BUYER_AUTH_AUDIENCE',
 ] as const;
 
 type Env = Readonly<Record<string, string | undefined>>;
@@ -265,6 +306,9 @@ export function loadConfig(env: Env): AppConfig {
     settleClaimIdleMs: int(env, 'SETTLE_CLAIM_IDLE_MS', CONFIG_DEFAULTS.settleClaimIdleMs, 100, 3_600_000),
     expirySweepMs: int(env, 'EXPIRY_SWEEP_MS', CONFIG_DEFAULTS.expirySweepMs, 10, 60_000),
     settleTrim: bool(env, 'SETTLE_TRIM', CONFIG_DEFAULTS.settleTrim),
+    rateLimitPerIp: rateLimit(env, 'RATE_LIMIT_PER_IP'),
+    rateLimitPerUser: rateLimit(env, 'RATE_LIMIT_PER_USER'),
+    buyerAuth: buyerAuth(env),
   };
   if (config.lockStrategy === 'redlock' && config.redlockUrls.length === 0) {
     throw new ConfigError(
@@ -316,6 +360,147 @@ function clockSkew(env: Env): number {
     throw new ConfigError('FAULT_CLOCK_SKEW_MS', `must be an integer of ms from -86400000 to 86400000, got "${value}"`);
   }
   return Number(value);
+}
+
+/** A day: longer windows are a quota, not a rate limit. */
+const MAX_RATE_WINDOW_MS = 86_400_000;
+const WINDOW_UNIT_MS: Readonly<Record<string, number>> = { ms: 1, s: 1_000, m: 60_000 };
+
+function rateLimit(env: Env, name: string): RateLimit | null {
+  const value = raw(env, name);
+  if (value === undefined) return null;
+  const parsed = /^(\d{1,7})\/(\d{1,8})(ms|s|m)$/.exec(value);
+  const count = Number(parsed?.[1]);
+  if (!parsed || count < 1 || count > 1_000_000) {
+    throw new ConfigError(
+      name,
+      `must be <count>/<window>, e.g. 20/1s: count 1..1000000, the window in ms, s or m; got "${value}"`,
+    );
+  }
+  const windowMs = Number(parsed[2]) * WINDOW_UNIT_MS[parsed[3]];
+  // rate-limiter-flexible's Redis store keeps a window in whole seconds (SET EX): it
+  // floors 1500 ms to 1 s, and gives a window under a second no expiry at all.
+  if (windowMs % 1_000 !== 0 || windowMs < 1_000 || windowMs > MAX_RATE_WINDOW_MS) {
+    throw new ConfigError(
+      name,
+      `window must be a whole number of seconds from 1s to 1440m (the limit is kept in Redis with a TTL in seconds), got "${value}"`,
+    );
+  }
+  return { count, windowMs };
+}
+
+function buyerAuth(env: Env): BuyerAuthConfig | null {
+  const value = raw(env, 'BUYER_AUTH');
+  const issuer = raw(env, 'BUYER_AUTH_ISSUER');
+  const audience = raw(env, 'BUYER_AUTH_AUDIENCE');
+  if (value === undefined) {
+    // A half-configured check is worse than none: the operator thinks tokens are checked.
+    const stray = issuer !== undefined ? 'BUYER_AUTH_ISSUER' : audience !== undefined ? 'BUYER_AUTH_AUDIENCE' : null;
+    if (stray) throw new ConfigError(stray, 'is set but BUYER_AUTH is not: set BUYER_AUTH too, or unset it');
+    return null;
+  }
+  if (issuer === undefined) {
+    throw new ConfigError('BUYER_AUTH_ISSUER', 'is required with BUYER_AUTH: the `iss` your token issuer writes');
+  }
+  if (audience === undefined) {
+    throw new ConfigError(
+      'BUYER_AUTH_AUDIENCE',
+      'is required with BUYER_AUTH: the `aud` your tokens name this service by',
+    );
+  }
+  return { key: buyerKey(value), issuer, audience };
+}
+
+const BUYER_AUTH_FORMS =
+  'jwks:<https URL>, jwks-file:<path>, spki-file:<path to a PEM public key> or hs256:<secret of 32+ characters>';
+
+function buyerKey(value: string): BuyerKey {
+  const name = 'BUYER_AUTH';
+  const colon = value.indexOf(':');
+  const kind = colon < 0 ? '' : value.slice(0, colon);
+  const rest = colon < 0 ? '' : value.slice(colon + 1);
+  if (kind === 'hs256') {
+    // RFC 7518 3.2: an HS256 key is at least as long as the hash, 256 bits.
+    if (rest.length < 32) throw new ConfigError(name, 'hs256: the secret must be at least 32 characters (256 bits)');
+    return { kind, secret: rest };
+  }
+  if (kind === 'jwks') {
+    let url: URL;
+    try {
+      url = new URL(rest);
+    } catch {
+      throw new ConfigError(name, `jwks: "${rest}" is not a URL`);
+    }
+    // Keys fetched in the clear can be swapped by anyone on the path; loopback is a sidecar or a test.
+    const loopback = ['127.0.0.1', 'localhost', '[::1]'].includes(url.hostname);
+    if (url.protocol !== 'https:' && !(url.protocol === 'http:' && loopback)) {
+      throw new ConfigError(name, `jwks: the URL must be https:// (http:// only on loopback), got "${rest}"`);
+    }
+    return { kind: 'jwks-url', url: url.href };
+  }
+  if (kind === 'jwks-file' || kind === 'spki-file') {
+    let text: string;
+    try {
+      text = readFileSync(rest, 'utf8');
+    } catch (err) {
+      throw new ConfigError(name, `${kind}: cannot read "${rest}": ${(err as Error).message}`);
+    }
+    return kind === 'jwks-file' ? jwksFile(rest, text) : spkiFile(rest, text);
+  }
+  throw new ConfigError(name, `must be one of ${BUYER_AUTH_FORMS}; got "${kind || value.slice(0, 20)}..."`);
+}
+
+function jwksFile(path: string, text: string): BuyerKey {
+  let jwks: unknown;
+  try {
+    jwks = JSON.parse(text);
+  } catch {
+    throw new ConfigError('BUYER_AUTH', `jwks-file: "${path}" is not JSON`);
+  }
+  const keys = (jwks as { keys?: unknown })?.keys;
+  if (!Array.isArray(keys) || keys.length === 0 || keys.some((k) => typeof k !== 'object' || k === null)) {
+    throw new ConfigError(
+      'BUYER_AUTH',
+      `jwks-file: "${path}" must be a JWK Set, {"keys": [...]}, with at least one key`,
+    );
+  }
+  // A private or symmetric key in a file of public keys is a leak waiting to be served.
+  if (keys.some((k: Record<string, unknown>) => k.kty === 'oct' || 'd' in k)) {
+    throw new ConfigError('BUYER_AUTH', `jwks-file: "${path}" holds a private or symmetric key: give public keys only`);
+  }
+  return { kind: 'jwks', jwks: { keys } };
+}
+
+function spkiFile(path: string, pem: string): BuyerKey {
+  let key: ReturnType<typeof createPublicKey>;
+  try {
+    key = createPublicKey(pem);
+  } catch {
+    throw new ConfigError('BUYER_AUTH', `spki-file: "${path}" is not a PEM public key`);
+  }
+  if (!pem.includes('-----BEGIN PUBLIC KEY-----')) {
+    throw new ConfigError('BUYER_AUTH', `spki-file: "${path}" must hold a public key (-----BEGIN PUBLIC KEY-----)`);
+  }
+  const type = key.asymmetricKeyType;
+  const curve = key.asymmetricKeyDetails?.namedCurve;
+  // The key decides the one algorithm tokens may use.
+  const algorithm =
+    type === 'rsa'
+      ? 'RS256'
+      : type === 'ed25519'
+        ? 'EdDSA'
+        : type === 'ec' && curve === 'prime256v1'
+          ? 'ES256'
+          : type === 'ec' && curve === 'secp384r1'
+            ? 'ES384'
+            : undefined;
+  if (!algorithm) {
+    throw new ConfigError(
+      'BUYER_AUTH',
+      `spki-file: "${path}" is a ${type}${curve ? ` ${curve}` : ''} key; use RSA (RS256), EC P-256 (ES256), P-384 (ES384) or Ed25519 (EdDSA)`,
+    );
+  }
+  return { kind: 'spki', pem, algorithm };
 }
 
 function databaseUrl(env: Env): string | null {

@@ -34,6 +34,20 @@ const UNTIL_START = {
   },
 };
 
+/** The door sends them with every 429 (src/door/rate-limits.ts). */
+const RATE_LIMIT_HEADERS = {
+  ...RETRY_AFTER,
+  'RateLimit-Policy': {
+    description:
+      'the limit that refused the request, draft-ietf-httpapi-ratelimit-headers-10: `"ip";q=<count>;w=<window seconds>` (or `"user"`)',
+    schema: { type: 'string' },
+  },
+  RateLimit: {
+    description: 'that limit now: `"ip";r=<requests left>;t=<seconds until the window resets>` (or `"user"`)',
+    schema: { type: 'string' },
+  },
+};
+
 /**
  * One response per HTTP status for `codes`: its codes named in the description and
  * as the enum of `code`, and each code's example body (its message from errors.ts).
@@ -53,8 +67,13 @@ export function errorResponses(codes: readonly string[]): Record<string, Respons
     };
     responses[status] = {
       description: group.map((code) => `\`${code}\``).join(', '),
-      ...(status === 503 ? { headers: RETRY_AFTER } : {}),
-      ...(group.includes('SALE_NOT_STARTED') ? { headers: UNTIL_START } : {}),
+      ...(status === 503
+        ? { headers: RETRY_AFTER }
+        : status === 429
+          ? { headers: RATE_LIMIT_HEADERS }
+          : group.includes('SALE_NOT_STARTED')
+            ? { headers: UNTIL_START }
+            : {}),
       content: {
         'application/json': {
           schema,

@@ -1,7 +1,8 @@
-import { Body, Controller, Get, HttpCode, Param, Post, Res } from '@nestjs/common';
+import { Body, Controller, Get, HttpCode, Param, Post, Req, Res } from '@nestjs/common';
 import { ApiAcceptedResponse, ApiOkResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
-import type { FastifyReply } from 'fastify';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import { ApiErrors } from '../docs/api-errors';
+import { DOOR_ERRORS } from './door-routes';
 import { component } from '../docs/components';
 import { ApiJsonBody, ApiPathParams } from '../docs/dto-decorators';
 import { ProductParamsDto } from '../products/dto/product-params.dto';
@@ -27,6 +28,7 @@ export class WaitingRoomController {
   @ApiJsonBody(JoinQueueDto)
   @ApiAcceptedResponse({ description: 'your ticket', schema: TICKET })
   @ApiErrors(
+    ...DOOR_ERRORS,
     'VALIDATION_FAILED',
     'URI_TOO_LONG',
     'PAYLOAD_TOO_LARGE',
@@ -59,9 +61,22 @@ export class WaitingRoomController {
       },
     },
   })
-  @ApiErrors('VALIDATION_FAILED', 'URI_TOO_LONG', 'UNKNOWN_PRODUCT', 'NO_QUEUE', 'UNKNOWN_TICKET', 'REDIS_UNAVAILABLE')
-  async read(@Param() params: TicketParamsDto, @Res({ passthrough: true }) reply: FastifyReply): Promise<TicketState> {
-    return answered(await this.room.read(params.id, params.ticket), reply);
+  @ApiErrors(
+    ...DOOR_ERRORS,
+    'VALIDATION_FAILED',
+    'URI_TOO_LONG',
+    'UNKNOWN_PRODUCT',
+    'NO_QUEUE',
+    'UNKNOWN_TICKET',
+    'REDIS_UNAVAILABLE',
+  )
+  async read(
+    @Param() params: TicketParamsDto,
+    @Req() request: FastifyRequest,
+    @Res({ passthrough: true }) reply: FastifyReply,
+  ): Promise<TicketState> {
+    // With BUYER_AUTH: only the ticket's own buyer reads it (its pass is theirs alone).
+    return answered(await this.room.read(params.id, params.ticket, request.buyer), reply);
   }
 }
 

@@ -59,10 +59,16 @@ export class WaitingRoom {
     return this.answer(productId, await queue.run(this.redis, queueKeys(k), 'join', userId, newToken(), newToken()));
   }
 
-  async read(productId: string, ticket: string): Promise<TicketState> {
+  /**
+   * The ticket's state. With BUYER_AUTH, `buyer` is the token's `sub`: another buyer's
+   * ticket is no ticket of theirs (its pass is the owner's alone).
+   */
+  async read(productId: string, ticket: string, buyer: string | null = null): Promise<TicketState> {
     if (!TOKEN.test(ticket)) throw new UnknownTicketError(productId);
     const k = this.keys.product(productId);
-    return this.answer(productId, await queue.run(this.redis, queueKeys(k), 'read', ticket));
+    const reply = await queue.run(this.redis, queueKeys(k), 'read', ticket);
+    if (buyer !== null && reply[6] !== undefined && reply[6] !== buyer) throw new UnknownTicketError(productId);
+    return this.answer(productId, reply);
   }
 
   /**

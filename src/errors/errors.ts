@@ -57,6 +57,53 @@ export class UnauthorizedError extends createError(
   () => 'a valid admin token is required: Authorization: Bearer <ADMIN_TOKEN>',
 ) {}
 
+// ---------------------------------------------------------------- the door (src/door): before the body is read
+
+/** Over RATE_LIMIT_PER_IP or RATE_LIMIT_PER_USER; `Retry-After` and the RateLimit headers say when to come back. */
+export class RateLimitedError extends createError(
+  'RATE_LIMITED',
+  429,
+  (scope: 'ip' | 'user', count: number, windowMs: number) =>
+    `too many requests from this ${scope === 'ip' ? 'address' : 'buyer'}: at most ${count} per ${windowMs / 1000} s; nothing was changed, retry after Retry-After seconds`,
+) {}
+
+/** BUYER_AUTH is on and the request has no `Authorization: Bearer` token. */
+export class BuyerTokenRequiredError extends createError(
+  'BUYER_TOKEN_REQUIRED',
+  401,
+  () => "a buyer token is required: Authorization: Bearer <token from the sale's identity provider>",
+) {}
+
+/** The buyer token is malformed, wrongly signed, or for another issuer, audience or algorithm. */
+export class BuyerTokenInvalidError extends createError(
+  'BUYER_TOKEN_INVALID',
+  401,
+  (reason: string) => `the buyer token is not valid (${reason}); get a new one from the sale's identity provider`,
+) {}
+
+/** The buyer token was valid once; its `exp` has passed. */
+export class BuyerTokenExpiredError extends createError(
+  'BUYER_TOKEN_EXPIRED',
+  401,
+  () => 'the buyer token has expired; get a fresh one and retry',
+) {}
+
+/** BUYER_AUTH names a JWKS URL whose keys could not be fetched (and none are cached): not the buyer's fault. */
+export class BuyerKeysUnavailableError extends createError(
+  'BUYER_KEYS_UNAVAILABLE',
+  503,
+  () =>
+    "the identity provider's signing keys (BUYER_AUTH's JWKS URL) could not be fetched; nothing was changed, retry later",
+) {}
+
+/** The body's userId is not the token's subject: a buyer buys only as themselves. */
+export class UserMismatchError extends createError(
+  'USER_MISMATCH',
+  403,
+  (userId: string) =>
+    `userId "${userId}" is not the buyer this token was issued to; send your own userId (the token's sub)`,
+) {}
+
 /**
  * What Fastify and Nest refuse before our code runs (routing, body parsing, limits),
  * by HTTP status; their own message is kept.

@@ -3,6 +3,7 @@ import { RouteSchema } from '@nestjs/platform-fastify';
 import { ApiCreatedResponse, ApiHeader, ApiOperation, ApiTags } from '@nestjs/swagger';
 import type { FastifyReply } from 'fastify';
 import { ApiErrors } from '../docs/api-errors';
+import { DOOR_ERRORS } from '../door/door-routes';
 import { component } from '../docs/components';
 import { ApiJsonBody, ApiPathParams } from '../docs/dto-decorators';
 import { DoorRefusals } from '../door/door-refusals';
@@ -20,8 +21,9 @@ import { ReplicaAcks } from './replica-acks';
 import { StrategyMismatches } from './strategy-mismatches';
 import { AdmissionInvalidError, IdempotencyKeyMismatchError, StrategyMismatchError } from '../errors/errors';
 
-/** What both purchase routes answer, besides the order. */
+/** What both purchase routes answer, besides the order: the door's refusals first. */
 const PURCHASE_ERRORS = [
+  ...DOOR_ERRORS,
   'VALIDATION_FAILED',
   'PAYLOAD_TOO_LARGE',
   'UNSUPPORTED_MEDIA_TYPE',
@@ -50,6 +52,13 @@ const PURCHASE_ERRORS = [
   'REDIS_NO_PERMISSION',
   'OUTCOME_UNKNOWN',
 ];
+
+/** What the door (src/door) answers before the route, on both purchase routes. */
+const DOOR_FIRST =
+  'The door answers first, before the body is read: over RATE_LIMIT_PER_IP or RATE_LIMIT_PER_USER, 429 ' +
+  '`RATE_LIMITED` (with `Retry-After`, `RateLimit-Policy`, `RateLimit`). With BUYER_AUTH set, the request ' +
+  'needs `Authorization: Bearer <JWT>` from the configured issuer, and `userId` must be its `sub` ' +
+  '(401 `BUYER_TOKEN_REQUIRED`, `BUYER_TOKEN_INVALID`, `BUYER_TOKEN_EXPIRED`; 403 `USER_MISMATCH`).';
 
 const IDEMPOTENCY_KEY_HEADER = ApiHeader({
   name: 'Idempotency-Key',
@@ -101,7 +110,7 @@ export class OrdersController {
    */
   @Post('orders')
   @RouteSchema(CREATE_ORDER_ROUTE_SCHEMA)
-  @ApiOperation({ summary: 'buy: one order of quantity units of a product for a user' })
+  @ApiOperation({ summary: 'buy: one order of quantity units of a product for a user', description: DOOR_FIRST })
   @ApiJsonBody(CreateOrderDto)
   @IDEMPOTENCY_KEY_HEADER
   @ADMISSION_PASS_HEADER
@@ -123,7 +132,14 @@ export class OrdersController {
    */
   @Post('products/:id/orders')
   @RouteSchema(PRODUCT_ORDER_ROUTE_SCHEMA)
-  @ApiOperation({ summary: 'buy, the product in the URL: refusals the URL decides cost almost nothing' })
+  @ApiOperation({
+    summary: 'buy, the product in the URL: refusals the URL decides cost almost nothing',
+    description:
+      'A refusal Redis gave this product in the last 250 ms that the URL alone decides (`SOLD_OUT`, ' +
+      '`SALE_NOT_STARTED` more than 250 ms before the start, `SALE_ENDED`) is answered before anything else, ' +
+      'for a JSON body within the limit and without Idempotency-Key or Admission-Pass. ' +
+      DOOR_FIRST,
+  })
   @ApiPathParams(ProductParamsDto)
   @ApiJsonBody(ProductOrderDto)
   @IDEMPOTENCY_KEY_HEADER

@@ -188,7 +188,15 @@ export const orderOutcome = new LuaScript<
 export const queue = new LuaScript<
   [meta: string, stock: string, queue: string, admitted: string, idem: string],
   ['join', userId: string, ticket: string, pass: string] | ['read', ticket: string],
-  [state: string, ticket?: string, position?: number, pass?: string, passExpiresAt?: number, admitPerSecond?: number]
+  [
+    state: string,
+    ticket?: string,
+    position?: number,
+    pass?: string,
+    passExpiresAt?: number,
+    admitPerSecond?: number,
+    userId?: string,
+  ]
 >('queue');
 
 /** queue-5.lua's KEYS for a product. */

@@ -66,6 +66,8 @@ export class Metrics implements PurchaseListener, OnApplicationShutdown {
   readonly enabled: boolean;
   /** Answers by code: `CREATED` or an error code from src/errors/errors.ts (a closed table). */
   private readonly answers = new Map<string, number>();
+  /** Refusals at the door (src/door), by code: a closed set (RATE_LIMITED, BUYER_TOKEN_*, USER_MISMATCH, ...). */
+  private readonly doorRefusals = new Map<string, number>();
   private inProgress = 0;
   private readonly lostLockReaders: (() => number)[] = [];
   private readonly lockWait: Histogram<'outcome'>;
@@ -94,6 +96,17 @@ export class Metrics implements PurchaseListener, OnApplicationShutdown {
       collect() {
         this.reset();
         for (const [code, n] of answers) this.inc({ code }, n);
+      },
+    });
+    const refusals = this.doorRefusals;
+    new Counter({
+      name: 'seckill_door_refusals_total',
+      help: 'Requests the door refused before the route (rate limits, buyer tokens), by code: RATE_LIMITED, BUYER_TOKEN_REQUIRED, USER_MISMATCH, ...',
+      labelNames: ['code'],
+      registers,
+      collect() {
+        this.reset();
+        for (const [code, n] of refusals) this.inc({ code }, n);
       },
     });
     const read = () => this.inProgress;
@@ -178,6 +191,11 @@ export class Metrics implements PurchaseListener, OnApplicationShutdown {
   answered(_productId: string, code: string): void {
     this.inProgress--;
     this.answers.set(code, (this.answers.get(code) ?? 0) + 1);
+  }
+
+  /** The door refused a request with `code` (not a purchase: the route never saw it). */
+  doorRefused(code: string): void {
+    if (this.enabled) this.doorRefusals.set(code, (this.doorRefusals.get(code) ?? 0) + 1);
   }
 
   /** A lock was waited for `seconds`, and the wait ended so (a metered lock calls it once per `using`). */

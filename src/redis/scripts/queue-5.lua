@@ -17,7 +17,7 @@
   join: ARGV[2] userId, ARGV[3] a new ticket, ARGV[4] a new pass (random, from the app;
         used only if the user has no ticket yet: joining again returns the same one)
   read: ARGV[2] ticket
-  Returns  {state, ticket, position, pass, passExpiresAt, admitPerSecond}
+  Returns  {state, ticket, position, pass, passExpiresAt, admitPerSecond, userId}
              state: waiting (position: 1 = next), admitted (pass, passExpiresAt: ms),
              expired (the pass lapsed unused), sold_out (nothing left to admit for);
              pass '' and passExpiresAt 0 unless admitted
@@ -75,21 +75,21 @@ local record = redis.call('HGET', KEYS[3], 't:' .. ticket)
 if not record then
   return {'UNKNOWN_TICKET'}
 end
-local position, _, pass = string.match(record, '^([^|]*)|([^|]*)|(.*)$')
+local position, owner, pass = string.match(record, '^([^|]*)|([^|]*)|(.*)$')
 position = tonumber(position)
 if position > admitted then
-  return {stock > 0 and 'waiting' or 'sold_out', ticket, position - admitted, '', 0, rate}
+  return {stock > 0 and 'waiting' or 'sold_out', ticket, position - admitted, '', 0, rate, owner}
 end
 local expires = tonumber(string.match(redis.call('HGET', KEYS[3], 'x:' .. pass), '([^|]*)$'))
 local outcome = redis.call('HGET', KEYS[5], 'pass ' .. pass)
 if outcome and string.sub(outcome, 1, 2) == 'D|' then
   -- Used: its order was written. Whatever the stock or the time, the pass has bought.
-  return {'used', ticket, 0, '', 0, rate}
+  return {'used', ticket, 0, '', 0, rate, owner}
 end
 if now >= expires then
-  return {'expired', ticket, 0, '', 0, rate}
+  return {'expired', ticket, 0, '', 0, rate, owner}
 end
 if stock <= 0 then
-  return {'sold_out', ticket, 0, '', 0, rate}
+  return {'sold_out', ticket, 0, '', 0, rate, owner}
 end
-return {'admitted', ticket, 0, pass, expires, rate}
+return {'admitted', ticket, 0, pass, expires, rate, owner}

@@ -1,0 +1,31 @@
+/**
+ * The routes a buyer comes through: purchases, queue joins and ticket reads. Rate
+ * limits and buyer tokens apply to these and nothing else (not the admin route, the
+ * probes, /metrics or the dashboard). Written as `METHOD /path` with every path
+ * parameter as `:`, so a route is matched whatever its parameters are named; a route
+ * added under one of these paths is covered by adding its line here.
+ */
+export const DOOR_ROUTES: readonly string[] = [
+  'POST /api/orders',
+  'POST /api/products/:/orders',
+  'POST /api/products/:/queue',
+  'GET /api/products/:/queue/:',
+];
+
+/** The codes the door can answer on each of DOOR_ROUTES: `@ApiErrors(...DOOR_ERRORS, ...)` on the route. */
+export const DOOR_ERRORS: readonly string[] = [
+  'RATE_LIMITED',
+  'BUYER_TOKEN_REQUIRED',
+  'BUYER_TOKEN_INVALID',
+  'BUYER_TOKEN_EXPIRED',
+  'USER_MISMATCH',
+  'BUYER_KEYS_UNAVAILABLE',
+  'REDIS_UNAVAILABLE',
+];
+
+/** Whether Fastify's route `url` for `method` is one of DOOR_ROUTES (HEAD goes with GET). */
+export function isDoorRoute(method: string, url: string): boolean {
+  const path = url.replace(/:[^/]+/g, ':');
+  const as = method === 'HEAD' ? 'GET' : method;
+  return DOOR_ROUTES.includes(`${as} ${path}`);
+}
