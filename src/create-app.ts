@@ -67,13 +67,13 @@ export async function createApp(config: AppConfig, options: { logger?: false } =
   // Fastify's own handler (the server's one listener) parses or routes anything; it
   // exists once Nest has made it, and until then every request goes on. (Not Fastify's
   // serverFactory: with one, Fastify binds only one address of a host name.)
-  let door: DoorRefusals | undefined;
+  const door: { refusals?: DoorRefusals } = {};
   const [fastifyHandler, ...others] = fastify.server.listeners('request') as RequestListener[];
   if (!fastifyHandler || others.length > 0)
     throw new Error("the HTTP server's request listener is not Fastify's alone");
   fastify.server.removeAllListeners('request');
   fastify.server.on('request', (req: IncomingMessage, res: ServerResponse) => {
-    if (door?.handle(req, res) !== true) fastifyHandler(req, res);
+    if (door.refusals?.handle(req, res) !== true) fastifyHandler(req, res);
   });
   // Before Nest registers its routes, which is when the hook sees them.
   checkBodiesWithRouteSchemas(fastify);
@@ -87,7 +87,7 @@ export async function createApp(config: AppConfig, options: { logger?: false } =
   let draining = false;
   fastify.addHook('preClose', (done) => {
     draining = true;
-    if (door) door.draining = true;
+    if (door.refusals) door.refusals.draining = true;
     done();
   });
   fastify.addHook('onSend', (_request, reply, payload, done) => {
@@ -105,7 +105,7 @@ export async function createApp(config: AppConfig, options: { logger?: false } =
   if (logged) app.useLogger(app.get(Logger));
   const refusals = app.get(DoorRefusals);
   refusals.attach(app.get(PurchaseTelemetry), BODY_LIMIT_BYTES);
-  door = refusals;
+  door.refusals = refusals;
   // Rate limits and buyer tokens on the purchase routes, in Fastify hooks (src/door).
   await installDoorChecks(fastify, config, app.get(REDIS_CLIENT), app.get(Metrics));
   setupOpenApi(app);
