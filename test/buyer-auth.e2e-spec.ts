@@ -12,7 +12,7 @@ import { closeClient, startTestRedis, TestRedis, uniquePrefix } from './helpers/
 
 const ISSUER = 'https://id.test.example/';
 const AUDIENCE = 'seckill';
-const SECRET = 'test-buyer-secret-0123456789abcdef';
+const SECRET = 'b7Rk2pQx9LmZ4tWv0cHs6NdJ3fYg8aUe';
 const HMAC = new TextEncoder().encode(SECRET);
 const AUTH = { BUYER_AUTH_ISSUER: ISSUER, BUYER_AUTH_AUDIENCE: AUDIENCE };
 

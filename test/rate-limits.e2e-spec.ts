@@ -146,7 +146,16 @@ describe('rate limits at the door', () => {
       json: { productId: 'phone', userId: 'bob', quantity: 0 },
     });
     expect(invalid.status).toBe(400);
-    expect(await client.get(`${prefix}rate:user:bob`)).toBe('1');
+    expect(await client.get(`${prefix}rate:user:bob`)).toBe('1'); // The same on the queue join, whose body is checked by its schema too: an unknown
+    // field or a userId that is no id counts for no one, and stores nothing.
+    for (const json of [{ userId: 'carol', junk: 1 }, { userId: 'x'.repeat(5_000) }, { userId: '{a}/../x y' }]) {
+      expect((await request(a.url, 'POST', '/api/products/phone/queue', { json })).status).toBe(400);
+    }
+    expect(await client.keys(`${prefix}rate:user:*`)).toEqual(expect.arrayContaining([`${prefix}rate:user:bob`]));
+    expect((await client.keys(`${prefix}rate:user:*`)).sort()).toEqual([
+      `${prefix}rate:user:alice`,
+      `${prefix}rate:user:bob`,
+    ]);
   });
 
   it('fails closed: with its Redis gone, a limited route answers 503 REDIS_UNAVAILABLE', async () => {

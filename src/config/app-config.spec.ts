@@ -304,7 +304,7 @@ describe('loadConfig', () => {
     });
 
     it('reads hs256, spki-file, jwks-file and jwks URLs, with issuer and audience', () => {
-      const secret = 'x'.repeat(32);
+      const secret = 'Qm9v3kR7_tXz1LwPa8dYc2Hn5GsJ0eVu';
       expect(loadConfig({ ...REQUIRED, ...auth, BUYER_AUTH: `hs256:${secret}` }).buyerAuth).toEqual({
         key: { kind: 'hs256', secret },
         issuer: 'https://id.example',
@@ -332,8 +332,11 @@ describe('loadConfig', () => {
     });
 
     it('refuses a weak secret, a private or unreadable key, plain http, an unknown form, a missing issuer or audience', () => {
-      const secret = `hs256:${'x'.repeat(32)}`;
+      const secret = 'hs256:Qm9v3kR7_tXz1LwPa8dYc2Hn5GsJ0eVu';
       fails({ ...auth, BUYER_AUTH: 'hs256:short' }, /^BUYER_AUTH hs256: the secret must be at least 32 characters/);
+      // Whoever guesses it buys as anyone: no repeats, no example values.
+      fails({ ...auth, BUYER_AUTH: `hs256:${'a'.repeat(32)}` }, /^BUYER_AUTH hs256: the secret is too easy to guess/);
+      fails({ ...auth, BUYER_AUTH: 'hs256:change-me-change-me-change-me-123' }, /looks like an example value/);
       fails({ ...auth, BUYER_AUTH: 'rs256:abc' }, /^BUYER_AUTH must be one of jwks:<https URL>, jwks-file:/);
       fails(
         { ...auth, BUYER_AUTH: 'jwks:http://id.example/jwks.json' },
@@ -343,6 +346,25 @@ describe('loadConfig', () => {
       const pair = generateKeyPairSync('ec', { namedCurve: 'P-256' });
       const priv = pair.privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
       fails({ ...auth, BUYER_AUTH: `spki-file:${file('priv.pem', priv)}` }, /must hold a public key/);
+      // Keys that could not verify anything are refused at boot, not at every purchase.
+      const weak = generateKeyPairSync('rsa', { modulusLength: 1024 }).publicKey;
+      fails(
+        {
+          ...auth,
+          BUYER_AUTH: `spki-file:${file('weak.pem', weak.export({ type: 'spki', format: 'pem' }).toString())}`,
+        },
+        /RSA key of 1024 bits: at least 2048/,
+      );
+      const broken = { ...pair.publicKey.export({ format: 'jwk' }), x: 'AAAA' };
+      fails(
+        { ...auth, BUYER_AUTH: `jwks-file:${file('broken.json', JSON.stringify({ keys: [broken] }))}` },
+        /key 0 is not a usable public key/,
+      );
+      const weakJwk = weak.export({ format: 'jwk' });
+      fails(
+        { ...auth, BUYER_AUTH: `jwks-file:${file('weak.json', JSON.stringify({ keys: [weakJwk] }))}` },
+        /key 0 is an RSA key of 1024 bits/,
+      );
       const privJwk = file('priv.json', JSON.stringify({ keys: [pair.privateKey.export({ format: 'jwk' })] }));
       fails({ ...auth, BUYER_AUTH: `jwks-file:${privJwk}` }, /holds a private or symmetric key/);
       fails({ ...auth, BUYER_AUTH: `jwks-file:${file('empty.json', '{"keys":[]}')}` }, /must be a JWK Set/);

@@ -1,6 +1,6 @@
 import { DEFAULT_PAYMENT_TIMEOUT_MS, MAX_PAYMENT_TIMEOUT_MS, MIN_PAYMENT_TIMEOUT_MS } from '../sale/sale-limits';
 import { ZxcvbnFactory } from '@zxcvbn-ts/core';
-import { createPublicKey } from 'node:crypto';
+import { createPublicKey, type JsonWebKeyInput } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import * as common from '@zxcvbn-ts/language-common';
 
@@ -422,6 +422,23 @@ function buyerKey(value: string): BuyerKey {
   if (kind === 'hs256') {
     // RFC 7518 3.2: an HS256 key is at least as long as the hash, 256 bits.
     if (rest.length < 32) throw new ConfigError(name, 'hs256: the secret must be at least 32 characters (256 bits)');
+    // Whoever guesses it mints a token for any `sub` and buys as anyone: as hard to
+    // guess as the admin token at least, and never an example value.
+    const folded = rest.toLowerCase().replace(/[^a-z0-9]/g, '');
+    const word = EXAMPLE_TOKEN_WORDS.find((w) => folded.includes(w));
+    if (word) {
+      throw new ConfigError(
+        name,
+        `hs256: the secret looks like an example value (it contains "${word}"); use \`openssl rand -base64 32\``,
+      );
+    }
+    const guesses = tokenGuessesLog10(rest);
+    if (guesses < MIN_ADMIN_TOKEN_GUESSES_LOG10) {
+      throw new ConfigError(
+        name,
+        `hs256: the secret is too easy to guess (about 10^${Math.floor(guesses)} guesses by zxcvbn's estimate, at least 10^${MIN_ADMIN_TOKEN_GUESSES_LOG10} needed); use \`openssl rand -base64 32\``,
+      );
+    }
     return { kind, secret: rest };
   }
   if (kind === 'jwks') {
@@ -468,7 +485,29 @@ function jwksFile(path: string, text: string): BuyerKey {
   if (keys.some((k: Record<string, unknown>) => k.kty === 'oct' || 'd' in k)) {
     throw new ConfigError('BUYER_AUTH', `jwks-file: "${path}" holds a private or symmetric key: give public keys only`);
   }
+  // Each key imported now, so a key that cannot verify (malformed, RSA under 2048 bits)
+  // stops the app at boot, not every buyer at sale time.
+  for (const [i, k] of keys.entries()) {
+    let imported: ReturnType<typeof createPublicKey>;
+    try {
+      imported = createPublicKey({ key: k as JsonWebKeyInput['key'], format: 'jwk' });
+    } catch (err) {
+      throw new ConfigError(
+        'BUYER_AUTH',
+        `jwks-file: "${path}" key ${i} is not a usable public key: ${(err as Error).message}`,
+      );
+    }
+    strongEnough(imported, `jwks-file: "${path}" key ${i}`);
+  }
   return { kind: 'jwks', jwks: { keys } };
+}
+
+/** RS256 needs 2048 bits (RFC 7518 3.3); jose refuses less at every verification, so refuse it at boot. */
+function strongEnough(key: ReturnType<typeof createPublicKey>, what: string): void {
+  const bits = key.asymmetricKeyDetails?.modulusLength;
+  if (key.asymmetricKeyType === 'rsa' && (bits ?? 0) < 2048) {
+    throw new ConfigError('BUYER_AUTH', `${what} is an RSA key of ${bits} bits: at least 2048 are needed`);
+  }
 }
 
 function spkiFile(path: string, pem: string): BuyerKey {
@@ -481,6 +520,7 @@ function spkiFile(path: string, pem: string): BuyerKey {
   if (!pem.includes('-----BEGIN PUBLIC KEY-----')) {
     throw new ConfigError('BUYER_AUTH', `spki-file: "${path}" must hold a public key (-----BEGIN PUBLIC KEY-----)`);
   }
+  strongEnough(key, `spki-file: "${path}"`);
   const type = key.asymmetricKeyType;
   const curve = key.asymmetricKeyDetails?.namedCurve;
   // The key decides the one algorithm tokens may use.

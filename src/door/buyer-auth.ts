@@ -66,10 +66,11 @@ export class BuyerAuth {
           algorithms: [...JWKS_ALGORITHMS],
         });
       case 'jwks-url':
-        // jose caches the set, refetches on an unknown `kid` (at most every 30 s), and
-        // times a fetch out after 5 s.
+        // jose refetches on an unknown `kid` (at most every 30 s) and times a fetch out
+        // after 5 s; the set is kept for a minute (jose's default is 10), so a key the
+        // issuer withdraws stops verifying within a minute, as the token cache rechecks.
         return new BuyerAuth(
-          createRemoteJWKSet(new URL(key.url)) as unknown as VerifyKey,
+          createRemoteJWKSet(new URL(key.url), { cacheMaxAge: RECHECK_MS }) as unknown as VerifyKey,
           {
             ...options,
             algorithms: [...JWKS_ALGORITHMS],
@@ -111,7 +112,12 @@ function refusal(err: unknown, remote: boolean): unknown {
     err instanceof errors.JWKSTimeout ||
     err instanceof errors.JWKSInvalid ||
     err.code === 'ERR_JOSE_GENERIC';
-  if (unreachable) return remote ? new BuyerKeysUnavailableError() : err;
+  // With local keys (checked at boot) an error here is the token's odd shape meeting
+  // the key (jose's Web Crypto refusing it): refused, never a 500.
+  if (unreachable)
+    return remote
+      ? new BuyerKeysUnavailableError()
+      : new BuyerTokenInvalidError('could not be checked with the configured key');
   // jose's own words ('"aud" claim check failed', 'signature verification failed'):
   // they name the check, never the key.
   return new BuyerTokenInvalidError(err.message.slice(0, 120));

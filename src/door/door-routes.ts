@@ -20,7 +20,11 @@ export const DOOR_ERRORS: readonly string[] = [
   'BUYER_TOKEN_EXPIRED',
   'USER_MISMATCH',
   'BUYER_KEYS_UNAVAILABLE',
+  // The limit's count is a Redis write: Redis's refusals of a write answer as on any route.
   'REDIS_UNAVAILABLE',
+  'REDIS_OUT_OF_MEMORY',
+  'REDIS_READ_ONLY',
+  'REDIS_NO_PERMISSION',
 ];
 
 /** Whether Fastify's route `url` for `method` is one of DOOR_ROUTES (HEAD goes with GET). */

@@ -1,6 +1,8 @@
 import { Body, Controller, Get, HttpCode, Param, Post, Req, Res } from '@nestjs/common';
 import { ApiAcceptedResponse, ApiOkResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
+import { RouteSchema } from '@nestjs/platform-fastify';
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import { bodySchemaOf } from '../validation/json-schema';
 import { ApiErrors } from '../docs/api-errors';
 import { DOOR_ERRORS } from './door-routes';
 import { component } from '../docs/components';
@@ -19,6 +21,9 @@ export class WaitingRoomController {
 
   @Post(':id/queue')
   @HttpCode(202)
+  // The body checked by its compiled schema before the door's per-user limit counts it
+  // (door-checks.ts): a body the schema refuses counts for no one.
+  @RouteSchema({ body: bodySchemaOf(JoinQueueDto) })
   @ApiOperation({
     summary: "join a product's waiting room",
     description:
@@ -62,7 +67,8 @@ export class WaitingRoomController {
     },
   })
   @ApiErrors(
-    ...DOOR_ERRORS,
+    // No body: nothing to mismatch.
+    ...DOOR_ERRORS.filter((code) => code !== 'USER_MISMATCH'),
     'VALIDATION_FAILED',
     'URI_TOO_LONG',
     'UNKNOWN_PRODUCT',
