@@ -81,6 +81,36 @@ describe('who the buyer is: BUYER_AUTH', () => {
       };
     };
 
+    it("reads and cancels an order only for the token's buyer: another buyer's is no order of theirs, nothing changed", async () => {
+      const as = async (sub: string) => ({ authorization: `Bearer ${await token(sub)}` });
+      const put = await request(url, 'PUT', '/api/products/owned', {
+        json: { stock: 1, discardOrders: true },
+        admin: true,
+      });
+      expect(put.status).toBe(200);
+      const bought = await request(url, 'POST', '/api/orders', {
+        json: { productId: 'owned', userId: 'frank' },
+        headers: await as('frank'),
+      });
+      expect(bought.status).toBe(201);
+      const path = `/api/orders/${bought.body.orderId as string}`;
+      expect((await request(url, 'GET', path)).body).toMatchObject({ statusCode: 401, code: 'BUYER_TOKEN_REQUIRED' });
+      expect((await request(url, 'GET', path, { headers: await as('mallory') })).body).toMatchObject({
+        statusCode: 404,
+        code: 'UNKNOWN_ORDER',
+      });
+      const stolen = await request(url, 'POST', `${path}/cancel`, { headers: await as('mallory') });
+      expect(stolen.body).toMatchObject({ statusCode: 404, code: 'UNKNOWN_ORDER' });
+      expect(await client.get(keys.product('owned').stock)).toBe('0');
+      expect((await request(url, 'GET', path, { headers: await as('frank') })).body).toMatchObject({
+        userId: 'frank',
+        status: 'reserved',
+      });
+      const own = await request(url, 'POST', `${path}/cancel`, { headers: await as('frank') });
+      expect(own.body).toMatchObject({ userId: 'frank', status: 'cancelled' });
+      expect(await client.get(keys.product('owned').stock)).toBe('1');
+    });
+
     it("reads a waiting-room ticket only for the token's buyer: another buyer's is no ticket of theirs", async () => {
       const put = await request(url, 'PUT', '/api/products/queued', {
         json: { stock: 2, queue: { admitPerSecond: 10 }, discardOrders: true },

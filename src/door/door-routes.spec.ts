@@ -8,15 +8,16 @@ describe('isDoorRoute', () => {
     expect(isDoorRoute('POST', '/api/products/:id/queue')).toBe(true);
     expect(isDoorRoute('GET', '/api/products/:id/queue/:ticket')).toBe(true);
     expect(isDoorRoute('HEAD', '/api/products/:id/queue/:ticket')).toBe(true);
+    // The buyer's own order: read and cancelled only by the token's buyer under BUYER_AUTH.
+    expect(isDoorRoute('GET', '/api/orders/:orderId')).toBe(true);
+    expect(isDoorRoute('POST', '/api/orders/:orderId/cancel')).toBe(true);
   });
 
-  it('leaves the admin route, the reads, the order outcomes, the probes, metrics and the dashboard alone', () => {
+  it("leaves the admin route, the product read, the payment provider's callback, the probes, metrics and the dashboard alone", () => {
     for (const [method, url] of [
       ['PUT', '/api/products/:id'],
       ['GET', '/api/products/:id'],
-      ['GET', '/api/orders/:orderId'],
       ['POST', '/api/orders/:orderId/pay'],
-      ['POST', '/api/orders/:orderId/cancel'],
       ['GET', '/api/orders'],
       ['GET', '/health'],
       ['GET', '/metrics'],

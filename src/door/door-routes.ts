@@ -1,5 +1,6 @@
 /**
- * The routes a buyer comes through: purchases, queue joins and ticket reads. Rate
+ * The routes a buyer comes through: purchases, queue joins and ticket reads, and the
+ * buyer's own order (read, cancel). Rate
  * limits and buyer tokens apply to these and nothing else (not the admin route, the
  * probes, /metrics or the dashboard). Written as `METHOD /path` with every path
  * parameter as `:`, so a route is matched whatever its parameters are named; a route
@@ -10,6 +11,10 @@ export const DOOR_ROUTES: readonly string[] = [
   'POST /api/products/:/orders',
   'POST /api/products/:/queue',
   'GET /api/products/:/queue/:',
+  // The buyer's own orders (under BUYER_AUTH only theirs: order-outcomes.controller.ts);
+  // not /pay, the payment provider's callback, which is no buyer's.
+  'GET /api/orders/:',
+  'POST /api/orders/:/cancel',
 ];
 
 /** The codes the door can answer on each of DOOR_ROUTES: `@ApiErrors(...DOOR_ERRORS, ...)` on the route. */

@@ -1,6 +1,8 @@
-import { Body, Controller, Get, HttpCode, Param, Post } from '@nestjs/common';
+import { Body, Controller, Get, HttpCode, Param, Post, Req } from '@nestjs/common';
 import { ApiOkResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
+import type { FastifyRequest } from 'fastify';
 import { ApiErrors } from '../docs/api-errors';
+import { DOOR_ERRORS } from '../door/door-routes';
 import { component } from '../docs/components';
 import { ApiJsonBody, ApiPathParams } from '../docs/dto-decorators';
 import { OrderParamsDto } from './dto/order-params.dto';
@@ -9,6 +11,9 @@ import { PayOrderDto } from './dto/pay-order.dto';
 import { OrderOutcomes, OrderState } from './order-outcomes';
 
 const ORDER_STATE = component('OrderState', ORDER_STATE_SCHEMA);
+
+/** The door's answers on a route without a body: nothing to mismatch. */
+const BUYER_DOOR_ERRORS = DOOR_ERRORS.filter((code) => code !== 'USER_MISMATCH');
 
 /**
  * After the 201: an order is a reservation until it is paid, cancelled, or expires at
@@ -23,9 +28,10 @@ export class OrderOutcomesController {
   @ApiOperation({ summary: "an order's status: reserved (with its payment deadline), paid, cancelled or expired" })
   @ApiPathParams(OrderParamsDto)
   @ApiOkResponse({ description: 'the order as Redis has it now', schema: ORDER_STATE })
-  @ApiErrors('VALIDATION_FAILED', 'URI_TOO_LONG', 'UNKNOWN_ORDER', 'REDIS_UNAVAILABLE')
-  get(@Param() params: OrderParamsDto): Promise<OrderState> {
-    return this.outcomes.get(params.orderId);
+  @ApiErrors(...BUYER_DOOR_ERRORS, 'VALIDATION_FAILED', 'URI_TOO_LONG', 'UNKNOWN_ORDER', 'REDIS_UNAVAILABLE')
+  get(@Param() params: OrderParamsDto, @Req() request: FastifyRequest): Promise<OrderState> {
+    // With BUYER_AUTH: only the order's own buyer reads it.
+    return this.outcomes.get(params.orderId, request.buyer);
   }
 
   @Post(':orderId/pay')
@@ -64,6 +70,7 @@ export class OrderOutcomesController {
   @ApiPathParams(OrderParamsDto)
   @ApiOkResponse({ description: 'the cancelled order', schema: ORDER_STATE })
   @ApiErrors(
+    ...BUYER_DOOR_ERRORS,
     'VALIDATION_FAILED',
     'URI_TOO_LONG',
     'UNKNOWN_ORDER',
@@ -72,7 +79,8 @@ export class OrderOutcomesController {
     'REDIS_UNAVAILABLE',
     'OUTCOME_UNKNOWN',
   )
-  cancel(@Param() params: OrderParamsDto): Promise<OrderState> {
-    return this.outcomes.cancel(params.orderId);
+  cancel(@Param() params: OrderParamsDto, @Req() request: FastifyRequest): Promise<OrderState> {
+    // With BUYER_AUTH: only the order's own buyer cancels it.
+    return this.outcomes.cancel(params.orderId, request.buyer);
   }
 }

@@ -44,8 +44,14 @@ export class OrderOutcomes {
     private readonly keys: KeyLayout,
   ) {}
 
-  get(orderId: string): Promise<OrderState> {
-    return this.run(orderId, 'read', '');
+  /**
+   * The order as Redis has it. With BUYER_AUTH, `buyer` is the token's `sub`: another
+   * buyer's order is no order of theirs (404, as an order that does not exist).
+   */
+  async get(orderId: string, buyer: string | null = null): Promise<OrderState> {
+    const order = await this.run(orderId, 'read', '');
+    if (buyer !== null && order.userId !== buyer) throw new UnknownOrderError(orderId);
+    return order;
   }
 
   /**
@@ -58,8 +64,13 @@ export class OrderOutcomes {
     throw this.refusal(order);
   }
 
-  /** Cancels a reservation (its units go back); a cancelled order cancelled again answers the same. */
-  async cancel(orderId: string): Promise<OrderState> {
+  /**
+   * Cancels a reservation (its units go back); a cancelled order cancelled again answers
+   * the same. With BUYER_AUTH only its own buyer may (an order's buyer never changes, so
+   * reading it first decides that for the cancel that follows).
+   */
+  async cancel(orderId: string, buyer: string | null = null): Promise<OrderState> {
+    if (buyer !== null) await this.get(orderId, buyer);
     const order = await this.run(orderId, 'cancel', '');
     if (order.status === 'cancelled') return order;
     throw this.refusal(order);
