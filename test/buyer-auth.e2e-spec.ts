@@ -81,6 +81,30 @@ describe('who the buyer is: BUYER_AUTH', () => {
       };
     };
 
+    it("scopes an Idempotency-Key to the token's buyer: a key another buyer took first is still this buyer's", async () => {
+      const as = async (sub: string) => ({ authorization: `Bearer ${await token(sub)}` });
+      const put = await request(url, 'PUT', '/api/products/keyed', {
+        json: { stock: 5, discardOrders: true },
+        admin: true,
+      });
+      expect(put.status).toBe(200);
+      const buyAs = async (sub: string) =>
+        request(url, 'POST', '/api/orders', {
+          json: { productId: 'keyed', userId: sub },
+          headers: { ...(await as(sub)), 'idempotency-key': 'order-2026-alice-1' },
+        });
+      const mallory = await buyAs('mallory');
+      expect(mallory.status).toBe(201);
+      const alice = await buyAs('alice');
+      expect(alice.status).toBe(201);
+      expect(alice.body.orderId).not.toBe(mallory.body.orderId);
+      // Each buyer's retry is answered their own order.
+      const again = await buyAs('alice');
+      expect(again.headers.get('idempotent-replayed')).toBe('true');
+      expect(again.body.orderId).toBe(alice.body.orderId);
+      expect(await client.xlen(keys.product('keyed').orders)).toBe(2);
+    });
+
     it("reads and cancels an order only for the token's buyer: another buyer's is no order of theirs, nothing changed", async () => {
       const as = async (sub: string) => ({ authorization: `Bearer ${await token(sub)}` });
       const put = await request(url, 'PUT', '/api/products/owned', {

@@ -40,6 +40,15 @@ export function parseIdempotencyKey(raw: string): string {
   return key;
 }
 
+/**
+ * With BUYER_AUTH, a key is the buyer's own: `@<sub> <key>`, so a key one buyer took
+ * first is never another's 422. It holds a space, so no header's key is ever one, and it
+ * never starts with `pass ` (a pass purchase's key, passClaimKey()).
+ */
+export function buyerScopedKey(key: string, buyer: string | null): string {
+  return buyer === null ? key : `@${buyer} ${key}`;
+}
+
 /** What a keyed request came to. */
 export interface KeyedPurchase {
   readonly order: Order;

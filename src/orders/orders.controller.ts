@@ -14,7 +14,7 @@ import { CREATED, PurchaseTelemetry } from '../telemetry/purchase-telemetry';
 import { CreateOrderDto, ProductOrderDto } from './dto/create-order.dto';
 import { CREATE_ORDER_ROUTE_SCHEMA, ORDER_SCHEMA, PRODUCT_ORDER_ROUTE_SCHEMA } from './dto/create-order.schema';
 import { passClaimKey } from './sale-rules';
-import { Idempotency, parseIdempotencyKey } from './idempotency';
+import { buyerScopedKey, Idempotency, parseIdempotencyKey } from './idempotency';
 import type { Order, OrderLine } from './order';
 import { PurchasePath } from './purchases/purchase-path';
 import { ReplicaAcks } from './replica-acks';
@@ -176,7 +176,11 @@ export class OrdersController {
     // A value that cannot be a pass is refused before it is used as a key in Redis.
     if (pass !== undefined && !passShaped(pass)) throw new AdmissionInvalidError('is not a pass this sale issued');
     const key =
-      pass !== undefined ? passClaimKey(pass) : rawKey === undefined ? undefined : parseIdempotencyKey(rawKey);
+      pass !== undefined
+        ? passClaimKey(pass)
+        : rawKey === undefined
+          ? undefined
+          : buyerScopedKey(parseIdempotencyKey(rawKey), reply.request.buyer);
     this.telemetry.arrived(line.productId);
     let order: Order;
     try {
