@@ -11,7 +11,7 @@ import { KeyLayout } from '../../src/redis/key-layout';
 import { fencedWrite } from '../../src/redis/lua-scripts';
 import type { LoadResult } from '../load';
 import { readSale } from '../verdict';
-import { apps, Context, harnessClient, n, Outcome, PREFIX, PRODUCT, TOKEN, waitUntil } from './kit';
+import { apps, Context, harnessClient, n, Outcome, PREFIX, PRODUCT, TOKEN, waitUntil, noAofRewrite } from './kit';
 import { armed } from './network-stage';
 
 /** How long a pass stays valid in these lines: the shortest a sale accepts. */
@@ -167,10 +167,7 @@ export async function redisRestartedWithQueue(ctx: Context): Promise<Outcome> {
   const answers = new Answers();
   const problems: string[] = [];
   try {
-    await waitUntil('the first AOF rewrite to finish', async () => {
-      const persistence = await client.info('persistence');
-      return /aof_rewrite_in_progress:0/.test(persistence) && /aof_rewrite_scheduled:0/.test(persistence);
-    });
+    await noAofRewrite(client);
     const [app] = await apps(1, 'fenced', redis.url);
     // Passes that outlive the restart: every ticket's place must read the same after it.
     if ((await queueSale(app.url, stock, 60_000)).status !== 200) throw new Error('PUT of the queued sale failed');

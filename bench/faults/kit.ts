@@ -116,6 +116,18 @@ export async function waitUntil(what: string, check: () => Promise<boolean>, tim
   }
 }
 
+/**
+ * Resolves once the Redis is writing no AOF rewrite: a fresh Redis with AOF on refuses
+ * a SIGTERM while it writes its first one, and a restart scenario's outage must start
+ * when it says it does.
+ */
+export async function noAofRewrite(client: Redis): Promise<void> {
+  await waitUntil('the first AOF rewrite to finish', async () => {
+    const persistence = await client.info('persistence');
+    return /aof_rewrite_in_progress:0/.test(persistence) && /aof_rewrite_scheduled:0/.test(persistence);
+  });
+}
+
 /** A client of the harness's own: an outage is expected, so its errors are not news. */
 export function harnessClient(url: string): Redis {
   const client = new Redis(url, { maxRetriesPerRequest: null });

@@ -3,7 +3,18 @@ import { stopAll } from '../../harness/processes';
 import { startPrivateRedis } from '../../harness/redis';
 import { KeyLayout } from '../../src/redis/key-layout';
 import { runLoad } from '../load';
-import { codesSeen, Context, harnessClient, n, Outcome, PREFIX, PRODUCT, verdict, waitUntil } from './kit';
+import {
+  codesSeen,
+  Context,
+  harnessClient,
+  n,
+  Outcome,
+  PREFIX,
+  PRODUCT,
+  verdict,
+  waitUntil,
+  noAofRewrite,
+} from './kit';
 import { saleUnderWay } from './sale-under-way';
 
 /** What a buyer may be told because of the outage: nothing written, a lock left behind, or a write cut mid-flight. */
@@ -27,10 +38,7 @@ export async function redisRestarted(ctx: Context): Promise<Outcome> {
     // A fresh Redis with AOF on writes its first AOF in the background, and refuses a
     // SIGTERM until that is done: the sale would go on, and could sell out, while Redis
     // is being stopped. So the outage starts only once no rewrite is in progress.
-    await waitUntil('the first AOF rewrite to finish', async () => {
-      const persistence = await client.info('persistence');
-      return /aof_rewrite_in_progress:0/.test(persistence) && /aof_rewrite_scheduled:0/.test(persistence);
-    });
+    await noAofRewrite(client);
     const sale = await saleUnderWay(ctx, redis.url, client, k);
     const stopAt = Date.now();
     await redis.stop();
