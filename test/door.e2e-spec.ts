@@ -40,6 +40,10 @@ describe('the door', () => {
     request(url, 'PUT', `/api/products/${productId}`, { json: { discardOrders: true, ...body }, admin: true });
   const buy = (url: string, productId: string, userId: string, headers: Record<string, string> = {}) =>
     request(url, 'POST', '/api/orders', { json: { productId, userId }, headers });
+  const join = (url: string, productId: string, userId: string) =>
+    request(url, 'POST', `/api/products/${productId}/queue`, { json: { userId } });
+  const ticket = (url: string, productId: string, t: string) =>
+    request(url, 'GET', `/api/products/${productId}/queue/${t}`);
   const redisNow = async () => {
     const [s, us] = await client.time();
     return Number(s) * 1000 + Math.floor(Number(us) / 1000);
@@ -156,11 +160,6 @@ describe('the door', () => {
   });
 
   describe('waiting room', () => {
-    const join = (url: string, productId: string, userId: string) =>
-      request(url, 'POST', `/api/products/${productId}/queue`, { json: { userId } });
-    const ticket = (url: string, productId: string, t: string) =>
-      request(url, 'GET', `/api/products/${productId}/queue/${t}`);
-
     it('admits in the order buyers joined across two instances, never more passes than stock, and each pass buys once', async () => {
       const prefix = uniquePrefix('queue');
       const [a, b] = [await app(prefix), await app(prefix)];
@@ -322,6 +321,36 @@ describe('the door', () => {
       await sleep(300);
       const resold = await request(a.url, 'POST', '/api/products/d/orders', { json: { userId: 'u3' } });
       expect(resold.status).toBe(201);
+    });
+
+    it('a join after the sell-out enrols no one: SOLD_OUT from the script, then from the door; a ticket held reads sold_out', async () => {
+      const prefix = uniquePrefix('door-join');
+      const a = await app(prefix);
+      const door = a.app.get(DoorRefusals);
+      const k = new KeyLayout(prefix).product('j');
+      await put(a.url, 'j', { stock: 1, queue: { admitPerSecond: 100 } });
+      const first = await join(a.url, 'j', 'u1');
+      const waiting = await join(a.url, 'j', 'u2');
+      expect(waiting.body.state).toBe('waiting');
+      expect((await buy(a.url, 'j', 'u1', { 'admission-pass': first.body.pass as string })).status).toBe(201);
+      const enrolled = await client.hlen(k.queue);
+      // Redis refuses the newcomer and writes nothing...
+      const late = await join(a.url, 'j', 'u3');
+      expect(late.status).toBe(409);
+      expect(late.body).toMatchObject({ code: 'SOLD_OUT' });
+      expect(door.answered).toBe(0);
+      // ...then the door repeats it before reading the body.
+      const atDoor = await request(a.url, 'POST', '/api/products/j/queue', {
+        raw: '{not json',
+        headers: { 'content-type': 'application/json' },
+      });
+      expect(atDoor.status).toBe(409);
+      expect(atDoor.body).toEqual(late.body);
+      expect(door.answered).toBe(1);
+      expect(await client.hlen(k.queue)).toBe(enrolled);
+      expect(await client.hget(k.meta, 'queueJoined')).toBe('2');
+      // The buyer who joined in time reads their ticket: sold out.
+      expect((await ticket(a.url, 'j', waiting.body.ticket as string)).body.state).toBe('sold_out');
     });
   });
 });

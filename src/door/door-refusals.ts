@@ -14,8 +14,11 @@ export const DOOR_TRUST_MS = 250;
 /** How close to the start the door stops answering SALE_NOT_STARTED itself and lets Redis's clock decide. */
 export const START_MARGIN_MS = 250;
 
-/** POST /api/products/:id/orders: the product is in the URL, so the door can answer before the body is read. */
-const PRODUCT_ORDERS = /^\/api\/products\/([A-Za-z0-9_-]{1,64})\/orders$/;
+/**
+ * POST /api/products/:id/orders and POST /api/products/:id/queue: the product is in the
+ * URL, so the door can answer before the body is read.
+ */
+const PRODUCT_ROUTE = /^\/api\/products\/([A-Za-z0-9_-]{1,64})\/(orders|queue)$/;
 
 interface Learnt {
   /** This process's clock (ms) until which the refusal is answered at the door. */
@@ -35,9 +38,11 @@ const JSON_TYPE = 'application/json; charset=utf-8';
  * answered on the HTTP server's request event, before Fastify parses, validates or
  * routes anything and before Nest sees the request. A flash sale's tail is mostly these:
  * the thousands who arrive before the start and the 99% who arrive after the sell-out.
+ * Behind a waiting room the tail joins the queue instead of buying: a join after the
+ * sell-out is refused SOLD_OUT at the door the same way (and nothing else is).
  *
  * The door never decides anything itself: it repeats, for a short while, a refusal that
- * Redis gave to a purchase through the normal path (learn()), as the batched purchase
+ * Redis gave to a purchase or a join through the normal path (learn()), as the batched purchase
  * path's sold-out signal does. A request with an Idempotency-Key or an Admission-Pass
  * always goes through: a retry must learn what became of its first attempt, which a
  * sold-out answer would hide. SALE_NOT_STARTED is answered by the door only while the
@@ -95,10 +100,14 @@ export class DoorRefusals {
    */
   handle(req: IncomingMessage, res: ServerResponse): boolean {
     if (req.method !== 'POST' || this.learnt.size === 0) return false;
-    const match = PRODUCT_ORDERS.exec(req.url!);
+    const match = PRODUCT_ROUTE.exec(req.url!);
     if (!match) return false;
     const known = this.learnt.get(match[1]);
     if (!known) return false;
+    // A join is refused for one reason alone, the sell-out (queue-5.lua): the herd joins
+    // before the start, and the window is the purchase's to decide.
+    const joining = match[2] === 'queue';
+    if (joining && !(known.refusal instanceof SoldOutError)) return false;
     const headers = req.headers;
     if (headers['idempotency-key'] !== undefined || headers['admission-pass'] !== undefined) return false;
     // A request the route would refuse for its form (not JSON, too large) is left to
@@ -124,8 +133,11 @@ export class DoorRefusals {
       code = err.code;
     }
     this.answered += 1;
-    this.telemetry?.arrived(match[1]);
-    this.telemetry?.answered(match[1], code);
+    if (!joining) {
+      // Counted as the purchase route counts its answers; a join is no purchase.
+      this.telemetry?.arrived(match[1]);
+      this.telemetry?.answered(match[1], code);
+    }
     const head: Record<string, string | number> = { 'content-type': JSON_TYPE, 'content-length': body!.length };
     if (retryAfter !== undefined) head['retry-after'] = retryAfter;
     if (this.draining) head.connection = 'close';

@@ -10,6 +10,8 @@ import { ApiJsonBody, ApiPathParams } from '../docs/dto-decorators';
 import { ProductParamsDto } from '../products/dto/product-params.dto';
 import { JoinQueueDto, TicketParamsDto } from './dto/queue.dto';
 import { TICKET_SCHEMA } from './ticket.schema';
+import { SoldOutError } from '../errors/errors';
+import { DoorRefusals } from './door-refusals';
 import { TicketState, WaitingRoom } from './waiting-room';
 
 const TICKET = component('Ticket', TICKET_SCHEMA);
@@ -17,7 +19,10 @@ const TICKET = component('Ticket', TICKET_SCHEMA);
 @ApiTags('queue')
 @Controller('api/products')
 export class WaitingRoomController {
-  constructor(private readonly room: WaitingRoom) {}
+  constructor(
+    private readonly room: WaitingRoom,
+    private readonly door: DoorRefusals,
+  ) {}
 
   @Post(':id/queue')
   @HttpCode(202)
@@ -27,7 +32,7 @@ export class WaitingRoomController {
   @ApiOperation({
     summary: "join a product's waiting room",
     description:
-      'answers your ticket and your place in line (1 = admitted next); joining again answers the same ticket. Read the ticket until it is admitted, then buy with its pass as the Admission-Pass header.',
+      'answers your ticket and your place in line (1 = admitted next); joining again answers the same ticket. Read the ticket until it is admitted, then buy with its pass as the Admission-Pass header. Once nothing is left, a buyer with no ticket is refused SOLD_OUT and not enrolled (for a while, answered at the door before the body is read).',
   })
   @ApiPathParams(ProductParamsDto)
   @ApiJsonBody(JoinQueueDto)
@@ -40,6 +45,7 @@ export class WaitingRoomController {
     'UNSUPPORTED_MEDIA_TYPE',
     'UNKNOWN_PRODUCT',
     'NO_QUEUE',
+    'SOLD_OUT',
     'REDIS_UNAVAILABLE',
   )
   async join(
@@ -47,7 +53,13 @@ export class WaitingRoomController {
     @Body() body: JoinQueueDto,
     @Res({ passthrough: true }) reply: FastifyReply,
   ): Promise<TicketState> {
-    return answered(await this.room.join(params.id, body.userId), reply);
+    try {
+      return answered(await this.room.join(params.id, body.userId), reply);
+    } catch (err) {
+      // Nothing left to join for: for a while the door answers the next joins itself.
+      if (err instanceof SoldOutError) this.door.learn(params.id, err);
+      throw err;
+    }
   }
 
   @Get(':id/queue/:ticket')

@@ -4,6 +4,7 @@ import {
   AdmissionInvalidError,
   NoQueueError,
   retryAfterSeconds,
+  SoldOutError,
   UnknownProductError,
   UnknownTicketError,
 } from '../errors/errors';
@@ -103,6 +104,7 @@ export class WaitingRoom {
     if (state === 'UNKNOWN_PRODUCT') throw new UnknownProductError(productId);
     if (state === 'NO_QUEUE') throw new NoQueueError(productId);
     if (state === 'UNKNOWN_TICKET') throw new UnknownTicketError(productId);
+    if (state === 'SOLD_OUT') throw new SoldOutError(productId);
     const base = { ticket: ticket!, state: state as TicketState['state'], position: position! };
     if (state === 'admitted') return { ...base, pass, passExpiresAt: new Date(expires!).toISOString() };
     if (state === 'waiting') return { ...base, retryAfterS: retryAfterSeconds((position! * 1000) / rate!) };

@@ -15,13 +15,16 @@
   KEYS[5]  idempotency hash: a pass's purchase is claimed, then decided, under `pass <pass>`
   ARGV[1]  'join' or 'read'
   join: ARGV[2] userId, ARGV[3] a new ticket, ARGV[4] a new pass (random, from the app;
-        used only if the user has no ticket yet: joining again returns the same one)
+        used only if the user has no ticket yet: joining again returns the same one).
+        A buyer with no ticket who joins once nothing is left is refused and not
+        enrolled: SOLD_OUT, so the tail of a sale writes nothing (and the door can
+        repeat it, door-refusals.ts); a buyer who holds a ticket gets it back as ever
   read: ARGV[2] ticket
   Returns  {state, ticket, position, pass, passExpiresAt, admitPerSecond, userId}
              state: waiting (position: 1 = next), admitted (pass, passExpiresAt: ms),
              expired (the pass lapsed unused), sold_out (nothing left to admit for);
              pass '' and passExpiresAt 0 unless admitted
-           {'UNKNOWN_PRODUCT'}   {'NO_QUEUE'}   {'UNKNOWN_TICKET'}
+           {'UNKNOWN_PRODUCT'}   {'NO_QUEUE'}   {'UNKNOWN_TICKET'}   {'SOLD_OUT'} (join only)
 ]]
 local meta = redis.call('HMGET', KEYS[1], 'initialStock', 'queueRate', 'passTtlMs',
   'queueJoined', 'queueAdmitted', 'queueTokens', 'queueAt', 'perUserLimit')
@@ -46,6 +49,9 @@ local ticket
 if ARGV[1] == 'join' then
   ticket = redis.call('HGET', KEYS[3], 'u:' .. ARGV[2])
   if not ticket then
+    if tonumber(redis.call('GET', KEYS[2]) or '0') <= 0 then
+      return {'SOLD_OUT'}
+    end
     ticket = ARGV[3]
     joined = joined + 1
     redis.call('HSET', KEYS[3], 't:' .. ticket, joined .. '|' .. ARGV[2] .. '|' .. ARGV[4],
