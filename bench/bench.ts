@@ -21,6 +21,7 @@ import { REDLOCK_NODE, startPrivateRedis } from '../harness/redis';
 import { Afterlife, payAll } from './afterlife';
 import { checkSettled, unsettled, waitForSettlement } from './settled';
 import { loadUntilOpen, Opening, openingOf } from './starts-in';
+import { loadThroughQueue, QueueFigures, queueVerdict } from './queue-load';
 import { UNSAFE_STRATEGIES } from '../src/config/app-config';
 import { KeyLayout } from '../src/redis/key-layout';
 import { Cost, MeteredNode, startMeter } from './cost';
@@ -35,6 +36,8 @@ import { textChart } from './text-chart';
 import { redisClockSkewMs } from './redis-clock';
 import { soldOverTime, SoldPoint } from './timeline';
 import { judge, judgeProducts, passes, ProductVerdict, readSale, SaleSnapshot, Verdict } from './verdict';
+
+const n = (x: number) => x.toLocaleString('en-US');
 
 /** Rows given a database so far (each its own). */
 let rowsStarted = 0;
@@ -97,6 +100,8 @@ interface RowApp {
   /** --auth: the buyer tokens the app verifies (off: none), and each buyer's token. */
   readonly auth: BenchAuth;
   readonly tokens?: ReadonlyMap<string, string>;
+  /** --queue: the sale's waiting room admits this many buyers a second (0: no waiting room). */
+  readonly queue: number;
 }
 
 async function main(): Promise<number> {
@@ -105,24 +110,27 @@ async function main(): Promise<number> {
   const rows: Row[] = [];
   // The comparison servers have no telemetry to switch off: they run once.
   // The comparison servers check no tokens either.
-  type RunSpec = [Target, number, boolean, boolean, BenchAuth];
+  type RunSpec = [Target, number, boolean, boolean, BenchAuth, number];
   const runs: RunSpec[] = [
-    ...(options.baseline ? [['baseline', 1, true, false, 'off'] as RunSpec] : []),
+    ...(options.baseline ? [['baseline', 1, true, false, 'off', 0] as RunSpec] : []),
     ...(options.soldOutPath
-      ? (['raw-http', 'fastify-route'] as const).map((s): RunSpec => [s, 1, true, false, 'off'])
+      ? (['raw-http', 'fastify-route'] as const).map((s): RunSpec => [s, 1, true, false, 'off', 0])
       : []),
     ...options.strategies.flatMap((s) =>
       options.workers.flatMap((w) =>
         options.telemetry.flatMap((on) =>
-          options.settle.flatMap((settle) => options.auth.map((auth): RunSpec => [s, w, on, settle, auth])),
+          options.settle.flatMap((settle) =>
+            options.auth.flatMap((auth) => options.queue.map((queue): RunSpec => [s, w, on, settle, auth, queue])),
+          ),
         ),
       ),
     ),
   ];
-  for (const [target, workers, telemetry, settle, auth] of runs) {
-    rows.push(await runRow(run, target, workers, telemetry, settle, auth));
+  for (const [target, workers, telemetry, settle, auth, queue] of runs) {
+    rows.push(await runRow(run, target, workers, telemetry, settle, auth, queue));
   }
   const compared = withRatios(rows);
+  for (const line of queueComparisons(compared)) run.log(line);
   const { machine, html } = await writeResults(run, compared);
   const { text, failed } = formatReport(compared);
   process.stdout.write(`${text}\n`);
@@ -173,8 +181,9 @@ async function runRow(
   telemetry: boolean,
   settle: boolean,
   auth: BenchAuth,
+  queue: number,
 ): Promise<Row> {
-  const t = await startTarget(run, target, workers, telemetry, settle, auth);
+  const t = await startTarget(run, target, workers, telemetry, settle, auth, queue);
   try {
     // The control is not measured for speed: it runs cold (see measuredSale).
     if (target !== 'none') await warmUp(run, t);
@@ -195,11 +204,12 @@ async function startTarget(
   telemetry: boolean,
   settle: boolean,
   auth: BenchAuth,
+  queue: number,
 ): Promise<RowApp> {
   const unsafe = (UNSAFE_STRATEGIES as readonly string[]).includes(target);
   const prefix = `bench:${run.runId}:${target}:x${workers}${telemetry ? '' : ':t0'}${settle ? '' : ':s0'}${
     auth === 'off' ? '' : `:a-${auth}`
-  }:`;
+  }${queue ? `:q${queue}` : ''}:`;
   // The comparison servers settle nothing: their label says nothing of it.
   const label = rowLabel({
     strategy: target,
@@ -207,6 +217,7 @@ async function startTarget(
     telemetry,
     ...(!SERVERS[target] && { settle }),
     ...(auth !== 'off' && { auth }),
+    ...(queue > 0 && { queue: { admitPerSecond: queue } }),
   });
   // Minted here, before the warm-up and the measured pass: the bench's CPU, not the app's.
   const buyerTokens = auth === 'off' ? undefined : await mintBuyerTokens(auth, tokenCount(run.options));
@@ -252,6 +263,7 @@ async function startTarget(
     products: [],
     launch,
     auth,
+    queue,
     ...(buyerTokens && { tokens: buyerTokens.tokens }),
     ...(databaseUrl && { databaseUrl }),
   };
@@ -294,8 +306,10 @@ async function warmUp(run: Run, t: RowApp): Promise<void> {
   const warmStock = Math.max(1, Math.round((options.warmup * options.stock) / requests(options)));
   const ids = productIds(options, 'warmup', (i) => `warmup-${i}`);
   t.products.push(...ids);
-  await Promise.all(ids.map((id) => startSale(t.app.url, t.token, id, warmStock, options.quantity)));
-  await runLoad({
+  await Promise.all(
+    ids.map((id) => startSale(t.app.url, t.token, id, warmStock, options.quantity, undefined, queued(t))),
+  );
+  const warm: LoadOptions = {
     url: t.app.url,
     productId: ids[0],
     ...(ids.length > 1 && { productIds: ids }),
@@ -305,7 +319,14 @@ async function warmUp(run: Run, t: RowApp): Promise<void> {
     quantity: options.quantity,
     productPath: options.soldOutPath,
     ...(t.tokens && { tokens: t.tokens }),
-  });
+  };
+  // Behind a waiting room, the warm-up goes the buyers' way: join, read, buy with the pass.
+  await (t.queue ? loadThroughQueue(warm, t.queue) : runLoad(warm));
+}
+
+/** --queue: the PUT's waiting room for a row that has one. */
+function queued(t: RowApp): Record<string, unknown> {
+  return t.queue ? { queue: { admitPerSecond: t.queue } } : {};
 }
 
 /**
@@ -331,7 +352,9 @@ async function measuredSale(run: Run, t: RowApp): Promise<Measured> {
     const startsAt = options.startsInMs !== undefined ? Math.ceil(Date.now() + skewMs + options.startsInMs) : undefined;
     const window = startsAt !== undefined ? { startsAt: new Date(startsAt).toISOString() } : {};
     await Promise.all(
-      ids.map((id) => startSale(t.app.url, t.token, id, options.stock, options.quantity, deadline, window)),
+      ids.map((id) =>
+        startSale(t.app.url, t.token, id, options.stock, options.quantity, deadline, { ...window, ...queued(t) }),
+      ),
     );
     await pauseToWatch(run, t);
     const progress = { done: 0 };
@@ -363,13 +386,19 @@ async function measuredSale(run: Run, t: RowApp): Promise<Measured> {
       ...(paying ? { onAnswer: (a: Answer) => a.orderId && a.status === 201 && paying.offer(a.orderId) } : {}),
     };
     let waves: { waves: number; notStarted: number } | undefined;
+    let queue: QueueFigures | undefined;
     const first = await (
-      startsAt === undefined
-        ? runLoad(loadOptions, progress)
-        : loadUntilOpen(loadOptions, startsAt, async () => Date.now() + skewMs, progress).then((r) => {
-            waves = r;
+      t.queue
+        ? loadThroughQueue(loadOptions, t.queue, progress).then((r) => {
+            queue = r.queue;
             return r.load;
           })
+        : startsAt === undefined
+          ? runLoad(loadOptions, progress)
+          : loadUntilOpen(loadOptions, startsAt, async () => Date.now() + skewMs, progress).then((r) => {
+              waves = r;
+              return r.load;
+            })
     ).finally(() => reporter.stop());
     const cost = await meter.stop(first.sent, async () => onSale - (await left()));
     let load = first;
@@ -448,6 +477,20 @@ async function measuredSale(run: Run, t: RowApp): Promise<Measured> {
           (opening.early > 0 ? ` — EXCEPT ${opening.early}` : ''),
       );
     }
+    if (queue) {
+      // The waiting room's promise, read from Redis: every order an admitted buyer's.
+      const broken = await queueVerdict(run.client, t.keys.product(productId), parts[0].sale.orders, options.quantity);
+      verdict.invariants.queue = broken === null;
+      if (broken) {
+        verdict.broken.queue = broken;
+        verdict.problems.push(broken);
+      }
+      run.log(
+        `${t.label}: through the waiting room at ${n(queue.admitPerSecond)}/s: ${n(queue.joins)} joins, ${n(queue.reads)} ticket reads, ` +
+          `${n(queue.purchases)} purchases; ${n(queue.admitted)} buyers admitted, ${n(queue.turnedAway)} told sold out` +
+          (broken ? ` — ${broken}` : ", every order an admitted buyer's"),
+      );
+    }
     if (settlement) {
       verdict.invariants.settled = settlement.ok;
       if (!settlement.ok) {
@@ -465,6 +508,7 @@ async function measuredSale(run: Run, t: RowApp): Promise<Measured> {
         soldOverTime: sold,
         settlement: settlement?.row,
         ...(opening && { opening }),
+        ...(queue && { queue }),
       };
     }
     run.log(`${t.label}: sale ${attempt} did not oversell; running it again in a fresh app`);
@@ -484,6 +528,8 @@ interface Measured {
   readonly attempts: number;
   /** --starts-in: how the sale opened. */
   readonly opening?: Opening;
+  /** --queue: what the waiting room did. */
+  readonly queue?: QueueFigures;
   /** Of the last sale's pass. */
   readonly cost: Cost;
   /** The last sale's units over time. */
@@ -494,7 +540,7 @@ interface Measured {
 function toRow(
   run: Run,
   t: RowApp,
-  { load, verdict, products, attempts, cost, soldOverTime: sold, settlement, opening }: Measured,
+  { load, verdict, products, attempts, cost, soldOverTime: sold, settlement, opening, queue }: Measured,
   exitCode: number | null,
 ): Row {
   const { options } = run;
@@ -505,7 +551,8 @@ function toRow(
     label: t.label,
     unsafe: t.unsafe,
     buyers: options.buyers,
-    requests: requests(options),
+    // Behind a waiting room a buyer sends a join, its reads and its purchase: every one counts.
+    requests: queue ? load.sent : requests(options),
     connections: options.connections,
     // All of the row's products together (each has its own in `products`).
     stock: options.stock * options.products,
@@ -529,6 +576,7 @@ function toRow(
     ...(productRows && { products: productRows }),
     ...(settlement && { settlement }),
     ...(opening && { opening }),
+    ...(queue && { queue }),
     pass: passes(verdict.invariants, t.unsafe) && (t.unsafe || exitCode === 0),
   };
 }
@@ -740,7 +788,34 @@ function withRatios(rows: Row[]): Row[] {
       row.cost.appCpuUsPerRequest !== null && {
         vsFastifyRoute: { appCpuPerRequest: Math.round((row.cost.appCpuUsPerRequest / routeCpu) * 100) / 100 },
       }),
+    ...(row.queue &&
+      noQueueCpu(row) && { vsNoQueue: { appCpuPerRequest: ratio(row.cost.appCpuUsPerRequest!, noQueueCpu(row)!) } }),
   }));
+  /** The app CPU per request of the same set-up's row without a waiting room, measured in this run. */
+  function noQueueCpu(row: Row): number | null {
+    const same = rows.find(
+      (r) =>
+        !r.queue &&
+        r.strategy === row.strategy &&
+        r.workers === row.workers &&
+        r.telemetry === row.telemetry &&
+        r.settle === row.settle &&
+        r.auth === row.auth,
+    );
+    return row.cost.appCpuUsPerRequest === null ? null : (same?.cost.appCpuUsPerRequest ?? null);
+  }
+}
+
+/** --queue off,RATE: what the waiting room saved (or cost) the app per request, row by row. */
+function queueComparisons(rows: readonly Row[]): string[] {
+  return rows.flatMap((row) => {
+    if (!row.queue || !row.vsNoQueue) return [];
+    const without = (row.cost.appCpuUsPerRequest ?? 0) / row.vsNoQueue.appCpuPerRequest;
+    return [
+      `${row.label}: app CPU per request ${row.vsNoQueue.appCpuPerRequest}x the same sale's without a waiting room ` +
+        `(${row.cost.appCpuUsPerRequest!.toFixed(1)} vs ${without.toFixed(1)} µs; ${n(row.requests)} vs the buyers' own requests)`,
+    ];
+  });
 }
 
 /** Entry point (scripts/bench.js): runs main, stops everything it started, exits. */

@@ -250,7 +250,7 @@ function parse(body: string): { code?: unknown; orderId?: unknown } {
  * autocannon as a promise that `signal` can end early (its callback form returns a
  * tracker with stop()); `latency` hears every answer's response time, whatever its status.
  */
-function cannon(
+export function cannon(
   signal: AbortSignal | undefined,
   latency: (ms: number) => void,
   opts: autocannon.Options,

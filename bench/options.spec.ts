@@ -25,6 +25,23 @@ describe('bench options', () => {
     expect(parseOptions(['--telemetry', 'off'])).toMatchObject({ telemetry: [false] });
   });
 
+  it('runs without a waiting room by default; --queue off,RATE gives a row each, for one product with stock', () => {
+    expect(parseOptions([])).toMatchObject({ queue: [0] });
+    expect(parseOptions(['--queue', 'off,5000'])).toMatchObject({ queue: [0, 5000] });
+    expect(() => parseOptions(['--queue', 'fast'])).toThrow('--queue must be an integer from 1 to 1000000, got "fast"');
+    for (const other of [
+      ['--products', '2'],
+      ['--sold-out-path'],
+      ['--pay', '0.5'],
+      ['--retries', '1'],
+      ['--starts-in', '500'],
+    ]) {
+      expect(() => parseOptions(['--queue', '100', ...other])).toThrow('--queue runs one product with stock');
+    }
+    // Without a waiting room, nothing changes.
+    expect(parseOptions(['--queue', 'off', '--products', '2'])).toMatchObject({ queue: [0], products: 2 });
+  });
+
   it('runs without buyer tokens by default; --auth off,es256 gives a row each', () => {
     expect(parseOptions([])).toMatchObject({ auth: ['off'] });
     expect(parseOptions(['--auth', 'off,es256,hs256'])).toMatchObject({ auth: ['off', 'es256', 'hs256'] });

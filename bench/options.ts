@@ -55,6 +55,8 @@ export interface BenchOptions {
    * the app given its public key): every buyer sends a token minted before the pass.
    */
   readonly auth: BenchAuth[];
+  /** --queue: each strategy runs with these waiting rooms, a row each: admitPerSecond, or 0 for none. */
+  readonly queue: number[];
 }
 
 export const BENCH_AUTH = ['off', 'hs256', 'es256'] as const;
@@ -126,6 +128,14 @@ export const USAGE = `usage: npm run bench -- [options]
                     sends a token minted with jose before the measured pass, so
                     the cost table's app CPU per request shows verification's
                     price. Not with --pay or --retries                 (off)
+  --queue LIST      the sale behind a waiting room admitting RATE buyers a
+                    second: each buyer joins, reads its ticket when
+                    Retry-After says, and buys with its pass; the verdict also
+                    checks from Redis that every order is an admitted buyer's.
+                    off, RATE, or off,RATE: a row each, and the queued row's
+                    app CPU per request as a ratio to the row without. One
+                    product, not with --starts-in, --pay, --retries or
+                    --sold-out-path                                    (off)
   --redis URL       use this Redis instead of starting a private one
   --out FILE        JSON results, and beside it the HTML report with charts
                     (FILE without .json, plus .html)  (bench/results/<timestamp>.json)
@@ -157,6 +167,7 @@ export function parseOptions(argv: string[]): BenchOptions {
     'payment-timeout': { type: 'string', default: '10000' },
     'starts-in': { type: 'string' },
     auth: { type: 'string', default: 'off' },
+    queue: { type: 'string', default: 'off' },
     help: { type: 'boolean', short: 'h' },
   } as const;
   let parsed;
@@ -260,6 +271,16 @@ export function parseOptions(argv: string[]): BenchOptions {
   if (auth.some((a) => a !== 'off') && (pay !== undefined || retries > 0)) {
     throw new UsageError('--auth does not go with --pay or --retries yet: their extra requests carry no token');
   }
+  const queue = [...new Set(values.queue!.split(',').map((q) => q.trim()))].map((q) =>
+    q === 'off' ? 0 : int('queue', q, 1, 1_000_000),
+  );
+  if (queue.some((q) => q > 0)) {
+    if (products > 1 || soldOutPath || pay !== undefined || retries > 0 || startsInMs !== undefined) {
+      throw new UsageError(
+        '--queue runs one product with stock, bought through its waiting room: not with --products, --sold-out-path, --pay, --retries or --starts-in',
+      );
+    }
+  }
   const stamp = new Date().toISOString().replace(/[:.]/g, '-');
   return {
     buyers,
@@ -284,6 +305,7 @@ export function parseOptions(argv: string[]): BenchOptions {
     paymentTimeoutMs: int('payment-timeout', values['payment-timeout']!, 1000, 3_600_000),
     ...(startsInMs !== undefined && { startsInMs }),
     auth,
+    queue,
     out: resolve(values.out ?? join(ROOT, 'bench', 'results', `${stamp}.json`)),
   };
 }

@@ -1,4 +1,5 @@
 import type { Opening } from './starts-in';
+import type { QueueFigures } from './queue-load';
 import type { Cost } from './cost';
 import type { LatencyPoint } from './latency-curve';
 import type { SoldPoint } from './timeline';
@@ -62,6 +63,10 @@ export interface Row extends Verdict {
   readonly settlement?: SettlementRow;
   /** --starts-in: how the sale opened (bench/starts-in.ts). */
   readonly opening?: Opening;
+  /** --queue: the sale's waiting room, and what it did (bench/queue-load.ts). */
+  readonly queue?: QueueFigures;
+  /** A row behind a waiting room: its app CPU per request divided by the same set-up's without one, same run. */
+  readonly vsNoQueue?: { appCpuPerRequest: number };
   /** False when any product (or the totals) fails. */
   readonly pass: boolean;
 }
@@ -102,11 +107,15 @@ const n = (x: number | null) => (x === null ? '-' : x.toLocaleString('en-US'));
 
 /** `fenced`, `lock ×2`, `fenced telemetry-off`: what tells the rows of one run apart. */
 export function rowLabel(
-  r: Pick<Row, 'strategy' | 'workers' | 'telemetry'> & { settle?: boolean; auth?: string },
+  r: Pick<Row, 'strategy' | 'workers' | 'telemetry'> & {
+    settle?: boolean;
+    auth?: string;
+    queue?: Pick<QueueFigures, 'admitPerSecond'>;
+  },
 ): string {
   return `${r.strategy}${r.workers > 1 ? ` ×${r.workers}` : ''}${r.telemetry === false ? ' telemetry-off' : ''}${
     r.settle === false ? ' settle-off' : ''
-  }${r.auth ? ` auth-${r.auth}` : ''}`;
+  }${r.auth ? ` auth-${r.auth}` : ''}${r.queue ? ` queue-${r.queue.admitPerSecond}/s` : ''}`;
 }
 const label = rowLabel;
 

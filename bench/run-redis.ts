@@ -30,7 +30,7 @@ export interface RunRedis {
  */
 export type BenchClient = Pick<
   Redis,
-  'get' | 'del' | 'hmget' | 'hgetall' | 'xrange' | 'time' | 'xinfo' | 'xlen' | 'zcard'
+  'get' | 'del' | 'hmget' | 'hgetall' | 'xrange' | 'time' | 'xinfo' | 'xlen' | 'zcard' | 'zcount'
 >;
 
 export async function startRunRedis(

@@ -43,6 +43,8 @@ export interface Invariants {
   settled?: boolean;
   /** With --starts-in (bench/starts-in.ts): no order older than the sale's start, by Redis's clock. */
   window?: boolean;
+  /** With --queue (bench/queue-load.ts): every order an admitted buyer's; passes outstanding within the stock left. */
+  queue?: boolean;
 }
 
 export interface Verdict {

@@ -1,5 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
+import { queueVerdict } from '../bench/queue-load';
 import { LiveFeed } from '../src/dashboard/live-feed';
 import { DoorRefusals } from '../src/door/door-refusals';
 import { KeyLayout } from '../src/redis/key-layout';
@@ -283,6 +284,25 @@ describe('the door', () => {
         'waiting',
       ]);
     }, 30_000);
+  });
+
+  describe("the bench's queue verdict (bench/queue-load.ts), read from Redis", () => {
+    it('holds for orders of admitted buyers, and names an order of a buyer never admitted and passes beyond the stock', async () => {
+      const k = new KeyLayout(uniquePrefix('queue-verdict')).product('v');
+      await client.hset(k.meta, 'queueAdmitted', '1');
+      await client.hset(k.queue, 'u:a', 'ta', 't:ta', '1|a|pa', 'u:b', 'tb', 't:tb', '2|b|pb');
+      await client.set(k.stock, '1');
+      expect(await queueVerdict(client, k, [{ userId: 'a' }], 1)).toBeNull();
+      // b waited at place 2 and was never admitted; c never joined at all.
+      expect(await queueVerdict(client, k, [{ userId: 'a' }, { userId: 'b' }, { userId: 'c' }], 1)).toBe(
+        'queue: 2 buyers with orders were never admitted (e.g. b, c)',
+      );
+      const later = (await redisNow()) + 60_000;
+      await client.zadd(k.admitted, later, 'p1', later, 'p2');
+      expect(await queueVerdict(client, k, [{ userId: 'a' }], 1)).toBe(
+        'queue: 2 passes outstanding for 1 units left (limit 1 each)',
+      );
+    });
   });
 
   describe('refusals at the door', () => {

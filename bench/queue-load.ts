@@ -1,0 +1,297 @@
+/**
+ * `--queue RATE`: the sale behind its waiting room, bought the way a buyer does. Each
+ * buyer joins (POST /api/products/:id/queue), reads its ticket again when Retry-After
+ * says while it waits, and buys once admitted, with its pass as Admission-Pass through
+ * the product's purchase route. A buyer told the product is sold out (a join refused
+ * SOLD_OUT, or a ticket that reads sold_out) stops there.
+ *
+ * The answers are one LoadResult, as the other loads give, so the verdict judges the
+ * sale alike: every request answered, the orders read from Redis; queueVerdict adds the
+ * queue's own promise, read from Redis too: every order is an admitted buyer's.
+ */
+import { Agent, request as httpRequest } from 'node:http';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Redis } from 'ioredis';
+import type { ProductKeys } from '../src/redis/key-layout';
+import { latencyCurve } from './latency-curve';
+import { buyerSequence, cannon, LoadOptions, LoadResult } from './load';
+
+/** What the waiting room did for the load: requests of each kind, and the buyers it turned away. */
+export interface QueueFigures {
+  readonly admitPerSecond: number;
+  readonly joins: number;
+  readonly reads: number;
+  readonly purchases: number;
+  /** Buyers admitted (a pass received), and those refused or told sold out without one. */
+  readonly admitted: number;
+  readonly turnedAway: number;
+}
+
+/** One request of a wave: whose, and what it asks. */
+interface Step {
+  readonly userId: string;
+  readonly method: 'POST' | 'GET';
+  readonly path: string;
+  readonly body?: string;
+  readonly headers: Record<string, string>;
+}
+
+/** How often the readers look for buyers whose Retry-After has come while the joins go on (ms). */
+const READ_TICK_MS = 50;
+
+/** A ticket's answer (a join's 202 or a read's 200) as the counted code: QUEUE_WAITING, QUEUE_ADMITTED, ... */
+const ticketCode = (state: unknown) => `QUEUE_${String(state).toUpperCase()}`;
+
+/**
+ * Runs every buyer's way through the queue to the end: bought, or told there is nothing
+ * left. The joins go out as one burst (autocannon, as the other loads); a buyer admitted
+ * buys at once, on sockets of its own, while the burst goes on; the buyers told to wait
+ * read their tickets in waves, each when its Retry-After comes, until none waits.
+ */
+export async function loadThroughQueue(
+  options: LoadOptions,
+  admitPerSecond: number,
+  progress: { done: number } = { done: 0 },
+): Promise<{ load: LoadResult; queue: QueueFigures }> {
+  const base = new URL(options.url);
+  const product = encodeURIComponent(options.productId);
+  const ids = options.userIds
+    ? [...options.userIds]
+    : buyerSequence(options.buyers, options.duplicates, Math.random, options.userPrefix ?? 'b');
+  const status: Record<string, number> = {};
+  const codes: Record<string, number> = {};
+  const orderIds: string[] = [];
+  const answered = new Set<string>();
+  const latencies: number[] = [];
+  const counts = { sent: 0, joins: 0, reads: 0, purchases: 0, errors: 0, timeouts: 0 };
+  const admitted = new Set<string>();
+  const turnedAway = new Set<string>();
+  // Buyers to read their ticket again, and when (ms).
+  let waiting: { userId: string; ticket: string; at: number }[] = [];
+  const buying: Promise<void>[] = [];
+  const agent = new Agent({ keepAlive: true, maxSockets: Math.min(options.connections, 256) });
+  let lastAnswerAt = Date.now();
+
+  const headersOf = (userId: string, json: boolean): Record<string, string> => {
+    const token = options.tokens?.get(userId);
+    return {
+      ...(json && { 'content-type': 'application/json' }),
+      ...(token && { authorization: `Bearer ${token}` }),
+    };
+  };
+  const count = (userId: string, code: number, key: string) => {
+    progress.done++;
+    lastAnswerAt = Date.now();
+    status[code] = (status[code] ?? 0) + 1;
+    codes[key] = (codes[key] ?? 0) + 1;
+    answered.add(userId);
+  };
+
+  /** A ticket's answer: the buyer buys, comes back later, or is done. */
+  const onTicket = (userId: string, code: number, body: Record<string, unknown>, retryAfter: unknown) => {
+    if (code !== 200 && code !== 202) {
+      const key = String(body.code ?? `HTTP_${code}`);
+      count(userId, code, key);
+      if (key === 'SOLD_OUT') turnedAway.add(userId);
+      return;
+    }
+    count(userId, code, ticketCode(body.state));
+    if (body.state === 'admitted') {
+      admitted.add(userId);
+      buying.push(buy(userId, String(body.pass)));
+    } else if (body.state === 'waiting') {
+      // Back when the answer says: Retry-After is the seconds until this place is likely admitted.
+      waiting.push({ userId, ticket: String(body.ticket), at: Date.now() + Number(retryAfter ?? 1) * 1000 });
+    } else if (body.state === 'sold_out') {
+      turnedAway.add(userId);
+    }
+    // used (a duplicate of a buyer who bought) or expired: nothing more to do.
+  };
+
+  /** An admitted buyer's purchase, with its pass, sent at once. */
+  const buy = (userId: string, pass: string): Promise<void> => {
+    const body = JSON.stringify({ userId, quantity: options.quantity });
+    const headers = {
+      ...headersOf(userId, true),
+      'content-length': String(Buffer.byteLength(body)),
+      'admission-pass': pass,
+    };
+    counts.sent++;
+    counts.purchases++;
+    const started = performance.now();
+    return new Promise((resolve) => {
+      const req = httpRequest(
+        {
+          host: base.hostname,
+          port: base.port,
+          path: `/api/products/${product}/orders`,
+          method: 'POST',
+          headers,
+          agent,
+          timeout: 30_000,
+        },
+        (res) => {
+          const chunks: Buffer[] = [];
+          res.on('data', (c: Buffer) => chunks.push(c));
+          res.on('end', () => {
+            latencies.push(performance.now() - started);
+            process.stderr.write(`buy ${Math.round(performance.now() - started)} ms at ${Date.now() - startedAt}\n`);
+            const parsed = parse(Buffer.concat(chunks).toString('utf8'));
+            count(
+              userId,
+              res.statusCode!,
+              res.statusCode === 201 ? 'CREATED' : String(parsed.code ?? `HTTP_${res.statusCode}`),
+            );
+            if (res.statusCode === 201 && typeof parsed.orderId === 'string') orderIds.push(parsed.orderId);
+            resolve();
+          });
+        },
+      );
+      req.on('timeout', () => {
+        counts.timeouts++;
+        req.destroy(new Error('timeout'));
+      });
+      req.on('error', () => {
+        counts.errors++;
+        resolve();
+      });
+      req.end(body);
+    });
+  };
+
+  /** One burst of joins or reads over the load's connections (autocannon). */
+  const wave = async (steps: readonly Step[]): Promise<void> => {
+    let next = 0;
+    const result = await cannon(options.signal, (ms) => latencies.push(ms), {
+      url: options.url,
+      connections: Math.min(options.connections, steps.length),
+      amount: steps.length,
+      timeout: 30,
+      requests: [
+        {
+          setupRequest: (request, context: object) => {
+            const step = steps[next++];
+            (context as { userId: string }).userId = step.userId;
+            return { ...request, method: step.method, path: step.path, headers: step.headers, body: step.body };
+          },
+          onResponse: (code, body, context: object, headers?: Record<string, unknown>) => {
+            const retryAfter = headers && Object.entries(headers).find(([h]) => h.toLowerCase() === 'retry-after')?.[1];
+            onTicket((context as { userId: string }).userId, code, parse(body), retryAfter);
+          },
+        },
+      ],
+    });
+    counts.sent += result.requests.sent;
+    counts.errors += result.errors;
+    counts.timeouts += result.timeouts;
+  };
+
+  const startedAt = Date.now();
+  try {
+    counts.joins = ids.length;
+    let joining = true;
+    const joins = wave(
+      ids.map((userId) => ({
+        userId,
+        method: 'POST',
+        path: `/api/products/${product}/queue`,
+        body: JSON.stringify({ userId }),
+        headers: headersOf(userId, true),
+      })),
+    ).finally(() => (joining = false));
+    // Meanwhile, and after, each waiting buyer reads its ticket when its Retry-After comes.
+    const reads = (async () => {
+      while ((joining || waiting.length > 0) && !options.signal?.aborted) {
+        const first = waiting.length > 0 ? Math.min(...waiting.map((w) => w.at)) : Date.now() + READ_TICK_MS;
+        await sleep(Math.max(0, Math.min(first - Date.now(), READ_TICK_MS)));
+        const now = Date.now();
+        const due = waiting.filter((w) => w.at <= now);
+        if (due.length === 0) continue;
+        waiting = waiting.filter((w) => w.at > now);
+        counts.reads += due.length;
+        await wave(
+          due.map((w) => ({
+            userId: w.userId,
+            method: 'GET',
+            path: `/api/products/${product}/queue/${w.ticket}`,
+            headers: headersOf(w.userId, false),
+          })),
+        );
+      }
+    })();
+    await Promise.all([joins, reads]);
+    await Promise.all(buying);
+  } finally {
+    agent.destroy();
+  }
+  const sorted = [...latencies].sort((a, b) => a - b);
+  const at = (p: number) =>
+    sorted.length ? Math.round(sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))]) : 0;
+  return {
+    load: {
+      sent: counts.sent,
+      status,
+      codes,
+      errors: counts.errors,
+      timeouts: counts.timeouts,
+      orderIds,
+      distinctBuyers: answered.size,
+      startedAt,
+      durationMs: Math.max(lastAnswerAt - startedAt, 1),
+      latency: { p50: at(0.5), p90: at(0.9), p99: at(0.99), max: Math.round(sorted[sorted.length - 1] ?? 0) },
+      latencyCurve: latencyCurve(latencies),
+    },
+    queue: {
+      admitPerSecond,
+      joins: counts.joins,
+      reads: counts.reads,
+      purchases: counts.purchases,
+      admitted: admitted.size,
+      turnedAway: turnedAway.size,
+    },
+  };
+}
+
+function parse(body: string): Record<string, unknown> {
+  try {
+    return JSON.parse(body) as Record<string, unknown>;
+  } catch {
+    return {};
+  }
+}
+
+/**
+ * The waiting room's promise, read from Redis: every order was bought by a buyer the
+ * queue admitted (a ticket at or before the last admitted place), and no more passes
+ * are outstanding than the stock left can serve. Null when it holds; else what broke.
+ */
+export async function queueVerdict(
+  client: Pick<Redis, 'hmget' | 'zcount' | 'get' | 'time'>,
+  k: ProductKeys,
+  orders: readonly { userId: string }[],
+  perUserLimit: number,
+): Promise<string | null> {
+  const lastAdmitted = Number((await client.hmget(k.meta, 'queueAdmitted'))[0] ?? 0);
+  const users = [...new Set(orders.map((o) => o.userId))];
+  const outside: string[] = [];
+  for (let i = 0; i < users.length; i += 1000) {
+    const chunk = users.slice(i, i + 1000);
+    const tickets = await client.hmget(k.queue, ...chunk.map((u) => `u:${u}`));
+    const records = await client.hmget(k.queue, ...tickets.map((t) => `t:${t ?? ''}`));
+    records.forEach((record, j) => {
+      const position = record === null ? Infinity : Number(record.split('|')[0]);
+      if (!(position <= lastAdmitted)) outside.push(chunk[j]);
+    });
+  }
+  const [s, us] = await client.time();
+  const now = Number(s) * 1000 + Math.floor(Number(us) / 1000);
+  const outstanding = await client.zcount(k.admitted, `(${now}`, '+inf');
+  const stockLeft = Number((await client.get(k.stock)) ?? 0);
+  const problems = [
+    outside.length > 0 &&
+      `${outside.length} buyers with orders were never admitted (e.g. ${outside.slice(0, 3).join(', ')})`,
+    outstanding * perUserLimit > Math.max(stockLeft, 0) &&
+      `${outstanding} passes outstanding for ${stockLeft} units left (limit ${perUserLimit} each)`,
+  ].filter(Boolean);
+  return problems.length > 0 ? `queue: ${problems.join('; ')}` : null;
+}
