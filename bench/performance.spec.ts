@@ -18,10 +18,10 @@ function report(rows: Row[]): Report {
   };
 }
 
-describe('README Performance section', () => {
+describe("docs/performance.md's measured section", () => {
   it('replaces only what is between the markers, and appends a section when there is none', () => {
-    const readme = `# seckill\n\n## Performance\n\nintro\n\n${BEGIN}\nold table\n${END}\n\n## Next\n`;
-    const once = replaceSection(readme, `${BEGIN}\nnew table\n${END}`);
+    const page = `# seckill\n\n## Performance\n\nintro\n\n${BEGIN}\nold table\n${END}\n\n## Next\n`;
+    const once = replaceSection(page, `${BEGIN}\nnew table\n${END}`);
     expect(once).toBe(`# seckill\n\n## Performance\n\nintro\n\n${BEGIN}\nnew table\n${END}\n\n## Next\n`);
     expect(replaceSection(once, `${BEGIN}\nnew table\n${END}`)).toBe(once);
     expect(replaceSection('# seckill\n', `${BEGIN}\nt\n${END}`)).toBe(

@@ -1,13 +1,13 @@
 /**
- * Regenerates README.md's Performance section from real bench runs (never typed by
- * hand): the machine, the commands, the tables, and each speed target with the
- * ratio measured and whether it was met.
+ * Regenerates the measured part of docs/performance.md (between its markers) from real
+ * bench runs (never typed by hand): the machine, the commands, the tables, and each
+ * speed target with the ratio measured and whether it was met.
  *
  *   npm run perf                     the full scenarios (a few minutes)
  *   npm run perf -- --quick          small sizes, for a smoke run
- *   npm run perf -- --readme FILE    write another file than README.md
+ *   npm run perf -- --page FILE      write another file than docs/performance.md
  *
- * Exit 1 (README untouched) if a bench run fails: figures from a run that broke an
+ * Exit 1 (the page untouched) if a bench run fails: figures from a run that broke an
  * invariant are not worth printing. A missed speed target is reported, not fatal.
  */
 import { spawnSync } from 'node:child_process';
@@ -201,20 +201,20 @@ export function renderSection(runs: { scenario: Scenario; report: Report }[], ta
   return lines.join('\n');
 }
 
-/** README with the section between the markers replaced (or appended if absent). */
-export function replaceSection(readme: string, section: string): string {
-  const start = readme.indexOf(BEGIN);
-  const end = readme.indexOf(END);
-  if (start < 0 || end < start) return `${readme.trimEnd()}\n\n## Performance\n\n${section}\n`;
-  return readme.slice(0, start) + section + readme.slice(end + END.length);
+/** The page with the section between the markers replaced (or appended if absent). */
+export function replaceSection(page: string, section: string): string {
+  const start = page.indexOf(BEGIN);
+  const end = page.indexOf(END);
+  if (start < 0 || end < start) return `${page.trimEnd()}\n\n## Performance\n\n${section}\n`;
+  return page.slice(0, start) + section + page.slice(end + END.length);
 }
 
 function main(): number {
   const { values } = parseArgs({
     args: process.argv.slice(2),
-    options: { quick: { type: 'boolean', default: false }, readme: { type: 'string' } },
+    options: { quick: { type: 'boolean', default: false }, page: { type: 'string' } },
   });
-  const readmePath = values.readme ?? join(ROOT, 'README.md');
+  const pagePath = values.page ?? join(ROOT, 'docs', 'performance.md');
   // Each run's full JSON stays beside the bench's own results (gitignored).
   const stamp = new Date().toISOString().replace(/[:.]/g, '-');
   const dir = join(ROOT, 'bench', 'results');
@@ -228,7 +228,7 @@ function main(): number {
       stdio: 'inherit',
     });
     if (run.status !== 0) {
-      process.stderr.write(`[perf] ${scenario.name} failed (exit ${run.status}); ${readmePath} left as it was\n`);
+      process.stderr.write(`[perf] ${scenario.name} failed (exit ${run.status}); ${pagePath} left as it was\n`);
       return 1;
     }
     const report = JSON.parse(readFileSync(out, 'utf8')) as Report;
@@ -237,10 +237,10 @@ function main(): number {
     runs.push({ scenario, report });
   }
   const targets = judgeTargets(runs[0].report, runs[1].report, runs[2].report);
-  writeFileSync(readmePath, replaceSection(readFileSync(readmePath, 'utf8'), renderSection(runs, targets)));
+  writeFileSync(pagePath, replaceSection(readFileSync(pagePath, 'utf8'), renderSection(runs, targets)));
   for (const t of targets) process.stdout.write(`[perf] ${t.met ? 'met    ' : 'NOT MET'} ${t.goal}: ${t.measured}\n`);
   process.stderr.write(
-    `[perf] wrote the Performance section of ${readmePath}; runs in ${relative(process.cwd(), dir)}/perf-${stamp}-*.json\n`,
+    `[perf] wrote the measured part of ${pagePath}; runs in ${relative(process.cwd(), dir)}/perf-${stamp}-*.json\n`,
   );
   return 0;
 }

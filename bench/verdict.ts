@@ -130,7 +130,7 @@ export async function readSale(
   };
 }
 
-/** Checks the invariants (the README's Bench section lists them) against what Redis holds and what the buyers were told. */
+/** Checks the invariants (docs/bench.md lists them) against what Redis holds and what the buyers were told. */
 export function judge(sale: SaleSnapshot, load: ProductLoad, quantity: number): Verdict {
   const broken: Partial<Record<keyof Invariants, string>> = {};
   // Units held: those of every order, less those that went back to stock (cancelled, expired).

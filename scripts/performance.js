@@ -1,7 +1,7 @@
 'use strict';
 /**
- * `npm run perf`: install and build if needed, then regenerate README.md's
- * Performance section from real bench runs (bench/performance.ts).
+ * `npm run perf`: install and build if needed, then regenerate the generated
+ * part of docs/performance.md from real bench runs (bench/performance.ts).
  */
 const path = require('node:path');
 const { ROOT, relaunchOnSupportedNode, ensureDependencies, ensureBuilt } = require('./setup');

@@ -79,7 +79,7 @@ function redisConf(text: string): Record<string, string> {
   );
 }
 
-/** Every Redis of the compose file: README "Versions, and why" says why this tag. */
+/** Every Redis of the compose file: docs/development.md, "Versions, and why", says why this tag. */
 const REDIS_IMAGE = 'redis:7.2';
 
 describe('docker-compose.yml: the default services', () => {

@@ -18,37 +18,33 @@ import { startTestStack, TestStack } from './helpers/stack';
 type Json = Record<string, any>;
 
 interface Operation {
-  /** `POST /api/orders`, as the README's API table writes it (`:id`, not `{id}`). */
+  /** `POST /api/orders`, as docs/api.md's route table writes it (`:id`, not `{id}`). */
   readonly route: string;
   readonly method: string;
   readonly path: string;
   readonly op: Json;
 }
 
-/** A row of the README's API table: its route and the codes its errors column names. */
+/** A row of docs/api.md's route table: its route and the codes its errors column names. */
 interface Row {
   readonly route: string;
   readonly codes: string[];
 }
 
-const readme = readFileSync(join(__dirname, '..', 'README.md'), 'utf8');
-const apiSection = readme.slice(
-  readme.indexOf('\n## API\n'),
-  readme.indexOf('\n## ', readme.indexOf('\n## API\n') + 1),
-);
+const apiPage = readFileSync(join(__dirname, '..', 'docs', 'api.md'), 'utf8');
 const codesIn = (text: string): string[] => [...text.matchAll(/`([A-Z][A-Z_]+)`/g)].map((m) => m[1]);
 
 /** Every row whose first cell starts with `METHOD /path`; the errors column is the last. */
 function apiTable(): Row[] {
-  return [...apiSection.matchAll(/^\| `([A-Z]+ \/[^`\s]*)`.*$/gm)].map(([line, route]) => {
+  return [...apiPage.matchAll(/^\| `([A-Z]+ \/[^`\s]*)`.*$/gm)].map(([line, route]) => {
     const cells = line.split(' | ');
     return { route, codes: codesIn(cells[cells.length - 1]) };
   });
 }
 
-/** The codes the README says every route can also answer (the paragraph that says so). */
+/** The codes docs/api.md says every route can also answer (the paragraph that says so). */
 function everyRouteCodes(): string[] {
-  const paragraph = apiSection.split(/\n\s*\n/).find((p) => /every route can also answer/.test(p));
+  const paragraph = apiPage.split(/\n\s*\n/).find((p) => /every route can also answer/.test(p));
   return codesIn(paragraph ?? '');
 }
 
@@ -182,7 +178,7 @@ describe('OpenAPI at /docs-json, Swagger UI at /docs', () => {
       }
     });
 
-    it('lists every route of the README API table, and nothing the table does not', () => {
+    it('lists every route of the docs/api.md route table, and nothing the table does not', () => {
       const rows = apiTable().map((r) => r.route);
       for (const route of ['PUT /api/products/:id', 'GET /api/products/:id', 'POST /api/orders', 'GET /health']) {
         expect(rows).toContain(route);
@@ -193,7 +189,7 @@ describe('OpenAPI at /docs-json, Swagger UI at /docs', () => {
       expect(operations.map((o) => o.route).sort()).toEqual([...rows].sort());
     });
 
-    it('gives each route exactly the error codes of its README row, plus the ones every route can answer', () => {
+    it('gives each route exactly the error codes of its docs/api.md row, plus the ones every route can answer', () => {
       expect(everyRouteCodes().sort()).toEqual([...EVERY_ROUTE_ERRORS].sort());
       for (const { route, codes } of apiTable()) {
         for (const code of codes)

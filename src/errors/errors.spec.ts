@@ -24,9 +24,9 @@ describe('the error table (errors.ts)', () => {
     expect(new ContentionError(8, 200).message).toMatch(/under 8 optimistic attempts \(/);
   });
 
-  it("is the README's error table: every code, with its status, and nothing else", () => {
-    const readme = readFileSync(join(__dirname, '..', '..', 'README.md'), 'utf8');
-    const rows = [...readme.matchAll(/^\| `([A-Z_]+)` \| (\d{3}) \|/gm)].map((m) => [m[1], Number(m[2])]);
+  it("is docs/api.md's error table: every code, with its status, and nothing else", () => {
+    const page = readFileSync(join(__dirname, '..', '..', 'docs', 'api.md'), 'utf8');
+    const rows = [...page.matchAll(/^\| `([A-Z_]+)` \| (\d{3}) \|/gm)].map((m) => [m[1], Number(m[2])]);
     expect(new Map(rows as [string, number][])).toEqual(
       new Map([...ERROR_CODES].map(([code, { status }]) => [code, status])),
     );

@@ -24,7 +24,7 @@ export abstract class AppError extends Error {
   }
 }
 
-/** Every class createError made, by code: the table the README and the filter are checked against. */
+/** Every class createError made, by code: the table docs/api.md and the filter are checked against. */
 export const ERROR_CODES = new Map<string, { readonly status: number }>();
 
 /** A class for one code: `new SoldOutError('phone')` says `product "phone" is sold out`, 409. */

@@ -60,7 +60,7 @@ export class OpenApiDocument {
 
   /**
    * Whether `body`, answered with `status` to `route` (`METHOD /path`, the path as sent
-   * or as the README writes it), is what the document says that answer is. A route the
+   * or as docs/api.md writes it), is what the document says that answer is. A route the
    * document does not list must answer 404 NOT_FOUND, as its description says.
    */
   expectDocumented(route: string, status: number, body: unknown): void {
