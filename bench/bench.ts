@@ -479,7 +479,12 @@ async function measuredSale(run: Run, t: RowApp): Promise<Measured> {
     }
     if (queue) {
       // The waiting room's promise, read from Redis: every order an admitted buyer's.
-      const broken = await queueVerdict(run.client, t.keys.product(productId), parts[0].sale.orders, options.quantity);
+      const broken = await queueVerdict(
+        run.client,
+        t.keys.product(productId),
+        parts[0].sale.orders,
+        parts[0].sale.perUserLimit,
+      );
       verdict.invariants.queue = broken === null;
       if (broken) {
         verdict.broken.queue = broken;

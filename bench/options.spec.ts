@@ -38,6 +38,7 @@ describe('bench options', () => {
     ]) {
       expect(() => parseOptions(['--queue', '100', ...other])).toThrow('--queue runs one product with stock');
     }
+    expect(() => parseOptions(['--queue', '100', '--quantity', '2'])).toThrow('--queue buys one unit a buyer');
     // Without a waiting room, nothing changes.
     expect(parseOptions(['--queue', 'off', '--products', '2'])).toMatchObject({ queue: [0], products: 2 });
   });

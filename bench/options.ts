@@ -134,8 +134,8 @@ export const USAGE = `usage: npm run bench -- [options]
                     checks from Redis that every order is an admitted buyer's.
                     off, RATE, or off,RATE: a row each, and the queued row's
                     app CPU per request as a ratio to the row without. One
-                    product, not with --starts-in, --pay, --retries or
-                    --sold-out-path                                    (off)
+                    product, one unit a buyer; not with --starts-in,
+                    --pay, --retries or --sold-out-path                (off)
   --redis URL       use this Redis instead of starting a private one
   --out FILE        JSON results, and beside it the HTML report with charts
                     (FILE without .json, plus .html)  (bench/results/<timestamp>.json)
@@ -280,6 +280,8 @@ export function parseOptions(argv: string[]): BenchOptions {
         '--queue runs one product with stock, bought through its waiting room: not with --products, --sold-out-path, --pay, --retries or --starts-in',
       );
     }
+    // A pass for a remainder below the quantity buys nothing and holds its place until it lapses.
+    if (values.quantity !== '1') throw new UsageError('--queue buys one unit a buyer: not with --quantity');
   }
   const stamp = new Date().toISOString().replace(/[:.]/g, '-');
   return {

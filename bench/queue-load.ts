@@ -46,7 +46,7 @@ const ticketCode = (state: unknown) => `QUEUE_${String(state).toUpperCase()}`;
  * Runs every buyer's way through the queue to the end: bought, or told there is nothing
  * left. The joins go out as one burst (autocannon, as the other loads); a buyer admitted
  * buys at once, on sockets of its own, while the burst goes on; the buyers told to wait
- * read their tickets in waves, each when its Retry-After comes, until none waits.
+ * read their tickets, each when its Retry-After comes, until none waits.
  */
 export async function loadThroughQueue(
   options: LoadOptions,
@@ -108,55 +108,81 @@ export async function loadThroughQueue(
     // used (a duplicate of a buyer who bought) or expired: nothing more to do.
   };
 
-  /** An admitted buyer's purchase, with its pass, sent at once. */
-  const buy = (userId: string, pass: string): Promise<void> => {
-    const body = JSON.stringify({ userId, quantity: options.quantity });
+  /**
+   * One request over the load's own keep-alive sockets: an admitted buyer's purchase
+   * (with its pass), or a waiting buyer's ticket read. Settles once, whatever happens
+   * to the connection: an answer, an error or a timeout (counted once each).
+   */
+  const send = (step: Step, answer: (code: number, body: Record<string, unknown>, retryAfter: unknown) => void) => {
     const headers = {
-      ...headersOf(userId, true),
-      'content-length': String(Buffer.byteLength(body)),
-      'admission-pass': pass,
+      ...step.headers,
+      ...(step.body !== undefined && { 'content-length': String(Buffer.byteLength(step.body)) }),
     };
     counts.sent++;
-    counts.purchases++;
     const started = performance.now();
-    return new Promise((resolve) => {
+    return new Promise<void>((resolve) => {
+      let settled = false;
+      const settle = (fate: 'answered' | 'error' | 'timeout') => {
+        if (settled) return;
+        settled = true;
+        if (fate === 'error') counts.errors++;
+        if (fate === 'timeout') counts.timeouts++;
+        resolve();
+      };
       const req = httpRequest(
-        {
-          host: base.hostname,
-          port: base.port,
-          path: `/api/products/${product}/orders`,
-          method: 'POST',
-          headers,
-          agent,
-          timeout: 30_000,
-        },
+        { host: base.hostname, port: base.port, path: step.path, method: step.method, headers, agent, timeout: 30_000 },
         (res) => {
           const chunks: Buffer[] = [];
           res.on('data', (c: Buffer) => chunks.push(c));
           res.on('end', () => {
+            if (settled) return;
             latencies.push(performance.now() - started);
-            process.stderr.write(`buy ${Math.round(performance.now() - started)} ms at ${Date.now() - startedAt}\n`);
-            const parsed = parse(Buffer.concat(chunks).toString('utf8'));
-            count(
-              userId,
-              res.statusCode!,
-              res.statusCode === 201 ? 'CREATED' : String(parsed.code ?? `HTTP_${res.statusCode}`),
-            );
-            if (res.statusCode === 201 && typeof parsed.orderId === 'string') orderIds.push(parsed.orderId);
-            resolve();
+            answer(res.statusCode!, parse(Buffer.concat(chunks).toString('utf8')), res.headers['retry-after']);
+            settle('answered');
           });
+          // A connection lost after the head: no end will come.
+          res.on('close', () => settle('error'));
         },
       );
       req.on('timeout', () => {
-        counts.timeouts++;
-        req.destroy(new Error('timeout'));
+        settle('timeout');
+        req.destroy();
       });
-      req.on('error', () => {
-        counts.errors++;
-        resolve();
-      });
-      req.end(body);
+      req.on('error', () => settle('error'));
+      req.end(step.body);
     });
+  };
+
+  /** An admitted buyer's purchase, with its pass, sent at once. */
+  const buy = (userId: string, pass: string): Promise<void> => {
+    counts.purchases++;
+    return send(
+      {
+        userId,
+        method: 'POST',
+        path: `/api/products/${product}/orders`,
+        body: JSON.stringify({ userId, quantity: options.quantity }),
+        headers: { ...headersOf(userId, true), 'admission-pass': pass },
+      },
+      (code, body) => {
+        count(userId, code, code === 201 ? 'CREATED' : String(body.code ?? `HTTP_${code}`));
+        if (code === 201 && typeof body.orderId === 'string') orderIds.push(body.orderId);
+      },
+    );
+  };
+
+  /** A waiting buyer reads its ticket, when its Retry-After has come. */
+  const read = (w: { userId: string; ticket: string }): Promise<void> => {
+    counts.reads++;
+    return send(
+      {
+        userId: w.userId,
+        method: 'GET',
+        path: `/api/products/${product}/queue/${w.ticket}`,
+        headers: headersOf(w.userId, false),
+      },
+      (code, body, retryAfter) => onTicket(w.userId, code, body, retryAfter),
+    );
   };
 
   /** One burst of joins or reads over the load's connections (autocannon). */
@@ -188,7 +214,6 @@ export async function loadThroughQueue(
 
   const startedAt = Date.now();
   try {
-    counts.joins = ids.length;
     let joining = true;
     const joins = wave(
       ids.map((userId) => ({
@@ -199,24 +224,20 @@ export async function loadThroughQueue(
         headers: headersOf(userId, true),
       })),
     ).finally(() => (joining = false));
-    // Meanwhile, and after, each waiting buyer reads its ticket when its Retry-After comes.
+    // Meanwhile, and after, each waiting buyer reads its ticket when its Retry-After comes,
+    // over the load's own keep-alive sockets (a burst tool would open new ones each time).
+    let readsInFlight = 0;
     const reads = (async () => {
-      while ((joining || waiting.length > 0) && !options.signal?.aborted) {
-        const first = waiting.length > 0 ? Math.min(...waiting.map((w) => w.at)) : Date.now() + READ_TICK_MS;
-        await sleep(Math.max(0, Math.min(first - Date.now(), READ_TICK_MS)));
+      while ((joining || waiting.length > 0 || readsInFlight > 0) && !options.signal?.aborted) {
+        let first = Date.now() + READ_TICK_MS;
+        for (const w of waiting) first = Math.min(first, w.at);
+        await sleep(Math.max(0, first - Date.now()));
         const now = Date.now();
         const due = waiting.filter((w) => w.at <= now);
         if (due.length === 0) continue;
         waiting = waiting.filter((w) => w.at > now);
-        counts.reads += due.length;
-        await wave(
-          due.map((w) => ({
-            userId: w.userId,
-            method: 'GET',
-            path: `/api/products/${product}/queue/${w.ticket}`,
-            headers: headersOf(w.userId, false),
-          })),
-        );
+        readsInFlight += due.length;
+        for (const w of due) void read(w).finally(() => readsInFlight--);
       }
     })();
     await Promise.all([joins, reads]);
@@ -243,7 +264,7 @@ export async function loadThroughQueue(
     },
     queue: {
       admitPerSecond,
-      joins: counts.joins,
+      joins: ids.length,
       reads: counts.reads,
       purchases: counts.purchases,
       admitted: admitted.size,
@@ -263,10 +284,12 @@ function parse(body: string): Record<string, unknown> {
 /**
  * The waiting room's promise, read from Redis: every order was bought by a buyer the
  * queue admitted (a ticket at or before the last admitted place), and no more passes
- * are outstanding than the stock left can serve. Null when it holds; else what broke.
+ * are outstanding (issued, not lapsed, not used) than the stock left can serve: its
+ * units by the sale's limit, or one pass for a remainder below the limit (queue-5.lua).
+ * Null when it holds; else what broke.
  */
 export async function queueVerdict(
-  client: Pick<Redis, 'hmget' | 'zcount' | 'get' | 'time'>,
+  client: Pick<Redis, 'hmget' | 'zrangebyscore' | 'get' | 'time'>,
   k: ProductKeys,
   orders: readonly { userId: string }[],
   perUserLimit: number,
@@ -285,13 +308,16 @@ export async function queueVerdict(
   }
   const [s, us] = await client.time();
   const now = Number(s) * 1000 + Math.floor(Number(us) / 1000);
-  const outstanding = await client.zcount(k.admitted, `(${now}`, '+inf');
+  const live = await client.zrangebyscore(k.admitted, `(${now}`, '+inf');
+  // A pass whose purchase was written is spent, even if its removal from the set was lost.
+  const outcomes = live.length > 0 ? await client.hmget(k.idem, ...live.map((p) => `pass ${p}`)) : [];
+  const outstanding = outcomes.filter((o) => !o?.startsWith('D|')).length;
   const stockLeft = Number((await client.get(k.stock)) ?? 0);
+  const room = Math.max(Math.floor(stockLeft / perUserLimit), stockLeft > 0 ? 1 : 0);
   const problems = [
     outside.length > 0 &&
       `${outside.length} buyers with orders were never admitted (e.g. ${outside.slice(0, 3).join(', ')})`,
-    outstanding * perUserLimit > Math.max(stockLeft, 0) &&
-      `${outstanding} passes outstanding for ${stockLeft} units left (limit ${perUserLimit} each)`,
+    outstanding > room && `${outstanding} passes outstanding for ${stockLeft} units left (limit ${perUserLimit} each)`,
   ].filter(Boolean);
   return problems.length > 0 ? `queue: ${problems.join('; ')}` : null;
 }

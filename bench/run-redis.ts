@@ -30,7 +30,7 @@ export interface RunRedis {
  */
 export type BenchClient = Pick<
   Redis,
-  'get' | 'del' | 'hmget' | 'hgetall' | 'xrange' | 'time' | 'xinfo' | 'xlen' | 'zcard' | 'zcount'
+  'get' | 'del' | 'hmget' | 'hgetall' | 'xrange' | 'time' | 'xinfo' | 'xlen' | 'zcard' | 'zrangebyscore'
 >;
 
 export async function startRunRedis(

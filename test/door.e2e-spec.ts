@@ -265,6 +265,25 @@ describe('the door', () => {
       expect(states).toEqual(['admitted', 'admitted', 'waiting', 'waiting']);
     });
 
+    it('a remainder below the per-user limit gets one pass of its own: the last units sell, no ticket waits forever', async () => {
+      const prefix = uniquePrefix('queue-remainder');
+      const { url } = await app(prefix);
+      await put(url, 'rm', { stock: 3, perUserLimit: 2, queue: { admitPerSecond: 100 } });
+      const first = await join(url, 'rm', 'u0');
+      const second = await join(url, 'rm', 'u1');
+      expect([first.body.state, second.body.state]).toEqual(['admitted', 'waiting']);
+      const bought = await request(url, 'POST', '/api/orders', {
+        json: { productId: 'rm', userId: 'u0', quantity: 2 },
+        headers: { 'admission-pass': first.body.pass as string },
+      });
+      expect(bought.status).toBe(201);
+      // One unit left, fewer than the limit: u1 is admitted for it, and buys it.
+      const next = await ticket(url, 'rm', second.body.ticket as string);
+      expect(next.body.state).toBe('admitted');
+      expect((await buy(url, 'rm', 'u1', { 'admission-pass': next.body.pass as string })).status).toBe(201);
+      expect(await client.get(new KeyLayout(prefix).product('rm').stock)).toBe('0');
+    });
+
     it('admits at the sale rate', async () => {
       const prefix = uniquePrefix('queue-rate');
       const { url } = await app(prefix);
@@ -302,6 +321,9 @@ describe('the door', () => {
       expect(await queueVerdict(client, k, [{ userId: 'a' }], 1)).toBe(
         'queue: 2 passes outstanding for 1 units left (limit 1 each)',
       );
+      // A pass whose purchase was written is spent, even if it was never taken off the set.
+      await client.hset(k.idem, 'pass p1', 'D|o1');
+      expect(await queueVerdict(client, k, [{ userId: 'a' }], 1)).toBeNull();
     });
   });
 
@@ -369,8 +391,23 @@ describe('the door', () => {
       expect(door.answered).toBe(1);
       expect(await client.hlen(k.queue)).toBe(enrolled);
       expect(await client.hget(k.meta, 'queueJoined')).toBe('2');
-      // The buyer who joined in time reads their ticket: sold out.
+      // The buyer who joined in time reads their ticket: sold out. Joining again meanwhile
+      // is answered at the door, which knows no buyer: SOLD_OUT too (documented).
       expect((await ticket(a.url, 'j', waiting.body.ticket as string)).body.state).toBe('sold_out');
+      expect((await join(a.url, 'j', 'u2')).body.code).toBe('SOLD_OUT');
+      expect(door.answered).toBe(2);
+    });
+
+    it('a product without a waiting room, sold out by a purchase, still answers a join NO_QUEUE (the door learns joins from joins)', async () => {
+      const a = await app(uniquePrefix('door-no-queue'));
+      const door = a.app.get(DoorRefusals);
+      await put(a.url, 'n', { stock: 1 });
+      expect((await buy(a.url, 'n', 'u1')).status).toBe(201);
+      expect((await request(a.url, 'POST', '/api/products/n/orders', { json: { userId: 'u2' } })).body.code).toBe(
+        'SOLD_OUT',
+      );
+      for (let i = 0; i < 2; i++) expect((await join(a.url, 'n', `u${i}`)).body.code).toBe('NO_QUEUE');
+      expect(door.answered).toBe(0);
     });
   });
 });

@@ -52,6 +52,12 @@ const JSON_TYPE = 'application/json; charset=utf-8';
  */
 export class DoorRefusals {
   private readonly learnt = new Map<string, Learnt>();
+  /**
+   * Sell-outs a join was refused (learnJoin), kept apart from the purchases': a product
+   * without a waiting room answers a join NO_QUEUE, and an ended sale's purchases
+   * SALE_ENDED, whatever its stock.
+   */
+  private readonly joins = new Map<string, Learnt>();
   private telemetry?: PurchaseTelemetry;
   /** Once the server drains, each answer closes its connection (create-app.ts). */
   draining = false;
@@ -88,9 +94,16 @@ export class DoorRefusals {
     }
   }
 
+  /** Notes that a join to `productId` was refused SOLD_OUT by Redis (queue-5.lua). */
+  learnJoin(productId: string, err: SoldOutError): void {
+    const body = Buffer.from(JSON.stringify(errorBody(err)));
+    this.joins.set(productId, { until: this.clock() + DOOR_TRUST_MS, refusal: err, body });
+  }
+
   /** Forgets what the door knows of `productId` (its sale restarted here). */
   forget(productId: string): void {
     this.learnt.delete(productId);
+    this.joins.delete(productId);
   }
 
   /**
@@ -99,15 +112,15 @@ export class DoorRefusals {
    * route) costs one comparison.
    */
   handle(req: IncomingMessage, res: ServerResponse): boolean {
-    if (req.method !== 'POST' || this.learnt.size === 0) return false;
+    if (req.method !== 'POST' || (this.learnt.size === 0 && this.joins.size === 0)) return false;
     const match = PRODUCT_ROUTE.exec(req.url!);
     if (!match) return false;
-    const known = this.learnt.get(match[1]);
-    if (!known) return false;
-    // A join is refused for one reason alone, the sell-out (queue-5.lua): the herd joins
-    // before the start, and the window is the purchase's to decide.
+    // A join is refused at the door for one reason alone, a sell-out a join was told
+    // (queue-5.lua): the herd joins before the start, and the window is the purchase's.
     const joining = match[2] === 'queue';
-    if (joining && !(known.refusal instanceof SoldOutError)) return false;
+    const learnt = joining ? this.joins : this.learnt;
+    const known = learnt.get(match[1]);
+    if (!known) return false;
     const headers = req.headers;
     if (headers['idempotency-key'] !== undefined || headers['admission-pass'] !== undefined) return false;
     // A request the route would refuse for its form (not JSON, too large) is left to
@@ -116,7 +129,7 @@ export class DoorRefusals {
     if (Number(headers['content-length'] ?? Infinity) > this.bodyLimit) return false;
     const now = this.clock();
     if (now >= known.until) {
-      this.learnt.delete(match[1]);
+      learnt.delete(match[1]);
       return false;
     }
     let body = known.body;

@@ -32,7 +32,7 @@ export class WaitingRoomController {
   @ApiOperation({
     summary: "join a product's waiting room",
     description:
-      'answers your ticket and your place in line (1 = admitted next); joining again answers the same ticket. Read the ticket until it is admitted, then buy with its pass as the Admission-Pass header. Once nothing is left, a buyer with no ticket is refused SOLD_OUT and not enrolled (for a while, answered at the door before the body is read).',
+      'answers your ticket and your place in line (1 = admitted next); joining again answers the same ticket. Read the ticket until it is admitted, then buy with its pass as the Admission-Pass header. Once nothing is left, a buyer with no ticket is refused SOLD_OUT and not enrolled; for a while after, the door answers every join SOLD_OUT before the body is read, the joins of ticket holders too (read your ticket instead).',
   })
   @ApiPathParams(ProductParamsDto)
   @ApiJsonBody(JoinQueueDto)
@@ -57,7 +57,7 @@ export class WaitingRoomController {
       return answered(await this.room.join(params.id, body.userId), reply);
     } catch (err) {
       // Nothing left to join for: for a while the door answers the next joins itself.
-      if (err instanceof SoldOutError) this.door.learn(params.id, err);
+      if (err instanceof SoldOutError) this.door.learnJoin(params.id, err);
       throw err;
     }
   }

@@ -3,7 +3,8 @@
   admitted in the order they joined, at the sale's rate (a token bucket holding at most
   one second of admissions), and only while the stock left can serve every pass not yet
   used in full (outstanding passes x perUserLimit <= stock left: a pass may buy up to the
-  limit; a pass that expires unused frees its place for the next in line). Admission happens whenever anyone joins or reads the queue, so it
+  limit; a remainder below the limit gets one pass, which buys what is left; a pass that
+  expires unused frees its place for the next in line). Admission happens whenever anyone joins or reads the queue, so it
   needs no process of its own: an app that dies loses no place, and every instance
   admits the same buyers in the same order. Redis's clock decides.
 
@@ -65,7 +66,9 @@ end
 -- purchase that used it; one whose removal was lost holds its place until it expires.)
 redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
 local stock = tonumber(redis.call('GET', KEYS[2]) or '0')
-local room = math.floor(stock / tonumber(meta[8] or '1')) - redis.call('ZCARD', KEYS[4])
+-- Passes the stock left can serve in full; a remainder below the limit gets one pass of
+-- its own (it buys what is left), so the last units are sold and no ticket waits forever.
+local room = math.max(math.floor(stock / tonumber(meta[8] or '1')), stock > 0 and 1 or 0) - redis.call('ZCARD', KEYS[4])
 local n = math.min(math.floor(tokens), room, joined - admitted)
 for _ = 1, n do
   admitted = admitted + 1
