@@ -66,26 +66,37 @@
     if (!run) return [];
     var name = side + ': ' + runTitle(run);
     var out = [];
-    // Live: Redis's stock key, sampled; once finished: the order stream, as the bench's report draws it.
+    // Live: Redis's stock key, sampled as the sale ran; once finished, also the order
+    // stream's every sale, as the bench's report draws it.
     var result = run.result && run.result.rows && run.result.rows[0];
-    var points = result
-      ? result.soldOverTime.map(function (p) {
-          return { x: p.ms, y: p.units };
-        })
-      : run.live.map(function (p) {
-          return { x: p.ms, y: p.sold };
-        });
     out.push({
-      label: name + (result ? ' (units sold, from the order stream)' : ' (units sold, live)'),
+      label: name + ' (units sold, live)',
       lane: side,
-      kind: result ? 'sold' : 'live',
-      data: points,
+      kind: 'live',
+      data: run.live.map(function (p) {
+        return { x: p.ms, y: p.sold };
+      }),
       borderColor: COLOURS[side],
       backgroundColor: COLOURS[side],
-      stepped: Boolean(result),
-      pointRadius: 0,
-      borderWidth: 2,
+      borderWidth: result ? 1 : 2,
+      borderDash: result ? [2, 2] : [],
+      pointRadius: result ? 0 : 2,
     });
+    if (result) {
+      out.push({
+        label: name + ' (units sold, from the order stream)',
+        lane: side,
+        kind: 'sold',
+        data: result.soldOverTime.map(function (p) {
+          return { x: p.ms, y: p.units };
+        }),
+        borderColor: COLOURS[side],
+        backgroundColor: COLOURS[side],
+        stepped: true,
+        pointRadius: 0,
+        borderWidth: 2,
+      });
+    }
     if (run.stock !== undefined) {
       var end = Math.max(1, maxX());
       out.push({
