@@ -68,8 +68,10 @@ export function watchSale(
   const timer = setInterval(() => void tick(), EVENT_EVERY_MS);
   return {
     stop: () => {
-      stopped = true;
       clearInterval(timer);
+      // One last reading, so the live line ends where the sale did: sent before the
+      // verdict's reads on the same connection, so answered (and written) before them.
+      void tick().finally(() => (stopped = true));
     },
   };
 }

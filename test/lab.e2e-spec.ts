@@ -13,6 +13,14 @@ import { runBench } from './helpers/bench';
 
 const ROOT = join(__dirname, '..');
 
+/** The app's error body, as the lab answers it. */
+interface ErrorAnswer {
+  statusCode: number;
+  code: string;
+  message: string;
+  errors?: { field: string; messages: string[] }[];
+}
+
 /** Resolves once the run reaches one of `states` (the lab says so by an event): a state, never a moment. */
 export function reaches(lab: RunningLab, run: Pick<Run, 'id'>, states: RunState[]): Promise<Run> {
   return new Promise((resolve) => {
@@ -118,11 +126,11 @@ describe('the lab: its API', () => {
     'answers %s with the code and field that say so, and starts nothing',
     async (_what, body, status, code, fields) => {
       const res = await post('/api/runs', JSON.stringify(body));
-      const answer = await res.json();
+      const answer = (await res.json()) as ErrorAnswer;
       expect({
         status: res.status,
         code: answer.code,
-        fields: answer.errors.map((e: { field: string }) => e.field),
+        fields: answer.errors?.map((e) => e.field),
       }).toEqual({ status, code, fields });
       expect(errorShape(answer)).toBe(true);
       expect(lab.runs.list()).toEqual([]);
@@ -153,7 +161,7 @@ describe('the lab: its API', () => {
     ],
   ])('answers %s with the app’s error shape', async (_what, send, status, code) => {
     const res = await send();
-    const answer = await res.json();
+    const answer = (await res.json()) as ErrorAnswer;
     expect({ status: res.status, code: answer.code }).toEqual({ status, code });
     expect(errorShape(answer)).toBe(true);
     expect(lab.runs.list()).toEqual([]);
@@ -189,7 +197,7 @@ describe('the lab: its API', () => {
       JSON.stringify({ kind: 'strategy', strategy: 'fenced', buyers: 300, stock: 50, connections: 20 }),
     );
     expect(res.status).toBe(202);
-    const run = await reaches(lab, await res.json(), ['done', 'failed']);
+    const run = await reaches(lab, (await res.json()) as Pick<Run, 'id'>, ['done', 'failed']);
     expect(run.state).toBe('done');
     const shown = (await (await fetch(new URL(`/api/runs/${run.id}`, lab.url))).json()) as {
       events: { type: string; rows?: unknown[] }[];

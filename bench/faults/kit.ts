@@ -293,7 +293,10 @@ export async function onHolderStage(
     const k = new KeyLayout(PREFIX).product(PRODUCT);
     // Both apps' answers, for the lab's live line (nothing without it).
     const progress: LoadProgress = { done: 0 };
-    const watch = watchSale(`${strategy}, 2 apps`, progress, () => client.get(k.stock), size.stock);
+    const label = `${strategy}, 2 apps`;
+    // The lab's time axis starts with the sale, as the bench's does.
+    emit({ type: 'sale', label, stock: size.stock, requests: size.buyers * 2, attempt: 1 });
+    const watch = watchSale(label, progress, () => client.get(k.stock), size.stock);
     timeline('sale started', `${n(size.stock)} units, two ${strategy} apps (pids ${stopper.pid}, ${other.pid})`);
     const load = (app: RunningApp, userPrefix: string, signal?: AbortSignal) =>
       buyersOf(app, size, progress, { userPrefix, signal });

@@ -46,6 +46,7 @@
     data: { datasets: [] },
     options: {
       animation: false,
+      maintainAspectRatio: false,
       parsing: false,
       normalized: true,
       scales: {
