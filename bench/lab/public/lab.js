@@ -372,12 +372,26 @@
     renderRuns();
   }
 
-  var source = new EventSource('/api/events');
-  source.onmessage = function (m) {
-    onEvent(JSON.parse(m.data));
-  };
+  // The event stream opens once there is something to follow: a page with no run holds
+  // no request open (a headless browser's --dump-dom waits for the network to go idle).
+  var source = null;
+  function listen() {
+    if (source) return;
+    source = new EventSource('/api/events');
+    source.onmessage = function (m) {
+      onEvent(JSON.parse(m.data));
+    };
+  }
+  fetch('/api/runs')
+    .then(function (r) {
+      return r.json();
+    })
+    .then(function (list) {
+      if (list.length > 0) listen();
+    });
 
   function submit(request, lane) {
+    listen();
     var body = Object.assign({}, request, { lane: lane });
     return fetch('/api/runs', {
       method: 'POST',
