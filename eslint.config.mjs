@@ -82,9 +82,9 @@ export default defineConfig(
     rules: { '@typescript-eslint/no-require-imports': 'off' },
   },
   { files: ['**/*.mjs'], languageOptions: { sourceType: 'module' } },
-  // The dashboard's page runs in the browser as a plain script, beside Chart.js's global.
+  // The dashboard's page and the lab's run in the browser as plain scripts, beside Chart.js's global.
   {
-    files: ['src/dashboard/public/**/*.js'],
+    files: ['src/dashboard/public/**/*.js', 'bench/lab/public/**/*.js'],
     languageOptions: { globals: { ...globals.browser, Chart: 'readonly' }, sourceType: 'script' },
   },
   boundary(['src/**/*.ts'], ['src/**/*.spec.ts'], [NOT_TEST_CODE]),

@@ -28,7 +28,8 @@ import { Cost, MeteredNode, startMeter } from './cost';
 import { Answer, LoadOptions, LoadResult, runLoad } from './load';
 import { BenchAuth, BenchOptions, parseOptions, Target, USAGE, UsageError } from './options';
 import { mintBuyerTokens, tokenCount } from './buyer-tokens';
-import { startProgress } from './progress';
+import { emit } from './events';
+import { LoadProgress, startProgress } from './progress';
 import { chartJsSource, htmlReport, htmlPathFor } from './html-report';
 import { formatReport, ProductRow, Row, rowLabel, SettlementRow } from './report';
 import { BenchClient, connect, RunRedis, startRunRedis } from './run-redis';
@@ -357,12 +358,13 @@ async function measuredSale(run: Run, t: RowApp): Promise<Measured> {
       ),
     );
     await pauseToWatch(run, t);
-    const progress = { done: 0 };
+    const progress: LoadProgress = { done: 0 };
     const stockKeys = ids.map((id) => t.keys.product(id).stock);
     // Units left over all the products (one GET each: on a cluster they sit in different slots).
     const left = async () =>
       (await Promise.all(stockKeys.map((key) => run.client.get(key)))).reduce((sum, v) => sum + Number(v ?? 0), 0);
     const onSale = options.stock * ids.length;
+    emit({ type: 'sale', label: t.label, stock: onSale, requests: requests(options), attempt });
     const reporter = startProgress(t.label, requests(options), progress, async () => String(await left()), onSale);
     const answers: Answer[] = [];
     const paying = options.pay !== undefined ? new Afterlife(t.app.url, options.pay) : undefined;

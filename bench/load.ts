@@ -1,6 +1,7 @@
 import autocannon from 'autocannon';
 import { randomBytes } from 'node:crypto';
 import { LatencyPoint, latencyCurve } from './latency-curve';
+import type { LoadProgress } from './progress';
 
 export interface LoadOptions {
   readonly url: string;
@@ -120,9 +121,9 @@ export function buyerSequence(buyers: number, duplicates: number, random = Math.
 /**
  * Fires the whole sequence at POST /api/orders over `connections` keep-alive
  * connections (autocannon's programmatic API), recording every answer.
- * `progress.done` is updated as answers arrive, for a live progress line.
+ * `progress.done` (and `progress.codes`, if given) is updated as answers arrive, for a live progress line.
  */
-export async function runLoad(options: LoadOptions, progress: { done: number } = { done: 0 }): Promise<LoadResult> {
+export async function runLoad(options: LoadOptions, progress: LoadProgress = { done: 0 }): Promise<LoadResult> {
   const prefix = options.userPrefix ?? 'b';
   const ids = options.userIds
     ? [...options.userIds]
@@ -189,6 +190,7 @@ export async function runLoad(options: LoadOptions, progress: { done: number } =
           const parsed = parse(body);
           const key = code === 201 ? 'CREATED' : String(parsed.code ?? `HTTP_${code}`);
           codes[key] = (codes[key] ?? 0) + 1;
+          if (progress.codes) progress.codes[key] = (progress.codes[key] ?? 0) + 1;
           const orderId = code === 201 && typeof parsed.orderId === 'string' ? parsed.orderId : undefined;
           if (orderId) orderIds.push(orderId);
           const { userId, productId, idempotencyKey, sentAt } = context as BuyerContext;

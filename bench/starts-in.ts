@@ -9,6 +9,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { OrderEntry } from './verdict';
 import { Answer, LoadOptions, LoadResult, mergeLoads, runLoad } from './load';
+import type { LoadProgress } from './progress';
 
 /** Waves at most: a sale whose start never comes is a broken bench, not a long one. */
 const MAX_WAVES = 100;
@@ -35,7 +36,7 @@ export async function loadUntilOpen(
   options: LoadOptions,
   startsAt: number,
   redisNow: () => Promise<number>,
-  progress: { done: number },
+  progress: LoadProgress,
 ): Promise<{ load: LoadResult; waves: number; notStarted: number }> {
   const loads: LoadResult[] = [];
   let waiting: string[] | undefined;

@@ -44,6 +44,8 @@ function main() {
     'test/bench.e2e-spec.ts',
     'test/report-browser.e2e-spec.ts',
     'test/faults.e2e-spec.ts',
+    'test/lab.e2e-spec.ts',
+    'test/lab-browser.e2e-spec.ts',
     'test/watch.e2e-spec.ts',
   ];
   const first = run(['--testPathIgnorePatterns', '/node_modules/', '/dist/', ...HEAVY]);

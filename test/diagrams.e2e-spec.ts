@@ -1,5 +1,5 @@
-import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { type Diagram, mermaidBlocks } from '../bench/lab/docs';
 import { describeWithBrowser, type Page, saveScreenshot } from './helpers/browser';
 
 const ROOT = join(__dirname, '..');
@@ -12,36 +12,7 @@ const MERMAID = join(ROOT, 'node_modules', 'mermaid', 'dist', 'mermaid.min.js');
  */
 const AT_LEAST = { total: 7, 'docs/strategies.md': 4 } as const;
 
-interface Diagram {
-  /** `file:line` of the opening fence, for a failure message a reader can follow. */
-  readonly where: string;
-  readonly file: string;
-  readonly text: string;
-}
-
-/** Every ```mermaid block of README.md and docs/*.md, in file order. */
-function mermaidBlocks(): Diagram[] {
-  const files = [
-    'README.md',
-    ...readdirSync(join(ROOT, 'docs'))
-      .filter((f) => f.endsWith('.md'))
-      .map((f) => `docs/${f}`),
-  ];
-  return files.flatMap((file) => {
-    const lines = readFileSync(join(ROOT, file), 'utf8').split('\n');
-    const found: Diagram[] = [];
-    for (let i = 0; i < lines.length; i++) {
-      if (lines[i].trim() !== '```mermaid') continue;
-      const end = lines.findIndex((line, j) => j > i && line.trim() === '```');
-      if (end < 0) throw new Error(`${file}:${i + 1}: a mermaid block that never closes`);
-      found.push({ where: `${file}:${i + 1}`, file, text: lines.slice(i + 1, end).join('\n') });
-      i = end;
-    }
-    return found;
-  });
-}
-
-const diagrams = mermaidBlocks();
+const diagrams = mermaidBlocks(ROOT);
 
 describe('Mermaid diagrams in the docs', () => {
   it('has the diagrams the docs promise', () => {

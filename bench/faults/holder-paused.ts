@@ -1,5 +1,5 @@
 import { health } from '../../harness/http';
-import { codesSeen, Context, holderPid, n, onHolderStage, Outcome, verdict, waitForStop } from './kit';
+import { codesSeen, Context, holderPid, n, onHolderStage, Outcome, timeline, verdict, waitForStop } from './kit';
 
 /** The paused app stops itself at this hold that reaches its write: it has sold for one hold before. */
 const STOP_AT_WRITE = 2;
@@ -21,12 +21,28 @@ export function holderPaused(ctx: Context, strategy: 'lock' | 'fenced'): Promise
     const stoppedAt = Date.now();
     const holder = await holderPid(client, k);
     const stockAtStop = Number(await client.get(k.stock));
+    timeline(
+      'holder paused',
+      `pid ${paused.pid} stopped itself (SIGSTOP) holding the lock at its write ${STOP_AT_WRITE}, its validity checked; ${n(stockAtStop)} units left`,
+    );
     // The other app waits out the paused holder's TTL, takes the lock and sells every unit left.
     const otherResult = await load(other, 'o-');
     const soldInPause = stockAtStop - Number(await client.get(k.stock));
     const pauseMs = Date.now() - stoppedAt;
+    timeline(
+      'other holder took the lock',
+      `pid ${other.pid} waited out the ${TTL_MS} ms TTL, took the lock and sold ${n(soldInPause)} units while pid ${paused.pid} slept`,
+    );
     process.kill(paused.pid, 'SIGCONT');
+    timeline('holder resumed', `SIGCONT: pid ${paused.pid} goes on from its write, still believing it holds the lock`);
     const pausedResult = await pausedLoad;
+    const refused = pausedResult.codes.STALE_LOCK ?? 0;
+    timeline(
+      refused > 0 ? 'late write refused' : 'late write applied',
+      refused > 0
+        ? `the fence refused it: ${codesSeen(pausedResult, ['STALE_LOCK'])}, nothing written`
+        : `nothing in Redis checked it: stock now ${await client.get(k.stock)}`,
+    );
     const lost = (await health(paused.url)).lostLocks ?? 0;
     // Plain `lock` has no defence against a late write: its oversell is the lesson of
     // this scenario, reported below (and required: a lesson that did not happen proves nothing).

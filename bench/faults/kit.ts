@@ -9,7 +9,9 @@ import { startSale } from '../../harness/http';
 import { processState, RunningApp, startApp, stopAll } from '../../harness/processes';
 import { startPrivateRedis } from '../../harness/redis';
 import { KeyLayout } from '../../src/redis/key-layout';
-import { LoadResult, mergeLoads, runLoad } from '../load';
+import { emit, sinceOrigin } from '../events';
+import { LoadOptions, LoadResult, mergeLoads, runLoad } from '../load';
+import { LoadProgress, watchSale } from '../progress';
 import { Invariants, judge, readSale } from '../verdict';
 import { ERROR_CODES } from '../../src/errors/errors';
 import type { ProductKeys } from '../../src/redis/key-layout';
@@ -142,6 +144,15 @@ export async function holderPid(client: Redis, k: ProductKeys): Promise<number |
   return Number.isInteger(pid) ? pid : null;
 }
 
+/**
+ * A named step of a scenario, as it happens (the holder paused, the other took the
+ * lock, the late write refused): a line of the lab's timeline (bench/events.ts), and
+ * nothing on the CLI, whose one line per scenario tells the story afterwards.
+ */
+export function timeline(step: string, detail?: string): void {
+  emit({ type: 'step', step, ...(detail !== undefined && { detail }), ms: sinceOrigin() });
+}
+
 export const n = (x: number) => x.toLocaleString('en-US');
 
 export function codesSeen(load: LoadResult, codes: string[]): string {
@@ -231,6 +242,25 @@ export function isFiveXxCode(code: string): boolean {
   return (ERROR_CODES.get(code)?.status ?? 0) >= 500 || code.startsWith('HTTP_5');
 }
 
+/** `size.buyers` fresh buyers of PRODUCT, one unit each, against `app`. */
+export function buyersOf(
+  app: RunningApp,
+  size: Size,
+  progress: LoadProgress,
+  more: Partial<LoadOptions> = {},
+): Promise<LoadResult> {
+  const options: LoadOptions = {
+    url: app.url,
+    productId: PRODUCT,
+    buyers: size.buyers,
+    duplicates: 0,
+    connections: size.connections,
+    quantity: 1,
+    ...more,
+  };
+  return runLoad(options, progress);
+}
+
 /** Two apps selling one product on a private Redis; `stopper` stops itself at its `stopAtWrite`th write. */
 export interface HolderStage {
   readonly size: Size;
@@ -260,18 +290,21 @@ export async function onHolderStage(
     const [stopper] = await apps(1, strategy, redis.url, { ...env, ...stopsAtWrite(stopAtWrite) });
     const [other] = await apps(1, strategy, redis.url, env);
     await startSale(other.url, TOKEN, PRODUCT, size.stock, 1);
+    const k = new KeyLayout(PREFIX).product(PRODUCT);
+    // Both apps' answers, for the lab's live line (nothing without it).
+    const progress: LoadProgress = { done: 0 };
+    const label = `${strategy}, 2 apps`;
+    // The lab's time axis starts with the sale, as the bench's does.
+    emit({ type: 'sale', label, stock: size.stock, requests: size.buyers * 2, attempt: 1 });
+    const watch = watchSale(label, progress, () => client.get(k.stock), size.stock);
+    timeline('sale started', `${n(size.stock)} units, two ${strategy} apps (pids ${stopper.pid}, ${other.pid})`);
     const load = (app: RunningApp, userPrefix: string, signal?: AbortSignal) =>
-      runLoad({
-        url: app.url,
-        productId: PRODUCT,
-        buyers: size.buyers,
-        duplicates: 0,
-        connections: size.connections,
-        quantity: 1,
-        userPrefix,
-        signal,
-      });
-    return await scenario({ size, client, k: new KeyLayout(PREFIX).product(PRODUCT), stopper, other, load });
+      buyersOf(app, size, progress, { userPrefix, signal });
+    try {
+      return await scenario({ size, client, k, stopper, other, load });
+    } finally {
+      watch.stop();
+    }
   } finally {
     await client.quit();
     await stopAll();

@@ -18,6 +18,7 @@
  */
 import { parseArgs } from 'node:util';
 import { stopAll } from '../../harness/processes';
+import { emit } from '../events';
 import { delayedWrite } from './delayed-write';
 import { DOOR_FAULTS } from './door';
 import { failover } from './failover';
@@ -108,6 +109,9 @@ const SCENARIOS: Record<string, Scenario> = {
   ...SETTLEMENT_FAULTS,
 };
 
+/** Every scenario's name, in the order the full suite runs them: what the lab offers. */
+export const SCENARIO_NAMES: readonly string[] = Object.keys(SCENARIOS);
+
 /**
  * What `--quick` runs: every process fault, the network faults CI needs (a lost
  * reply, a delayed write) and a slot moved mid-sale on a cluster, for the default
@@ -142,6 +146,22 @@ export function formatLine(o: Outcome): string {
   );
 }
 
+/** The scenario's verdict for the lab (bench/events.ts): the line, and its parts. */
+function emitOutcome(o: Outcome): void {
+  emit({
+    type: 'outcome',
+    name: o.name,
+    pass: o.problems.length === 0,
+    line: formatLine(o),
+    problems: o.problems,
+    ...(o.lesson && { lesson: o.lesson }),
+    sold: o.sold,
+    left: o.left,
+    ...(o.oversold !== undefined && { oversold: o.oversold }),
+    story: o.story,
+  });
+}
+
 async function main(): Promise<number> {
   const { values, positionals } = parseArgs({
     args: process.argv.slice(2),
@@ -168,11 +188,13 @@ async function main(): Promise<number> {
   let failed = false;
   for (const name of names) {
     ctx.log(`${name}...`);
+    emit({ type: 'scenario', name });
     try {
       const result = await SCENARIOS[name](ctx);
       for (const outcome of [result].flat()) {
         failed ||= outcome.problems.length > 0;
         process.stdout.write(`${formatLine(outcome)}\n`);
+        emitOutcome(outcome);
       }
     } catch (err) {
       failed = true;

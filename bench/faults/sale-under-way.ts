@@ -2,8 +2,8 @@ import type { Redis } from 'ioredis';
 import { startSale } from '../../harness/http';
 import { RunningApp } from '../../harness/processes';
 import type { ProductKeys } from '../../src/redis/key-layout';
-import { LoadResult, runLoad } from '../load';
-import { apps, Context, PRODUCT, Size, TOKEN, waitUntil } from './kit';
+import { LoadResult } from '../load';
+import { apps, buyersOf, Context, PRODUCT, Size, TOKEN, waitUntil } from './kit';
 
 export interface SaleUnderWay {
   readonly app: RunningApp;
@@ -29,17 +29,7 @@ export async function saleUnderWay(
   const [app] = await apps(1, 'lock', redisUrl, env);
   await startSale(app.url, TOKEN, PRODUCT, size.stock, 1);
   const progress = { done: 0 };
-  const load = runLoad(
-    {
-      url: app.url,
-      productId: PRODUCT,
-      buyers: size.buyers,
-      duplicates: 0,
-      connections: size.connections,
-      quantity: 1,
-    },
-    progress,
-  );
+  const load = buyersOf(app, size, progress);
   await waitUntil('a quarter of the stock to sell', async () => Number(await client.get(k.stock)) <= size.stock * 0.75);
   return { app, size, load, progress, sold: size.stock - Number(await client.get(k.stock)) };
 }

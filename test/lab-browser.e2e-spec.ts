@@ -1,0 +1,179 @@
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { LOCK_STRATEGY_NAMES } from '../src/config/app-config';
+import type { Row } from '../bench/report';
+import type { RunEvent } from '../bench/lab/runs';
+import { RunningLab, startLab } from '../bench/lab/server';
+import { describeWithBrowser, type Page, saveScreenshot } from './helpers/browser';
+
+const ROOT = join(__dirname, '..');
+
+/** What a lane shows once its run is done: the verdict, read back from the page. */
+interface ShownVerdict {
+  pass: string | undefined;
+  sold: string | undefined;
+  oversold: string | undefined;
+  invariants: Record<string, boolean>;
+}
+
+function shownVerdict(page: Page, lane: string): Promise<ShownVerdict> {
+  return page.$eval(`#lane-${lane} .verdict`, (box) => ({
+    pass: box.getAttribute('data-pass') ?? undefined,
+    sold: box.getAttribute('data-sold') ?? undefined,
+    oversold: box.getAttribute('data-oversold') ?? undefined,
+    invariants: Object.fromEntries(
+      [...box.querySelectorAll('[data-invariant]')].map((li) => [
+        li.getAttribute('data-invariant'),
+        li.getAttribute('data-held') === 'true',
+      ]),
+    ),
+  }));
+}
+
+/** The shared chart's datasets of one lane, as Chart.js holds them. */
+function plotted(page: Page, lane: string): Promise<Record<string, { x: number; y: number }[]>> {
+  return page.evaluate((side) => {
+    const chart = (globalThis as any).labChart;
+    const out: Record<string, { x: number; y: number }[]> = {};
+    for (const d of chart.data.datasets)
+      if (d.lane === side) out[d.kind] = d.data.map((p: any) => ({ x: p.x, y: p.y }));
+    return out;
+  }, lane);
+}
+
+/**
+ * The whole page where the other browser tests save theirs, and for the docs the part
+ * a learner looks at: the lanes and the chart, above the lessons.
+ */
+async function screenshot(page: Page, name: string): Promise<void> {
+  await saveScreenshot(page, name);
+  await page.evaluate(() => (globalThis as any).scrollTo(0, 0));
+  await page.screenshot({ path: join(ROOT, 'docs', `${name}.png`) });
+}
+
+/**
+ * The lab in headless Chromium, driven as a learner drives it: Run buttons, the live
+ * chart, the verdict, a fault's timeline. Every figure the page shows is checked
+ * against what the CLI wrote from Redis (its JSON results, its outcome events).
+ */
+describeWithBrowser('the lab in Chromium', (browser) => {
+  jest.setTimeout(240_000);
+  let lab: RunningLab;
+  let dir: string;
+  let page: Page;
+  const elsewhere: string[] = [];
+  const pageErrors: string[] = [];
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'seckill-lab-'));
+    lab = await startLab({ host: '127.0.0.1', port: 0, allowRemote: false, resultsDir: dir });
+    page = await browser().newPage({ viewport: { width: 1300, height: 1000 } });
+    page.on('pageerror', (err) => pageErrors.push(err.message));
+    // Offline by design: Chart.js and Mermaid come from the lab, never a CDN.
+    await page.route('**/*', (route) => {
+      const url = route.request().url();
+      if (url.startsWith(lab.url)) return route.continue();
+      elsewhere.push(url);
+      return route.abort();
+    });
+    await page.goto(lab.url);
+  });
+
+  afterAll(async () => {
+    await page?.close();
+    await lab?.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('names every strategy and draws the docs’ diagrams, fetching nothing from elsewhere', async () => {
+    const names = await page.$$eval('.lesson code.name', (codes) => codes.map((c) => c.textContent));
+    expect(names).toEqual(expect.arrayContaining([...LOCK_STRATEGY_NAMES]));
+    await page.waitForSelector('#strategy-none pre.mermaid svg');
+    await page.waitForSelector('#strategy-fenced pre.mermaid svg');
+    expect(elsewhere).toEqual([]);
+    expect(pageErrors).toEqual([]);
+  });
+
+  it('runs none beside fenced on one time axis, and shows the verdicts and the lines the bench read from Redis', async () => {
+    for (const [strategy, lane] of [
+      ['none', 'left'],
+      ['fenced', 'right'],
+    ]) {
+      const form = `#strategy-${strategy} form.run`;
+      await page.fill(`${form} input[name=buyers]`, '400');
+      await page.fill(`${form} input[name=stock]`, '50');
+      await page.fill(`${form} input[name=connections]`, '40');
+      await page.click(`${form} button[value=${lane}]`);
+      await page.waitForSelector(`#lane-${lane}[data-run]`);
+    }
+    for (const lane of ['left', 'right']) {
+      await page.waitForSelector(`#lane-${lane}[data-state=done]`, { timeout: 180_000 });
+    }
+    for (const lane of ['left', 'right']) {
+      const run = lab.runs.get(Number(await page.getAttribute(`#lane-${lane}`, 'data-run')))!;
+      const row: Row = JSON.parse(readFileSync(run.out!, 'utf8')).rows[0];
+      expect(row.strategy).toBe(lane === 'left' ? 'none' : 'fenced');
+      // The verdict shown is the bench's, read from Redis: sold, oversold, each invariant.
+      expect(await shownVerdict(page, lane)).toEqual({
+        pass: String(row.pass),
+        sold: String(row.sold),
+        oversold: String(row.oversold),
+        invariants: row.invariants,
+      });
+      // The chart: the order stream's line as the bench drew it, and the live line
+      // (Redis's stock key, sampled as the sale ran) ending where the sale did.
+      const lines = await plotted(page, lane);
+      expect(lines.sold).toEqual(row.soldOverTime.map((p) => ({ x: p.ms, y: p.units })));
+      expect(lines.live.length).toBeGreaterThan(0);
+      expect(lines.live.at(-1)!.y).toBe(row.sold);
+      expect(lines.stock.map((p) => p.y)).toEqual([row.stock, row.stock]);
+      // Answers by code, as the bench counted them.
+      const codes = await page.$$eval(`#lane-${lane} .codes tr`, (trs) =>
+        Object.fromEntries(
+          trs.map((tr) => [tr.getAttribute('data-code'), Number(tr.lastElementChild!.textContent!.replace(/,/g, ''))]),
+        ),
+      );
+      expect(codes).toEqual(row.codes);
+      // Its HTML report, and a place in the session's list.
+      const report = await fetch(new URL(`/runs/${run.id}/report`, lab.url));
+      expect(report.status).toBe(200);
+      expect(await report.text()).toContain('<canvas');
+      expect(await page.getAttribute(`#runs tr[data-run="${run.id}"]`, 'data-state')).toBe('done');
+    }
+    // fenced keeps every promise; none breaks exactly the ones its sale shows broken.
+    expect(Object.values((await shownVerdict(page, 'right')).invariants).every(Boolean)).toBe(true);
+    await screenshot(page, 'lab');
+  });
+
+  it('runs a fault (a paused holder under fenced) and shows its steps as they happened, then its verdict', async () => {
+    const form = '#fault-paused-lock form.run';
+    await page.selectOption(`${form} select[name=scenario]`, 'paused-fenced');
+    await page.selectOption(`${form} select[name=size]`, 'quick');
+    await page.click(`${form} button[value=left]`);
+    await page.waitForSelector('#lane-left .title:has-text("paused-fenced")');
+    await page.waitForSelector('#lane-left[data-state=done]', { timeout: 180_000 });
+    const run = lab.runs.get(Number(await page.getAttribute('#lane-left', 'data-run')))!;
+    const events = run.events.filter(
+      (e): e is Extract<RunEvent, { type: 'step' | 'outcome' }> => e.type === 'step' || e.type === 'outcome',
+    );
+    const steps = await page.$$eval('#lane-left .timeline li', (lis) => lis.map((li) => li.getAttribute('data-step')));
+    expect(steps).toEqual([
+      'sale started',
+      'holder paused',
+      'other holder took the lock',
+      'holder resumed',
+      'late write refused',
+    ]);
+    expect(steps).toEqual(events.filter((e) => e.type === 'step').map((e) => (e as { step: string }).step));
+    // On the chart too, each where the live line was when it happened.
+    expect((await plotted(page, 'left')).steps.length).toBe(5);
+    const outcome = events.find((e) => e.type === 'outcome') as Extract<RunEvent, { type: 'outcome' }>;
+    expect(outcome).toMatchObject({ pass: true, name: 'holder paused (fenced, 2 apps)', problems: [] });
+    expect(outcome.line).toMatch(/^PASS holder paused \(fenced, 2 apps\): .*refused by the fence \(STALE_LOCK ×[1-9]/);
+    expect(await page.getAttribute('#lane-left .verdict', 'data-pass')).toBe('true');
+    expect(await page.textContent('#lane-left .verdict .story')).toBe(outcome.story);
+    expect(pageErrors).toEqual([]);
+    await screenshot(page, 'lab-fault');
+  });
+});

@@ -1,0 +1,232 @@
+import Ajv from 'ajv';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { LOCK_STRATEGY_NAMES } from '../src/config/app-config';
+import { ERROR_BODY_SCHEMA } from '../src/errors/error.filter';
+import { SCENARIO_NAMES } from '../bench/faults/run';
+import { catalogue } from '../bench/lab/lessons';
+import type { Run, RunState } from '../bench/lab/runs';
+import { isLoopback, LoopbackOnlyError, RunningLab, startLab } from '../bench/lab/server';
+import { runBench } from './helpers/bench';
+
+const ROOT = join(__dirname, '..');
+
+/** The app's error body, as the lab answers it. */
+interface ErrorAnswer {
+  statusCode: number;
+  code: string;
+  message: string;
+  errors?: { field: string; messages: string[] }[];
+}
+
+/** Resolves once the run reaches one of `states` (the lab says so by an event): a state, never a moment. */
+export function reaches(lab: RunningLab, run: Pick<Run, 'id'>, states: RunState[]): Promise<Run> {
+  return new Promise((resolve) => {
+    const check = () => {
+      const now = lab.runs.get(run.id)!;
+      if (!states.includes(now.state)) return false;
+      unsubscribe();
+      resolve(now);
+      return true;
+    };
+    const unsubscribe = lab.runs.subscribe(() => void check());
+    check();
+  });
+}
+
+describe('the lab: lessons and reading guide', () => {
+  const groups = catalogue(ROOT);
+  const lessons = groups.flatMap((g) => g.lessons);
+
+  it('offers every strategy and every fault scenario of the suite, each in exactly one lesson', () => {
+    const names = (kind: string) => lessons.filter((l) => l.kind === kind).flatMap((l) => l.names);
+    expect(names('strategy').sort()).toEqual([...LOCK_STRATEGY_NAMES].sort());
+    expect(names('fault').sort()).toEqual([...SCENARIO_NAMES].sort());
+    // Grouped as the docs group them; each lesson says something.
+    expect(groups.map((g) => g.title)).toEqual(expect.arrayContaining(['Classic mistakes', 'Network faults']));
+    for (const lesson of lessons) expect(lesson.lesson.length).toBeGreaterThan(40);
+    // The docs' diagrams: the race under `none`, the late write under `lock` and `fenced`.
+    for (const name of ['none', 'lock', 'fenced']) {
+      expect(lessons.find((l) => l.id === `strategy:${name}`)!.diagrams.length).toBeGreaterThan(0);
+    }
+  });
+
+  it('links every lesson to files that exist, in its reading order', () => {
+    const missing = lessons.flatMap((l) =>
+      l.guide.filter((g) => !existsSync(join(ROOT, g.path))).map((g) => `${l.id}: ${g.path}`),
+    );
+    expect(missing).toEqual([]);
+    for (const lesson of lessons) expect(lesson.guide.length).toBeGreaterThan(1);
+    expect(lessons.find((l) => l.id === 'strategy:fenced')!.guide.map((g) => g.path)).toEqual([
+      'src/locks/lock.ts',
+      'src/locks/strategies/fenced.strategy.ts',
+      'src/redis/scripts/fenced-acquire-3.lua',
+      'src/redis/scripts/fenced-write-8.lua',
+      'src/redis/scripts/release-lock-1.lua',
+      'src/orders/purchases/batched.purchases.ts',
+      'src/orders/fenced-write.spec.ts',
+    ]);
+  });
+});
+
+describe('the lab: binding', () => {
+  it('takes loopback only', () => {
+    expect(['127.0.0.1', '::1', 'localhost', '127.0.0.2'].map(isLoopback)).toEqual([true, true, true, true]);
+    expect(['0.0.0.0', '::', '192.168.1.5', 'example.com'].map(isLoopback)).toEqual([false, false, false, false]);
+  });
+
+  it('refuses any other address unless told, and says how (npm run lab exits 2, binds nothing)', async () => {
+    await expect(startLab({ host: '0.0.0.0', port: 0, allowRemote: false })).rejects.toThrow(LoopbackOnlyError);
+    const run = spawnSync(process.execPath, [join(ROOT, 'scripts', 'lab.js')], {
+      cwd: ROOT,
+      encoding: 'utf8',
+      timeout: 60_000,
+      env: { ...process.env, LAB_HOST: '0.0.0.0' },
+    });
+    expect({ status: run.status, stdout: run.stdout }).toEqual({ status: 2, stdout: '' });
+    expect(run.stderr).toMatch(/binds loopback only .* set LAB_ALLOW_REMOTE=1/);
+  });
+});
+
+describe('the lab: its API', () => {
+  jest.setTimeout(120_000);
+  let lab: RunningLab;
+  let dir: string;
+  const ajv = new Ajv();
+  const errorShape = ajv.compile(ERROR_BODY_SCHEMA);
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'seckill-lab-'));
+    lab = await startLab({ host: '127.0.0.1', port: 0, allowRemote: false, resultsDir: dir });
+  });
+  afterAll(async () => {
+    await lab?.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  const post = (path: string, body: string, type = 'application/json') =>
+    fetch(new URL(path, lab.url), { method: 'POST', headers: { 'content-type': type }, body });
+
+  it.each([
+    ['an unknown strategy', { kind: 'strategy', strategy: 'nope' }, 400, 'VALIDATION_FAILED', ['strategy']],
+    ['buyers out of bounds', { kind: 'strategy', strategy: 'none', buyers: 0 }, 400, 'VALIDATION_FAILED', ['buyers']],
+    [
+      'a field nobody asked for',
+      { kind: 'fault', scenario: 'paused-fenced', rm: '-rf' },
+      400,
+      'VALIDATION_FAILED',
+      ['rm'],
+    ],
+    ['an unknown scenario', { kind: 'fault', scenario: 'paused-nothing' }, 400, 'VALIDATION_FAILED', ['scenario']],
+    ['an unknown kind', { kind: 'bench' }, 400, 'VALIDATION_FAILED', ['kind']],
+    ['a list', [1], 400, 'VALIDATION_FAILED', ['']],
+  ])(
+    'answers %s with the code and field that say so, and starts nothing',
+    async (_what, body, status, code, fields) => {
+      const res = await post('/api/runs', JSON.stringify(body));
+      const answer = (await res.json()) as ErrorAnswer;
+      expect({
+        status: res.status,
+        code: answer.code,
+        fields: answer.errors?.map((e) => e.field),
+      }).toEqual({ status, code, fields });
+      expect(errorShape(answer)).toBe(true);
+      expect(lab.runs.list()).toEqual([]);
+    },
+  );
+
+  it.each([
+    ['not JSON', () => post('/api/runs', '{'), 400, 'BAD_REQUEST'],
+    [
+      'another media type',
+      () => post('/api/runs', 'kind=strategy', 'application/x-www-form-urlencoded'),
+      415,
+      'UNSUPPORTED_MEDIA_TYPE',
+    ],
+    [
+      'a body too large',
+      () => post('/api/runs', JSON.stringify({ kind: 'x'.repeat(20_000) })),
+      413,
+      'PAYLOAD_TOO_LARGE',
+    ],
+    ['an unknown run', () => post('/api/runs/99/stop', ''), 404, 'NOT_FOUND'],
+    ['an unknown route', () => fetch(new URL('/api/nothing', lab.url)), 404, 'NOT_FOUND'],
+    [
+      'a source outside the checkout',
+      () => fetch(new URL('/source/..%2F..%2Fetc%2Fpasswd', lab.url)),
+      404,
+      'NOT_FOUND',
+    ],
+  ])('answers %s with the app’s error shape', async (_what, send, status, code) => {
+    const res = await send();
+    const answer = (await res.json()) as ErrorAnswer;
+    expect({ status: res.status, code: answer.code }).toEqual({ status, code });
+    expect(errorShape(answer)).toBe(true);
+    expect(lab.runs.list()).toEqual([]);
+  });
+
+  it('runs one experiment at a time: the next waits in line, a waiting one stops at once, a running one stops with its whole process group', async () => {
+    const first = lab.runs.submit({ kind: 'fault', scenario: 'paused-fenced', size: 'full' });
+    const second = lab.runs.submit({ kind: 'strategy', strategy: 'fenced', buyers: 10, stock: 5, connections: 2 });
+    expect({ first: first.state, second: second.state, position: second.position }).toEqual({
+      first: 'running',
+      second: 'queued',
+      position: 1,
+    });
+    await lab.runs.stop(second);
+    expect(second.state).toBe('stopped');
+    // Once its apps sell, the run has Redis and two app processes in its group.
+    await new Promise<void>((resolve) => {
+      const off = lab.runs.subscribe((run, event) => {
+        if (run === first && event.type === 'step' && event.step === 'sale started') {
+          off();
+          resolve();
+        }
+      });
+    });
+    await lab.runs.stop(first);
+    expect(first.state).toBe('stopped');
+    expect(() => process.kill(-first.pid!, 0)).toThrow(/ESRCH/);
+  });
+
+  it("shows a bench run's figures as the same experiment run from the CLI gives them", async () => {
+    const res = await post(
+      '/api/runs',
+      JSON.stringify({ kind: 'strategy', strategy: 'fenced', buyers: 300, stock: 50, connections: 20 }),
+    );
+    expect(res.status).toBe(202);
+    const run = await reaches(lab, (await res.json()) as Pick<Run, 'id'>, ['done', 'failed']);
+    expect(run.state).toBe('done');
+    const shown = (await (await fetch(new URL(`/api/runs/${run.id}`, lab.url))).json()) as {
+      events: { type: string; rows?: unknown[] }[];
+    };
+    const written = JSON.parse(readFileSync(run.out!, 'utf8'));
+    // What the lab shows is what the bench wrote, row for row.
+    expect(shown.events.find((e) => e.type === 'result')!.rows).toEqual(written.rows);
+    expect(written.command).toBe(run.command);
+    // The same command from the CLI: the same sale, the same verdict.
+    const args = run.command
+      .replace(/^npm run bench -- /, '')
+      .replace(/ --out \S+$/, '')
+      .split(' ');
+    const cli = runBench(args, join(dir, 'cli.json'), 90_000).report.rows[0];
+    const figures = (row: Record<string, unknown>) => {
+      const { label, strategy, requests, stock, sold, stockLeft, oversold, orders, status, codes, invariants, pass } =
+        row;
+      return { label, strategy, requests, stock, sold, stockLeft, oversold, orders, status, codes, invariants, pass };
+    };
+    expect(figures(written.rows[0])).toEqual(figures(cli));
+    expect(figures(cli)).toMatchObject({
+      sold: 50,
+      stockLeft: 0,
+      oversold: 0,
+      pass: true,
+      status: { 201: 50, 409: 250 },
+    });
+    // Its live line ended where Redis's stock key did.
+    const progress = run.events.filter((e) => e.type === 'progress');
+    expect(progress.at(-1)).toMatchObject({ sold: 50, stock: 50 });
+  });
+});
