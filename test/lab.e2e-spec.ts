@@ -1,3 +1,4 @@
+import { get as httpGet } from 'node:http';
 import Ajv from 'ajv';
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -106,6 +107,17 @@ describe('the lab: its API', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
+  /** A GET with the Host header a browser at another name would send (fetch will not set it). */
+  const hostGet = (path: string, host: string): Promise<Response> =>
+    new Promise((resolve, reject) => {
+      const url = new URL(path, lab.url);
+      const req = httpGet({ host: url.hostname, port: url.port, path: url.pathname, headers: { host } }, (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => resolve(new Response(Buffer.concat(chunks), { status: res.statusCode })));
+      });
+      req.on('error', reject);
+    });
   const post = (path: string, body: string, type = 'application/json') =>
     fetch(new URL(path, lab.url), { method: 'POST', headers: { 'content-type': type }, body });
 
@@ -151,7 +163,15 @@ describe('the lab: its API', () => {
       413,
       'PAYLOAD_TOO_LARGE',
     ],
-    ['an unknown run', () => post('/api/runs/99/stop', ''), 404, 'NOT_FOUND'],
+    ['an unknown run', () => post('/api/runs/99/stop', '{}'), 404, 'NOT_FOUND'],
+    [
+      'a kind named like an object property',
+      () => post('/api/runs', '{"kind":"constructor"}'),
+      400,
+      'VALIDATION_FAILED',
+    ],
+    ['a path that is no URL', () => fetch(new URL('/source/%', lab.url)), 400, 'BAD_REQUEST'],
+    ['a Host that is not the lab (DNS rebinding)', () => hostGet('/api/lessons', 'attacker.example'), 404, 'NOT_FOUND'],
     ['an unknown route', () => fetch(new URL('/api/nothing', lab.url)), 404, 'NOT_FOUND'],
     [
       'a source outside the checkout',

@@ -16,7 +16,13 @@ import { parseArgs } from 'node:util';
 import { ROOT } from '../../harness/paths';
 import { LOCK_STRATEGY_NAMES } from '../../src/config/app-config';
 import { errorBody } from '../../src/errors/error.filter';
-import { AppError, BadRequestError, FRAMEWORK_ERRORS, ValidationFailedError } from '../../src/errors/errors';
+import {
+  AppError,
+  BadRequestError,
+  FRAMEWORK_ERRORS,
+  InternalError,
+  ValidationFailedError,
+} from '../../src/errors/errors';
 import { SCENARIO_NAMES } from '../faults/run';
 import { chartJsSource } from '../html-report';
 import { catalogue } from './lessons';
@@ -64,7 +70,17 @@ export async function startLab(options: LabOptions): Promise<RunningLab> {
   const log = options.log ?? (() => undefined);
   const stamp = new Date().toISOString().replace(/[:.]/g, '-');
   const runs = new Runs(ROOT, options.resultsDir ?? join(ROOT, 'bench', 'results', `lab-${stamp}`), log);
+  // Filled in once listening: the Host headers this lab answers (DNS rebinding: a web page
+  // whose name now points at 127.0.0.1 sends its own name, and is refused).
+  const hosts = new Set<string>();
   const server = createServer((req, res) => {
+    if (!options.allowRemote && !hosts.has((req.headers.host ?? '').toLowerCase())) {
+      req.resume();
+      return answerError(
+        res,
+        new NotFoundError(`the lab answers only requests addressed to it by loopback (Host: ${[...hosts][0]})`),
+      );
+    }
     handle(req, res, runs).catch((err: unknown) => answerError(res, err));
   });
   await new Promise<void>((ok, fail) => {
@@ -73,6 +89,7 @@ export async function startLab(options: LabOptions): Promise<RunningLab> {
   });
   const { port, address } = server.address() as AddressInfo;
   const host = isIP(address) === 6 ? `[${address}]` : address;
+  for (const name of [host, 'localhost', '127.0.0.1', '[::1]']) hosts.add(`${name}:${port}`.toLowerCase());
   return {
     url: `http://${host}:${port}/`,
     runs,
@@ -120,6 +137,8 @@ async function handle(req: IncomingMessage, res: ServerResponse, runs: Runs): Pr
     if (method === 'GET' && m[1] === 'api/runs' && !m[3])
       return json(res, 200, { ...summary(run), events: run.events });
     if (method === 'POST' && m[1] === 'api/runs' && m[3] === '/stop') {
+      // JSON only, as every POST here: a cross-site form cannot send it without asking first.
+      await readJson(req);
       await runs.stop(run);
       return json(res, 200, summary(run));
     }
@@ -167,8 +186,15 @@ function json(res: ServerResponse, status: number, body: unknown): void {
 }
 
 function answerError(res: ServerResponse, err: unknown): void {
+  // A path that is not even a URL is the client's; anything else unexpected is the lab's own 500.
   const known: AppError =
-    err instanceof AppError ? err : new FRAMEWORK_ERRORS[400](`the lab could not answer: ${(err as Error).message}`);
+    err instanceof AppError
+      ? err
+      : err instanceof URIError
+        ? new BadRequestError(`the path is not a valid URL: ${err.message}`)
+        : new InternalError();
+  if (!(err instanceof AppError) && !(err instanceof URIError))
+    process.stderr.write(`[lab] ${String((err as Error)?.stack ?? err)}\n`);
   if (res.headersSent) {
     res.end();
     return;
@@ -216,7 +242,9 @@ export function parseRunRequest(body: unknown): RunRequest & { lane?: 'left' | '
   };
   if (kind !== 'strategy' && kind !== 'fault') fail('kind', 'kind must be one of: strategy, fault');
   for (const key of Object.keys(b)) {
-    if (fields[kind as string] && !fields[kind as string].includes(key)) fail(key, `property ${key} should not exist`);
+    if (Object.hasOwn(fields, kind as string) && !fields[kind as string].includes(key)) {
+      fail(key, `property ${key} should not exist`);
+    }
   }
   if (b.lane !== undefined && b.lane !== 'left' && b.lane !== 'right') fail('lane', 'lane must be one of: left, right');
   const lane = b.lane as 'left' | 'right' | undefined;

@@ -439,7 +439,12 @@
   ['left', 'right'].forEach(function (side) {
     var box = $('#lane-' + side);
     $('.stop', box).onclick = function () {
-      if (lanes[side]) fetch('/api/runs/' + lanes[side] + '/stop', { method: 'POST' });
+      if (lanes[side])
+        fetch('/api/runs/' + lanes[side] + '/stop', {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: '{}',
+        });
     };
     $('.rerun', box).onclick = function () {
       if (lanes[side]) submit(runs[lanes[side]].summary.request, side);
