@@ -14,7 +14,6 @@ const { ensurePostgres } = require('./postgres-server');
 
 // The Node that runs the tests, said in the log. 24.9 at least: Jest 30 loads NestJS 12's
 // ES modules with the require(esm) of Node 24.9+ (vm modules that evaluate synchronously).
-if (!relaunchOnSupportedNode({ announce: true, min: '24.9' })) main();
 
 function main() {
   ensureDependencies();
@@ -108,3 +107,5 @@ function captured(child) {
     ),
   );
 }
+
+if (!relaunchOnSupportedNode({ announce: true, min: '24.9' })) main();
