@@ -12,9 +12,6 @@ const { provideChromium } = require('./chromium');
 const { provideRedisServerOrExit } = require('./redis-server');
 const { ensurePostgres } = require('./postgres-server');
 
-// The Node that runs the tests, said in the log. 24.9 at least: Jest 30 loads NestJS 12's
-// ES modules with the require(esm) of Node 24.9+ (vm modules that evaluate synchronously).
-
 function main() {
   ensureDependencies();
   provideRedisServerOrExit(log);
@@ -108,4 +105,6 @@ function captured(child) {
   );
 }
 
+// The Node that runs the tests, said in the log. 24.9 at least: Jest 30 loads NestJS 12's
+// ES modules with the require(esm) of Node 24.9+ (vm modules that evaluate synchronously).
 if (!relaunchOnSupportedNode({ announce: true, min: '24.9' })) main();
