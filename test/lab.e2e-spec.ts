@@ -1,6 +1,8 @@
 import { get as httpGet } from 'node:http';
 import Ajv from 'ajv';
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
+import { once } from 'node:events';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -118,6 +120,49 @@ describe('the lab: a run that goes wrong', () => {
     });
     expect(run.events.at(-1)).toMatchObject({ type: 'state', state: 'timed-out', message: ended.message });
     expect(groupMembers(run.pid!)).toEqual([]);
+  });
+});
+
+describe('the lab: its end', () => {
+  jest.setTimeout(60_000);
+
+  it('ends the run in progress with it, however it ends (SIGHUP: its terminal closed)', async () => {
+    const lab = spawn(process.execPath, [join(ROOT, 'scripts', 'lab.js')], {
+      cwd: ROOT,
+      stdio: ['ignore', 'pipe', 'ignore'],
+    });
+    let pgid: number | undefined;
+    try {
+      let out = '';
+      const url = await new Promise<string>((resolve) =>
+        lab.stdout.on('data', (chunk: Buffer) => {
+          out += chunk.toString();
+          const m = /lab: (http:\S+)/.exec(out);
+          if (m) resolve(m[1]);
+        }),
+      );
+      const res = await fetch(new URL('/api/runs', url), {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ kind: 'fault', scenario: 'paused-fenced', size: 'full' }),
+      });
+      pgid = ((await res.json()) as { pid: number }).pid;
+      // A state to wait for: its Redis is up, in the run's group.
+      while (!groupMembers(pgid).some((m) => m.comm.startsWith('redis-server'))) await sleep(20);
+      const exited = once(lab, 'exit');
+      lab.kill('SIGHUP');
+      await exited;
+      expect(groupMembers(pgid)).toEqual([]);
+    } finally {
+      lab.kill('SIGKILL');
+      if (pgid) {
+        try {
+          process.kill(-pgid, 'SIGKILL');
+        } catch {
+          // gone, as it should be
+        }
+      }
+    }
   });
 });
 

@@ -10,6 +10,7 @@ import { ChildProcess, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { createInterface } from 'node:readline';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Readable } from 'node:stream';
 import type { LabEvent } from '../events';
 import { htmlPathFor } from '../html-report';
@@ -67,6 +68,8 @@ const LOG_LINES = 200;
 export const MAX_EVENTS = 5_000;
 /** After SIGTERM the CLI stops its apps and Redis itself; past this, SIGKILL the group. */
 const STOP_GRACE_MS = 15_000;
+/** How long the last of a group, SIGKILLed, may take to be gone. */
+const SWEEP_MS = 5_000;
 /** Runs waiting in line at most: past it, a Run is refused and nothing queued. */
 export const MAX_QUEUED = 20;
 /** How long a run may take before it is stopped as timed out: a hung CLI must not hold the line. */
@@ -224,7 +227,9 @@ export class Runs {
       stdio: ['ignore', 'pipe', 'pipe', 'pipe'],
       env: { ...process.env, LAB_EVENTS_FD: '3' },
     });
-    current.exited = new Promise<void>((resolve) => child.once('close', () => resolve()));
+    // Exited: the CLI, and whatever it left in its group (a Redis it had just started when
+    // stopped, before it knew of it to stop it), killed and gone.
+    current.exited = new Promise<void>((resolve) => child.once('close', () => resolve())).then(() => this.sweep(child));
     current.child = child;
     run.pid = child.pid;
     this.setState(run, 'running');
@@ -312,6 +317,17 @@ export class Runs {
 
   private lines(stream: Readable, fn: (line: string) => void): void {
     createInterface({ input: stream, crlfDelay: Infinity }).on('line', fn);
+  }
+
+  private async sweep(child: ChildProcess): Promise<void> {
+    this.signal(child, 'SIGKILL');
+    for (const deadline = Date.now() + SWEEP_MS; Date.now() < deadline; await sleep(10)) {
+      try {
+        process.kill(-child.pid!, 0);
+      } catch {
+        return;
+      }
+    }
   }
 
   private signal(child: ChildProcess | undefined, signal: NodeJS.Signals): void {

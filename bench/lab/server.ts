@@ -329,7 +329,8 @@ export function cli(): void {
       // However the lab ends (a signal, a crash of its own), the run in progress ends with it.
       process.on('exit', () => lab.runs.killNow());
       let stopping = false;
-      for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+      // SIGHUP too: the terminal it ran in closed.
+      for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
         process.on(signal, () => {
           if (stopping) return;
           stopping = true;
