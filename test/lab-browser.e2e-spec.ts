@@ -62,6 +62,8 @@ describeWithBrowser('the lab in Chromium', (browser) => {
   let lab: RunningLab;
   let dir: string;
   let page: Page;
+  /** A second tab, opened before any run exists: it learns of every run all the same. */
+  let watcher: Page;
   const elsewhere: string[] = [];
   const pageErrors: string[] = [];
 
@@ -78,9 +80,13 @@ describeWithBrowser('the lab in Chromium', (browser) => {
       return route.abort();
     });
     await page.goto(lab.url);
+    watcher = await browser().newPage({ viewport: { width: 1300, height: 1000 } });
+    watcher.on('pageerror', (err) => pageErrors.push(err.message));
+    await watcher.goto(lab.url);
   });
 
   afterAll(async () => {
+    await watcher?.close();
     await page?.close();
     await lab?.close();
     rmSync(dir, { recursive: true, force: true });
@@ -152,6 +158,20 @@ describeWithBrowser('the lab in Chromium', (browser) => {
     await page.selectOption(`${form} select[name=size]`, 'quick');
     await page.click(`${form} button[value=left]`);
     await page.waitForSelector('#lane-left .title:has-text("paused-fenced")');
+    // Live, before the verdict: several points of the sold line, rising, while the run runs.
+    const live = await page.waitForFunction(
+      () => {
+        const lane = (globalThis as any).document.querySelector('#lane-left');
+        const chart = (globalThis as any).labChart;
+        const line = chart.data.datasets.find((d: any) => d.lane === 'left' && d.kind === 'live');
+        const ys: number[] = (line?.data ?? []).map((p: any) => p.y);
+        const rising = ys.length >= 3 && ys.every((y, i) => i === 0 || y >= ys[i - 1]) && ys.at(-1)! > ys[0];
+        return lane.dataset.state === 'running' && !lane.querySelector('.verdict [data-pass]') && rising ? ys : null;
+      },
+      undefined,
+      { timeout: 180_000 },
+    );
+    expect(((await live.jsonValue()) as number[]).length).toBeGreaterThanOrEqual(3);
     await page.waitForSelector('#lane-left[data-state=done]', { timeout: 180_000 });
     const run = lab.runs.get(Number(await page.getAttribute('#lane-left', 'data-run')))!;
     const events = run.events.filter(
@@ -175,5 +195,41 @@ describeWithBrowser('the lab in Chromium', (browser) => {
     expect(await page.textContent('#lane-left .verdict .story')).toBe(outcome.story);
     expect(pageErrors).toEqual([]);
     await screenshot(page, 'lab-fault');
+  });
+
+  it('shows a scenario that throws as a FAIL line, not stack frames', async () => {
+    // No redis-server can start: the scenario throws before its verdict.
+    const before = process.env.REDIS_SERVER;
+    process.env.REDIS_SERVER = '/bin/false';
+    let run;
+    try {
+      run = lab.runs.submit({ kind: 'fault', scenario: 'paused-lock', size: 'quick' }, 'right');
+    } finally {
+      if (before === undefined) delete process.env.REDIS_SERVER;
+      else process.env.REDIS_SERVER = before;
+    }
+    await page.waitForSelector(`#lane-right[data-run="${run.id}"][data-state=done]`, { timeout: 60_000 });
+    expect(await page.getAttribute('#lane-right .verdict', 'data-pass')).toBe('false');
+    expect(await page.textContent('#lane-right .verdict .outcome h4')).toBe('FAIL paused-lock');
+    expect(await page.textContent('#lane-right .verdict .invariants-line')).toMatch(
+      /^BROKEN: the scenario failed before its verdict: redis-server .* exited/,
+    );
+    expect(await page.textContent('#lane-right')).not.toMatch(/ at .*\.js:\d+/);
+  });
+
+  it('keeps a tab opened before any run up to date: every run once, every step once', async () => {
+    const ids = lab.runs.list().map((r) => String(r.id));
+    await watcher.waitForFunction(
+      (n) => (globalThis as any).document.querySelectorAll('#runs tbody tr[data-state=done]').length === n,
+      ids.length,
+      { timeout: 30_000 },
+    );
+    expect(await watcher.$$eval('#runs tbody tr', (trs) => trs.map((tr) => tr.getAttribute('data-run')))).toEqual(ids);
+    const fault = lab.runs.list().find((r) => r.request.kind === 'fault' && r.lane === 'left')!;
+    expect(await watcher.getAttribute('#lane-left', 'data-run')).toBe(String(fault.id));
+    expect(
+      await watcher.$$eval('#lane-left .timeline li', (lis) => lis.map((li) => li.getAttribute('data-step'))),
+    ).toEqual(fault.events.filter((e) => e.type === 'step').map((e) => (e as { step: string }).step));
+    expect(pageErrors).toEqual([]);
   });
 });

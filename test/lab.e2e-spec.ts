@@ -1,14 +1,16 @@
 import { get as httpGet } from 'node:http';
 import Ajv from 'ajv';
-import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { once } from 'node:events';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { LOCK_STRATEGY_NAMES } from '../src/config/app-config';
 import { ERROR_BODY_SCHEMA } from '../src/errors/error.filter';
 import { SCENARIO_NAMES } from '../bench/faults/run';
 import { catalogue } from '../bench/lab/lessons';
-import type { Run, RunState } from '../bench/lab/runs';
+import { eventId, MAX_EVENTS, MAX_QUEUED, Run, RunEvent, Runs, RunState } from '../bench/lab/runs';
 import { isLoopback, LoopbackOnlyError, RunningLab, startLab } from '../bench/lab/server';
 import { runBench } from './helpers/bench';
 
@@ -36,6 +38,133 @@ export function reaches(lab: RunningLab, run: Pick<Run, 'id'>, states: RunState[
     check();
   });
 }
+
+/** The pids in a process group now, with their command names (from /proc). */
+function groupMembers(pgid: number): { pid: number; comm: string }[] {
+  return readdirSync('/proc')
+    .filter((d) => /^\d+$/.test(d))
+    .flatMap((d) => {
+      try {
+        const stat = readFileSync(`/proc/${d}/stat`, 'utf8');
+        // pid (comm) state ppid pgrp ...: the comm may hold spaces, the fields after it do not.
+        const [, comm, rest] = /^\d+ \((.*)\) (.*)$/s.exec(stat)!;
+        return Number(rest.split(' ')[2]) === pgid ? [{ pid: Number(d), comm }] : [];
+      } catch {
+        return [];
+      }
+    });
+}
+
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+/** `promise`, or a rejection naming `what` after `ms`: a run that never gets there fails the test, not the suite's clock. */
+function within<T>(ms: number, what: string, promise: Promise<T>): Promise<T> {
+  let timer: NodeJS.Timeout;
+  return Promise.race([
+    promise,
+    new Promise<T>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`not ${what} within ${ms} ms`)), ms);
+    }),
+  ]).finally(() => clearTimeout(timer));
+}
+
+describe('the lab: a run that goes wrong', () => {
+  jest.setTimeout(60_000);
+  let dir: string;
+  beforeAll(() => {
+    dir = mkdtempSync(join(tmpdir(), 'seckill-lab-'));
+  });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('marks a run failed when the lab itself cannot start it, and goes on with the next (no unhandled rejection)', async () => {
+    // Its results folder cannot be made: a file stands where a folder should.
+    writeFileSync(join(dir, 'file'), '');
+    const runs = new Runs(ROOT, join(dir, 'file', 'results'));
+    const lab = { runs } as RunningLab;
+    const first = runs.submit({ kind: 'strategy', strategy: 'none', buyers: 10, stock: 5, connections: 2 });
+    const second = runs.submit({ kind: 'strategy', strategy: 'none', buyers: 10, stock: 5, connections: 2 });
+    for (const run of [first, second]) {
+      const ended = await within(10_000, `run ${run.id} failed`, reaches(lab, run, ['failed']));
+      expect(ended.message).toMatch(/^the lab failed to run it: ENOTDIR/);
+    }
+    expect(runs.get(second.id)!.events.at(-1)).toMatchObject({ type: 'state', state: 'failed' });
+    // However many events a run sends, the lab keeps a bounded number: its state changes stay.
+    const add = (runs as unknown as { add(run: Run, e: RunEvent): void }).add.bind(runs);
+    for (let i = 0; i < MAX_EVENTS + 1_000; i++)
+      add(first, { type: 'progress', label: 'x', ms: i, done: i, sold: 0, stock: 5, codes: {} });
+    expect(first.events.length).toBeLessThanOrEqual(MAX_EVENTS + 200);
+    expect(first.events.filter((e) => e.type === 'state').map((e) => (e as { state: string }).state)).toEqual([
+      'queued',
+      'failed',
+    ]);
+  });
+
+  it('stops a run past its deadline with its processes, and says it timed out', async () => {
+    const runs = new Runs(ROOT, dir, undefined, () => 1_500);
+    const run = runs.submit({ kind: 'fault', scenario: 'paused-fenced', size: 'full' });
+    const ended = await within(
+      30_000,
+      'timed out',
+      reaches({ runs } as RunningLab, run, ['timed-out', 'done', 'failed']),
+    );
+    expect({ state: ended.state, message: ended.message }).toEqual({
+      state: 'timed-out',
+      message: 'timed out: still running after 2 s, stopped with its processes',
+    });
+    expect(run.events.at(-1)).toMatchObject({ type: 'state', state: 'timed-out', message: ended.message });
+    expect(groupMembers(run.pid!)).toEqual([]);
+  });
+});
+
+describe('the lab: its end', () => {
+  jest.setTimeout(60_000);
+
+  it('ends the run in progress with it, however it ends (SIGHUP: its terminal closed)', async () => {
+    const lab = spawn(process.execPath, [join(ROOT, 'scripts', 'lab.js')], {
+      cwd: ROOT,
+      stdio: ['ignore', 'pipe', 'ignore'],
+    });
+    let pgid: number | undefined;
+    try {
+      let out = '';
+      const url = await new Promise<string>((resolve) =>
+        lab.stdout.on('data', (chunk: Buffer) => {
+          out += chunk.toString();
+          const m = /lab: (http:\S+)/.exec(out);
+          if (m) resolve(m[1]);
+        }),
+      );
+      const res = await fetch(new URL('/api/runs', url), {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ kind: 'fault', scenario: 'paused-fenced', size: 'full' }),
+      });
+      pgid = ((await res.json()) as { pid: number }).pid;
+      // A state to wait for: its Redis is up, in the run's group.
+      while (!groupMembers(pgid).some((m) => m.comm.startsWith('redis-server'))) await sleep(20);
+      const exited = once(lab, 'exit');
+      lab.kill('SIGHUP');
+      await exited;
+      expect(groupMembers(pgid)).toEqual([]);
+    } finally {
+      lab.kill('SIGKILL');
+      if (pgid) {
+        try {
+          process.kill(-pgid, 'SIGKILL');
+        } catch {
+          // gone, as it should be
+        }
+      }
+    }
+  });
+});
 
 describe('the lab: lessons and reading guide', () => {
   const groups = catalogue(ROOT);
@@ -187,27 +316,52 @@ describe('the lab: its API', () => {
     expect(lab.runs.list()).toEqual([]);
   });
 
-  it('runs one experiment at a time: the next waits in line, a waiting one stops at once, a running one stops with its whole process group', async () => {
+  it('links each lesson to its docs section, anchor kept', async () => {
+    const html = await (await fetch(lab.url)).text();
+    expect(html).toMatch(/<a class="doc" href="\/source\/docs\/[\w-]+\.md#[\w-]+"/);
+  });
+
+  it('runs one experiment at a time: the next waits in line (the API says where), a full line refuses, a waiting one stops at once, a running one stops with its whole process group', async () => {
     const first = lab.runs.submit({ kind: 'fault', scenario: 'paused-fenced', size: 'full' });
-    const second = lab.runs.submit({ kind: 'strategy', strategy: 'fenced', buyers: 10, stock: 5, connections: 2 });
-    expect({ first: first.state, second: second.state, position: second.position }).toEqual({
-      first: 'running',
-      second: 'queued',
-      position: 1,
-    });
-    await lab.runs.stop(second);
-    expect(second.state).toBe('stopped');
+    expect(first.state).toBe('running');
+    const waiting: { id: number; state: string; position: number }[] = [];
+    const request = JSON.stringify({ kind: 'strategy', strategy: 'fenced', buyers: 10, stock: 5, connections: 2 });
+    for (let i = 0; i < MAX_QUEUED; i++) {
+      const res = await post('/api/runs', request);
+      expect(res.status).toBe(202);
+      waiting.push((await res.json()) as (typeof waiting)[number]);
+    }
+    expect(waiting.map((w) => [w.state, w.position])).toEqual(waiting.map((_, i) => ['queued', i + 1]));
+    // One more is refused, and nothing is queued.
+    const full = await post('/api/runs', request);
+    const answer = (await full.json()) as ErrorAnswer;
+    expect({ status: full.status, code: answer.code }).toEqual({ status: 429, code: 'LAB_LINE_FULL' });
+    expect(errorShape(answer)).toBe(true);
+    expect(lab.runs.list().length).toBe(1 + MAX_QUEUED);
+    // The one ahead leaves the line: those behind move up, as the API then says.
+    const res = await post(`/api/runs/${waiting[0].id}/stop`, '{}');
+    expect(((await res.json()) as { state: string }).state).toBe('stopped');
+    const now = (await (await fetch(new URL('/api/runs', lab.url))).json()) as typeof waiting;
+    expect(now.find((r) => r.id === waiting[1].id)).toMatchObject({ state: 'queued', position: 1 });
+    for (const w of waiting.slice(1)) await lab.runs.stop(lab.runs.get(w.id)!);
     // Once its apps sell, the run has Redis and two app processes in its group.
-    await new Promise<void>((resolve) => {
+    const started = await new Promise<string>((resolve) => {
       const off = lab.runs.subscribe((run, event) => {
         if (run === first && event.type === 'step' && event.step === 'sale started') {
           off();
-          resolve();
+          resolve(event.detail!);
         }
       });
     });
+    const members = groupMembers(first.pid!);
+    const appPids = /pids (\d+), (\d+)/.exec(started)!.slice(1).map(Number);
+    const redisPids = members.filter((m) => m.comm.startsWith('redis-server')).map((m) => m.pid);
+    expect(members.map((m) => m.pid)).toEqual(expect.arrayContaining(appPids));
+    expect(redisPids.length).toBe(1);
     await lab.runs.stop(first);
     expect(first.state).toBe('stopped');
+    // Each of them gone: the CLI, its Redis, its two apps; and nothing else left in the group.
+    expect([first.pid!, ...redisPids, ...appPids].filter(alive)).toEqual([]);
     expect(() => process.kill(-first.pid!, 0)).toThrow(/ESRCH/);
   });
 
@@ -248,5 +402,33 @@ describe('the lab: its API', () => {
     // Its live line ended where Redis's stock key did.
     const progress = run.events.filter((e) => e.type === 'progress');
     expect(progress.at(-1)).toMatchObject({ sold: 50, stock: 50 });
+  });
+
+  it('streams each event with its id, and a reconnecting browser (Last-Event-ID) gets only those after it', async () => {
+    const all = lab.runs.list().flatMap((r) => r.events.map((e) => eventId(e)!));
+    const ids = [...all].sort((a, b) => a - b);
+    const since = ids[Math.floor(ids.length / 2)];
+    const read = async (headers: Record<string, string>): Promise<number[]> => {
+      const stop = new AbortController();
+      const res = await fetch(new URL('/api/events', lab.url), { headers, signal: stop.signal });
+      const reader = res.body!.getReader();
+      let text = '';
+      while (!text.includes(`id: ${ids.at(-1)}\n`)) text += Buffer.from((await reader.read()).value!).toString();
+      stop.abort();
+      return [...text.matchAll(/^id: (\d+)$/gm)].map((m) => Number(m[1]));
+    };
+    expect(await read({})).toEqual(ids);
+    expect(await read({ 'last-event-id': String(since) })).toEqual(ids.filter((id) => id > since));
+  });
+
+  it('answers 404 for a report that is gone, naming no path of the machine', async () => {
+    const run = lab.runs.list().find((r) => r.report)!;
+    expect((await fetch(new URL(`/runs/${run.id}/report`, lab.url))).status).toBe(200);
+    rmSync(join(ROOT, run.report!));
+    const res = await fetch(new URL(`/runs/${run.id}/report`, lab.url));
+    const answer = (await res.json()) as ErrorAnswer;
+    expect({ status: res.status, code: answer.code }).toEqual({ status: 404, code: 'NOT_FOUND' });
+    expect(answer.message).not.toContain(ROOT);
+    expect(answer.message).not.toContain(dir);
   });
 });

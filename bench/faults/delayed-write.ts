@@ -1,5 +1,5 @@
 import { COMMAND_TIMEOUT_MS } from '../../src/redis/create-client';
-import { codesSeen, Context, n, Outcome, waitUntil } from './kit';
+import { codesSeen, Context, lateWrite, n, Outcome, timeline, waitUntil } from './kit';
 import { holdFirstWriteOfA, NetworkStrategy, onNetworkStage, takesLock, WRITE_NAME } from './network-stage';
 
 const TTL_MS = 500;
@@ -23,13 +23,20 @@ export function delayedWrite(ctx: Context, strategy: NetworkStrategy): Promise<O
     const bLoading = stage.load(b, 2 * stock, 'b-');
     await waitUntil('app B to sell every unit left', async () => Number(await client.get(k.stock)) <= 0);
     const delayMs = Date.now() - held.at();
+    timeline(
+      takesLock(strategy) ? 'other holder took the lock' : 'app B sold out',
+      `app B (pid ${b.app.pid}) sold the ${n(stockAtHold)} units left while A's write waited` +
+        (takesLock(strategy) ? `, once A's lock had expired (TTL ${TTL_MS} ms)` : ''),
+    );
     a.proxy.release();
     await a.proxy.idle();
+    const deliveredAt = Date.now();
+    timeline('late write delivered', `after ${n(delayMs)} ms in the network, A's write reaches Redis`);
     const [aLoad, bLoad] = await Promise.all([aLoading, bLoading]);
     const retries = await stage.retryUnknown();
     const lesson = strategy === 'lock';
     const timedOut = stage.count('OUTCOME_UNKNOWN', a) > 0;
-    return stage.judge([aLoad, bLoad], retries, {
+    const outcome = await stage.judge([aLoad, bLoad], retries, {
       name: `delayed write (${strategy}, 2 apps)`,
       oversellIsTheLesson: lesson,
       story:
@@ -47,5 +54,7 @@ export function delayedWrite(ctx: Context, strategy: NetworkStrategy): Promise<O
         () => (lesson || retries.written === 0 ? null : `A's late write placed ${retries.written} orders`),
       ],
     });
+    lateWrite(outcome, deliveredAt);
+    return outcome;
   });
 }

@@ -11,7 +11,19 @@ import { KeyLayout } from '../../src/redis/key-layout';
 import { fencedWrite } from '../../src/redis/lua-scripts';
 import type { LoadResult } from '../load';
 import { readSale } from '../verdict';
-import { apps, Context, harnessClient, n, Outcome, PREFIX, PRODUCT, TOKEN, waitUntil, noAofRewrite } from './kit';
+import {
+  apps,
+  Context,
+  harnessClient,
+  n,
+  Outcome,
+  PREFIX,
+  PRODUCT,
+  timeline,
+  TOKEN,
+  waitUntil,
+  noAofRewrite,
+} from './kit';
 import { armed } from './network-stage';
 
 /** How long a pass stays valid in these lines: the shortest a sale accepts. */
@@ -112,7 +124,15 @@ export async function appKilledWithPasses(ctx: Context): Promise<Outcome> {
     for (let i = 0; i < stock * 2; i++) tickets.push(await join(answers, first.url, `u${i}`));
     const admitted = tickets.filter((t) => t.state === 'admitted').length;
     if (admitted !== stock) problems.push(`${admitted} admitted for a stock of ${stock}`);
+    timeline(
+      'buyers joined',
+      `${n(stock * 2)} joined through app pid ${first.pid}: ${n(admitted)} admitted, each with a pass`,
+    );
     process.kill(first.pid, 'SIGKILL');
+    timeline(
+      'app killed',
+      `SIGKILL pid ${first.pid} with all ${n(admitted)} passes unused; a second app serves the queue`,
+    );
     const [second] = await apps(1, 'fenced', redis.url);
     // The next in line, admitted once the passes the dead app handed out lapse.
     const next = tickets.slice(stock);
@@ -120,6 +140,10 @@ export async function appKilledWithPasses(ctx: Context): Promise<Outcome> {
       'the next in line to be admitted',
       async () => (await read(second.url, next[0])).state === 'admitted',
       PASS_TTL_MS * 10,
+    );
+    timeline(
+      'next in line admitted',
+      `the unused passes lapsed (${PASS_TTL_MS} ms): the next in line admitted, in order`,
     );
     const firstNow = await Promise.all(tickets.slice(0, stock).map((t) => read(second.url, t)));
     if (firstNow.some((t) => t.state !== 'expired')) {
@@ -136,6 +160,10 @@ export async function appKilledWithPasses(ctx: Context): Promise<Outcome> {
       const res = await buy(answers, second.url, `u${stock + i}`, t.pass ?? '');
       if (res.status !== 201) problems.push(`u${stock + i}'s pass was answered ${res.status} ${String(res.body.code)}`);
     }
+    timeline(
+      'next in line bought',
+      `a lapsed pass answered ${String(lapsed.body.code)}; then the next in line bought with theirs`,
+    );
     const { sale, buyers } = await sold(client, problems);
     const expected = next.map((_, i) => `u${stock + i}`).sort();
     if (buyers.join() !== expected.join()) problems.push(`orders went to ${buyers.join(', ')}, not the next in line`);
@@ -174,11 +202,20 @@ export async function redisRestartedWithQueue(ctx: Context): Promise<Outcome> {
     const tickets: Ticket[] = [];
     for (let i = 0; i < stock * 3; i++) tickets.push(await join(answers, app.url, `u${i}`));
     const before = await Promise.all(tickets.map((t) => read(app.url, t)));
+    timeline(
+      'buyers queued',
+      `${n(tickets.length)} joined: ${n(before.filter((t) => t.state === 'admitted').length)} admitted, ${n(before.filter((t) => t.state === 'waiting').length)} waiting`,
+    );
     await redis.stop();
+    timeline('redis stopped', 'SIGTERM with buyers in the queue');
     redis = await startPrivateRedis({ appendonly: true, port: redis.port, dir: redis.dir });
     await waitForHealth(app.url);
     const after = await Promise.all(tickets.map((t) => read(app.url, t)));
     const moved = after.filter((t, i) => t.position !== before[i].position || t.ticket !== before[i].ticket);
+    timeline(
+      'redis restarted',
+      `on its AOF, the app healthy again: ${n(tickets.length - moved.length)} of ${n(tickets.length)} tickets in the same place`,
+    );
     if (moved.length > 0) problems.push(`${moved.length} tickets changed place across the restart`);
     // The sale goes on: the admitted buy with the passes they were given before the restart.
     let bought = 0;
@@ -189,6 +226,7 @@ export async function redisRestartedWithQueue(ctx: Context): Promise<Outcome> {
       else problems.push(`an admitted buyer after the restart was answered ${res.status} ${String(res.body.code)}`);
     }
     if (bought === 0) problems.push('nobody bought after the restart');
+    timeline('admitted buyers bought', `${n(bought)} bought with the passes given before the restart`);
     const { sale } = await sold(client, problems);
     return {
       name: 'door: redis restarted with a queue',
@@ -232,12 +270,21 @@ export async function lostReplyOnPass(ctx: Context): Promise<Outcome> {
     for (let i = 0; i < stock; i++) tickets.push(await join(answers, app.url, `u${i}`));
     const cut = armed(proxy.loseReplyTo(fencedWrite.sha1));
     const lost = await buy(answers, app.url, 'u0', tickets[0].pass!);
+    timeline(
+      'reply lost',
+      `Redis applied u0's fenced write (its pass's purchase); the reply never came: u0 told ${String(lost.body.code)}`,
+      cut.fired() ? cut.at() : undefined,
+    );
     if (!cut.fired()) problems.push('the fault never fired: no write carried the marker');
     if (lost.body.code !== 'OUTCOME_UNKNOWN') {
       problems.push(`the buyer whose reply was lost was told ${lost.status} ${String(lost.body.code)}`);
     }
     await proxy.idle();
     const retry = await buy(answers, app.url, 'u0', tickets[0].pass!);
+    timeline(
+      'retried with the same pass',
+      `answered ${retry.status}${retry.headers.get('idempotent-replayed') === 'true' ? ', replayed: the order written, not a second' : ''}`,
+    );
     const { sale, buyers } = await sold(client, problems);
     const u0 = sale.orders.filter((o) => o.userId === 'u0');
     if (u0.length !== 1) problems.push(`u0 has ${u0.length} orders, not 1`);

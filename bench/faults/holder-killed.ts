@@ -1,4 +1,4 @@
-import { answered, Context, holderPid, n, onHolderStage, Outcome, verdict, waitForStop } from './kit';
+import { answered, Context, holderPid, n, onHolderStage, Outcome, timeline, verdict, waitForStop } from './kit';
 
 /** The victim stops itself at this hold that reaches its write: it has sold for two holds before. */
 const STOP_AT_WRITE = 3;
@@ -18,12 +18,23 @@ export function holderKilled(ctx: Context): Promise<Outcome> {
     const holder = await holderPid(client, k);
     const pttl = await client.pttl(k.lock);
     const soldBefore = size.stock - Number(await client.get(k.stock));
+    timeline(
+      'holder paused',
+      `pid ${victim.pid} stopped itself (SIGSTOP) holding the lock at its write ${STOP_AT_WRITE}, after selling ${n(soldBefore)}`,
+    );
     process.kill(victim.pid, 'SIGKILL');
     const killedAt = Date.now();
+    timeline('holder killed', `SIGKILL pid ${victim.pid}: its lock stays in Redis for its TTL, ${n(pttl)} ms left`);
     stop.abort();
     const [killed, survived] = await Promise.all([victimLoad, load(other, 'a1-')]);
     const after = (await client.xrange(k.orders, `${killedAt}`, '+', 'COUNT', 1))[0];
     const gap = after ? Number(after[0].split('-')[0]) - killedAt : null;
+    if (gap !== null)
+      timeline(
+        'other holder took the lock',
+        `pid ${other.pid} sold its first unit ${n(gap)} ms after the kill, once the dead holder's lock had expired`,
+        killedAt + gap,
+      );
     const v = await verdict(client, k, [survived], [killed], []);
     if (holder !== victim.pid)
       v.problems.push(`the lock was held by pid ${holder}, not by the stopped victim ${victim.pid}`);

@@ -147,10 +147,44 @@ export async function holderPid(client: Redis, k: ProductKeys): Promise<number |
 /**
  * A named step of a scenario, as it happens (the holder paused, the other took the
  * lock, the late write refused): a line of the lab's timeline (bench/events.ts), and
- * nothing on the CLI, whose one line per scenario tells the story afterwards.
+ * nothing on the CLI, whose one line per scenario tells the story afterwards. `at`
+ * (Date.now() when it happened) places a step learnt afterwards, e.g. from the order
+ * stream, where it belongs on the time axis.
  */
-export function timeline(step: string, detail?: string): void {
-  emit({ type: 'step', step, ...(detail !== undefined && { detail }), ms: sinceOrigin() });
+export function timeline(step: string, detail?: string, at?: number): void {
+  const ms = sinceOrigin() - (at === undefined ? 0 : Date.now() - at);
+  emit({ type: 'step', step, ...(detail !== undefined && { detail }), ms });
+}
+
+/** The last step of a late-write scenario, once its verdict knows: the late write applied (oversold) or refused. */
+export function lateWrite(outcome: Outcome, at: number): void {
+  timeline(
+    outcome.oversold ? 'late write applied' : 'late write refused',
+    outcome.oversold
+      ? `nothing in Redis checked it: OVERSOLD ${n(outcome.oversold)}, the failure fencing prevents`
+      : 'nothing of it written',
+    at,
+  );
+}
+
+/**
+ * For the lab: a scenario's sale begins. Its time axis starts here, the live sold
+ * line (Redis's stock key, sampled; `progress` counts the answers) until stopped,
+ * and the first step. Nothing, and no reads, when no lab listens.
+ */
+export function saleStarted(
+  label: string,
+  stock: number,
+  /** The demand, where known up front (0: the scenario loads in waves it decides as it goes). */
+  requests: number,
+  progress: LoadProgress,
+  readStock: () => Promise<string | null>,
+  detail: string,
+): { stop(): void } {
+  emit({ type: 'sale', label, stock, requests, attempt: 1 });
+  const watch = watchSale(label, progress, readStock, stock);
+  timeline('sale started', detail);
+  return watch;
 }
 
 export const n = (x: number) => x.toLocaleString('en-US');
@@ -293,11 +327,15 @@ export async function onHolderStage(
     const k = new KeyLayout(PREFIX).product(PRODUCT);
     // Both apps' answers, for the lab's live line (nothing without it).
     const progress: LoadProgress = { done: 0 };
-    const label = `${strategy}, 2 apps`;
     // The lab's time axis starts with the sale, as the bench's does.
-    emit({ type: 'sale', label, stock: size.stock, requests: size.buyers * 2, attempt: 1 });
-    const watch = watchSale(label, progress, () => client.get(k.stock), size.stock);
-    timeline('sale started', `${n(size.stock)} units, two ${strategy} apps (pids ${stopper.pid}, ${other.pid})`);
+    const watch = saleStarted(
+      `${strategy}, 2 apps`,
+      size.stock,
+      size.buyers * 2,
+      progress,
+      () => client.get(k.stock),
+      `${n(size.stock)} units, two ${strategy} apps (pids ${stopper.pid}, ${other.pid})`,
+    );
     const load = (app: RunningApp, userPrefix: string, signal?: AbortSignal) =>
       buyersOf(app, size, progress, { userPrefix, signal });
     try {

@@ -1,4 +1,4 @@
-import { n, Outcome, Context } from './kit';
+import { codesSeen, n, Outcome, Context, timeline } from './kit';
 import { armed, NetworkStrategy, onNetworkStage, WRITE_MARKER, WRITE_NAME } from './network-stage';
 
 /**
@@ -16,7 +16,17 @@ export function lostReply(ctx: Context, strategy: NetworkStrategy): Promise<Outc
     const cut = armed(a.proxy.loseReplyTo(WRITE_MARKER[strategy]));
     // As many buyers as units: what a lost answer leaves unsold, a retry may still buy.
     const load = await stage.load(a, stock, 'b-');
+    if (cut.fired())
+      timeline(
+        'reply lost',
+        `Redis applied the first ${WRITE_NAME[strategy]}; its reply never reached the app, the connection cut: its buyers told ${codesSeen(load, ['OUTCOME_UNKNOWN'])}`,
+        cut.at(),
+      );
     const retries = await stage.retryUnknown();
+    timeline(
+      'retried with the same key',
+      `${n(retries.retried)} OUTCOME_UNKNOWN buyers retried with their Idempotency-Key: ${n(retries.returned)} got the order written for them back, ${n(retries.afresh)} bought afresh`,
+    );
     return stage.judge([load], retries, {
       name: `lost reply (${strategy})`,
       story: `the reply to the first write (${WRITE_NAME[strategy]}) lost after Redis applied it, the connection cut`,

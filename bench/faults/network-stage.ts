@@ -15,6 +15,7 @@ import { COMMAND_TIMEOUT_MS } from '../../src/redis/create-client';
 import { KeyLayout, ProductKeys } from '../../src/redis/key-layout';
 import { fencedAcquire, fencedWrite, keyedWrite, purchase } from '../../src/redis/lua-scripts';
 import { Answer, LoadResult, runLoad } from '../load';
+import type { LoadProgress } from '../progress';
 import { readSale, SaleSnapshot } from '../verdict';
 import {
   apps,
@@ -26,7 +27,9 @@ import {
   Outcome,
   PREFIX,
   PRODUCT,
+  saleStarted,
   SaleVerdict,
+  timeline,
   TOKEN,
   verdict,
   waitUntil,
@@ -209,7 +212,25 @@ export async function onNetworkStage(
       if (warm.status !== 201) throw new Error(`warm-up purchase: ${warm.status} ${JSON.stringify(warm.body)}`);
     }
     await startSale(stageApps[0].app.url, TOKEN, PRODUCT, options.stock, 1);
-    return await scenario(stage(ctx, client, stageApps));
+    const k = new KeyLayout(PREFIX).product(PRODUCT);
+    // Every load's answers, for the lab's live line (nothing without it).
+    const progress: LoadProgress = { done: 0 };
+    const watch = saleStarted(
+      `${strategy}, ${stageApps.length} app${stageApps.length === 1 ? '' : 's'}`,
+      options.stock,
+      0,
+      progress,
+      () => client.get(k.stock),
+      `${n(options.stock)} units, ${stageApps.map(({ app }, i) => `app ${'AB'[i]} (pid ${app.pid})`).join(' and ')}` +
+        (stageApps.length === 1
+          ? ', talking to Redis through a TCP proxy'
+          : ', each talking to Redis through a TCP proxy of its own'),
+    );
+    try {
+      return await scenario(stage(ctx, client, k, stageApps, progress));
+    } finally {
+      watch.stop();
+    }
   } finally {
     await client.quit();
     // The apps first, so none is left reconnecting through a closed proxy.
@@ -218,8 +239,13 @@ export async function onNetworkStage(
   }
 }
 
-function stage(ctx: Context, client: Redis, stageApps: NetworkApp[]): NetworkStage {
-  const k = new KeyLayout(PREFIX).product(PRODUCT);
+function stage(
+  ctx: Context,
+  client: Redis,
+  k: ProductKeys,
+  stageApps: NetworkApp[],
+  progress: LoadProgress,
+): NetworkStage {
   const told: Told[] = [];
   const retryAnswers: Answer[] = [];
 
@@ -228,17 +254,20 @@ function stage(ctx: Context, client: Redis, stageApps: NetworkApp[]): NetworkSta
     k,
     apps: stageApps,
     load: (target, buyers, userPrefix) =>
-      runLoad({
-        url: target.app.url,
-        productId: PRODUCT,
-        buyers,
-        duplicates: 0,
-        connections: Math.min(buyers, 20),
-        quantity: 1,
-        userPrefix,
-        idempotencyKeys: true,
-        onAnswer: (answer) => told.push({ ...answer, via: target }),
-      }),
+      runLoad(
+        {
+          url: target.app.url,
+          productId: PRODUCT,
+          buyers,
+          duplicates: 0,
+          connections: Math.min(buyers, 20),
+          quantity: 1,
+          userPrefix,
+          idempotencyKeys: true,
+          onAnswer: (answer) => told.push({ ...answer, via: target }),
+        },
+        progress,
+      ),
     count: (code, target) => told.filter((t) => t.code === code && (!target || t.via === target)).length,
 
     async retryUnknown() {
@@ -429,6 +458,12 @@ export async function holdFirstWriteOfA(stage: NetworkStage, strategy: NetworkSt
   await waitUntil("app A's write to be held", async () => held.fired());
   const holder = takesLock(strategy) ? await holderPid(client, k) : null;
   const stockAtHold = Number(await client.get(k.stock));
+  timeline(
+    "app A's write held in the network",
+    `its first write (${WRITE_NAME[strategy]}) held in its proxy, and all its connection sends after it` +
+      (holder === null ? '' : `; the lock held by pid ${holder}`) +
+      `; ${n(stockAtHold)} units left`,
+  );
   /** A check: under a lock, the held write's app held it. */
   const heldByA = (role: string) => () =>
     holder === null || holder === a.app.pid

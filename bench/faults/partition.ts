@@ -1,5 +1,5 @@
 import { COMMAND_TIMEOUT_MS } from '../../src/redis/create-client';
-import { codesSeen, Context, n, Outcome } from './kit';
+import { codesSeen, Context, lateWrite, n, Outcome, timeline } from './kit';
 import { holdFirstWriteOfA, NetworkStrategy, onNetworkStage, takesLock, WRITE_NAME } from './network-stage';
 
 const TTL_MS = 500;
@@ -33,11 +33,19 @@ export function partition(ctx: Context, strategy: NetworkStrategy): Promise<Outc
     const aLoad = await aLoading;
     const soldWhileCut = stockAtCut - Number(await client.get(k.stock));
     const cutMs = Date.now() - held.at();
+    timeline(
+      takesLock(strategy) ? 'other holder took the lock' : 'app B sold',
+      `app B (pid ${b.app.pid}) sold ${n(soldWhileCut)} units while A was cut off` +
+        (takesLock(strategy) ? `, once A's lock had expired (TTL ${TTL_MS} ms)` : '') +
+        `; A's buyers told ${codesSeen(aLoad, Object.keys(aLoad.codes))}`,
+    );
     a.proxy.release();
     await a.proxy.idle();
+    const healedAt = Date.now();
+    timeline('partition healed', `after ${n(cutMs)} ms: what A sent arrives at Redis, late`);
     const retries = await stage.retryUnknown();
     const lesson = strategy === 'lock';
-    return stage.judge([aLoad, bLoad], retries, {
+    const outcome = await stage.judge([aLoad, bLoad], retries, {
       name: `partition (${strategy}, 2 apps)`,
       oversellIsTheLesson: lesson,
       story:
@@ -54,5 +62,7 @@ export function partition(ctx: Context, strategy: NetworkStrategy): Promise<Outc
         () => (lesson || retries.written === 0 ? null : `A's late write placed ${retries.written} orders`),
       ],
     });
+    lateWrite(outcome, healedAt);
+    return outcome;
   });
 }

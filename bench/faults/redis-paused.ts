@@ -2,7 +2,7 @@ import { stopAll } from '../../harness/processes';
 import { startPrivateRedis } from '../../harness/redis';
 import { KeyLayout } from '../../src/redis/key-layout';
 import { runLoad } from '../load';
-import { codesSeen, Context, harnessClient, n, Outcome, PREFIX, PRODUCT, verdict } from './kit';
+import { codesSeen, Context, harnessClient, n, Outcome, PREFIX, PRODUCT, timeline, verdict } from './kit';
 import { saleUnderWay } from './sale-under-way';
 
 /** Buyers sent while Redis is paused: each must hear LOCK_TIMEOUT at its own deadline. */
@@ -22,9 +22,16 @@ export async function redisPaused(ctx: Context): Promise<Outcome> {
   const redis = await startPrivateRedis();
   const client = harnessClient(redis.url);
   const k = new KeyLayout(PREFIX).product(PRODUCT);
+  let stopWatching: () => void = () => undefined;
   try {
     const sale = await saleUnderWay(ctx, redis.url, client, k, { LOCK_WAIT_MS: String(waitMs) });
+    stopWatching = sale.stopWatching;
     await client.call('CLIENT', 'PAUSE', String(pauseMs), 'ALL');
+    const pausedAt = Date.now();
+    timeline(
+      'redis paused',
+      `CLIENT PAUSE ${n(pauseMs)} ms ALL after ${n(sale.sold)} sold: every command waits; a buyer waits for the lock at most ${waitMs} ms`,
+    );
     const probes = await runLoad({
       url: sale.app.url,
       productId: PRODUCT,
@@ -34,7 +41,16 @@ export async function redisPaused(ctx: Context): Promise<Outcome> {
       quantity: 1,
       userPrefix: 'probe-',
     });
+    timeline(
+      'waiting buyers timed out',
+      `the ${PROBES} buyers sent during the pause told ${codesSeen(probes, ['LOCK_TIMEOUT'])}, each at its own deadline`,
+    );
     const result = await sale.load;
+    timeline(
+      'redis resumed',
+      `the pause over, commands run again; the sale's buyers told ${codesSeen(result, ['LOCK_TIMEOUT'])} in all`,
+      pausedAt + pauseMs,
+    );
     // Never a hang: a buyer waits its budget, or the pause for a command already sent
     // (with 3 s of slack: full-size runs on 2 busy cores answered in up to 2.9 s). A hang
     // would be unbounded.
@@ -50,6 +66,7 @@ export async function redisPaused(ctx: Context): Promise<Outcome> {
         `(all ${PROBES} buyers sent during the pause among them), slowest answer ${n(v.load.latency.max)} ms`,
     };
   } finally {
+    stopWatching();
     await client.quit();
     await stopAll();
   }

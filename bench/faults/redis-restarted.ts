@@ -11,6 +11,7 @@ import {
   Outcome,
   PREFIX,
   PRODUCT,
+  timeline,
   verdict,
   waitUntil,
   noAofRewrite,
@@ -34,12 +35,14 @@ export async function redisRestarted(ctx: Context): Promise<Outcome> {
   let redis = await startPrivateRedis({ appendonly: true });
   const client = harnessClient(redis.url);
   const k = new KeyLayout(PREFIX).product(PRODUCT);
+  let stopWatching: () => void = () => undefined;
   try {
     // A fresh Redis with AOF on writes its first AOF in the background, and refuses a
     // SIGTERM until that is done: the sale would go on, and could sell out, while Redis
     // is being stopped. So the outage starts only once no rewrite is in progress.
     await noAofRewrite(client);
     const sale = await saleUnderWay(ctx, redis.url, client, k);
+    stopWatching = sale.stopWatching;
     // Writes stop now, not when the process has exited: a SIGTERMed Redis serves on until
     // its AOF is flushed, and a fast sale could sell out in those ms and leave nothing to
     // sell after the restart (CI saw it sell 1,100 units in 48 ms). CLIENT PAUSE WRITE
@@ -48,6 +51,10 @@ export async function redisRestarted(ctx: Context): Promise<Outcome> {
     const stopAt = Date.now();
     await redis.stop();
     const downAt = Date.now();
+    timeline(
+      'redis stopped',
+      `SIGTERM after ${n(sale.sold)} sold, writes paused first: buyers now hear REDIS_UNAVAILABLE`,
+    );
     const before = sale.progress.done;
     await waitUntil(
       `${ANSWERS_DURING_OUTAGE} answers during the outage`,
@@ -55,21 +62,32 @@ export async function redisRestarted(ctx: Context): Promise<Outcome> {
     );
     redis = await startPrivateRedis({ appendonly: true, port: redis.port, dir: redis.dir });
     const downMs = Date.now() - downAt;
+    timeline(
+      'redis restarted',
+      `on the same AOF, down ${n(downMs)} ms (${n(ANSWERS_DURING_OUTAGE)} answers during the outage)`,
+    );
     // Right after the restart: a lock key here is a hold cut by the outage (its key is
     // in the AOF and lives on until its TTL) or one the app took already; either way
     // buyers wait for it at most LOCK_WAIT_MS.
     const [lockAfter, soldAtRestart] = await Promise.all([client.pttl(k.lock), client.xlen(k.orders)]);
     const first = await sale.load;
     await waitForHealth(sale.app.url);
-    const second = await runLoad({
-      url: sale.app.url,
-      productId: PRODUCT,
-      buyers: sale.size.stock * 2,
-      duplicates: 0,
-      connections: sale.size.connections,
-      quantity: 1,
-      userPrefix: 'after-',
-    });
+    timeline(
+      'app reconnected',
+      `the app healthy again without a restart of its own; lock key: ${lockAfter > 0 ? `held, PTTL ${n(lockAfter)} ms` : lockAfter === -1 ? 'held WITHOUT A TTL' : 'free'}; a second wave buys`,
+    );
+    const second = await runLoad(
+      {
+        url: sale.app.url,
+        productId: PRODUCT,
+        buyers: sale.size.stock * 2,
+        duplicates: 0,
+        connections: sale.size.connections,
+        quantity: 1,
+        userPrefix: 'after-',
+      },
+      sale.progress,
+    );
     // Never a hang: a buyer waits at most its budget (LOCK_WAIT_MS, 5 s by default) for a
     // lock the outage left behind, plus a command's timeout (2 s); the rest is slack for
     // two busy cores (5.5 s was seen). A hang would be the TTL or forever.
@@ -94,6 +112,7 @@ export async function redisRestarted(ctx: Context): Promise<Outcome> {
         `the app sold on without a restart of its own (${n(soldAfter)} orders after the restart, ${n(second.status['201'] ?? 0)} of them to a second wave)`,
     };
   } finally {
+    stopWatching();
     await client.quit();
     await stopAll();
   }

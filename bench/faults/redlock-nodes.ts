@@ -9,6 +9,7 @@ import { KeyLayout } from '../../src/redis/key-layout';
 const DEFAULT_TTL_MS = CONFIG_DEFAULTS.lockTtlMs;
 import { runLoad } from '../load';
 import {
+  answered,
   apps,
   codesSeen,
   Context,
@@ -18,6 +19,7 @@ import {
   Outcome,
   PREFIX,
   Size,
+  timeline,
   TOKEN,
   verdict,
   waitUntil,
@@ -54,12 +56,20 @@ export async function redlockNodes(ctx: Context): Promise<Outcome[]> {
     );
     const soldAtPause = size.stock - Number(await client.get(k0.stock));
     process.kill(nodes[2].pid, 'SIGSTOP');
+    timeline(
+      'node 3 paused',
+      `SIGSTOP after ${n(soldAtPause)} sold: it answers nothing; two apps contend on the other two`,
+    );
     let loads0;
     try {
       loads0 = await Promise.all(load0);
     } finally {
       process.kill(nodes[2].pid, 'SIGCONT');
     }
+    timeline(
+      'node 3 resumed',
+      `SIGCONT once the first sale was over (${n(answered(loads0[0]) + answered(loads0[1]))} answers in all)`,
+    );
     const v0 = await verdict(client, k0, loads0, [], []);
     outcomes.push({
       name: 'redlock: one of three nodes paused, 2 apps',
@@ -81,6 +91,7 @@ export async function redlockNodes(ctx: Context): Promise<Outcome[]> {
     );
     const soldAtKill = size.stock - Number(await client.get(k1.stock));
     nodes[0].kill();
+    timeline('node 1 killed', `SIGKILL mid-sale after ${n(soldAtKill)} sold: 2 of 3 nodes, still a quorum`);
     const v1 = await verdict(client, k1, [await load1], [], []);
     outcomes.push({
       name: 'redlock: one of three nodes killed mid-sale',
@@ -91,6 +102,7 @@ export async function redlockNodes(ctx: Context): Promise<Outcome[]> {
     // 2. Two nodes down: no quorum, nothing sold, every buyer told 503 at once.
     nodes[1].kill();
     await waitUntil('/health to say 503', async () => (await health(app.url)).http === 503);
+    timeline('node 2 killed: no quorum', 'SIGKILL: 1 of 3 nodes left, the app reports itself unhealthy (503)');
     const k2 = keys.product('two-down');
     await startSale(app.url, TOKEN, 'two-down', size.stock, 1).catch(() => undefined); // needs the lock too: refused
     await client.hset(k2.meta, 'initialStock', size.stock, 'perUserLimit', 1);
@@ -115,6 +127,10 @@ export async function redlockNodes(ctx: Context): Promise<Outcome[]> {
       nodes[i] = await startPrivateRedis({ ...REDLOCK_NODE, port: nodes[i].port, dir: nodes[i].dir });
     }
     await waitUntil('/health to say 200', async () => (await health(app.url)).http === 200);
+    timeline(
+      'nodes back',
+      `nodes 1 and 2 restarted on their ports and folders: ${codesSeen(load2, ['LOCK_NODES_UNAVAILABLE'])} while down; sales resume`,
+    );
     const load3 = await load(app.url, 'two-down', size.buyers, 'back-');
     const v3 = await verdict(client, k2, [load2, load3], [], ['LOCK_NODES_UNAVAILABLE']);
     outcomes.push({

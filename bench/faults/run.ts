@@ -199,6 +199,18 @@ async function main(): Promise<number> {
     } catch (err) {
       failed = true;
       process.stdout.write(`FAIL ${name}: ${(err as Error).stack ?? String(err)}\n`);
+      // The lab shows it as any failed scenario: a FAIL line and why, not stack frames.
+      const why = (err instanceof Error ? err.message : String(err)).trim();
+      emit({
+        type: 'outcome',
+        name,
+        pass: false,
+        line: `FAIL ${name}: ${why}`,
+        problems: [`the scenario failed before its verdict: ${why}`],
+        sold: 0,
+        left: 0,
+        story: `the scenario stopped with an error, so nothing was judged: ${why}`,
+      });
     }
   }
   return failed ? 1 : 0;

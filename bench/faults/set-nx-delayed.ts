@@ -1,6 +1,6 @@
 import { COMMAND_TIMEOUT_MS } from '../../src/redis/create-client';
 import { readSale } from '../verdict';
-import { codesSeen, Context, n, Outcome, waitUntil } from './kit';
+import { codesSeen, Context, n, Outcome, timeline, waitUntil } from './kit';
 import { ACQUIRE_MARKER, ACQUIRE_NAME, armed, NetworkStrategy, onNetworkStage, takesLock } from './network-stage';
 
 /** A lock an orphaning SET NX would leave: far longer than a buyer's wait, so the next buyers would all time out. */
@@ -25,17 +25,38 @@ export function setNxDelayed(ctx: Context, strategy: NetworkStrategy): Promise<O
     const held = armed(a.proxy.holdRequest(ACQUIRE_MARKER[strategy]));
     const wave1Loading = stage.load(a, WAVE_1, 'w1-');
     await waitUntil('the acquisition to be held', async () => held.fired());
+    timeline(
+      takesLock(strategy) ? 'lock request held in the network' : 'first request held in the network',
+      `the first ${ACQUIRE_NAME[strategy]} held in the app's proxy`,
+    );
     // Every buyer of the first wave answered: the held request timed out.
     const wave1 = await wave1Loading;
     const heldMs = Date.now() - held.at();
+    timeline(
+      'first wave answered',
+      `the held request timed out (command timeout ${n(COMMAND_TIMEOUT_MS)} ms): its ${WAVE_1} buyers told ${codesSeen(wave1, Object.keys(wave1.codes))}`,
+    );
     a.proxy.release();
     await a.proxy.idle();
     const ranAt = Date.now();
     const lockAfter = await client.get(k.lock);
+    timeline(
+      'held request delivered',
+      `it ran late` +
+        (takesLock(strategy)
+          ? `: lock key right after: ${lockAfter === null ? 'free (the release the app sent behind it freed it)' : `held, nobody's (TTL ${n(TTL_MS)} ms)`}`
+          : ''),
+    );
     // Enough buyers to sell out whatever the first wave left.
     const wave2 = await stage.load(a, stock, 'w2-');
     const firstSale = (await readSale(client, k)).orders.find((o) => o.userId.startsWith('w2-'));
     const gapMs = firstSale ? firstSale.ms - ranAt : null;
+    if (firstSale)
+      timeline(
+        'second wave sold',
+        `its first order ${n(gapMs!)} ms after, without waiting out a lock; ${n(wave2.status['201'] ?? 0)} sold in all`,
+        firstSale.ms,
+      );
     const retries = await stage.retryUnknown();
     const name = takesLock(strategy) ? strategy : `${strategy}, no lock to take`;
     return stage.judge([wave1, wave2], retries, {

@@ -26,6 +26,7 @@ import {
   Outcome,
   PREFIX,
   PRODUCT,
+  timeline,
   TOKEN,
   verdict,
   waitForStop,
@@ -137,8 +138,14 @@ export function settlerKilled(ctx: Context, point: 'settle-before-ack' | 'settle
     await waitForStop(victim, `the settler to stop at ${point}:2`);
     const [pending] = (await stage.client.xpending(stage.k.orders, SETTLE_GROUP)) as [number];
     const rowsAtStop = await pgCount(stage.db, 'SELECT count(*) AS n FROM orders');
+    timeline(
+      'settler paused',
+      `pid ${victim.pid} stopped itself at its second batch (${point}): ${n(pending)} entries pending, ${n(rowsAtStop)} rows in PostgreSQL`,
+    );
     process.kill(victim.pid, 'SIGKILL');
+    timeline('settler killed', `SIGKILL pid ${victim.pid}: its entries stay pending in Redis`);
     const rescuer = await stage.start();
+    timeline('another settler started', `pid ${rescuer.pid} claims what is pending after ${CLAIM_IDLE_MS} ms idle`);
     const load = await sale;
     const v = await verdict(stage.client, stage.k, [load], [], []);
     const s = await settledProblems(stage);
@@ -184,11 +191,19 @@ export function postgresDown(ctx: Context, how: 'stopped' | 'paused'): Promise<O
     const pg = stage.pg;
     if (how === 'paused') pg.pause();
     else await pg.stop();
+    timeline(
+      `postgres ${how}`,
+      `${how === 'paused' ? 'SIGSTOP' : 'fast shutdown'} with ${n(leftAtFault)} units left: the sale goes on`,
+    );
     await sleep(outageMs);
     const leftAtReturn = Number(await stage.client.get(stage.k.stock));
     const lagAtReturn = await unsettled(stage.client, stage.k);
     if (how === 'paused') pg.resume();
     else await startPrivatePostgres({ port: pg.port, dir: pg.dir });
+    timeline(
+      'postgres back',
+      `after ${n(outageMs)} ms: ${n(leftAtFault - leftAtReturn)} units sold meanwhile, ${n(lagAtReturn)} entries to settle`,
+    );
     const load = await sale;
     const v = await verdict(stage.client, stage.k, [load], [], []);
     const s = await settledProblems(stage);
@@ -226,8 +241,10 @@ export function redisRestartedSettling(ctx: Context): Promise<Outcome> {
       const first = await stage.load(app, Math.round(stock / 2), 'r1-');
       const lagAtRestart = await unsettled(stage.client, stage.k);
       await stage.redis.stop();
+      timeline('redis stopped', `SIGTERM (AOF on) with ${n(lagAtRestart)} entries unsettled`);
       await sleep(1_000);
       const redis = await startPrivateRedis({ appendonly: true, port: stage.redis.port, dir: stage.redis.dir });
+      timeline('redis restarted', 'on its data: the stream, the group and its pending list back from the AOF');
       await waitUntil(
         'the app to answer after the restart',
         async () => {
@@ -236,6 +253,7 @@ export function redisRestartedSettling(ctx: Context): Promise<Outcome> {
         },
         30_000,
       );
+      timeline('app answers again', 'ready after the restart: a second wave buys, the settler goes on where it was');
       const second = await stage.load(app, stock * 2, 'r2-');
       const v = await verdict(
         stage.client,
@@ -339,12 +357,18 @@ export function sweeperKilled(ctx: Context): Promise<Outcome> {
     const load = await stage.load(seller, orders, 's-');
     await waitForStop(victim, 'the sweeper to stop between two expiries');
     const expiredAtStop = await stage.client.zcard(stage.k.deadlines).then((due) => orders - due);
+    timeline(
+      'sweeper paused',
+      `pid ${victim.pid} stopped itself between two expiries, ${n(expiredAtStop)} of ${n(orders)} expired`,
+    );
     process.kill(victim.pid, 'SIGKILL');
+    timeline('sweeper killed', `SIGKILL pid ${victim.pid} mid-sweep`);
     const rescuer = await stage.start({ EXPIRY_SWEEP_MS: '20' });
     await waitUntil(
       'the rest expired by another instance',
       async () => (await stage.client.zcard(stage.k.deadlines)) === 0,
     );
+    timeline('the rest expired', `pid ${rescuer.pid} expired the other ${n(orders - expiredAtStop)}`);
     const left = Number(await stage.client.get(stage.k.stock));
     const returns = (await stage.client.xrange(stage.k.orders, '-', '+')).filter(([, f]) => f[1] === 'expired');
     const problems: string[] = [];

@@ -50,7 +50,7 @@ function lessonHtml(lesson: Lesson): string {
   <form class="run" data-kind="${lesson.kind}">${knobs(lesson)}
     <button type="submit" name="lane" value="left">Run ◂ left</button>
     <button type="submit" name="lane" value="right">Run ▸ right</button>
-    <a class="doc" href="/source/${esc(lesson.doc.split('#')[0])}" target="_blank">${esc(lesson.doc.split('#')[0])}</a>
+    <a class="doc" href="/source/${esc(lesson.doc)}" target="_blank">${esc(lesson.doc.split('#')[0])}</a>
   </form>
 </article>`;
 }

@@ -10,6 +10,7 @@ import { ChildProcess, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { createInterface } from 'node:readline';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Readable } from 'node:stream';
 import type { LabEvent } from '../events';
 import { htmlPathFor } from '../html-report';
@@ -25,12 +26,18 @@ export type RunRequest =
     }
   | { readonly kind: 'fault'; readonly scenario: string; readonly size: 'quick' | 'full' };
 
-export type RunState = 'queued' | 'running' | 'done' | 'failed' | 'stopped';
+export type RunState = 'queued' | 'running' | 'done' | 'failed' | 'stopped' | 'timed-out';
 
 /** What the lab adds to the CLI's own events. */
 export type RunEvent =
   | LabEvent
-  | { readonly type: 'state'; readonly state: RunState; readonly position?: number; readonly exitCode?: number | null }
+  | {
+      readonly type: 'state';
+      readonly state: RunState;
+      readonly position?: number;
+      readonly exitCode?: number | null;
+      readonly message?: string;
+    }
   | { readonly type: 'result'; readonly rows?: readonly Row[]; readonly report?: string }
   | { readonly type: 'log'; readonly line: string };
 
@@ -46,6 +53,8 @@ export interface Run {
   position?: number;
   pid?: number;
   exitCode?: number | null;
+  /** Why it failed or timed out, when the lab knows better than the CLI's last lines. */
+  message?: string;
   readonly events: RunEvent[];
   /** Its JSON results (a bench run). */
   readonly out?: string;
@@ -55,20 +64,45 @@ export interface Run {
 
 /** The last lines a run printed, kept for the page when it fails. */
 const LOG_LINES = 200;
+/** Events kept per run (logs aside): past it, the oldest live samples go first. */
+export const MAX_EVENTS = 5_000;
 /** After SIGTERM the CLI stops its apps and Redis itself; past this, SIGKILL the group. */
 const STOP_GRACE_MS = 15_000;
+/** How long the last of a group, SIGKILLed, may take to be gone. */
+const SWEEP_MS = 5_000;
+/** Runs waiting in line at most: past it, a Run is refused and nothing queued. */
+export const MAX_QUEUED = 20;
+/** How long a run may take before it is stopped as timed out: a hung CLI must not hold the line. */
+export function defaultDeadlineMs(request: RunRequest): number {
+  return request.kind === 'fault' && request.size === 'full' ? 30 * 60_000 : 10 * 60_000;
+}
+
+/** A Run refused because the line is full. */
+export class LineFullError extends Error {}
+
+/** Every event of the session gets the next id (the SSE stream's `id:`), kept beside it. */
+const eventIds = new WeakMap<RunEvent, number>();
+export const eventId = (event: RunEvent): number | undefined => eventIds.get(event);
 
 export class Runs {
   private readonly all: Run[] = [];
   private readonly line: Run[] = [];
-  private current?: { run: Run; child: ChildProcess; exited: Promise<void>; stopping: boolean };
+  private current?: {
+    run: Run;
+    child?: ChildProcess;
+    exited: Promise<void>;
+    stopping: boolean;
+    timedOut: boolean;
+  };
   private readonly listeners = new Set<(run: Run, event: RunEvent) => void>();
+  private lastEventId = 0;
 
   constructor(
     private readonly root: string,
     /** Where bench runs write their results and reports. */
     private readonly resultsDir: string,
     private readonly log: (line: string) => void = () => undefined,
+    private readonly deadlineMs: (request: RunRequest) => number = defaultDeadlineMs,
   ) {}
 
   list(): readonly Run[] {
@@ -86,6 +120,9 @@ export class Runs {
   }
 
   submit(request: RunRequest, lane?: 'left' | 'right'): Run {
+    if (this.line.length >= MAX_QUEUED) {
+      throw new LineFullError(`${this.line.length} runs wait in line already (at most ${MAX_QUEUED}): nothing queued`);
+    }
     const id = this.all.length + 1;
     const out = request.kind === 'strategy' ? join(this.resultsDir, `run-${id}.json`) : undefined;
     const args = this.argsFor(request, out);
@@ -115,12 +152,18 @@ export class Runs {
       return;
     }
     const current = this.current;
-    if (!current || current.run !== run) return;
+    if (!current || current.run !== run || !current.child) return;
     current.stopping = true;
-    this.signal(current.child, 'SIGTERM');
-    const killer = setTimeout(() => this.signal(current.child, 'SIGKILL'), STOP_GRACE_MS);
+    const child = current.child;
+    this.signal(child, 'SIGTERM');
+    const killer = setTimeout(() => this.signal(child, 'SIGKILL'), STOP_GRACE_MS);
     await current.exited;
     clearTimeout(killer);
+  }
+
+  /** At once, synchronously (the lab's process exiting): SIGKILL the running run's whole group. */
+  killNow(): void {
+    if (this.current?.child) this.signal(this.current.child, 'SIGKILL');
   }
 
   /** Stops everything: the line emptied, the running group ended. */
@@ -153,9 +196,27 @@ export class Runs {
     ];
   }
 
+  /** The next run in line, if none runs; a failure of the lab's own marks that run failed and goes on. */
   private async next(): Promise<void> {
     if (this.current || this.line.length === 0) return;
     const run = this.line.shift()!;
+    // Taken before anything can fail: the line waits for this run, and no other starts beside it.
+    this.current = { run, exited: Promise.resolve(), stopping: false, timedOut: false };
+    try {
+      await this.start(run);
+    } catch (err) {
+      this.signal(this.current.child, 'SIGKILL');
+      await this.current.exited;
+      run.message = `the lab failed to run it: ${(err as Error).message}`;
+      this.log(`run ${run.id}: ${run.message}`);
+      this.setState(run, 'failed', run.exitCode);
+    }
+    this.current = undefined;
+    void this.next();
+  }
+
+  private async start(run: Run): Promise<void> {
+    const current = this.current!;
     this.inLine();
     mkdirSync(this.resultsDir, { recursive: true });
     const args = this.argsFor(run.request, run.out);
@@ -166,8 +227,10 @@ export class Runs {
       stdio: ['ignore', 'pipe', 'pipe', 'pipe'],
       env: { ...process.env, LAB_EVENTS_FD: '3' },
     });
-    const exited = new Promise<void>((resolve) => child.once('close', () => resolve()));
-    this.current = { run, child, exited, stopping: false };
+    // Exited: the CLI, and whatever it left in its group (a Redis it had just started when
+    // stopped, before it knew of it to stop it), killed and gone.
+    current.exited = new Promise<void>((resolve) => child.once('close', () => resolve())).then(() => this.sweep(child));
+    current.child = child;
     run.pid = child.pid;
     this.setState(run, 'running');
     this.log(`run ${run.id}: ${run.command} (pid ${child.pid})`);
@@ -180,26 +243,34 @@ export class Runs {
     });
     for (const stream of [child.stdout!, child.stderr!])
       this.lines(stream, (line) => this.add(run, { type: 'log', line }));
-    const code = await new Promise<number | null>((resolve) => {
+    const code = new Promise<number | null>((resolve) => {
       child.once('error', () => resolve(null));
       child.once('exit', (c) => resolve(c));
     });
-    await exited;
-    const stopped = this.current.stopping;
-    this.current = undefined;
-    run.exitCode = code;
-    this.finish(run, stopped);
-    void this.next();
+    const deadline = this.deadlineMs(run.request);
+    const timer = setTimeout(() => {
+      current.timedOut = true;
+      run.message = `timed out: still running after ${Math.round(deadline / 1000)} s, stopped with its processes`;
+      this.log(`run ${run.id}: ${run.message}`);
+      void this.stop(run);
+    }, deadline);
+    try {
+      run.exitCode = await code;
+      await current.exited;
+    } finally {
+      clearTimeout(timer);
+    }
+    this.finish(run, current.stopping, current.timedOut);
   }
 
   /** The verdict the CLI left: the bench's JSON results, or the fault suite's outcome events. */
-  private finish(run: Run, stopped: boolean): void {
-    let state: RunState = stopped ? 'stopped' : 'failed';
+  private finish(run: Run, stopped: boolean, timedOut: boolean): void {
+    let state: RunState = timedOut ? 'timed-out' : stopped ? 'stopped' : 'failed';
     if (!stopped && run.out && existsSync(run.out)) {
-      const report = htmlPathFor(run.out);
-      run.report = relative(this.root, report);
       const rows = (JSON.parse(readFileSync(run.out, 'utf8')) as { rows: Row[] }).rows;
-      this.add(run, { type: 'result', rows, report: run.report });
+      const report = htmlPathFor(run.out);
+      if (existsSync(report)) run.report = relative(this.root, report);
+      this.add(run, { type: 'result', rows, ...(run.report && { report: run.report }) });
       state = 'done';
     } else if (!stopped && run.events.some((e) => e.type === 'outcome')) {
       this.add(run, { type: 'result' });
@@ -216,6 +287,7 @@ export class Runs {
       state,
       ...(run.position !== undefined && { position: run.position }),
       ...(exitCode !== undefined && { exitCode }),
+      ...(run.message !== undefined && state !== 'queued' && state !== 'running' && { message: run.message }),
     });
   }
 
@@ -233,7 +305,12 @@ export class Runs {
     if (event.type === 'log') {
       const logs = run.events.filter((e) => e.type === 'log');
       if (logs.length >= LOG_LINES) run.events.splice(run.events.indexOf(logs[0]), 1);
+    } else if (run.events.length - LOG_LINES >= MAX_EVENTS) {
+      // A long run's live samples are the many: the oldest go, its steps and verdict stay.
+      const oldest = run.events.findIndex((e) => e.type === 'progress' || e.type === 'log');
+      run.events.splice(oldest >= 0 ? oldest : 0, 1);
     }
+    eventIds.set(event, ++this.lastEventId);
     run.events.push(event);
     for (const fn of this.listeners) fn(run, event);
   }
@@ -242,9 +319,21 @@ export class Runs {
     createInterface({ input: stream, crlfDelay: Infinity }).on('line', fn);
   }
 
-  private signal(child: ChildProcess, signal: NodeJS.Signals): void {
+  private async sweep(child: ChildProcess): Promise<void> {
+    this.signal(child, 'SIGKILL');
+    for (const deadline = Date.now() + SWEEP_MS; Date.now() < deadline; await sleep(10)) {
+      try {
+        process.kill(-child.pid!, 0);
+      } catch {
+        return;
+      }
+    }
+  }
+
+  private signal(child: ChildProcess | undefined, signal: NodeJS.Signals): void {
+    if (child?.pid === undefined) return;
     try {
-      process.kill(-child.pid!, signal);
+      process.kill(-child.pid, signal);
     } catch {
       // the group is gone already
     }

@@ -27,11 +27,17 @@ import { SCENARIO_NAMES } from '../faults/run';
 import { chartJsSource } from '../html-report';
 import { catalogue } from './lessons';
 import { KNOBS, renderPage } from './page';
-import { Run, RunRequest, Runs } from './runs';
+import { eventId, LineFullError, Run, RunEvent, RunRequest, Runs } from './runs';
 
 const NotFoundError = FRAMEWORK_ERRORS[404];
 const UnsupportedMediaTypeError = FRAMEWORK_ERRORS[415];
 const PayloadTooLargeError = FRAMEWORK_ERRORS[413];
+
+/** The line of waiting runs is full: try again once some have run (the lab's own code, not the app's). */
+class LabLineFullError extends AppError {
+  readonly code = 'LAB_LINE_FULL';
+  readonly status = 429;
+}
 
 /** A run request is a few fields: anything bigger is not one. */
 const MAX_BODY_BYTES = 16 * 1024;
@@ -126,7 +132,11 @@ async function handle(req: IncomingMessage, res: ServerResponse, runs: Runs): Pr
   if (method === 'GET' && path === '/api/runs') return json(res, 200, runs.list().map(summary));
   if (method === 'POST' && path === '/api/runs') {
     const { lane, ...request } = parseRunRequest(await readJson(req));
-    return json(res, 202, summary(runs.submit(request as RunRequest, lane)));
+    try {
+      return json(res, 202, summary(runs.submit(request as RunRequest, lane)));
+    } catch (err) {
+      throw err instanceof LineFullError ? new LabLineFullError(err.message) : err;
+    }
   }
   if (method === 'GET' && path === '/api/events') return streamEvents(req, res, runs);
   if (method === 'GET' && path.startsWith('/source/')) return sendSource(res, decodeURIComponent(path.slice(8)));
@@ -143,7 +153,9 @@ async function handle(req: IncomingMessage, res: ServerResponse, runs: Runs): Pr
       return json(res, 200, summary(run));
     }
     if (method === 'GET' && m[1] === 'runs' && m[3] === '/report') {
-      if (!run.report) throw new NotFoundError(`run ${run.id} has no HTML report (${run.state})`);
+      // Checked now, not only when the run ended: a report deleted since is a 404, no path shown.
+      if (!run.report || !existsSync(join(ROOT, run.report)))
+        throw new NotFoundError(`run ${run.id} has no HTML report (${run.state})`);
       return send(res, 200, 'text/html; charset=utf-8', readFileSync(join(ROOT, run.report)));
     }
   }
@@ -156,11 +168,23 @@ export function summary(run: Run) {
   return { ...rest, ...(run.report && { reportUrl: `/runs/${run.id}/report` }) };
 }
 
-/** Every event of the session so far, then each as it happens: `{ run, event }` per message. */
+/**
+ * Every event of the session so far, then each as it happens: `{ run, event }` per
+ * message, each with its `id:`. A browser reconnecting sends the last it saw
+ * (Last-Event-ID) and gets only those after it: nothing twice.
+ */
 function streamEvents(req: IncomingMessage, res: ServerResponse, runs: Runs): void {
+  const header = req.headers['last-event-id'];
+  const after = typeof header === 'string' && /^\d{1,15}$/.test(header) ? Number(header) : 0;
   res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-store', connection: 'keep-alive' });
-  const write = (run: Run, event: unknown) => res.write(`data: ${JSON.stringify({ run: summary(run), event })}\n\n`);
-  for (const run of runs.list()) for (const event of run.events) write(run, event);
+  const write = (run: Run, event: RunEvent) =>
+    res.write(`id: ${eventId(event)}\ndata: ${JSON.stringify({ run: summary(run), event })}\n\n`);
+  const past = runs
+    .list()
+    .flatMap((run) => run.events.map((event) => ({ run, event, id: eventId(event) ?? 0 })))
+    .filter((e) => e.id > after)
+    .sort((a, b) => a.id - b.id);
+  for (const { run, event } of past) write(run, event);
   const unsubscribe = runs.subscribe(write);
   req.on('close', unsubscribe);
 }
@@ -302,8 +326,11 @@ export function cli(): void {
   startLab({ host: values.host!, port, allowRemote: values['allow-remote']!, log }).then(
     (lab) => {
       process.stdout.write(`lab: ${lab.url}\n`);
+      // However the lab ends (a signal, a crash of its own), the run in progress ends with it.
+      process.on('exit', () => lab.runs.killNow());
       let stopping = false;
-      for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+      // SIGHUP too: the terminal it ran in closed.
+      for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
         process.on(signal, () => {
           if (stopping) return;
           stopping = true;

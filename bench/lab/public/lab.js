@@ -180,7 +180,9 @@
       );
     if (s.state === 'running') return 'running (pid ' + s.pid + ')';
     if (s.state === 'stopped') return 'stopped: its processes ended';
-    if (s.state === 'failed') return 'failed (exit ' + s.exitCode + '): ' + lastLogs(run);
+    if (s.state === 'timed-out') return s.message || 'timed out: stopped with its processes';
+    if (s.state === 'failed')
+      return s.message ? 'failed: ' + s.message : 'failed (exit ' + s.exitCode + '): ' + lastLogs(run);
     return 'finished (exit ' + s.exitCode + ')';
   }
 
@@ -373,22 +375,39 @@
   }
 
   // The event stream opens once there is something to follow: a page with no run holds
-  // no request open (a headless browser's --dump-dom waits for the network to go idle).
+  // no request open (a headless browser's --dump-dom waits for the network to go idle),
+  // and asks /api/runs now and then instead, to learn of a run started elsewhere.
+  // Each event has its id: a reconnecting EventSource sends the last one it saw
+  // (Last-Event-ID) and the lab sends only those after it; one seen already is skipped.
   var source = null;
+  var lastId = 0;
+  var polling = null;
   function listen() {
     if (source) return;
+    if (polling) clearInterval(polling);
     source = new EventSource('/api/events');
     source.onmessage = function (m) {
+      var id = Number(m.lastEventId);
+      if (id && id <= lastId) return;
+      if (id) lastId = id;
       onEvent(JSON.parse(m.data));
     };
   }
-  fetch('/api/runs')
-    .then(function (r) {
-      return r.json();
-    })
-    .then(function (list) {
-      if (list.length > 0) listen();
-    });
+  function anyRuns() {
+    return fetch('/api/runs')
+      .then(function (r) {
+        return r.json();
+      })
+      .then(function (list) {
+        if (list.length > 0) listen();
+      })
+      .catch(function () {
+        /* the lab is gone: the next poll asks again */
+      });
+  }
+  anyRuns().then(function () {
+    if (!source) polling = setInterval(anyRuns, 2000);
+  });
 
   function submit(request, lane) {
     listen();
