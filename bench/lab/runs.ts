@@ -249,6 +249,8 @@ export class Runs {
     });
     const deadline = this.deadlineMs(run.request);
     const timer = setTimeout(() => {
+      // A run already being stopped (Stop pressed, or the lab closing) is not timed out.
+      if (current.stopping) return;
       current.timedOut = true;
       run.message = `timed out: still running after ${Math.round(deadline / 1000)} s, stopped with its processes`;
       this.log(`run ${run.id}: ${run.message}`);
@@ -256,6 +258,8 @@ export class Runs {
     }, deadline);
     try {
       run.exitCode = await code;
+      // The CLI is done: whatever the sweep of its group takes, the run did not time out.
+      clearTimeout(timer);
       await current.exited;
     } finally {
       clearTimeout(timer);
