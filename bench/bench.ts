@@ -796,31 +796,40 @@ function withRatios(rows: Row[]): Row[] {
         vsFastifyRoute: { appCpuPerRequest: Math.round((row.cost.appCpuUsPerRequest / routeCpu) * 100) / 100 },
       }),
     ...(row.queue &&
-      noQueueCpu(row) && { vsNoQueue: { appCpuPerRequest: ratio(row.cost.appCpuUsPerRequest!, noQueueCpu(row)!) } }),
+      noQueueCpu(rows, row) !== null && {
+        vsNoQueue: { appCpuPerRequest: ratio(row.cost.appCpuUsPerRequest!, noQueueCpu(rows, row)!) },
+      }),
   }));
-  /** The app CPU per request of the same set-up's row without a waiting room, measured in this run. */
-  function noQueueCpu(row: Row): number | null {
-    const same = rows.find(
-      (r) =>
-        !r.queue &&
-        r.strategy === row.strategy &&
-        r.workers === row.workers &&
-        r.telemetry === row.telemetry &&
-        r.settle === row.settle &&
-        r.auth === row.auth,
-    );
-    return row.cost.appCpuUsPerRequest === null ? null : (same?.cost.appCpuUsPerRequest ?? null);
-  }
+}
+
+/** The same set-up's row without a waiting room, measured in this run. */
+function withoutQueue(rows: readonly Row[], row: Row): Row | undefined {
+  return rows.find(
+    (r) =>
+      !r.queue &&
+      r.strategy === row.strategy &&
+      r.workers === row.workers &&
+      r.telemetry === row.telemetry &&
+      r.settle === row.settle &&
+      r.auth === row.auth,
+  );
+}
+
+/** That row's app CPU per request, when both rows have one. */
+function noQueueCpu(rows: readonly Row[], row: Row): number | null {
+  if (row.cost.appCpuUsPerRequest === null) return null;
+  return withoutQueue(rows, row)?.cost.appCpuUsPerRequest ?? null;
 }
 
 /** --queue off,RATE: what the waiting room saved (or cost) the app per request, row by row. */
 function queueComparisons(rows: readonly Row[]): string[] {
   return rows.flatMap((row) => {
-    if (!row.queue || !row.vsNoQueue) return [];
-    const without = (row.cost.appCpuUsPerRequest ?? 0) / row.vsNoQueue.appCpuPerRequest;
+    const without = row.queue && row.vsNoQueue ? withoutQueue(rows, row) : undefined;
+    if (!without) return [];
     return [
-      `${row.label}: app CPU per request ${row.vsNoQueue.appCpuPerRequest}x the same sale's without a waiting room ` +
-        `(${row.cost.appCpuUsPerRequest!.toFixed(1)} vs ${without.toFixed(1)} µs; ${n(row.requests)} vs the buyers' own requests)`,
+      `${row.label}: app CPU per request ${row.vsNoQueue!.appCpuPerRequest}x the same sale's without a waiting room ` +
+        `(${row.cost.appCpuUsPerRequest!.toFixed(1)} vs ${without.cost.appCpuUsPerRequest!.toFixed(1)} µs; ` +
+        `${n(row.requests)} requests vs ${n(without.requests)})`,
     ];
   });
 }

@@ -377,6 +377,10 @@ describe('bench (scripts/bench.js)', () => {
       /fenced settle-off queue-10\/s: app CPU per request [\d.]+x the same sale's without a waiting room/,
     );
     expect(run.stderr).toMatch(/every order an admitted buyer's/);
+    // Both figures as measured: the row without the queue's own, not one worked back from the rounded ratio.
+    expect(run.stderr).toContain(
+      `(${queued.cost.appCpuUsPerRequest.toFixed(1)} vs ${off.cost.appCpuUsPerRequest.toFixed(1)} µs; ${queued.requests.toLocaleString('en-US')} requests vs 100)`,
+    );
   });
 
   it('on Ctrl-C (SIGINT) stops the app and Redis it started', async () => {
