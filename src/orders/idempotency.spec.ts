@@ -21,30 +21,34 @@ describe('Idempotency-Key claims in Redis', () => {
   it('claims once; a second claim with the same body is in flight, with another body a mismatch', async () => {
     const redis = client();
     const { k } = await startSaleIn(redis, 5, 1, 'claims');
-    expect(await idempotencyClaim.run(redis, [k.idem], 'key', 'c1', 'fp', CLAIM_TTL_MS, OUTCOME_TTL_MS)).toEqual([
-      'CLAIMED',
-    ]);
+    expect(
+      await idempotencyClaim.run(redis, [k.idem, k.queue], 'key', 'c1', 'fp', CLAIM_TTL_MS, OUTCOME_TTL_MS, '', ''),
+    ).toEqual(['CLAIMED', 0]);
     const [inFlight, waitMs] = await idempotencyClaim.run(
       redis,
-      [k.idem],
+      [k.idem, k.queue],
       'key',
       'c2',
       'fp',
       CLAIM_TTL_MS,
       OUTCOME_TTL_MS,
+      '',
+      '',
     );
     expect(inFlight).toBe('IN_FLIGHT');
     expect(waitMs).toBeGreaterThan(CLAIM_TTL_MS - 5_000);
-    expect(await idempotencyClaim.run(redis, [k.idem], 'key', 'c3', 'other', CLAIM_TTL_MS, OUTCOME_TTL_MS)).toEqual([
-      'MISMATCH',
-    ]);
+    expect(
+      await idempotencyClaim.run(redis, [k.idem, k.queue], 'key', 'c3', 'other', CLAIM_TTL_MS, OUTCOME_TTL_MS, '', ''),
+    ).toEqual(['MISMATCH']);
     // The claimer's deadline decides, not the retrier's settings.
-    expect((await idempotencyClaim.run(redis, [k.idem], 'key', 'c4', 'fp', 0, OUTCOME_TTL_MS))[0]).toBe('IN_FLIGHT');
+    expect(
+      (await idempotencyClaim.run(redis, [k.idem, k.queue], 'key', 'c4', 'fp', 0, OUTCOME_TTL_MS, '', ''))[0],
+    ).toBe('IN_FLIGHT');
     // An abandoned claim (its process died) is taken over once its own deadline passed.
-    await idempotencyClaim.run(redis, [k.idem], 'short', 'c5', 'fp', 0, OUTCOME_TTL_MS);
-    expect(await idempotencyClaim.run(redis, [k.idem], 'short', 'c6', 'fp', CLAIM_TTL_MS, OUTCOME_TTL_MS)).toEqual([
-      'CLAIMED',
-    ]);
+    await idempotencyClaim.run(redis, [k.idem, k.queue], 'short', 'c5', 'fp', 0, OUTCOME_TTL_MS, '', '');
+    expect(
+      await idempotencyClaim.run(redis, [k.idem, k.queue], 'short', 'c6', 'fp', CLAIM_TTL_MS, OUTCOME_TTL_MS, '', ''),
+    ).toEqual(['CLAIMED', 0]);
     expect(await redis.hget(k.idem, 'short')).toMatch(/^P\|c6\|/);
     expect(await redis.pttl(k.idem)).toBeGreaterThan(OUTCOME_TTL_MS - 60_000);
   });
@@ -57,7 +61,7 @@ describe('Idempotency-Key claims in Redis', () => {
       ['lost', 'c-lost'],
       ['kept', 'c-kept'],
     ]) {
-      await idempotencyClaim.run(redis, [k.idem], key, id, `fp-${key}`, CLAIM_TTL_MS, OUTCOME_TTL_MS);
+      await idempotencyClaim.run(redis, [k.idem, k.queue], key, id, `fp-${key}`, CLAIM_TTL_MS, OUTCOME_TTL_MS, '', '');
     }
     expect(await idempotencyRelease.run(redis, [k.idem], 'lost', 'c-lost')).toBe(1);
     const reply = await fencedWrite.run(
@@ -86,7 +90,7 @@ describe('Idempotency-Key claims in Redis', () => {
       ['lost', 'c-lost'],
       ['late', 'c-late'],
     ]) {
-      await idempotencyClaim.run(redis, [k.idem], key, id, `fp-${key}`, CLAIM_TTL_MS, OUTCOME_TTL_MS);
+      await idempotencyClaim.run(redis, [k.idem, k.queue], key, id, `fp-${key}`, CLAIM_TTL_MS, OUTCOME_TTL_MS, '', '');
     }
     expect(await idempotencyRelease.run(redis, [k.idem], 'lost', 'c-lost')).toBe(1);
     const order = (userId: string, key: string, claimId: string) => ({
@@ -124,9 +128,9 @@ describe('Idempotency-Key claims in Redis', () => {
       string,
       string,
     ];
-    await idempotencyClaim.run(redis, [k.idem], 'key', 'first', 'fp', CLAIM_TTL_MS, OUTCOME_TTL_MS);
+    await idempotencyClaim.run(redis, [k.idem, k.queue], 'key', 'first', 'fp', CLAIM_TTL_MS, OUTCOME_TTL_MS, '', '');
     await idempotencyRelease.run(redis, [k.idem], 'key', 'first'); // its answer was lost
-    await idempotencyClaim.run(redis, [k.idem], 'key', 'retry', 'fp', CLAIM_TTL_MS, OUTCOME_TTL_MS);
+    await idempotencyClaim.run(redis, [k.idem, k.queue], 'key', 'retry', 'fp', CLAIM_TTL_MS, OUTCOME_TTL_MS, '', '');
     expect(
       await purchase.run(redis, keys, 'ann', 1, 'o-retry', 'key', 'retry', OUTCOME_TTL_MS, 'lock-free', '', ''),
     ).toEqual(['OK', 4]);
@@ -136,13 +140,9 @@ describe('Idempotency-Key claims in Redis', () => {
     ).toEqual(['CLAIM_LOST']);
     expect(await redis.xlen(k.orders)).toBe(1);
     expect(await redis.get(k.stock)).toBe('4');
-    expect(await idempotencyClaim.run(redis, [k.idem], 'key', 'again', 'fp', CLAIM_TTL_MS, OUTCOME_TTL_MS)).toEqual([
-      'DONE',
-      'o-retry',
-      1,
-      4,
-      0,
-    ]);
+    expect(
+      await idempotencyClaim.run(redis, [k.idem, k.queue], 'key', 'again', 'fp', CLAIM_TTL_MS, OUTCOME_TTL_MS, '', ''),
+    ).toEqual(['DONE', 'o-retry', 1, 4, 0]);
   });
 
   it('idempotency-acknowledged-1.lua: notes replicas beside the order the key holds, which a retry then reads; no other order, no new hash', async () => {
@@ -157,19 +157,15 @@ describe('Idempotency-Key claims in Redis', () => {
       string,
       string,
     ];
-    await idempotencyClaim.run(redis, [k.idem], 'key', 'c1', 'fp', CLAIM_TTL_MS, OUTCOME_TTL_MS);
+    await idempotencyClaim.run(redis, [k.idem, k.queue], 'key', 'c1', 'fp', CLAIM_TTL_MS, OUTCOME_TTL_MS, '', '');
     // Only an outcome is noted, and only its own order.
     expect(await idempotencyAcknowledged.run(redis, [k.idem], 'key', 'o-1', 1)).toBe(0);
     await purchase.run(redis, keys, 'ann', 1, 'o-1', 'key', 'c1', OUTCOME_TTL_MS, 'lock-free', '', '');
     expect(await idempotencyAcknowledged.run(redis, [k.idem], 'key', 'o-other', 1)).toBe(0);
     expect(await idempotencyAcknowledged.run(redis, [k.idem], 'key', 'o-1', 2)).toBe(1);
-    expect(await idempotencyClaim.run(redis, [k.idem], 'key', 'c2', 'fp', CLAIM_TTL_MS, OUTCOME_TTL_MS)).toEqual([
-      'DONE',
-      'o-1',
-      1,
-      4,
-      2,
-    ]);
+    expect(
+      await idempotencyClaim.run(redis, [k.idem, k.queue], 'key', 'c2', 'fp', CLAIM_TTL_MS, OUTCOME_TTL_MS, '', ''),
+    ).toEqual(['DONE', 'o-1', 1, 4, 2]);
     // The note can never be taken for a key (a key holds no space), and keeps the hash's TTL.
     expect(await redis.hget(k.idem, 'key acknowledged')).toBe('2');
     expect(await redis.pttl(k.idem)).toBeGreaterThan(OUTCOME_TTL_MS - 60_000);
@@ -177,6 +173,26 @@ describe('Idempotency-Key claims in Redis', () => {
     await redis.del(k.idem);
     expect(await idempotencyAcknowledged.run(redis, [k.idem], 'key', 'o-1', 1)).toBe(0);
     expect(await redis.exists(k.idem)).toBe(0);
+  });
+
+  it('checks an Admission-Pass in the step that claims its key: unknown, another buyer, lapsed; a used pass replays', async () => {
+    const redis = client();
+    const { k } = await startSaleIn(redis, 5, 1, 'pass-claims');
+    const [s, us] = await redis.time();
+    const now = Number(s) * 1000 + Math.floor(Number(us) / 1000);
+    // As queue-5.lua admits: x:<pass> -> <ticket>|<buyer>|<expires at>.
+    await redis.hset(k.queue, 'x:live', `t1|ann|${now + 60_000}`, 'x:lapsed', `t2|bob|${now - 1}`);
+    const claim = (key: string, pass: string, userId: string) =>
+      idempotencyClaim.run(redis, [k.idem, k.queue], key, 'c', 'fp', CLAIM_TTL_MS, OUTCOME_TTL_MS, pass, userId);
+    expect(await claim('pass forged', 'forged', 'ann')).toEqual(['PASS_INVALID', 'unknown']);
+    expect(await claim('pass live', 'live', 'bob')).toEqual(['PASS_INVALID', 'owner']);
+    expect(await claim('pass lapsed', 'lapsed', 'bob')).toEqual(['PASS_INVALID', 'expired']);
+    // A refused pass claims nothing: no key is left in flight for its retry.
+    expect(await redis.hlen(k.idem)).toBe(0);
+    expect(await claim('pass live', 'live', 'ann')).toEqual(['CLAIMED', now + 60_000]);
+    // Once a key holds its outcome, a retry is answered it, whatever the pass says now.
+    await redis.hset(k.idem, 'pass lapsed', 'D|fp|o-9|1|3');
+    expect(await claim('pass lapsed', 'lapsed', 'bob')).toEqual(['DONE', 'o-9', 1, 3, 0]);
   });
 
   it('reads the header as a bare token or the draft sf-string, and refuses anything else', () => {

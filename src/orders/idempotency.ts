@@ -4,6 +4,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { AppConfig } from '../config/app-config';
 import { APP_CONFIG } from '../config/config.constants';
 import {
+  AdmissionInvalidError,
   IdempotencyKeyInUseError,
   IdempotencyKeyMismatchError,
   OutcomeUnknownError,
@@ -49,6 +50,13 @@ export function buyerScopedKey(key: string, buyer: string | null): string {
   return buyer === null ? key : `@${buyer} ${key}`;
 }
 
+/** Why idempotency-claim-2.lua refused a pass, as ADMISSION_INVALID says it. */
+const PASS_REFUSALS = {
+  unknown: 'is not a pass this sale issued',
+  owner: "is another buyer's",
+  expired: 'has expired',
+} as const;
+
 /** What a keyed request came to. */
 export interface KeyedPurchase {
   readonly order: Order;
@@ -87,25 +95,31 @@ export class Idempotency {
   /**
    * The order for `line` under `key`: placed now, or the one placed before (`replayed`).
    * The key is looked up first: a retry is answered what became of it (its order, 409,
-   * 422) whatever `beforeWrite` would say. Only a request that claimed the key runs
-   * `beforeWrite` (a pre-check that may refuse, and may say what the write must check
-   * again: a pass's expiry); if it throws, the claim is given up and nothing was written.
+   * 422) whatever the pass or `beforeWrite` would say. With `pass` (an Admission-Pass,
+   * whose purchase `key` is: passClaimKey()), the key is claimed only if the pass is
+   * this product's queue's, the buyer's and not lapsed, checked in the same step as the
+   * claim (idempotency-claim-2.lua): else ADMISSION_INVALID, and nothing is claimed. Only
+   * a request that claimed the key runs `beforeWrite` (a pre-check that may refuse); if
+   * it throws, the claim is given up and nothing was written.
    */
   async purchase(
     line: OrderLine,
     key: string,
-    beforeWrite?: () => Promise<Partial<OrderRequest> | void>,
+    beforeWrite?: () => Promise<void>,
+    pass?: string,
   ): Promise<KeyedPurchase> {
     const k = this.keys.product(line.productId);
     const claim: Claim = { key, claimId: randomBytes(12).toString('base64url'), fingerprint: fingerprintOf(line) };
     const [status, a, b, c, d] = await idempotencyClaim.run(
       this.redis,
-      [k.idem],
+      [k.idem, k.queue],
       key,
       claim.claimId,
       claim.fingerprint,
       this.claimTtlMs,
       OUTCOME_TTL_MS,
+      pass ?? '',
+      line.userId,
     );
     if (status === 'DONE') {
       const order: Order = { orderId: a, productId: line.productId, userId: line.userId, quantity: b, remaining: c };
@@ -113,14 +127,13 @@ export class Idempotency {
     }
     if (status === 'MISMATCH') throw new IdempotencyKeyMismatchError();
     if (status === 'IN_FLIGHT') throw new IdempotencyKeyInUseError(a);
+    if (status === 'PASS_INVALID') throw new AdmissionInvalidError(PASS_REFUSALS[a]);
     try {
-      // What the pre-check learnt that the write must check again (an Admission-Pass's expiry).
-      const learnt = (await beforeWrite?.()) ?? {};
-      return {
-        order: await this.purchases.purchase({ ...line, ...learnt, claim }),
-        replayed: false,
-        acknowledgedBy: 0,
-      };
+      await beforeWrite?.();
+      // A pass's expiry: the write checks it again by Redis's clock, so a purchase that
+      // waited for the lock past it buys nothing.
+      const order: OrderRequest = pass === undefined ? { ...line, claim } : { ...line, claim, passExpiresAt: a };
+      return { order: await this.purchases.purchase(order), replayed: false, acknowledgedBy: 0 };
     } catch (err) {
       // Its claim passed to another request already; nothing of ours to give up.
       if (!(err instanceof IdempotencyKeyInUseError)) await this.giveUp(k.idem, claim, err);

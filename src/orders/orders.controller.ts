@@ -162,7 +162,7 @@ export class OrdersController {
    * errors.ts). With an Idempotency-Key: a retry gets the first answer's order again
    * (`Idempotent-Replayed: true`), 409 while the first is in flight, 422 for the key
    * with another body. With an Admission-Pass, the pass is the key (passClaimKey): it
-   * is checked once this request holds it, and consumed by the write of its order.
+   * is checked as the key is claimed, and consumed by the write of its order.
    * With REDIS_WAIT_REPLICAS, a 201 only once that many replicas have the order.
    */
   private async buy(
@@ -195,18 +195,9 @@ export class OrdersController {
         order = await this.purchases.purchase(line);
         if (this.replicas.enabled) await this.replicas.confirm(line.productId, false, master);
       } else {
-        // A pass is checked once this request holds its claim: no other request can use it meanwhile.
-        const checks =
-          pass === undefined
-            ? this.replicas.enabled
-              ? ensure
-              : undefined
-            : async () => {
-                const passExpiresAt = await this.room.check(line.productId, line.userId, pass);
-                if (this.replicas.enabled) await ensure();
-                return { passExpiresAt };
-              };
-        const keyed = await this.idempotency.purchase(line, key, checks).catch((err: unknown) => {
+        // With a pass, the claim checks it (idempotency-claim-2.lua): one pass, one order.
+        const checks = this.replicas.enabled ? ensure : undefined;
+        const keyed = await this.idempotency.purchase(line, key, checks, pass).catch((err: unknown) => {
           // A pass that already bought, for another user or quantity.
           if (pass !== undefined && err instanceof IdempotencyKeyMismatchError) {
             throw new AdmissionInvalidError('was used for another purchase (another user or quantity)');

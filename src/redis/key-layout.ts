@@ -16,7 +16,7 @@ export interface ProductKeys {
   readonly buyers: string;
   /** Stream: one entry per order (orderId, userId, quantity). */
   readonly orders: string;
-  /** Hash: Idempotency-Key -> its claim or its order's outcome (idempotency-claim-1.lua). */
+  /** Hash: Idempotency-Key -> its claim or its order's outcome (idempotency-claim-2.lua). */
   readonly idem: string;
   /** String, a second's life: the write REDIS_WAIT_REPLICAS's WAIT follows (src/orders/replica-acks.ts). */
   readonly replicated: string;

@@ -121,11 +121,23 @@ export const keyedWrite = new LuaScript<
   (number | 'CLAIM_LOST' | 'PASS_EXPIRED')[]
 >('keyed-write');
 
-/** Claims an Idempotency-Key, or says what became of it. */
+/** Claims an Idempotency-Key (checking an Admission-Pass with it), or says what became of it. */
 export const idempotencyClaim = new LuaScript<
-  [idem: string],
-  [key: string, claimId: string, fingerprint: string, claimTtlMs: number, outcomeTtlMs: number],
-  ['CLAIMED'] | ['DONE', string, number, number, number] | ['MISMATCH'] | ['IN_FLIGHT', number]
+  [idem: string, queue: string],
+  [
+    key: string,
+    claimId: string,
+    fingerprint: string,
+    claimTtlMs: number,
+    outcomeTtlMs: number,
+    pass: string,
+    userId: string,
+  ],
+  | ['CLAIMED', number]
+  | ['DONE', string, number, number, number]
+  | ['MISMATCH']
+  | ['IN_FLIGHT', number]
+  | ['PASS_INVALID', 'unknown' | 'owner' | 'expired']
 >('idempotency-claim');
 
 /** Notes that `replicas` replicas acknowledged the order a key holds: 1 if noted, 0 if the key holds no such order. */

@@ -16,7 +16,7 @@
   KEYS[3]  buyers hash       KEYS[4]  orders stream
   KEYS[5]  meta hash: perUserLimit; soldBy, the strategy family of the sale; `fence`
            records the last token applied to the product
-  KEYS[6]  idempotency hash: Idempotency-Key -> claim or outcome (idempotency-claim-1.lua)
+  KEYS[6]  idempotency hash: Idempotency-Key -> claim or outcome (idempotency-claim-2.lua)
   KEYS[7]  order states hash   KEYS[8]  deadlines zset (the reservation: keyed-write-7.lua)
   ARGV[1]  our fencing token
   ARGV[2]  how long an outcome is kept, in ms (the idempotency hash's TTL)

@@ -9,7 +9,7 @@
   `lock` teaches); a batch without keys is written with a plain MULTI.
 
   KEYS[1]  stock   KEYS[2]  buyers hash   KEYS[3]  orders stream
-  KEYS[4]  idempotency hash (idempotency-claim-1.lua)
+  KEYS[4]  idempotency hash (idempotency-claim-2.lua)
   KEYS[5]  meta hash: paymentTimeoutMs   KEYS[6]  order states hash   KEYS[7]  deadlines zset
   ARGV[1]  how long an outcome is kept, in ms (the idempotency hash's TTL)
   ARGV[2..] per order, six values: userId, quantity (integer >= 1), orderId,

@@ -6,7 +6,7 @@
 
   KEYS[1]  meta hash (perUserLimit, soldBy; startsAt, endsAt, queueRate)   KEYS[2]  stock
   KEYS[3]  buyers hash                KEYS[4]  orders stream
-  KEYS[5]  idempotency hash (idempotency-claim-1.lua)
+  KEYS[5]  idempotency hash (idempotency-claim-2.lua)
   KEYS[6]  order states hash   KEYS[7]  deadlines zset (the reservation: keyed-write-7.lua)
   ARGV[1]  userId   ARGV[2]  quantity (integer >= 1)   ARGV[3]  orderId
   ARGV[4]  Idempotency-Key ('' without one)   ARGV[5]  claim id   ARGV[6]  outcome TTL in ms

@@ -10,12 +10,21 @@
   script (fenced-write-8.lua, purchase-7.lua) or MULTI, only while the claim is its own.
 
   KEYS[1]  idempotency hash
+  KEYS[2]  waiting-room hash (queue-5.lua: x:<pass> -> <place>|<userId>|<expires at, ms>)
   ARGV[1]  Idempotency-Key   ARGV[2]  claim id (new, random)   ARGV[3]  fingerprint
   ARGV[4]  how long this claim may stay in flight, in ms, by the claimer's own settings
            (stored in the claim, so a retry from an app configured otherwise judges
            it by the same deadline; after it a retry takes the claim over)
   ARGV[5]  how long the hash is kept after its last claim, in ms
-  Returns  {'CLAIMED'}: this request decides the key
+  ARGV[6]  an Admission-Pass, or '': then the key is claimed only if the pass is one this
+           product's queue issued to ARGV[7] (the buyer) and has not lapsed by Redis's
+           clock. Checked once the key is known to be undecided, so a retry of a pass
+           that bought is answered its order whatever the pass's state now; and checked
+           in the same step as the claim, so no other request can use it meanwhile
+  ARGV[7]  the buyer (with a pass)
+  Returns  {'CLAIMED', passExpiresAt}: this request decides the key (passExpiresAt: when
+             the pass lapses, ms, which the write checks again; 0 without a pass)
+           {'PASS_INVALID', why}: nothing claimed; why: unknown, owner or expired
            {'DONE', orderId, quantity, remaining, acknowledged}: the order was written;
              answer it again (acknowledged: by how many replicas, 0 if not noted)
            {'MISMATCH'}: the key was used with another request
@@ -44,6 +53,24 @@ if held then
   -- Abandoned (its process died mid-purchase): this request takes it over, and the
   -- old claim's write, should it still arrive, no longer matches.
 end
+local passExpiresAt = 0
+if ARGV[6] ~= '' then
+  local record = redis.call('HGET', KEYS[2], 'x:' .. ARGV[6])
+  local owner, expires
+  if record then
+    owner, expires = string.match(record, '^[^|]*|([^|]*)|(.*)$')
+  end
+  if not owner then
+    return {'PASS_INVALID', 'unknown'}
+  end
+  if owner ~= ARGV[7] then
+    return {'PASS_INVALID', 'owner'}
+  end
+  passExpiresAt = tonumber(expires)
+  if nowMs >= passExpiresAt then
+    return {'PASS_INVALID', 'expired'}
+  end
+end
 redis.call('HSET', KEYS[1], ARGV[1], 'P|' .. ARGV[2] .. '|' .. (nowMs + tonumber(ARGV[4])) .. '|' .. ARGV[3])
 redis.call('PEXPIRE', KEYS[1], ARGV[5])
-return {'CLAIMED'}
+return {'CLAIMED', passExpiresAt}
