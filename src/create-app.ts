@@ -9,6 +9,8 @@ import { PurchaseTelemetry } from './telemetry/purchase-telemetry';
 import { AppConfig } from './config/app-config';
 import { setupOpenApi } from './docs/openapi';
 import { installDoorChecks } from './door/door-checks';
+import { answerQueueInHooks } from './door/queue-hooks';
+import { WaitingRoom } from './door/waiting-room';
 import { REDIS_CLIENT } from './redis/redis.constants';
 import { Metrics } from './telemetry/metrics';
 import { answerClientError } from './errors/client-error';
@@ -108,6 +110,8 @@ export async function createApp(config: AppConfig, options: { logger?: false } =
   door.refusals = refusals;
   // Rate limits and buyer tokens on the purchase routes, in Fastify hooks (src/door).
   await installDoorChecks(fastify, config, app.get(REDIS_CLIENT), app.get(Metrics));
+  // The waiting room's joins and ticket reads, answered from the hook after those checks.
+  answerQueueInHooks(fastify, app.get(WaitingRoom), refusals);
   setupOpenApi(app);
   await app.init();
   return app;

@@ -221,6 +221,47 @@ describe('the door', () => {
       expect((await join(a.url, 'nothing', 'u1')).body.code).toBe('UNKNOWN_PRODUCT');
     }, 30_000);
 
+    it("a join or read Redis refuses is answered as any refusal, and Redis is asked once (the hook's answer goes to the route)", async () => {
+      const prefix = uniquePrefix('queue-once');
+      const a = await app(prefix);
+      expect((await put(a.url, 'plain', { stock: 3 })).status).toBe(200);
+      expect((await put(a.url, 'q', { stock: 3, queue: { admitPerSecond: 10 } })).status).toBe(200);
+      const monitor = await client.monitor();
+      const seen: string[] = [];
+      monitor.on('monitor', (_time: string, args: string[]) => {
+        if (args[0]?.toLowerCase() === 'evalsha' && args.some((arg) => arg.startsWith(`${prefix}{p:`))) {
+          seen.push(args.find((arg) => arg.startsWith(`${prefix}{p:`))!);
+        }
+      });
+      try {
+        const refusals = [
+          await join(a.url, 'nothing', 'u1'),
+          await join(a.url, 'plain', 'u1'),
+          await ticket(a.url, 'q', 'A'.repeat(22)),
+        ];
+        expect(refusals.map((r) => [r.status, r.body.code])).toEqual([
+          [404, 'UNKNOWN_PRODUCT'],
+          [409, 'NO_QUEUE'],
+          [404, 'UNKNOWN_TICKET'],
+        ]);
+        // A ticket, as the route answers it: Retry-After while waiting.
+        for (let i = 0; i < 12; i++) await join(a.url, 'q', `w${i}`);
+        const waiting = await join(a.url, 'q', 'w12');
+        expect(waiting.status).toBe(202);
+        expect(waiting.body).toMatchObject({ state: 'waiting' });
+        expect(Object.keys(waiting.body).sort()).toEqual(['position', 'state', 'ticket']);
+        expect(Number(waiting.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+        // MONITOR's lines arrive in the order Redis ran the commands: a PING after them all.
+        await client.ping();
+        await sleep(100);
+      } finally {
+        monitor.disconnect();
+      }
+      // One script per request: a refusal is not asked for again by the route.
+      expect(seen.slice(0, 3)).toEqual([`${prefix}{p:nothing}:meta`, `${prefix}{p:plain}:meta`, `${prefix}{p:q}:meta`]);
+      expect(seen).toHaveLength(3 + 13);
+    }, 30_000);
+
     it('a pass that expires unused lets the next in line in, and buys nothing itself', async () => {
       const prefix = uniquePrefix('queue-expiry');
       const { url } = await app(prefix);

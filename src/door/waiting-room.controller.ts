@@ -13,6 +13,7 @@ import { TICKET_SCHEMA } from './ticket.schema';
 import { SoldOutError } from '../errors/errors';
 import { DoorRefusals } from './door-refusals';
 import { TicketState, WaitingRoom } from './waiting-room';
+import { answered } from './queue-hooks';
 
 const TICKET = component('Ticket', TICKET_SCHEMA);
 
@@ -51,8 +52,12 @@ export class WaitingRoomController {
   async join(
     @Param() params: ProductParamsDto,
     @Body() body: JoinQueueDto,
+    @Req() request: FastifyRequest,
     @Res({ passthrough: true }) reply: FastifyReply,
-  ): Promise<TicketState> {
+  ): Promise<Omit<TicketState, 'retryAfterS'>> {
+    // Tried by its hook already (queue-hooks.ts), which answers a ticket itself: what
+    // comes here is what Redis refused, for Nest's filter to answer.
+    if (request.queueFailure !== undefined) throw request.queueFailure;
     try {
       return answered(await this.room.join(params.id, body.userId), reply);
     } catch (err) {
@@ -92,15 +97,9 @@ export class WaitingRoomController {
     @Param() params: TicketParamsDto,
     @Req() request: FastifyRequest,
     @Res({ passthrough: true }) reply: FastifyReply,
-  ): Promise<TicketState> {
+  ): Promise<Omit<TicketState, 'retryAfterS'>> {
+    if (request.queueFailure !== undefined) throw request.queueFailure;
     // With BUYER_AUTH: only the ticket's own buyer reads it (its pass is theirs alone).
     return answered(await this.room.read(params.id, params.ticket, request.buyer), reply);
   }
-}
-
-/** The ticket as the body, its wait as Retry-After. */
-function answered(ticket: TicketState, reply: FastifyReply): TicketState {
-  const { retryAfterS, ...body } = ticket;
-  if (retryAfterS !== undefined) void reply.header('Retry-After', String(retryAfterS));
-  return body;
 }

@@ -1,0 +1,83 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { SoldOutError } from '../errors/errors';
+import { ID_PATTERN } from '../sale/sale-limits';
+import type { JoinQueueDto } from './dto/queue.dto';
+import { TICKET_PARAM_PATTERN } from './dto/queue.dto';
+import type { DoorRefusals } from './door-refusals';
+import type { TicketState, WaitingRoom } from './waiting-room';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /**
+     * A waiting-room request that its hook tried and Redis refused (or failed): the
+     * route (WaitingRoomController) throws it, so Nest's filter answers it as any
+     * refusal, and nothing is asked of Redis twice.
+     */
+    queueFailure?: unknown;
+  }
+}
+
+/** The waiting room's routes as Fastify declares them (Nest's `:id` and `:ticket`). */
+const JOIN = '/api/products/:id/queue';
+const READ = '/api/products/:id/queue/:ticket';
+
+/**
+ * A queue's herd is its busiest traffic: every buyer joins, and every buyer still
+ * waiting reads its ticket while the next joins arrive. So the two routes are answered
+ * from the last Fastify hook before Nest's handler, once the body is parsed and checked
+ * by the route's compiled schema and the door's checks (rate limits, buyer token) have
+ * passed: a join or a read then costs Fastify and one Redis script, not Nest's
+ * pipeline too (its pipes, its parameter transforms, its promise chain). That matters
+ * beyond the joins themselves: while the app's event loop is full of joins, each round
+ * trip of an admitted buyer's purchase waits a whole turn of it, so the cheaper a join,
+ * the sooner the stock is sold and the door answers the rest for next to nothing.
+ *
+ * Only the answers themselves are given here (a ticket, 202 or 200). Anything else goes
+ * on to the route unchanged: a body or a parameter the schema refused (the pipe answers
+ * 400 as on every route), and a refusal or failure of Redis's, which the route throws so
+ * that Nest's filter answers it (its code, its Retry-After, its metrics and logs).
+ *
+ * Called before app.init(), when Nest registers its routes, and after
+ * installDoorChecks(), whose hooks must run first.
+ */
+export function answerQueueInHooks(fastify: FastifyInstance, room: WaitingRoom, door: DoorRefusals): void {
+  const join = async (request: FastifyRequest, reply: FastifyReply) => {
+    if (request.validationError !== undefined) return;
+    const { id } = request.params as { id: string };
+    if (!ID_PATTERN.test(id)) return;
+    try {
+      return reply.code(202).send(answered(await room.join(id, (request.body as JoinQueueDto).userId), reply));
+    } catch (err) {
+      // Nothing left to join for: for a while the door answers the next joins itself.
+      if (err instanceof SoldOutError) door.learnJoin(id, err);
+      request.queueFailure = err;
+    }
+  };
+  const read = async (request: FastifyRequest, reply: FastifyReply) => {
+    const { id, ticket: value } = request.params as { id: string; ticket: string };
+    if (!ID_PATTERN.test(id) || !TICKET_PARAM_PATTERN.test(value)) return;
+    try {
+      // With BUYER_AUTH: only the ticket's own buyer reads it (its pass is theirs alone).
+      return reply.code(200).send(answered(await room.read(id, value, request.buyer), reply));
+    } catch (err) {
+      request.queueFailure = err;
+    }
+  };
+  fastify.addHook('onRoute', (route) => {
+    const methods = [route.method].flat();
+    const hook =
+      route.url === JOIN && methods.includes('POST')
+        ? join
+        : route.url === READ && (methods.includes('GET') || methods.includes('HEAD'))
+          ? read
+          : null;
+    if (hook) route.preHandler = [...[route.preHandler ?? []].flat(), hook];
+  });
+}
+
+/** The ticket as the body, its wait as Retry-After: by the hooks and by the routes alike. */
+export function answered(ticket: TicketState, reply: FastifyReply): Omit<TicketState, 'retryAfterS'> {
+  const { retryAfterS, ...body } = ticket;
+  if (retryAfterS !== undefined) void reply.header('Retry-After', String(retryAfterS));
+  return body;
+}
