@@ -69,7 +69,13 @@ export async function loadThroughQueue(
   // Buyers to read their ticket again, and when (ms).
   let waiting: { userId: string; ticket: string; at: number }[] = [];
   const buying: Promise<void>[] = [];
-  const agent = new Agent({ keepAlive: true, maxSockets: Math.min(options.connections, 256) });
+  // Ticket reads and purchases each have keep-alive sockets of their own. An admitted
+  // buyer buys at once on a connection of its own, as a real buyer does, not behind
+  // other buyers' reads in this process's pool: with one pool for both, a wave of reads
+  // (all the buyers whose Retry-After came in the same second) held the purchases back
+  // and the sale sold out seconds later, which measured the pool, not the app.
+  const readers = new Agent({ keepAlive: true, maxSockets: Math.min(options.connections, 256) });
+  const buyers = new Agent({ keepAlive: true, maxSockets: options.connections });
   let lastAnswerAt = Date.now();
 
   const headersOf = (userId: string, json: boolean): Record<string, string> => {
@@ -130,7 +136,15 @@ export async function loadThroughQueue(
         resolve();
       };
       const req = httpRequest(
-        { host: base.hostname, port: base.port, path: step.path, method: step.method, headers, agent, timeout: 30_000 },
+        {
+          host: base.hostname,
+          port: base.port,
+          path: step.path,
+          method: step.method,
+          headers,
+          agent: step.method === 'POST' ? buyers : readers,
+          timeout: 30_000,
+        },
         (res) => {
           const chunks: Buffer[] = [];
           res.on('data', (c: Buffer) => chunks.push(c));
@@ -243,7 +257,8 @@ export async function loadThroughQueue(
     await Promise.all([joins, reads]);
     await Promise.all(buying);
   } finally {
-    agent.destroy();
+    readers.destroy();
+    buyers.destroy();
   }
   const sorted = [...latencies].sort((a, b) => a - b);
   const at = (p: number) =>
