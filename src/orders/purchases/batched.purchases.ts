@@ -37,7 +37,7 @@ interface Buyer {
  *    (unknown product, LIMIT_REACHED, SOLD_OUT, INSUFFICIENT_STOCK: true when read;
  *    stock rises and a buyer's count falls only when a reservation is cancelled or
  *    expires, after which the buyer may try again), so the sold-out tail never takes
- *    the lock (skipped by a batch of admission-pass holders, who are no tail);
+ *    the lock;
  * 2. for the rest, take the product lock once (owner token, TTL, compare-and-delete
  *    release, exactly as for one buyer), read again, apply the sale rules to the
  *    buyers in arrival order against the running stock and per-user counts, and
@@ -112,33 +112,10 @@ export class BatchedPurchases extends LockedPurchases {
 
   private async serve(k: ProductKeys, batch: Buyer[]): Promise<void> {
     // Buyers whose deadline passed behind earlier batches were answered by their timers.
+    // Unlocked: each buyer alone against what Redis says now. Only refusals are
+    // trusted (they are final); a "yes" is decided again under the lock.
     const waiting = unsettled(batch);
     if (waiting.length === 0) return;
-    // First the unlocked read (step 1). A batch whose buyers all hold an admission
-    // pass skips it: a waiting room issues no more passes than the stock left can
-    // serve, so they are no sold-out tail to spare the lock, and under a queue's herd
-    // every round trip saved is a turn of the app's event loop spent behind the joins.
-    // The read under the lock decides them.
-    const candidates = waiting.every((b) => b.order.passExpiresAt !== undefined)
-      ? waiting
-      : await this.refuseUnlocked(k, waiting);
-    if (candidates.length === 0) return;
-    const answers = await this.lock.using(k.lock, (hold) => this.buyAll(k, candidates, hold), {
-      // Waited for as long as any buyer of the batch may wait (FIFO: the last came
-      // last); each earlier one hears LOCK_TIMEOUT from its own timer at its own deadline.
-      deadline: candidates[candidates.length - 1].deadline,
-    });
-    // Answered once the lock is released, as a single buyer would be: by the time a
-    // buyer (or a draining shutdown) sees its answer, its hold is over.
-    for (const answer of answers) answer();
-  }
-
-  /**
-   * Unlocked: each buyer alone against what Redis says now. Only refusals are trusted
-   * (they are final), and answered here; a "yes" is decided again under the lock.
-   * Returns the buyers not refused.
-   */
-  private async refuseUnlocked(k: ProductKeys, waiting: Buyer[]): Promise<Buyer[]> {
     const seen = await readSale(
       this.redis,
       k,
@@ -151,7 +128,16 @@ export class BatchedPurchases extends LockedPurchases {
       const no = refusal(buyer.order, buyerState(seen, i));
       if (no) buyer.reject(no);
     });
-    return unsettled(waiting);
+    const candidates = unsettled(waiting);
+    if (candidates.length === 0) return;
+    const answers = await this.lock.using(k.lock, (hold) => this.buyAll(k, candidates, hold), {
+      // Waited for as long as any buyer of the batch may wait (FIFO: the last came
+      // last); each earlier one hears LOCK_TIMEOUT from its own timer at its own deadline.
+      deadline: candidates[candidates.length - 1].deadline,
+    });
+    // Answered once the lock is released, as a single buyer would be: by the time a
+    // buyer (or a draining shutdown) sees its answer, its hold is over.
+    for (const answer of answers) answer();
   }
 
   /**
