@@ -46,7 +46,8 @@ export function answerQueueInHooks(fastify: FastifyInstance, room: WaitingRoom, 
     const { id } = request.params as { id: string };
     if (!ID_PATTERN.test(id)) return;
     try {
-      return reply.code(202).send(answered(await room.join(id, (request.body as JoinQueueDto).userId), reply));
+      const state = await room.join(id, (request.body as JoinQueueDto).userId);
+      return reply.code(202).send(answered(state, reply));
     } catch (err) {
       // Nothing left to join for: for a while the door answers the next joins itself.
       if (err instanceof SoldOutError) door.learnJoin(id, err);
@@ -58,11 +59,15 @@ export function answerQueueInHooks(fastify: FastifyInstance, room: WaitingRoom, 
     if (!ID_PATTERN.test(id) || !TICKET_PARAM_PATTERN.test(value)) return;
     try {
       // With BUYER_AUTH: only the ticket's own buyer reads it (its pass is theirs alone).
-      return reply.code(200).send(answered(await room.read(id, value, request.buyer), reply));
+      const state = await room.read(id, value, request.buyer);
+      return reply.code(200).send(answered(state, reply));
     } catch (err) {
       request.queueFailure = err;
     }
   };
+  // Declared on every request, so the hook's note does not change the request's shape.
+  fastify.decorateRequest('queueFailure', undefined);
+  const hooked = new Set<string>();
   fastify.addHook('onRoute', (route) => {
     const methods = [route.method].flat();
     const hook =
@@ -71,7 +76,17 @@ export function answerQueueInHooks(fastify: FastifyInstance, room: WaitingRoom, 
         : route.url === READ && (methods.includes('GET') || methods.includes('HEAD'))
           ? read
           : null;
-    if (hook) route.preHandler = [...[route.preHandler ?? []].flat(), hook];
+    if (!hook) return;
+    route.preHandler = [...[route.preHandler ?? []].flat(), hook];
+    hooked.add(route.url);
+  });
+  // A route renamed in the controller would lose its hook without a word (and every
+  // answer would still be right, only dearer): refuse to start instead.
+  fastify.addHook('onReady', async () => {
+    for (const url of [JOIN, READ]) {
+      if (!hooked.has(url))
+        throw new Error(`the waiting room's route ${url} is not registered: its hook has nothing to answer`);
+    }
   });
 }
 

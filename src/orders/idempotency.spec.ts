@@ -190,6 +190,9 @@ describe('Idempotency-Key claims in Redis', () => {
     // A refused pass claims nothing: no key is left in flight for its retry.
     expect(await redis.hlen(k.idem)).toBe(0);
     expect(await claim('pass live', 'live', 'ann')).toEqual(['CLAIMED', now + 60_000]);
+    // A key another request is deciding answers IN_FLIGHT first, whatever the pass says now.
+    await redis.hset(k.idem, 'pass lapsed', `P|other|${now + 60_000}|fp`);
+    expect((await claim('pass lapsed', 'lapsed', 'bob'))[0]).toBe('IN_FLIGHT');
     // Once a key holds its outcome, a retry is answered it, whatever the pass says now.
     await redis.hset(k.idem, 'pass lapsed', 'D|fp|o-9|1|3');
     expect(await claim('pass lapsed', 'lapsed', 'bob')).toEqual(['DONE', 'o-9', 1, 3, 0]);
