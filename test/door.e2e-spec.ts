@@ -279,6 +279,31 @@ describe('the door', () => {
       ]);
     }, 30_000);
 
+    it('admits nobody before the start (a pass would lapse before it could buy): the herd waits, Retry-After counting the opening, and the first go in at the start', async () => {
+      const prefix = uniquePrefix('queue-start');
+      const a = await app(prefix);
+      const startsAt = (await redisNow()) + 2_500;
+      const iso = new Date(startsAt).toISOString();
+      expect((await put(a.url, 'q', { stock: 2, startsAt: iso, queue: { admitPerSecond: 10 } })).status).toBe(200);
+      const early = await join(a.url, 'q', 'u0');
+      expect(early.status).toBe(202);
+      expect(early.body).toMatchObject({ state: 'waiting', position: 1 });
+      expect(early.body.pass).toBeUndefined();
+      // The wait for the opening (about 2.5 s), then the place's own (0.1 s at 10/s).
+      expect(Number(early.headers.get('retry-after'))).toBeGreaterThanOrEqual(2);
+      expect(Number(early.headers.get('retry-after'))).toBeLessThanOrEqual(3);
+      const second = await join(a.url, 'q', 'u1');
+      expect((await ticket(a.url, 'q', early.body.ticket as string)).body.state).toBe('waiting');
+      expect(await client.zcard(new KeyLayout(prefix).product('q').admitted)).toBe(0);
+      await sleep(Math.max(0, startsAt - (await redisNow())) + 50);
+      // At the start both are admitted at once (the bucket filled while the sale was closed), and buy.
+      const states = await Promise.all([early, second].map((j) => ticket(a.url, 'q', j.body.ticket as string)));
+      expect(states.map((s) => s.body.state)).toEqual(['admitted', 'admitted']);
+      const bought = await buy(a.url, 'q', 'u0', { 'admission-pass': states[0].body.pass as string });
+      expect(bought.status).toBe(201);
+      expect(Math.min(...(await orderTimes(prefix, 'q')))).toBeGreaterThanOrEqual(startsAt);
+    }, 30_000);
+
     it('a pass that expires unused lets the next in line in, and buys nothing itself', async () => {
       const prefix = uniquePrefix('queue-expiry');
       const { url } = await app(prefix);

@@ -91,14 +91,17 @@ export class WaitingRoom {
   }
 
   private answer(productId: string, reply: Awaited<ReturnType<typeof queue.run>>): TicketState {
-    const [state, ticket, position, pass, expires, rate] = reply;
+    const [state, ticket, position, pass, expires, rate, , opensIn] = reply;
     if (state === 'UNKNOWN_PRODUCT') throw new UnknownProductError(productId);
     if (state === 'NO_QUEUE') throw new NoQueueError(productId);
     if (state === 'UNKNOWN_TICKET') throw new UnknownTicketError(productId);
     if (state === 'SOLD_OUT') throw new SoldOutError(productId);
     const base = { ticket: ticket!, state: state as TicketState['state'], position: position! };
     if (state === 'admitted') return { ...base, pass, passExpiresAt: new Date(expires!).toISOString() };
-    if (state === 'waiting') return { ...base, retryAfterS: retryAfterSeconds((position! * 1000) / rate!) };
+    // Before the start nobody is admitted: the place waits for the opening, then its turn.
+    if (state === 'waiting') {
+      return { ...base, retryAfterS: retryAfterSeconds((opensIn ?? 0) + (position! * 1000) / rate!) };
+    }
     return base;
   }
 }

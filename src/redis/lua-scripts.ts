@@ -208,6 +208,7 @@ export const queue = new LuaScript<
     passExpiresAt?: number,
     admitPerSecond?: number,
     userId?: string,
+    opensInMs?: number,
   ]
 >('queue');
 

@@ -4,11 +4,14 @@
   one second of admissions), and only while the stock left can serve every pass not yet
   used in full (outstanding passes x perUserLimit <= stock left: a pass may buy up to the
   limit; a remainder below the limit gets one pass, which buys what is left; a pass that
-  expires unused frees its place for the next in line). Admission happens whenever anyone joins or reads the queue, so it
+  expires unused frees its place for the next in line). Nobody is admitted before the
+  sale's start (by Redis's clock): a pass issued then would lapse unused while its buyer
+  waits for the opening, and its place would be lost; the bucket fills meanwhile, so the
+  first second's buyers are admitted at the start. Admission happens whenever anyone joins or reads the queue, so it
   needs no process of its own: an app that dies loses no place, and every instance
   admits the same buyers in the same order. Redis's clock decides.
 
-  KEYS[1]  meta hash: perUserLimit, queueRate, passTtlMs (reset-sale-10.lua); queueJoined,
+  KEYS[1]  meta hash: perUserLimit, queueRate, passTtlMs, startsAt (reset-sale-10.lua); queueJoined,
            queueAdmitted, queueTokens, queueAt (this script's counters)
   KEYS[2]  stock
   KEYS[3]  waiting-room hash (key-layout.ts: t:<ticket>, u:<userId>, n:<position>, x:<pass>)
@@ -21,14 +24,15 @@
         enrolled: SOLD_OUT, so the tail of a sale writes nothing (and the door can
         repeat it, door-refusals.ts); a buyer who holds a ticket gets it back as ever
   read: ARGV[2] ticket
-  Returns  {state, ticket, position, pass, passExpiresAt, admitPerSecond, userId}
+  Returns  {state, ticket, position, pass, passExpiresAt, admitPerSecond, userId, opensInMs}
              state: waiting (position: 1 = next), admitted (pass, passExpiresAt: ms),
              expired (the pass lapsed unused), sold_out (nothing left to admit for);
-             pass '' and passExpiresAt 0 unless admitted
+             pass '' and passExpiresAt 0 unless admitted; opensInMs: how long until
+             the sale starts (0 once it has), which a waiting place waits on top
            {'UNKNOWN_PRODUCT'}   {'NO_QUEUE'}   {'UNKNOWN_TICKET'}   {'SOLD_OUT'} (join only)
 ]]
 local meta = redis.call('HMGET', KEYS[1], 'initialStock', 'queueRate', 'passTtlMs',
-  'queueJoined', 'queueAdmitted', 'queueTokens', 'queueAt', 'perUserLimit')
+  'queueJoined', 'queueAdmitted', 'queueTokens', 'queueAt', 'perUserLimit', 'startsAt')
 if not meta[1] then
   return {'UNKNOWN_PRODUCT'}
 end
@@ -69,7 +73,11 @@ local stock = tonumber(redis.call('GET', KEYS[2]) or '0')
 -- Passes the stock left can serve in full; a remainder below the limit gets one pass of
 -- its own (it buys what is left), so the last units are sold and no ticket waits forever.
 local room = math.max(math.floor(stock / tonumber(meta[8] or '1')), stock > 0 and 1 or 0) - redis.call('ZCARD', KEYS[4])
+local opensIn = math.max(0, tonumber(meta[9] or '0') - now)
 local n = math.min(math.floor(tokens), room, joined - admitted)
+if opensIn > 0 then
+  n = 0
+end
 for _ = 1, n do
   admitted = admitted + 1
   local next = redis.call('HGET', KEYS[3], 'n:' .. admitted)
@@ -87,7 +95,7 @@ end
 local position, owner, pass = string.match(record, '^([^|]*)|([^|]*)|(.*)$')
 position = tonumber(position)
 if position > admitted then
-  return {stock > 0 and 'waiting' or 'sold_out', ticket, position - admitted, '', 0, rate, owner}
+  return {stock > 0 and 'waiting' or 'sold_out', ticket, position - admitted, '', 0, rate, owner, opensIn}
 end
 local expires = tonumber(string.match(redis.call('HGET', KEYS[3], 'x:' .. pass), '([^|]*)$'))
 local outcome = redis.call('HGET', KEYS[5], 'pass ' .. pass)
