@@ -199,7 +199,7 @@ export async function loadThroughQueue(
     );
   };
 
-  /** One burst of joins or reads over the load's connections (autocannon). */
+  /** The burst of joins, over the load's connections (autocannon). */
   const wave = async (steps: readonly Step[]): Promise<void> => {
     let next = 0;
     const result = await cannon(options.signal, (ms) => latencies.push(ms), {
