@@ -336,6 +336,7 @@ describe('the lab: its API', () => {
     const full = await post('/api/runs', request);
     const answer = (await full.json()) as ErrorAnswer;
     expect({ status: full.status, code: answer.code }).toEqual({ status: 429, code: 'LAB_LINE_FULL' });
+    expect(full.headers.get('retry-after')).toBe('10');
     expect(errorShape(answer)).toBe(true);
     expect(lab.runs.list().length).toBe(1 + MAX_QUEUED);
     // The one ahead leaves the line: those behind move up, as the API then says.

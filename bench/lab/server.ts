@@ -37,6 +37,8 @@ const PayloadTooLargeError = FRAMEWORK_ERRORS[413];
 class LabLineFullError extends AppError {
   readonly code = 'LAB_LINE_FULL';
   readonly status = 429;
+  /** A quick run takes about this long: the line has moved by then. */
+  override readonly retryAfterS = 10;
 }
 
 /** A run request is a few fields: anything bigger is not one. */
@@ -200,13 +202,19 @@ function sendSource(res: ServerResponse, path: string): void {
   createReadStream(file).pipe(res);
 }
 
-function send(res: ServerResponse, status: number, type: string, body: string | Buffer): void {
-  res.writeHead(status, { 'content-type': type, 'cache-control': 'no-store' });
+function send(
+  res: ServerResponse,
+  status: number,
+  type: string,
+  body: string | Buffer,
+  headers: Record<string, string> = {},
+): void {
+  res.writeHead(status, { 'content-type': type, 'cache-control': 'no-store', ...headers });
   res.end(body);
 }
 
-function json(res: ServerResponse, status: number, body: unknown): void {
-  send(res, status, 'application/json; charset=utf-8', JSON.stringify(body));
+function json(res: ServerResponse, status: number, body: unknown, headers?: Record<string, string>): void {
+  send(res, status, 'application/json; charset=utf-8', JSON.stringify(body), headers);
 }
 
 function answerError(res: ServerResponse, err: unknown): void {
@@ -223,7 +231,8 @@ function answerError(res: ServerResponse, err: unknown): void {
     res.end();
     return;
   }
-  json(res, known.status, errorBody(known));
+  const retryAfter = known.retryAfterS === undefined ? undefined : { 'retry-after': String(known.retryAfterS) };
+  json(res, known.status, errorBody(known), retryAfter);
 }
 
 async function readJson(req: IncomingMessage): Promise<unknown> {
