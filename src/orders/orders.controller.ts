@@ -204,7 +204,9 @@ export class OrdersController {
           }
           throw err;
         });
-        if (pass !== undefined && !keyed.replayed) void this.room.used(line.productId, pass);
+        // Its pass no longer holds units back: a replay's too, since the first attempt's
+        // removal may have been lost with its answer (OUTCOME_UNKNOWN) or its process.
+        if (pass !== undefined) void this.room.used(line.productId, pass);
         order = keyed.order;
         if (this.replicas.enabled && keyed.acknowledgedBy < this.replicas.required) {
           // A replay of an order no replica is known to have (its first answer may have
