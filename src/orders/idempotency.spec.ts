@@ -185,6 +185,9 @@ describe('Idempotency-Key claims in Redis', () => {
     const claim = (key: string, pass: string, userId: string) =>
       idempotencyClaim.run(redis, [k.idem, k.queue], key, 'c', 'fp', CLAIM_TTL_MS, OUTCOME_TTL_MS, pass, userId);
     expect(await claim('pass forged', 'forged', 'ann')).toEqual(['PASS_INVALID', 'unknown']);
+    // A record with no readable expiry vouches for nothing (and is no script error).
+    await redis.hset(k.queue, 'x:broken', 't3|ann|');
+    expect(await claim('pass broken', 'broken', 'ann')).toEqual(['PASS_INVALID', 'unknown']);
     expect(await claim('pass live', 'live', 'bob')).toEqual(['PASS_INVALID', 'owner']);
     expect(await claim('pass lapsed', 'lapsed', 'bob')).toEqual(['PASS_INVALID', 'expired']);
     // A refused pass claims nothing: no key is left in flight for its retry.

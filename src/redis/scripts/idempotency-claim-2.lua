@@ -60,7 +60,8 @@ if ARGV[6] ~= '' then
   if record then
     owner, expires = string.match(record, '^[^|]*|([^|]*)|(.*)$')
   end
-  if not owner then
+  -- A record without a readable expiry is no pass this script can vouch for.
+  if not owner or not tonumber(expires) then
     return {'PASS_INVALID', 'unknown'}
   end
   if owner ~= ARGV[7] then
