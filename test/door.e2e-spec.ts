@@ -46,6 +46,9 @@ describe('the door', () => {
     request(url, 'POST', `/api/products/${productId}/queue`, { json: { userId } });
   const ticket = (url: string, productId: string, t: string) =>
     request(url, 'GET', `/api/products/${productId}/queue/${t}`);
+  /** A body that is not even JSON, which only the door answers (the route would say 400). */
+  const notJson = (url: string, path: string) =>
+    request(url, 'POST', path, { raw: '{not json', headers: { 'content-type': 'application/json' } });
   const redisNow = async () => {
     const [s, us] = await client.time();
     return Number(s) * 1000 + Math.floor(Number(us) / 1000);
@@ -461,10 +464,7 @@ describe('the door', () => {
       expect(first.body.code).toBe('SOLD_OUT');
       expect(door.answered).toBe(0);
       // ...then answered at the door: a body that is not even JSON gets the 409, not a 400.
-      const atDoor = await request(a.url, 'POST', '/api/products/d/orders', {
-        raw: '{not json',
-        headers: { 'content-type': 'application/json' },
-      });
+      const atDoor = await notJson(a.url, '/api/products/d/orders');
       expect(atDoor.status).toBe(409);
       expect(atDoor.body).toEqual(first.body);
       expect(door.answered).toBe(1);
@@ -500,10 +500,7 @@ describe('the door', () => {
       expect(late.body).toMatchObject({ code: 'SOLD_OUT' });
       expect(door.answered).toBe(0);
       // ...then the door repeats it before reading the body.
-      const atDoor = await request(a.url, 'POST', '/api/products/j/queue', {
-        raw: '{not json',
-        headers: { 'content-type': 'application/json' },
-      });
+      const atDoor = await notJson(a.url, '/api/products/j/queue');
       expect(atDoor.status).toBe(409);
       expect(atDoor.body).toEqual(late.body);
       expect(door.answered).toBe(1);

@@ -46,11 +46,9 @@ export function answerQueueInHooks(fastify: FastifyInstance, room: WaitingRoom, 
     const { id } = request.params as { id: string };
     if (!ID_PATTERN.test(id)) return;
     try {
-      const state = await room.join(id, (request.body as JoinQueueDto).userId);
+      const state = await joinQueue(room, door, id, (request.body as JoinQueueDto).userId);
       return reply.code(202).send(answered(state, reply));
     } catch (err) {
-      // Nothing left to join for: for a while the door answers the next joins itself.
-      if (err instanceof SoldOutError) door.learnJoin(id, err);
       request.queueFailure = err;
     }
   };
@@ -88,6 +86,21 @@ export function answerQueueInHooks(fastify: FastifyInstance, room: WaitingRoom, 
         throw new Error(`the waiting room's route ${url} is not registered: its hook has nothing to answer`);
     }
   });
+}
+
+/** A join, by the hook and by the route alike; a sell-out it is told is the door's to repeat for a while. */
+export async function joinQueue(
+  room: WaitingRoom,
+  door: DoorRefusals,
+  id: string,
+  userId: string,
+): Promise<TicketState> {
+  try {
+    return await room.join(id, userId);
+  } catch (err) {
+    if (err instanceof SoldOutError) door.learnJoin(id, err);
+    throw err;
+  }
 }
 
 /** The ticket as the body, its wait as Retry-After: by the hooks and by the routes alike. */

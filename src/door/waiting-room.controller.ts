@@ -10,10 +10,9 @@ import { ApiJsonBody, ApiPathParams } from '../docs/dto-decorators';
 import { ProductParamsDto } from '../products/dto/product-params.dto';
 import { JoinQueueDto, TicketParamsDto } from './dto/queue.dto';
 import { TICKET_SCHEMA } from './ticket.schema';
-import { SoldOutError } from '../errors/errors';
 import { DoorRefusals } from './door-refusals';
 import { TicketState, WaitingRoom } from './waiting-room';
-import { answered } from './queue-hooks';
+import { answered, joinQueue } from './queue-hooks';
 
 const TICKET = component('Ticket', TICKET_SCHEMA);
 
@@ -58,13 +57,7 @@ export class WaitingRoomController {
     // Tried by its hook already (queue-hooks.ts), which answers a ticket itself: what
     // comes here is what Redis refused, for Nest's filter to answer.
     if (request.queueFailure !== undefined) throw request.queueFailure;
-    try {
-      return answered(await this.room.join(params.id, body.userId), reply);
-    } catch (err) {
-      // Nothing left to join for: for a while the door answers the next joins itself.
-      if (err instanceof SoldOutError) this.door.learnJoin(params.id, err);
-      throw err;
-    }
+    return answered(await joinQueue(this.room, this.door, params.id, body.userId), reply);
   }
 
   @Get(':id/queue/:ticket')
