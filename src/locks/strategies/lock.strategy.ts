@@ -134,13 +134,22 @@ export class SetNxLockStrategy implements Lock {
     });
   }
 
-  /** Compare-and-delete. False (logged, counted) when the lock was no longer ours. */
-  async release(lease: LockLease): Promise<boolean> {
+  /**
+   * Compare-and-delete. False (logged, counted) when the lock was no longer ours; not
+   * counted when `writeUnknown`: the hold's write, which may have released it in the
+   * same step, lost its answer, so a lock found gone proves nothing.
+   */
+  async release(lease: LockLease, writeUnknown = false): Promise<boolean> {
     const deleted = await releaseLock.run(this.redis, [lease.key], lease.token, releasedChannel(lease.key));
     if (deleted === 1) return true;
+    if (!writeUnknown) this.foundLost(lease);
+    return false;
+  }
+
+  /** A hold found lost at its release (by the release, or by the write that released it): counted, said once. */
+  private foundLost(lease: LockLease): void {
     this.lost++;
     this.logger.warn(`lock ${lease.key} was no longer ours at release: ${this.whyLost(lease)}`);
-    return false;
   }
 
   /** What the release's warning says of a hold found lost: one line per lost hold, so a subclass that knows more says it here. */
@@ -149,6 +158,9 @@ export class SetNxLockStrategy implements Lock {
   }
 
   using<T>(key: string, section: (hold: Hold) => Promise<T>, options?: UsingOptions): Promise<T> {
+    // A fenced hold's write may release the lock in the same step (fenced-write-9.lua):
+    // what it said, or undefined while no write did.
+    let releasedByWrite: boolean | null | undefined;
     return holdInLine(
       {
         line: this.line,
@@ -159,13 +171,28 @@ export class SetNxLockStrategy implements Lock {
         acquire: (deadline) => this.acquireBy(key, deadline, options?.signal),
         // A failed release must not turn a completed purchase into an error: the
         // order is written either way, and the TTL frees the lock.
-        release: (lease) =>
-          this.release(lease).then(
+        release: async (lease) => {
+          if (releasedByWrite === true) return;
+          if (releasedByWrite === false) return this.foundLost(lease);
+          await this.release(lease, releasedByWrite === null).then(
             () => undefined,
             (err: Error) => this.logger.warn(`release of ${key} failed, the TTL will free it: ${err.message}`),
-          ),
+          );
+        },
       },
-      (validity, lease) => section({ ...validity, fence: lease.fence }),
+      (validity, lease) =>
+        section({
+          ...validity,
+          fence: lease.fence,
+          ...(lease.fence !== undefined && {
+            releaseInWrite: {
+              key,
+              token: lease.token,
+              channel: releasedChannel(key),
+              released: (ours: boolean | null) => (releasedByWrite = ours),
+            },
+          }),
+        }),
     );
   }
 }
