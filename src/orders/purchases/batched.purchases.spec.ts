@@ -199,4 +199,39 @@ describe('BatchedPurchases (lock coalescing) against a real Redis', () => {
     expect(await redis.get(k.stock)).toBe('0');
     expect(await redis.hgetall(k.buyers)).toEqual({ b: '1' });
   });
+
+  it('skips the unlocked read while the sale is plainly on; a limit is still refused under the lock, and the sold-out tail reads again without it', async () => {
+    const { redis, k, holds, batches } = await sale(3, 1);
+    // The unlocked read and the locked one each ask Redis's clock (TIME) from here;
+    // the scripts' own TIME calls come from Lua.
+    const times: string[] = [];
+    const monitor = await client().monitor();
+    monitor.on('monitor', (_time: string, args: string[], source: string) => {
+      if (args[0].toLowerCase() === 'time' && source !== 'lua') times.push(args[0]);
+      if (args[0].toLowerCase() === 'echo') times.push(args[1]);
+    });
+    try {
+      const readsFor = async (userId: string) => {
+        times.length = 0;
+        const answer = await buy(batches, userId);
+        await redis.echo('mark');
+        for (let i = 0; i < 200 && !times.includes('mark'); i++) await sleep(5);
+        return { answer: 'ok' in answer ? 'sold' : answer.refused, reads: times.filter((t) => t !== 'mark').length };
+      };
+      // The first batch of the product reads twice: unlocked, then under the lock.
+      expect(await readsFor('ann')).toEqual({ answer: 'sold', reads: 2 });
+      // Within PLAINLY_ON_MS, 2 units left for 1 asked: only the read under the lock.
+      expect(await readsFor('bob')).toEqual({ answer: 'sold', reads: 1 });
+      // Ann again: her count is what the skipped read would have refused; the lock's read does.
+      expect(await readsFor('ann')).toEqual({ answer: 'LIMIT_REACHED', reads: 1 });
+      expect(await readsFor('cid')).toEqual({ answer: 'sold', reads: 1 });
+      const held = holds.mock.calls.length;
+      // Sold out: the next buyer is refused by the unlocked read, without the lock.
+      expect(await readsFor('dan')).toEqual({ answer: 'SOLD_OUT', reads: 1 });
+      expect(holds.mock.calls.length).toBe(held);
+      expect(await redis.get(k.stock)).toBe('0');
+    } finally {
+      monitor.disconnect();
+    }
+  });
 });

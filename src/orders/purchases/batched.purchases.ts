@@ -10,11 +10,17 @@ import { Metrics } from '../../telemetry/metrics';
 import { FaultStop } from '../fault-stop';
 import { acknowledge, newOrderId, Order, OrderRequest } from '../order';
 import { refusal } from '../sale-rules';
-import { buyerState, PASS_EXPIRED, readSale, stillClaimed, writeOrders } from '../sale-store';
+import { buyerState, PASS_EXPIRED, readSale, SaleRead, stillClaimed, writeOrders } from '../sale-store';
 import { LockedPurchases } from './purchase-path';
 
 /** Most buyers served by one hold: bounds the write and keeps the hold far inside the TTL. */
 export const MAX_BATCH = 256;
+
+/**
+ * How long what a hold read stays good enough to skip the next batch's unlocked read
+ * (ms): only ever to skip it, never to decide, which the next hold does again.
+ */
+export const PLAINLY_ON_MS = 1_000;
 
 /** A buyer waiting for its product's next batch; settled exactly once. */
 interface Buyer {
@@ -37,7 +43,11 @@ interface Buyer {
  *    (unknown product, LIMIT_REACHED, SOLD_OUT, INSUFFICIENT_STOCK: true when read;
  *    stock rises and a buyer's count falls only when a reservation is cancelled or
  *    expires, after which the buyer may try again), so the sold-out tail never takes
- *    the lock;
+ *    the lock. Skipped while the sale is plainly on (plainlyOn()): this process's last
+ *    hold, under PLAINLY_ON_MS ago, left more units than the batch asks for, in the
+ *    window, and would refuse none of its buyers by the rules but the per-user limit
+ *    (which the read under the lock refuses just the same). At worst a batch takes the
+ *    lock to hear a refusal; the first batch after the sell-out reads again;
  * 2. for the rest, take the product lock once (owner token, TTL, compare-and-delete
  *    release, exactly as for one buyer), read again, apply the sale rules to the
  *    buyers in arrival order against the running stock and per-user counts, and
@@ -56,6 +66,8 @@ export class BatchedPurchases extends LockedPurchases {
   private readonly waitMs: number;
   /** SALE_CLOCK=app: the naive window check (saleClock()). */
   private readonly clock: ((redisNow: number) => number) | undefined;
+  /** Per product (its stock key): what its last hold here read, with the stock its decisions left, and when. */
+  private readonly lastHold = new Map<string, { readonly sale: NonNullable<SaleRead['sale']>; readonly at: number }>();
 
   constructor(
     lock: Lock,
@@ -116,18 +128,20 @@ export class BatchedPurchases extends LockedPurchases {
     // trusted (they are final); a "yes" is decided again under the lock.
     const waiting = unsettled(batch);
     if (waiting.length === 0) return;
-    const seen = await readSale(
-      this.redis,
-      k,
-      this.family,
-      waiting.map((b) => b.order.userId),
-      [],
-      this.clock,
-    );
-    waiting.forEach((buyer, i) => {
-      const no = refusal(buyer.order, buyerState(seen, i));
-      if (no) buyer.reject(no);
-    });
+    if (!this.plainlyOn(k, waiting)) {
+      const seen = await readSale(
+        this.redis,
+        k,
+        this.family,
+        waiting.map((b) => b.order.userId),
+        [],
+        this.clock,
+      );
+      waiting.forEach((buyer, i) => {
+        const no = refusal(buyer.order, buyerState(seen, i));
+        if (no) buyer.reject(no);
+      });
+    }
     const candidates = unsettled(waiting);
     if (candidates.length === 0) return;
     const answers = await this.lock.using(k.lock, (hold) => this.buyAll(k, candidates, hold), {
@@ -138,6 +152,27 @@ export class BatchedPurchases extends LockedPurchases {
     // Answered once the lock is released, as a single buyer would be: by the time a
     // buyer (or a draining shutdown) sees its answer, its hold is over.
     for (const answer of answers) answer();
+  }
+
+  /**
+   * Whether the unlocked read could only refuse buyers by their per-user limit: the
+   * last hold here read the sale under PLAINLY_ON_MS ago and left more units than these
+   * buyers ask for, and by what it read (its Redis clock moved on by the time since) the
+   * rules refuse none of them with a count of 0. What it cannot know (a buyer's count,
+   * units sold by other processes since) the read under the lock decides, as always.
+   */
+  private plainlyOn(k: ProductKeys, buyers: readonly Buyer[]): boolean {
+    const last = this.lastHold.get(k.stock);
+    if (!last) return false;
+    const age = performance.now() - last.at;
+    if (age > PLAINLY_ON_MS) return false;
+    const state = { ...last.sale, now: last.sale.now + age, bought: 0 };
+    let units = 0;
+    for (const { order } of buyers) {
+      if (refusal(order, state) !== null) return false;
+      units += order.quantity;
+    }
+    return units <= last.sale.stock;
   }
 
   /**
@@ -163,6 +198,7 @@ export class BatchedPurchases extends LockedPurchases {
       keyed.map((b) => b.order.claim!.key),
       this.clock,
     );
+    const readAt = performance.now();
     // A keyed buyer whose claim is no longer its own (another request decides that
     // key) is left out before anything is decided, so no one after it is refused
     // for units it would not take.
@@ -189,6 +225,8 @@ export class BatchedPurchases extends LockedPurchases {
       owned.set(userId, bought + quantity);
       accepted.push({ buyer, orderId: newOrderId(buyer.order.productId), remaining: stock });
     });
+    if (read.sale) this.lastHold.set(k.stock, { sale: { ...read.sale, stock }, at: readAt });
+    else this.lastHold.delete(k.stock);
     if (accepted.length === 0) return answers;
     // The hold may have outlived its TTL while we read: then writing could oversell.
     hold.assertValid();
