@@ -98,7 +98,7 @@ export async function loadThroughQueue(
     if (code !== 200 && code !== 202) {
       const key = String(body.code ?? `HTTP_${code}`);
       count(userId, code, key);
-      if (key === 'SOLD_OUT') turnedAway.add(userId);
+      if (key === 'SOLD_OUT' || key === 'SALE_ENDED') turnedAway.add(userId);
       return;
     }
     count(userId, code, ticketCode(body.state));
@@ -108,7 +108,7 @@ export async function loadThroughQueue(
     } else if (body.state === 'waiting') {
       // Back when the answer says: Retry-After is the seconds until this place is likely admitted.
       waiting.push({ userId, ticket: String(body.ticket), at: Date.now() + Number(retryAfter ?? 1) * 1000 });
-    } else if (body.state === 'sold_out') {
+    } else if (body.state === 'sold_out' || body.state === 'ended') {
       turnedAway.add(userId);
     }
     // used (a duplicate of a buyer who bought) or expired: nothing more to do.

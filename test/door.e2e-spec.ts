@@ -323,6 +323,37 @@ describe('the door', () => {
       expect(bought.status).toBe(201);
     }, 30_000);
 
+    it('admits nobody after the end: every ticket but a used one reads ended, and a join without a ticket is SALE_ENDED, enrolling no one', async () => {
+      const prefix = uniquePrefix('queue-end');
+      const a = await app(prefix);
+      const k = new KeyLayout(prefix).product('q');
+      const endsAt = (await redisNow()) + 2_000;
+      const iso = new Date(endsAt).toISOString();
+      expect((await put(a.url, 'q', { stock: 100, endsAt: iso, queue: { admitPerSecond: 1 } })).status).toBe(200);
+      // The bucket starts with one second of the rate: u0 goes in, the others wait (or, on
+      // a slow machine, one more goes in a second later).
+      const joins = [await join(a.url, 'q', 'u0'), await join(a.url, 'q', 'u1'), await join(a.url, 'q', 'u2')];
+      expect(joins.map((j) => j.status)).toEqual([202, 202, 202]);
+      expect(joins[0].body.state).toBe('admitted');
+      expect((await buy(a.url, 'q', 'u0', { 'admission-pass': joins[0].body.pass as string })).status).toBe(201);
+      await sleep(Math.max(0, endsAt - (await redisNow())) + 1_100);
+      const admittedAtEnd = await client.hget(k.meta, 'queueAdmitted');
+      // A second and more after the end: the bucket has refilled, and still nobody goes in.
+      const states = await Promise.all(joins.map((j) => ticket(a.url, 'q', j.body.ticket as string)));
+      expect(states.map((t) => [t.status, t.body.state])).toEqual([
+        [200, 'used'],
+        [200, 'ended'],
+        [200, 'ended'],
+      ]);
+      expect(states[1].headers.get('retry-after')).toBeNull();
+      expect(await client.hget(k.meta, 'queueAdmitted')).toBe(admittedAtEnd);
+      const late = await join(a.url, 'q', 'u3');
+      expect(late.status).toBe(409);
+      expect(late.body).toMatchObject({ code: 'SALE_ENDED' });
+      expect(await client.hget(k.queue, 'u:u3')).toBeNull();
+      expect(await client.hget(k.meta, 'queueJoined')).toBe('3');
+    }, 30_000);
+
     it("a retry of a pass's purchase takes the pass off the count too (the first one's removal may have been lost)", async () => {
       const prefix = uniquePrefix('queue-replay');
       const a = await app(prefix);

@@ -95,7 +95,7 @@ export class DoorRefusals {
   }
 
   /** Notes that a join to `productId` was refused SOLD_OUT by Redis (queue-5.lua). */
-  learnJoin(productId: string, err: SoldOutError): void {
+  learnJoin(productId: string, err: SoldOutError | SaleEndedError): void {
     const body = Buffer.from(JSON.stringify(errorBody(err)));
     this.joins.set(productId, { until: this.clock() + DOOR_TRUST_MS, refusal: err, body });
   }

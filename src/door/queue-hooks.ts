@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { SoldOutError } from '../errors/errors';
+import { SaleEndedError, SoldOutError } from '../errors/errors';
 import { ID_PATTERN } from '../sale/sale-limits';
 import type { JoinQueueDto } from './dto/queue.dto';
 import { TICKET_PARAM_PATTERN } from './dto/queue.dto';
@@ -98,7 +98,7 @@ export async function joinQueue(
   try {
     return await room.join(id, userId);
   } catch (err) {
-    if (err instanceof SoldOutError) door.learnJoin(id, err);
+    if (err instanceof SoldOutError || err instanceof SaleEndedError) door.learnJoin(id, err);
     throw err;
   }
 }

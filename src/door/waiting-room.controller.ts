@@ -32,7 +32,7 @@ export class WaitingRoomController {
   @ApiOperation({
     summary: "join a product's waiting room",
     description:
-      'answers your ticket and your place in line (1 = admitted next); joining again answers the same ticket. Read the ticket until it is admitted, then buy with its pass as the Admission-Pass header. Once nothing is left, a buyer with no ticket is refused SOLD_OUT and not enrolled; for a while after, the door answers every join SOLD_OUT before the body is read, the joins of ticket holders too (read your ticket instead).',
+      'answers your ticket and your place in line (1 = admitted next); joining again answers the same ticket. Read the ticket until it is admitted, then buy with its pass as the Admission-Pass header. Once nothing is left, a buyer with no ticket is refused SOLD_OUT and not enrolled; once the sale ends (endsAt), SALE_ENDED. For a while after either, the door answers every join so before the body is read, the joins of ticket holders too (read your ticket instead).',
   })
   @ApiPathParams(ProductParamsDto)
   @ApiJsonBody(JoinQueueDto)
@@ -46,6 +46,7 @@ export class WaitingRoomController {
     'UNKNOWN_PRODUCT',
     'NO_QUEUE',
     'SOLD_OUT',
+    'SALE_ENDED',
     'REDIS_UNAVAILABLE',
   )
   async join(
@@ -62,7 +63,7 @@ export class WaitingRoomController {
 
   @Get(':id/queue/:ticket')
   @ApiOperation({
-    summary: 'read a ticket: waiting (with its place), admitted (with its pass), used, expired or sold_out',
+    summary: 'read a ticket: waiting (with its place), admitted (with its pass), used, expired, sold_out or ended',
     description: 'while waiting, Retry-After says when to read it again',
   })
   @ApiPathParams(TicketParamsDto)

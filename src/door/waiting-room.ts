@@ -3,6 +3,7 @@ import { randomBytes } from 'node:crypto';
 import {
   NoQueueError,
   retryAfterSeconds,
+  SaleEndedError,
   SoldOutError,
   UnknownProductError,
   UnknownTicketError,
@@ -23,7 +24,7 @@ export function passShaped(value: string): boolean {
 /** A ticket as GET /api/products/:id/queue/:ticket answers it. */
 export interface TicketState {
   readonly ticket: string;
-  readonly state: 'waiting' | 'admitted' | 'used' | 'expired' | 'sold_out';
+  readonly state: 'waiting' | 'admitted' | 'used' | 'expired' | 'sold_out' | 'ended';
   /** While waiting: 1 = admitted next. 0 once admitted. */
   readonly position: number;
   /** While admitted: the single-use pass to send as Admission-Pass, and when it lapses (ISO 8601). */
@@ -96,6 +97,7 @@ export class WaitingRoom {
     if (state === 'NO_QUEUE') throw new NoQueueError(productId);
     if (state === 'UNKNOWN_TICKET') throw new UnknownTicketError(productId);
     if (state === 'SOLD_OUT') throw new SoldOutError(productId);
+    if (state === 'SALE_ENDED') throw new SaleEndedError(productId, Number(ticket));
     const base = { ticket: ticket!, state: state as TicketState['state'], position: position! };
     if (state === 'admitted') return { ...base, pass, passExpiresAt: new Date(expires!).toISOString() };
     // Before the start nobody is admitted: the place waits for the opening, then its turn.

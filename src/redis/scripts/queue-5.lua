@@ -7,11 +7,14 @@
   expires unused frees its place for the next in line). Nobody is admitted before the
   sale's start (by Redis's clock): a pass issued then would lapse unused while its buyer
   waits for the opening, and its place would be lost; the bucket fills meanwhile, so the
-  first second's buyers are admitted at the start. Admission happens whenever anyone joins or reads the queue, so it
+  first second's buyers are admitted at the start. Nobody is admitted after the sale's
+  end either: a buyer with no ticket who joins then is refused SALE_ENDED and not
+  enrolled, and every ticket reads `ended` (but a pass that bought, `used`), so nobody
+  waits for a sale that is over. Admission happens whenever anyone joins or reads the queue, so it
   needs no process of its own: an app that dies loses no place, and every instance
   admits the same buyers in the same order. Redis's clock decides.
 
-  KEYS[1]  meta hash: perUserLimit, queueRate, passTtlMs, startsAt (reset-sale-10.lua); queueJoined,
+  KEYS[1]  meta hash: perUserLimit, queueRate, passTtlMs, startsAt, endsAt (reset-sale-10.lua); queueJoined,
            queueAdmitted, queueTokens, queueAt (this script's counters)
   KEYS[2]  stock
   KEYS[3]  waiting-room hash (key-layout.ts: t:<ticket>, u:<userId>, n:<position>, x:<pass>)
@@ -26,13 +29,15 @@
   read: ARGV[2] ticket
   Returns  {state, ticket, position, pass, passExpiresAt, admitPerSecond, userId, opensInMs}
              state: waiting (position: 1 = next), admitted (pass, passExpiresAt: ms),
-             expired (the pass lapsed unused), sold_out (nothing left to admit for);
+             expired (the pass lapsed unused), sold_out (nothing left to admit for),
+             ended (the sale's end has passed), used (the pass bought);
              pass '' and passExpiresAt 0 unless admitted; opensInMs: how long until
              the sale starts (0 once it has), which a waiting place waits on top
            {'UNKNOWN_PRODUCT'}   {'NO_QUEUE'}   {'UNKNOWN_TICKET'}   {'SOLD_OUT'} (join only)
+           {'SALE_ENDED', endsAt} (join only: a buyer with no ticket after the end)
 ]]
 local meta = redis.call('HMGET', KEYS[1], 'initialStock', 'queueRate', 'passTtlMs',
-  'queueJoined', 'queueAdmitted', 'queueTokens', 'queueAt', 'perUserLimit', 'startsAt')
+  'queueJoined', 'queueAdmitted', 'queueTokens', 'queueAt', 'perUserLimit', 'startsAt', 'endsAt')
 if not meta[1] then
   return {'UNKNOWN_PRODUCT'}
 end
@@ -49,11 +54,16 @@ local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 local tokens = tonumber(meta[6] or tostring(rate))
 local at = tonumber(meta[7] or tostring(now))
 tokens = math.min(rate, tokens + math.max(0, now - at) * rate / 1000)
+local endsAt = tonumber(meta[10] or '')
+local ended = endsAt ~= nil and now >= endsAt
 
 local ticket
 if ARGV[1] == 'join' then
   ticket = redis.call('HGET', KEYS[3], 'u:' .. ARGV[2])
   if not ticket then
+    if ended then
+      return {'SALE_ENDED', endsAt}
+    end
     if tonumber(redis.call('GET', KEYS[2]) or '0') <= 0 then
       return {'SOLD_OUT'}
     end
@@ -75,7 +85,7 @@ local stock = tonumber(redis.call('GET', KEYS[2]) or '0')
 local room = math.max(math.floor(stock / tonumber(meta[8] or '1')), stock > 0 and 1 or 0) - redis.call('ZCARD', KEYS[4])
 local opensIn = math.max(0, tonumber(meta[9] or '0') - now)
 local n = math.min(math.floor(tokens), room, joined - admitted)
-if opensIn > 0 then
+if opensIn > 0 or ended then
   n = 0
 end
 for _ = 1, n do
@@ -95,6 +105,9 @@ end
 local position, owner, pass = string.match(record, '^([^|]*)|([^|]*)|(.*)$')
 position = tonumber(position)
 if position > admitted then
+  if ended then
+    return {'ended', ticket, 0, '', 0, rate, owner}
+  end
   return {stock > 0 and 'waiting' or 'sold_out', ticket, position - admitted, '', 0, rate, owner, opensIn}
 end
 local expires = tonumber(string.match(redis.call('HGET', KEYS[3], 'x:' .. pass), '([^|]*)$'))
@@ -102,6 +115,9 @@ local outcome = redis.call('HGET', KEYS[5], 'pass ' .. pass)
 if outcome and string.sub(outcome, 1, 2) == 'D|' then
   -- Used: its order was written. Whatever the stock or the time, the pass has bought.
   return {'used', ticket, 0, '', 0, rate, owner}
+end
+if ended then
+  return {'ended', ticket, 0, '', 0, rate, owner}
 end
 if now >= expires then
   return {'expired', ticket, 0, '', 0, rate, owner}
