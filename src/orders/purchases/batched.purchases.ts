@@ -17,8 +17,9 @@ import { LockedPurchases } from './purchase-path';
 export const MAX_BATCH = 256;
 
 /**
- * How long what a hold read stays good enough to skip the next batch's unlocked read
- * (ms): only ever to skip it, never to decide, which the next hold does again.
+ * How long what a hold read stays good enough to send the next batch's unlocked read
+ * beside its acquisition rather than before it (ms): never to decide, which the next
+ * hold does again.
  */
 export const PLAINLY_ON_MS = 1_000;
 
@@ -29,6 +30,8 @@ interface Buyer {
   readonly deadline: number;
   /** Answers LOCK_TIMEOUT at the deadline, wherever the buyer is waiting; cleared once its hold begins. */
   timer?: NodeJS.Timeout;
+  /** Taken by a hold: from then only that hold's outcome answers it (not a read that went out beside it). */
+  held?: boolean;
   settled: boolean;
   resolve(order: Order): void;
   reject(err: unknown): void;
@@ -43,11 +46,12 @@ interface Buyer {
  *    (unknown product, LIMIT_REACHED, SOLD_OUT, INSUFFICIENT_STOCK: true when read;
  *    stock rises and a buyer's count falls only when a reservation is cancelled or
  *    expires, after which the buyer may try again), so the sold-out tail never takes
- *    the lock. Skipped while the sale is plainly on (plainlyOn()): this process's last
- *    hold, under PLAINLY_ON_MS ago, left more units than the batch asks for, in the
- *    window, and would refuse none of its buyers by the rules but the per-user limit
- *    (which the read under the lock refuses just the same). At worst a batch takes the
- *    lock to hear a refusal; the first batch after the sell-out reads again;
+ *    the lock. While the sale is plainly on (plainlyOn(): this process's last hold,
+ *    under PLAINLY_ON_MS ago, left more units than the batch asks for, in the window,
+ *    and the rules refuse none of its buyers but by their own count), the read goes out
+ *    beside the acquisition instead of before it: its refusals still come at once, even
+ *    while the lock is busy, and a free lock is held a round trip sooner. A batch that
+ *    finds the stock gone elsewhere may take the lock to hear it, once: its hold reads 0;
  * 2. for the rest, take the product lock once (owner token, TTL, compare-and-delete
  *    release, exactly as for one buyer), read again, apply the sale rules to the
  *    buyers in arrival order against the running stock and per-user counts, and
@@ -128,7 +132,7 @@ export class BatchedPurchases extends LockedPurchases {
     // trusted (they are final); a "yes" is decided again under the lock.
     const waiting = unsettled(batch);
     if (waiting.length === 0) return;
-    if (!this.plainlyOn(k, waiting)) {
+    const preRead = async () => {
       const seen = await readSale(
         this.redis,
         k,
@@ -138,9 +142,28 @@ export class BatchedPurchases extends LockedPurchases {
         this.clock,
       );
       waiting.forEach((buyer, i) => {
+        // A buyer the hold has taken is answered by the hold alone.
+        if (buyer.held) return;
         const no = refusal(buyer.order, buyerState(seen, i));
         if (no) buyer.reject(no);
       });
+    };
+    // While the sale is plainly on, the read goes out beside the acquisition, not before
+    // it: its refusals still come at once, even while another process holds the lock,
+    // and a free lock is held one round trip sooner. Once every buyer is refused, the
+    // wait for the lock stops.
+    let stop: AbortController | undefined;
+    if (this.plainlyOn(k, waiting)) {
+      const controller = (stop = new AbortController());
+      void preRead().then(
+        () => {
+          if (unsettled(waiting).length === 0) controller.abort(new Error('every buyer of the batch was refused'));
+        },
+        // The read under the lock decides the same, and says what failed.
+        () => undefined,
+      );
+    } else {
+      await preRead();
     }
     const candidates = unsettled(waiting);
     if (candidates.length === 0) return;
@@ -148,6 +171,7 @@ export class BatchedPurchases extends LockedPurchases {
       // Waited for as long as any buyer of the batch may wait (FIFO: the last came
       // last); each earlier one hears LOCK_TIMEOUT from its own timer at its own deadline.
       deadline: candidates[candidates.length - 1].deadline,
+      signal: stop?.signal,
     });
     // Answered once the lock is released, as a single buyer would be: by the time a
     // buyer (or a draining shutdown) sees its answer, its hold is over.
@@ -184,7 +208,10 @@ export class BatchedPurchases extends LockedPurchases {
     // rest stop their clocks: from here their order may be written, so only the
     // outcome of this hold may answer them.
     const buyers = unsettled(batch);
-    for (const buyer of buyers) clearTimeout(buyer.timer);
+    for (const buyer of buyers) {
+      clearTimeout(buyer.timer);
+      buyer.held = true;
+    }
     // A hold whose buyers all timed out while it was being taken served nobody: not a
     // batch (its wait and hold are still in the lock's histograms).
     if (buyers.length === 0) return [];
