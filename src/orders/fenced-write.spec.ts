@@ -1,10 +1,10 @@
 import { Logger } from '@nestjs/common';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { startSaleIn, useTestRedis } from '../../test/helpers/redis';
-import { LockBypassedError, StaleLockError, StrategyMismatchError } from '../errors/errors';
+import { LockBypassedError, OutcomeUnknownError, StaleLockError, StrategyMismatchError } from '../errors/errors';
 import { FencedLockStrategy } from '../locks/strategies/fenced.strategy';
 import { SetNxLockStrategy } from '../locks/strategies/lock.strategy';
-import { fencedWrite, releaseLock } from '../redis/lua-scripts';
+import { fencedWrite, releaseLock, ScriptClient } from '../redis/lua-scripts';
 import { writeOrders } from './sale-store';
 
 /** The write side of fencing: an order written under a fenced hold, and the fence refusing a paused holder. */
@@ -86,6 +86,50 @@ describe('writeOrders under a fenced hold, against a real Redis', () => {
           return writeOrders(redis, k, 'lock', buy('ann'), hold.fence, hold.releaseInWrite);
         });
         expect(left).toEqual([1]);
+        expect(lock.lostLocks).toBe(1);
+        expect(warn.mock.calls.map(([m]) => String(m)).filter((m) => m.includes('no longer ours'))).toHaveLength(1);
+      } finally {
+        warn.mockRestore();
+      }
+    });
+
+    /** A client whose script replies are lost after Redis ran them (ioredis's own timeout error). */
+    const lossy = (redis: ReturnType<typeof client>): ScriptClient => {
+      const run = redis.evalsha.bind(redis) as (...args: unknown[]) => Promise<unknown>;
+      const evalsha = async (...args: unknown[]) => {
+        await run(...args).catch(() => undefined);
+        throw new Error('Command timed out');
+      };
+      return { evalsha: evalsha as unknown as ScriptClient['evalsha'], eval: redis.eval.bind(redis) };
+    };
+
+    it('after a write whose answer was lost: a write that landed released the lock (not lost); one the fence refused was lost, and is counted', async () => {
+      const { redis, k } = await product(5);
+      const lock = closing(new FencedLockStrategy(redis, { ttlMs: 5_000, waitMs: 1_000 }));
+      const other = closing(new FencedLockStrategy(client(), { ttlMs: 5_000, waitMs: 1_000 }));
+      // Loaded, so that the lossy client's EVALSHA runs it (no NOSCRIPT to fall back from).
+      await redis.script('LOAD', fencedWrite.lua);
+      const warn = jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
+      try {
+        // Landed: the order is written and the lock freed by the write; only its answer is lost.
+        const landed = await lock
+          .using(k.lock, (hold) => writeOrders(lossy(redis), k, 'lock', buy('ann'), hold.fence, hold.releaseInWrite))
+          .catch((e: unknown) => e);
+        expect(landed).toBeInstanceOf(OutcomeUnknownError);
+        expect(await redis.xlen(k.orders)).toBe(1);
+        expect(await redis.exists(k.lock)).toBe(0);
+        expect(lock.lostLocks).toBe(0);
+        // Lost: the lock expired and another process took it (a later token), so the
+        // fence refused the write; its answer is lost all the same.
+        const refused = await lock
+          .using(k.lock, async (hold) => {
+            await redis.del(k.lock);
+            expect(await other.tryAcquire(k.lock)).not.toBeNull();
+            return writeOrders(lossy(redis), k, 'lock', buy('bob'), hold.fence, hold.releaseInWrite);
+          })
+          .catch((e: unknown) => e);
+        expect(refused).toBeInstanceOf(OutcomeUnknownError);
+        expect(await redis.xlen(k.orders)).toBe(1);
         expect(lock.lostLocks).toBe(1);
         expect(warn.mock.calls.map(([m]) => String(m)).filter((m) => m.includes('no longer ours'))).toHaveLength(1);
       } finally {

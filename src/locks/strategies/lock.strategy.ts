@@ -2,6 +2,7 @@ import { Logger } from '@nestjs/common';
 import { randomBytes } from 'node:crypto';
 import type { RedisClient } from '../../redis/create-client';
 import { LockTimeoutError } from '../../errors/errors';
+import { metaKeyFor } from '../../redis/key-layout';
 import { releaseLock } from '../../redis/lua-scripts';
 import { backoffMs } from '../backoff';
 import { BestEffortUndo } from '../best-effort-undo';
@@ -135,14 +136,20 @@ export class SetNxLockStrategy implements Lock {
   }
 
   /**
-   * Compare-and-delete. False (logged, counted) when the lock was no longer ours; not
-   * counted when `writeUnknown`: the hold's write, which may have released it in the
-   * same step, lost its answer, so a lock found gone proves nothing.
+   * Compare-and-delete. False (logged, counted) when the lock was no longer ours. With
+   * `writeUnknown` (a fenced hold whose write lost its answer: the write releases the lock
+   * when it is applied), a lock found gone is the write's own release if the product's
+   * last applied token is this hold's (fenced-write-9.lua sets it), and counts as lost
+   * only otherwise.
    */
   async release(lease: LockLease, writeUnknown = false): Promise<boolean> {
     const deleted = await releaseLock.run(this.redis, [lease.key], lease.token, releasedChannel(lease.key));
     if (deleted === 1) return true;
-    if (!writeUnknown) this.foundLost(lease);
+    if (writeUnknown && lease.fence !== undefined) {
+      const applied = await this.redis.hget(metaKeyFor(lease.key), 'fence').catch(() => null);
+      if (applied === String(lease.fence)) return false;
+    }
+    this.foundLost(lease);
     return false;
   }
 
