@@ -348,8 +348,12 @@ describe('the door', () => {
       expect(states[1].headers.get('retry-after')).toBeNull();
       expect(await client.hget(k.meta, 'queueAdmitted')).toBe(admittedAtEnd);
       const late = await join(a.url, 'q', 'u3');
+      // The door learnt it: a join that is not even JSON (which the route would answer 400)
+      // hears SALE_ENDED before its body is read.
+      const atDoor = await notJson(a.url, '/api/products/q/queue');
       expect(late.status).toBe(409);
       expect(late.body).toMatchObject({ code: 'SALE_ENDED' });
+      expect([atDoor.status, atDoor.body]).toEqual([409, late.body]);
       expect(await client.hget(k.queue, 'u:u3')).toBeNull();
       expect(await client.hget(k.meta, 'queueJoined')).toBe('3');
     }, 30_000);

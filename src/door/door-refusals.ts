@@ -115,8 +115,8 @@ export class DoorRefusals {
     if (req.method !== 'POST' || (this.learnt.size === 0 && this.joins.size === 0)) return false;
     const match = PRODUCT_ROUTE.exec(req.url!);
     if (!match) return false;
-    // A join is refused at the door for one reason alone, a sell-out a join was told
-    // (queue-5.lua): the herd joins before the start, and the window is the purchase's.
+    // A join is refused at the door only for what a join was told (queue-5.lua): a
+    // sell-out or the sale's end. Never for the start: the herd joins before it.
     const joining = match[2] === 'queue';
     const learnt = joining ? this.joins : this.learnt;
     const known = learnt.get(match[1]);
