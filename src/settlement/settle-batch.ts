@@ -57,58 +57,46 @@ export function streamMs(streamId: string): number {
  *   (or is inserted with it); a terminal status never changes, since Redis gives an
  *   order exactly one.
  *
- * Three statements, each one multi-row (unnest of arrays), whatever the batch's size.
+ * Three statements, each one multi-row (the rows as one JSON parameter), whatever the batch's size.
  */
 export async function writeBatch(client: PoolClient, productId: string, events: readonly StreamEvent[]): Promise<void> {
   // One row per order per statement (an upsert may not touch a row twice): an order
   // has one entry and at most one terminal event, so a second is a duplicate entry.
   const created = firstPerOrder(events.filter((e) => e.event === 'created'));
   const ended = firstPerOrder(events.filter((e) => e.event !== 'created'));
+  // Each statement takes its rows as one JSON array of arrays: JSON.stringify is native,
+  // where node-postgres escapes every element of a text[] parameter in JavaScript (a
+  // quarter of the settler's CPU per order in a contended sale's profile).
   await client.query(
     `INSERT INTO order_events (product_id, stream_id, order_id, event, at)
-     SELECT $1, s, o, e, to_timestamp(ms / 1000.0)
-       FROM unnest($2::text[], $3::text[], $4::text[], $5::bigint[]) AS t(s, o, e, ms)
+     SELECT $1, r->>0, r->>1, r->>2, to_timestamp((r->>3)::bigint / 1000.0)
+       FROM json_array_elements($2::json) AS r
      ON CONFLICT (product_id, stream_id, order_id) DO NOTHING`,
-    [
-      productId,
-      events.map((e) => e.streamId),
-      events.map((e) => e.orderId),
-      events.map((e) => e.event),
-      events.map((e) => streamMs(e.streamId)),
-    ],
+    [productId, JSON.stringify(events.map((e) => [e.streamId, e.orderId, e.event, streamMs(e.streamId)]))],
   );
   if (created.length > 0) {
     await client.query(
       `INSERT INTO orders (order_id, product_id, user_id, quantity, status, created_at, updated_at)
-       SELECT o, $1, u, q, 'reserved', to_timestamp(ms / 1000.0), to_timestamp(ms / 1000.0)
-         FROM unnest($2::text[], $3::text[], $4::int[], $5::bigint[]) AS t(o, u, q, ms)
+       SELECT r->>0, $1, r->>1, (r->>2)::int, 'reserved',
+              to_timestamp((r->>3)::bigint / 1000.0), to_timestamp((r->>3)::bigint / 1000.0)
+         FROM json_array_elements($2::json) AS r
        ON CONFLICT (order_id) DO UPDATE SET created_at = EXCLUDED.created_at`,
-      [
-        productId,
-        created.map((e) => e.orderId),
-        created.map((e) => e.userId),
-        created.map((e) => e.quantity),
-        created.map((e) => streamMs(e.streamId)),
-      ],
+      [productId, JSON.stringify(created.map((e) => [e.orderId, e.userId, e.quantity, streamMs(e.streamId)]))],
     );
   }
   if (ended.length > 0) {
     // created_at is a placeholder (the event's time) until the order's own entry is settled.
     await client.query(
       `INSERT INTO orders (order_id, product_id, user_id, quantity, status, payment_id, created_at, updated_at)
-       SELECT o, $1, u, q, st, p, to_timestamp(ms / 1000.0), to_timestamp(ms / 1000.0)
-         FROM unnest($2::text[], $3::text[], $4::int[], $5::text[], $6::text[], $7::bigint[]) AS t(o, u, q, st, p, ms)
+       SELECT r->>0, $1, r->>1, (r->>2)::int, r->>3, r->>4,
+              to_timestamp((r->>5)::bigint / 1000.0), to_timestamp((r->>5)::bigint / 1000.0)
+         FROM json_array_elements($2::json) AS r
        ON CONFLICT (order_id) DO UPDATE
          SET status = EXCLUDED.status, payment_id = EXCLUDED.payment_id, updated_at = EXCLUDED.updated_at
          WHERE orders.status = 'reserved'`,
       [
         productId,
-        ended.map((e) => e.orderId),
-        ended.map((e) => e.userId),
-        ended.map((e) => e.quantity),
-        ended.map((e) => e.event),
-        ended.map((e) => e.paymentId),
-        ended.map((e) => streamMs(e.streamId)),
+        JSON.stringify(ended.map((e) => [e.orderId, e.userId, e.quantity, e.event, e.paymentId, streamMs(e.streamId)])),
       ],
     );
   }
