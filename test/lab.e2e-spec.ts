@@ -193,7 +193,7 @@ describe('the lab: lessons and reading guide', () => {
       'src/locks/lock.ts',
       'src/locks/strategies/fenced.strategy.ts',
       'src/redis/scripts/fenced-acquire-3.lua',
-      'src/redis/scripts/fenced-write-9.lua',
+      'src/redis/scripts/fenced-write-8.lua',
       'src/redis/scripts/release-lock-1.lua',
       'src/orders/purchases/batched.purchases.ts',
       'src/orders/fenced-write.spec.ts',

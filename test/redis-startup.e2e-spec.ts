@@ -270,7 +270,7 @@ describe('start-up checks of the Redis: permissions and eviction policy', () => 
     const app = await startTestApp({ REDIS_URL: userUrl('midway'), KEY_PREFIX: 'midway:' });
     try {
       await startSale(app.url, 'perm', 5);
-      // fenced-write-9.lua's XADD comes after its DECRBY: Redis does not roll the script back.
+      // fenced-write-8.lua's XADD comes after its DECRBY: Redis does not roll the script back.
       await admin.call('ACL', 'SETUSER', 'midway', '-xadd');
       const res = await request(app.url, 'POST', '/api/orders', { json: { productId: 'perm', userId: 'ann' } });
       expect(res.status).toBe(503);

@@ -10,8 +10,7 @@ import { armed, NetworkStrategy, onNetworkStage, WRITE_MARKER, WRITE_NAME } from
  */
 export function lostReply(ctx: Context, strategy: NetworkStrategy): Promise<Outcome> {
   const stock = ctx.quick ? 100 : 400;
-  // A lock whose holder's connection was cut is freed by its TTL (under `fenced` the
-  // applied write freed it already): keep it short.
+  // A lock whose holder's connection was cut is freed by its TTL: keep it short.
   return onNetworkStage(ctx, strategy, { apps: 1, ttlMs: 1_000, stock }, async (stage) => {
     const [a] = stage.apps;
     const cut = armed(a.proxy.loseReplyTo(WRITE_MARKER[strategy]));

@@ -21,25 +21,6 @@ export interface Hold {
   assertValid(): void;
   /** The fencing token of this acquisition, for a lock that issues one: the write must present it to Redis. */
   readonly fence?: number;
-  /**
-   * For a lock a write script may release in the same step (`fenced`): the lock's key,
-   * this hold's owner token and the channel its release is announced on. The section
-   * that released it says so (released()), and the lock then sends no release of its own.
-   */
-  readonly releaseInWrite?: ReleaseInWrite;
-}
-
-/** What a write needs to release its hold in the same step (release-lock-1.lua's compare, delete and announce). */
-export interface ReleaseInWrite {
-  readonly key: string;
-  readonly token: string;
-  readonly channel: string;
-  /**
-   * The write ran: `ours` says whether it found the lock still this hold's and freed it
-   * (false: it had expired, and the hold counts as lost, as a release that finds it gone).
-   * `null`: the write's answer was lost, so whether it released is unknown.
-   */
-  released(ours: boolean | null): void;
 }
 
 export interface UsingOptions {

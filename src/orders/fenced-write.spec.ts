@@ -1,10 +1,9 @@
 import { Logger } from '@nestjs/common';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { startSaleIn, useTestRedis } from '../../test/helpers/redis';
-import { LockBypassedError, OutcomeUnknownError, StaleLockError, StrategyMismatchError } from '../errors/errors';
+import { LockBypassedError, StaleLockError, StrategyMismatchError } from '../errors/errors';
 import { FencedLockStrategy } from '../locks/strategies/fenced.strategy';
 import { SetNxLockStrategy } from '../locks/strategies/lock.strategy';
-import { fencedWrite, releaseLock, ScriptClient } from '../redis/lua-scripts';
 import { writeOrders } from './sale-store';
 
 /** The write side of fencing: an order written under a fenced hold, and the fence refusing a paused holder. */
@@ -33,131 +32,6 @@ describe('writeOrders under a fenced hold, against a real Redis', () => {
     const [[, fields]] = await redis.xrange(k.orders, '-', '+');
     expect(fields).toEqual(['orderId', 'o1', 'userId', 'ann', 'quantity', '1', 'fence', '1']);
     expect(await redis.hget(k.meta, 'fence')).toBe('1'); // the last token applied
-  });
-
-  describe('the release in the same step as the write', () => {
-    const buy = (userId: string) => [
-      { order: { productId: 'phone', userId, quantity: 1 }, orderId: `o-${userId}`, remaining: 1 },
-    ];
-
-    it('frees the lock and wakes a waiter with no release of its own: one round trip less per hold', async () => {
-      const { redis, k } = await product(2);
-      const lock = closing(new FencedLockStrategy(redis, { ttlMs: 5_000, waitMs: 1_000 }));
-      const other = closing(new FencedLockStrategy(client(), { ttlMs: 5_000, waitMs: 3_000 }));
-      const seen: string[][] = [];
-      const monitor = await client().monitor();
-      monitor.on('monitor', (_time: string, args: string[]) => seen.push(args));
-      try {
-        let afterWrite: string | null = 'unread';
-        let woken!: Promise<number | undefined>;
-        await lock.using(k.lock, async (hold) => {
-          // Another process waits for the lock: the release message wakes it at once.
-          woken = other.using(k.lock, async ({ fence }) => fence);
-          await sleep(50);
-          const left = await writeOrders(redis, k, 'lock', buy('ann'), hold.fence, hold.releaseInWrite);
-          afterWrite = await redis.get(k.lock);
-          return left;
-        });
-        expect(afterWrite).toBeNull(); // freed by the write itself
-        expect(await woken).toBe(2);
-        expect(lock.lostLocks).toBe(0);
-        expect(await redis.xlen(k.orders)).toBe(1);
-        // MONITOR has shown everything once it shows this marker.
-        await redis.echo('end-of-release-test');
-        for (let i = 0; i < 200 && !seen.some((c) => c.includes('end-of-release-test')); i++) await sleep(10);
-        const ran = (sha: string) => seen.filter((c) => c[0].toLowerCase() === 'evalsha' && c[1] === sha).length;
-        expect(ran(fencedWrite.sha1)).toBe(1);
-        // Only the second hold, which wrote nothing, sent a release of its own.
-        expect(ran(releaseLock.sha1)).toBe(1);
-      } finally {
-        monitor.disconnect();
-      }
-    });
-
-    it('finds an expired lock gone and counts the hold lost, as a release would; the orders are written', async () => {
-      const { redis, k } = await product(2);
-      const lock = closing(new FencedLockStrategy(redis, { ttlMs: 5_000, waitMs: 1_000 }));
-      const warn = jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
-      try {
-        const left = await lock.using(k.lock, async (hold) => {
-          // The key is gone while this hold still trusts its clock (an expiry by a
-          // faster Redis clock, a DEL by hand); nobody took it since, so the fence lets the write in.
-          await redis.del(k.lock);
-          return writeOrders(redis, k, 'lock', buy('ann'), hold.fence, hold.releaseInWrite);
-        });
-        expect(left).toEqual([1]);
-        expect(lock.lostLocks).toBe(1);
-        expect(warn.mock.calls.map(([m]) => String(m)).filter((m) => m.includes('no longer ours'))).toHaveLength(1);
-      } finally {
-        warn.mockRestore();
-      }
-    });
-
-    /** A client whose script replies are lost after Redis ran them (ioredis's own timeout error). */
-    const lossy = (redis: ReturnType<typeof client>): ScriptClient => {
-      const run = redis.evalsha.bind(redis) as (...args: unknown[]) => Promise<unknown>;
-      const evalsha = async (...args: unknown[]) => {
-        await run(...args).catch(() => undefined);
-        throw new Error('Command timed out');
-      };
-      return { evalsha: evalsha as unknown as ScriptClient['evalsha'], eval: redis.eval.bind(redis) };
-    };
-
-    it('after a write whose answer was lost: a write that landed released the lock (not lost); one the fence refused was lost, and is counted', async () => {
-      const { redis, k } = await product(5);
-      const lock = closing(new FencedLockStrategy(redis, { ttlMs: 5_000, waitMs: 1_000 }));
-      const other = closing(new FencedLockStrategy(client(), { ttlMs: 5_000, waitMs: 1_000 }));
-      // Loaded, so that the lossy client's EVALSHA runs it (no NOSCRIPT to fall back from).
-      await redis.script('LOAD', fencedWrite.lua);
-      const warn = jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
-      try {
-        // Landed: the order is written and the lock freed by the write; only its answer is lost.
-        const landed = await lock
-          .using(k.lock, (hold) => writeOrders(lossy(redis), k, 'lock', buy('ann'), hold.fence, hold.releaseInWrite))
-          .catch((e: unknown) => e);
-        expect(landed).toBeInstanceOf(OutcomeUnknownError);
-        expect(await redis.xlen(k.orders)).toBe(1);
-        expect(await redis.exists(k.lock)).toBe(0);
-        expect(lock.lostLocks).toBe(0);
-        // Lost: the lock expired and another process took it (a later token), so the
-        // fence refused the write; its answer is lost all the same.
-        const refused = await lock
-          .using(k.lock, async (hold) => {
-            await redis.del(k.lock);
-            expect(await other.tryAcquire(k.lock)).not.toBeNull();
-            return writeOrders(lossy(redis), k, 'lock', buy('bob'), hold.fence, hold.releaseInWrite);
-          })
-          .catch((e: unknown) => e);
-        expect(refused).toBeInstanceOf(OutcomeUnknownError);
-        expect(await redis.xlen(k.orders)).toBe(1);
-        expect(lock.lostLocks).toBe(1);
-        expect(warn.mock.calls.map(([m]) => String(m)).filter((m) => m.includes('no longer ours'))).toHaveLength(1);
-      } finally {
-        warn.mockRestore();
-      }
-    });
-
-    it('leaves the lock to the release when the write is refused (STALE_LOCK): the later holder keeps it', async () => {
-      const { redis, k } = await product(2);
-      const lock = closing(new FencedLockStrategy(redis, { ttlMs: 5_000, waitMs: 1_000 }));
-      const warn = jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
-      try {
-        const err = await lock
-          .using(k.lock, async (hold) => {
-            // A later holder took the key (ours expired): its token is past ours.
-            await redis.set(k.lock, 'someone-else');
-            await redis.incr(k.fence);
-            return writeOrders(redis, k, 'lock', buy('ann'), hold.fence, hold.releaseInWrite);
-          })
-          .catch((e: unknown) => e);
-        expect(err).toBeInstanceOf(StaleLockError);
-        expect(await redis.get(k.lock)).toBe('someone-else');
-        expect(await redis.xlen(k.orders)).toBe(0);
-        expect(lock.lostLocks).toBe(1);
-      } finally {
-        warn.mockRestore();
-      }
-    });
   });
 
   /**

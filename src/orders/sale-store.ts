@@ -4,7 +4,6 @@ import { execAll } from '../redis/exec-all';
 import type { ProductKeys } from '../redis/key-layout';
 import { fencedWrite, keyedWrite, ScriptClient } from '../redis/lua-scripts';
 import { isOutcomeUnknown } from '../redis/redis-errors';
-import type { ReleaseInWrite } from '../locks/lock';
 import { Claim, OrderRequest, OUTCOME_TTL_MS } from './order';
 import type { SaleState } from './sale-rules';
 
@@ -124,7 +123,7 @@ export type Written = number | null | typeof PASS_EXPIRED;
 
 /** keyed-write-7.lua's reply: the stock left after each order, or why one was skipped. */
 export function keyedWriteLeft(left: readonly (number | string)[]): Written[] {
-  // Not -1 for a skipped order, as in fenced-write-9.lua: here nothing checks the
+  // Not -1 for a skipped order, as in fenced-write-8.lua: here nothing checks the
   // stock, and a late write that oversold leaves -1 for real.
   return left.map((l) => (l === 'CLAIM_LOST' ? null : l === PASS_EXPIRED ? PASS_EXPIRED : Number(l)));
 }
@@ -158,10 +157,9 @@ export interface AcceptedOrder {
  * Admission-Pass lapsed before the write (not written). Each order is written as a reservation
  * (its state and its payment deadline, order-outcome-5.lua) in the same step. Under a
  * plain hold: keyed-write-7.lua, which checks each keyed order's claim as it writes.
- * Under a fenced hold (`fence` given): fenced-write-9.lua, which applies them only if
+ * Under a fenced hold (`fence` given): fenced-write-8.lua, which applies them only if
  * no later lock was issued, else throws StaleLockError with nothing written, and checks
- * each order's claim; given `release`, it also releases the hold once they are written,
- * saving the hold its last round trip.
+ * each order's claim.
  */
 export async function writeOrders(
   redis: ScriptClient,
@@ -169,35 +167,20 @@ export async function writeOrders(
   family: string,
   accepted: readonly AcceptedOrder[],
   fence?: number,
-  /** The hold's release, done by the fenced write in the same step once its orders are written (Hold.releaseInWrite). */
-  release?: ReleaseInWrite,
 ): Promise<Written[]> {
   if (fence === undefined) {
     return keyedWriteLeft(await orderWrite(keyedWrite.run(redis, keyedWriteKeys(k), ...keyedWriteArgs(accepted))));
   }
-  let reply: Awaited<ReturnType<typeof fencedWrite.run>>;
-  try {
-    reply = await orderWrite(
-      fencedWrite.run(
-        redis,
-        [k.fence, k.stock, k.buyers, k.orders, k.meta, k.idem, k.states, k.deadlines, k.lock],
-        fence,
-        OUTCOME_TTL_MS,
-        family,
-        release?.token ?? '',
-        release?.channel ?? '',
-        ...orderArgs(accepted),
-      ),
-    );
-  } catch (err) {
-    if (err instanceof OutcomeUnknownError) release?.released(null);
-    throw err;
-  }
-  const [status, ...rest] = reply;
-  if (status === 'OK') {
-    const released = rest.shift() === 1;
-    release?.released(released);
-  }
+  const [status, ...rest] = await orderWrite(
+    fencedWrite.run(
+      redis,
+      [k.fence, k.stock, k.buyers, k.orders, k.meta, k.idem, k.states, k.deadlines],
+      fence,
+      OUTCOME_TTL_MS,
+      family,
+      ...orderArgs(accepted),
+    ),
+  );
   if (status === 'STALE_LOCK') throw new StaleLockError(fence, Number(rest[0]));
   if (status === 'STRATEGY_MISMATCH') throw new StrategyMismatchError(productIdOf(k), String(rest[0]), family);
   // The holder checked the stock and the limits under this very hold: a shortfall or

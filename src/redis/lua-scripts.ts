@@ -98,7 +98,7 @@ export const fencedAcquire = new LuaScript<
   number | null
 >('fenced-acquire');
 
-/** A batch of orders under a fenced hold (per order userId, quantity, orderId, Idempotency-Key, claim id, pass expiry), and the hold's release. */
+/** A batch of orders under a fenced hold: per order userId, quantity, orderId, Idempotency-Key, claim id. */
 export const fencedWrite = new LuaScript<
   [
     fence: string,
@@ -109,9 +109,8 @@ export const fencedWrite = new LuaScript<
     idem: string,
     states: string,
     deadlines: string,
-    lock: string,
   ],
-  [token: number, outcomeTtlMs: number, family: string, owner: string, channel: string, ...orders: (string | number)[]],
+  [token: number, outcomeTtlMs: number, family: string, ...orders: (string | number)[]],
   [status: string, ...values: (number | string)[]]
 >('fenced-write');
 

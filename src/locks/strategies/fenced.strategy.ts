@@ -14,7 +14,7 @@ import { LockLease, LockOptions, SetNxLockStrategy } from './lock.strategy';
  *   token than the one before, and never one below the last token a write applied
  *   (meta's `fence`), even if the counter was lost.
  * - Write: the section gets the token (`hold.fence`) and presents it with its write;
- *   fenced-write-9.lua applies it only if no later token was issued (and, in case the
+ *   fenced-write-8.lua applies it only if no later token was issued (and, in case the
  *   fence missed a holder, only within stock and each buyer's limit), and otherwise
  *   changes nothing and the section throws StaleLockError (503 STALE_LOCK). That hold
  *   is lost, and counted once: a later token means another holder took the key, so

@@ -2,7 +2,6 @@ import { Logger } from '@nestjs/common';
 import { randomBytes } from 'node:crypto';
 import type { RedisClient } from '../../redis/create-client';
 import { LockTimeoutError } from '../../errors/errors';
-import { metaKeyFor } from '../../redis/key-layout';
 import { releaseLock } from '../../redis/lua-scripts';
 import { backoffMs } from '../backoff';
 import { BestEffortUndo } from '../best-effort-undo';
@@ -135,28 +134,13 @@ export class SetNxLockStrategy implements Lock {
     });
   }
 
-  /**
-   * Compare-and-delete. False (logged, counted) when the lock was no longer ours. With
-   * `writeUnknown` (a fenced hold whose write lost its answer: the write releases the lock
-   * when it is applied), a lock found gone is the write's own release if the product's
-   * last applied token is this hold's (fenced-write-9.lua sets it), and counts as lost
-   * only otherwise.
-   */
-  async release(lease: LockLease, writeUnknown = false): Promise<boolean> {
+  /** Compare-and-delete. False (logged, counted) when the lock was no longer ours. */
+  async release(lease: LockLease): Promise<boolean> {
     const deleted = await releaseLock.run(this.redis, [lease.key], lease.token, releasedChannel(lease.key));
     if (deleted === 1) return true;
-    if (writeUnknown && lease.fence !== undefined) {
-      const applied = await this.redis.hget(metaKeyFor(lease.key), 'fence').catch(() => null);
-      if (applied === String(lease.fence)) return false;
-    }
-    this.foundLost(lease);
-    return false;
-  }
-
-  /** A hold found lost at its release (by the release, or by the write that released it): counted, said once. */
-  private foundLost(lease: LockLease): void {
     this.lost++;
     this.logger.warn(`lock ${lease.key} was no longer ours at release: ${this.whyLost(lease)}`);
+    return false;
   }
 
   /** What the release's warning says of a hold found lost: one line per lost hold, so a subclass that knows more says it here. */
@@ -165,9 +149,6 @@ export class SetNxLockStrategy implements Lock {
   }
 
   using<T>(key: string, section: (hold: Hold) => Promise<T>, options?: UsingOptions): Promise<T> {
-    // A fenced hold's write may release the lock in the same step (fenced-write-9.lua):
-    // what it said, or undefined while no write did.
-    let releasedByWrite: boolean | null | undefined;
     return holdInLine(
       {
         line: this.line,
@@ -178,28 +159,13 @@ export class SetNxLockStrategy implements Lock {
         acquire: (deadline) => this.acquireBy(key, deadline, options?.signal),
         // A failed release must not turn a completed purchase into an error: the
         // order is written either way, and the TTL frees the lock.
-        release: async (lease) => {
-          if (releasedByWrite === true) return;
-          if (releasedByWrite === false) return this.foundLost(lease);
-          await this.release(lease, releasedByWrite === null).then(
+        release: (lease) =>
+          this.release(lease).then(
             () => undefined,
             (err: Error) => this.logger.warn(`release of ${key} failed, the TTL will free it: ${err.message}`),
-          );
-        },
+          ),
       },
-      (validity, lease) =>
-        section({
-          ...validity,
-          fence: lease.fence,
-          ...(lease.fence !== undefined && {
-            releaseInWrite: {
-              key,
-              token: lease.token,
-              channel: releasedChannel(key),
-              released: (ours: boolean | null) => (releasedByWrite = ours),
-            },
-          }),
-        }),
+      (validity, lease) => section({ ...validity, fence: lease.fence }),
     );
   }
 }

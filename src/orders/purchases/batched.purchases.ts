@@ -264,7 +264,6 @@ export class BatchedPurchases extends LockedPurchases {
       this.family,
       accepted.map(({ buyer, orderId, remaining: left }) => ({ order: buyer.order, orderId, remaining: left })),
       hold.fence,
-      hold.releaseInWrite,
     );
     accepted.forEach(({ buyer, orderId }, i) => {
       const left = remaining[i];

@@ -76,7 +76,6 @@ export class PerBuyerPurchases extends LockedPurchases {
       this.family,
       [{ order, orderId, remaining: expected }],
       hold.fence,
-      hold.releaseInWrite,
     );
     if (remaining === null) throw new IdempotencyKeyInUseError(0);
     if (remaining === PASS_EXPIRED) throw new AdmissionInvalidError('has expired');

@@ -7,7 +7,7 @@
   and, beside an outcome, the field `<key> acknowledged` (a key never holds a space)
   says how many replicas acknowledged its order (idempotency-acknowledged-1.lua).
   The write that places the order replaces the claim with the outcome in the same
-  script (fenced-write-9.lua, purchase-7.lua) or MULTI, only while the claim is its own.
+  script (fenced-write-8.lua, purchase-7.lua) or MULTI, only while the claim is its own.
 
   KEYS[1]  idempotency hash
   KEYS[2]  waiting-room hash (queue-5.lua: x:<pass> -> <place>|<userId>|<expires at, ms>)

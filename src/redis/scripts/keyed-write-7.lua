@@ -1,7 +1,7 @@
 --[[
   The write of an unfenced hold (`lock`, `reentrant`, `redlock`, the mistakes) when a
   batch has orders sent with an Idempotency-Key: each keyed order is written only while
-  its claim is still the one its request made, as fenced-write-9.lua and purchase-7.lua
+  its claim is still the one its request made, as fenced-write-8.lua and purchase-7.lua
   check it. A MULTI cannot: a write delayed past the claim's lapse (its holder stalled,
   its bytes held in the network) would land beside the order of the retry that took the
   claim over, two orders for one key. Nothing else is checked here: stock and limits

@@ -18,13 +18,10 @@
            records the last token applied to the product
   KEYS[6]  idempotency hash: Idempotency-Key -> claim or outcome (idempotency-claim-2.lua)
   KEYS[7]  order states hash   KEYS[8]  deadlines zset (the reservation: keyed-write-7.lua)
-  KEYS[9]  the lock key
   ARGV[1]  our fencing token
   ARGV[2]  how long an outcome is kept, in ms (the idempotency hash's TTL)
   ARGV[3]  our strategy family: a sale started by another family is not ours to write
-  ARGV[4]  our owner token on the lock, or '' to leave the lock alone
-  ARGV[5]  the channel its release is announced on (release-lock-1.lua's)
-  ARGV[6..] per order, six values: userId, quantity (integer >= 1), orderId,
+  ARGV[4..] per order, six values: userId, quantity (integer >= 1), orderId,
            Idempotency-Key and claim id ('' and '' for an order sent without a key),
            and the expiry (ms) of the Admission-Pass it was made with ('' for none: an
            order whose pass lapsed by Redis's clock before this write is skipped).
@@ -32,13 +29,9 @@
            request made (`P|<claim id>|...`): a claim given up (the write's answer was
            lost) or taken over by a retry means another request decides that key, and
            this order is skipped; otherwise the outcome replaces the claim.
-  Returns  {'OK', released, stock left after order 1, after order 2, ...}: all written
-           (an order skipped for its claim: -1; for its lapsed pass: -2), each stream
-           entry carrying `fence` = our token, and meta's `fence` set to it; then, with
-           ARGV[4] given, the lock released as release-lock-1.lua does (compare the owner
-           token, delete, announce): released = 1 if it was ours and is now free, 0 if it
-           was not ours (it expired) and was left alone. The hold's last round trip is
-           this write, not a write and then a release.
+  Returns  {'OK', stock left after order 1, after order 2, ...}: all written (an order
+           skipped for its claim: -1; for its lapsed pass: -2), each stream entry carrying `fence` = our token,
+           and meta's `fence` set to it
            {'STALE_LOCK', newest token}: a later holder exists; nothing written
            {'SHORT', stock}: fewer units than the batch needs, which the holder's
            own check rules out; nothing written
@@ -76,7 +69,7 @@ end
 local limit = tonumber(meta[1] or '0')
 local total = 0
 local owned = {}
-for i = 6, #ARGV, 6 do
+for i = 4, #ARGV, 6 do
   if passValid(i) and claimed(i) then
     local quantity = tonumber(ARGV[i + 1])
     total = total + quantity
@@ -105,8 +98,8 @@ local function reserve(orderId, userId, quantity)
     redis.call('ZADD', KEYS[8], deadline, orderId)
   end
 end
-local replies = {'OK', 0}
-for i = 6, #ARGV, 6 do
+local replies = {'OK'}
+for i = 4, #ARGV, 6 do
   if not passValid(i) then
     replies[#replies + 1] = -2
   elseif claimed(i) then
@@ -125,12 +118,5 @@ for i = 6, #ARGV, 6 do
   else
     replies[#replies + 1] = -1
   end
-end
--- The release, in the same step: nothing is left to do under the lock once its write
--- is applied, so the next holder need not wait one more round trip for it.
-if ARGV[4] ~= '' and redis.call('GET', KEYS[9]) == ARGV[4] then
-  redis.call('DEL', KEYS[9])
-  redis.call('SPUBLISH', ARGV[5], 'released')
-  replies[2] = 1
 end
 return replies
