@@ -211,6 +211,11 @@ describe('BatchedPurchases (lock coalescing) against a real Redis', () => {
     // Final refusals, not LOCK_TIMEOUT after the wait: the read did not wait for the lock.
     expect(answers).toEqual([{ refused: 'SOLD_OUT' }, { refused: 'LIMIT_REACHED' }]);
     expect(await redis.get(k.lock)).toBe('another-process');
+    // That read saw the sell-out: the next buyer is refused by a read before the lock,
+    // and never asks for it.
+    const asked = holds.mock.calls.length;
+    expect(await buy(batches, 'fay')).toEqual({ refused: 'SOLD_OUT' });
+    expect(holds.mock.calls.length).toBe(asked);
     // With stock left, a buyer still waits for the lock and buys once it is free.
     await redis.set(k.stock, 5);
     const cid = buy(batches, 'cid');
@@ -223,5 +228,20 @@ describe('BatchedPurchases (lock coalescing) against a real Redis', () => {
     const held = holds.mock.calls.length;
     expect(await buy(batches, 'eve')).toEqual({ refused: 'SOLD_OUT' });
     expect(holds.mock.calls.length).toBe(held);
+  });
+
+  it('a shutdown waits for every batch in hand, so no hold is left to its TTL by the closed connection', async () => {
+    const { redis, k, batches } = await sale(10, 1, { ttlMs: 5_000, waitMs: 5_000 });
+    // Another process holds the lock until this test frees it: cid's batch waits for it.
+    await redis.set(k.lock, 'another-process', 'PX', 10_000);
+    const cid = buy(batches, 'cid');
+    let shutDown = false;
+    const shutdown = batches.beforeApplicationShutdown().then(() => (shutDown = true));
+    await sleep(50);
+    expect(shutDown).toBe(false);
+    await redis.del(k.lock);
+    expect(await cid).toMatchObject({ ok: { remaining: 9 } });
+    await shutdown;
+    expect(await redis.exists(k.lock)).toBe(0);
   });
 });

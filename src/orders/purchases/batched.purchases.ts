@@ -1,4 +1,4 @@
-import { Inject, Injectable, Optional } from '@nestjs/common';
+import { BeforeApplicationShutdown, Inject, Injectable, Optional } from '@nestjs/common';
 import type { RedisClient } from '../../redis/create-client';
 import { AppConfig, saleClock, strategyFamily } from '../../config/app-config';
 import { APP_CONFIG } from '../../config/config.constants';
@@ -64,14 +64,16 @@ interface Buyer {
  * units are written, so a failed write never leaves a false SOLD_OUT behind.
  */
 @Injectable()
-export class BatchedPurchases extends LockedPurchases {
+export class BatchedPurchases extends LockedPurchases implements BeforeApplicationShutdown {
   /** Per product: the buyers waiting for the next batch. An entry exists while a drain runs. */
   private readonly queues = new Map<string, Buyer[]>();
   private readonly waitMs: number;
   /** SALE_CLOCK=app: the naive window check (saleClock()). */
   private readonly clock: ((redisNow: number) => number) | undefined;
   /** Per product (its stock key): what its last hold here read, with the stock its decisions left, and when. */
-  private readonly lastHold = new Map<string, { readonly sale: NonNullable<SaleRead['sale']>; readonly at: number }>();
+  private readonly lastSeen = new Map<string, { readonly sale: NonNullable<SaleRead['sale']>; readonly at: number }>();
+  /** The drains running: a shutdown waits for them, so no hold is left to its TTL by a closed connection. */
+  private readonly draining = new Set<Promise<void>>();
 
   constructor(
     lock: Lock,
@@ -107,7 +109,9 @@ export class BatchedPurchases extends LockedPurchases {
         return;
       }
       this.queues.set(order.productId, [buyer]);
-      void this.drain(order.productId);
+      const drain = this.drain(order.productId);
+      this.draining.add(drain);
+      void drain.finally(() => this.draining.delete(drain));
     });
   }
 
@@ -141,6 +145,9 @@ export class BatchedPurchases extends LockedPurchases {
         [],
         this.clock,
       );
+      // What a hold saw, this read brings up to date: a sell-out elsewhere ends "plainly
+      // on" at once, and the next batch reads first. (Only a hold starts it.)
+      if (this.lastSeen.has(k.stock)) this.saw(k, seen.sale, performance.now());
       waiting.forEach((buyer, i) => {
         // A buyer the hold has taken is answered by the hold alone.
         if (buyer.held) return;
@@ -174,19 +181,37 @@ export class BatchedPurchases extends LockedPurchases {
       signal: stop?.signal,
     });
     // Answered once the lock is released, as a single buyer would be: by the time a
-    // buyer (or a draining shutdown) sees its answer, its hold is over.
+    // buyer sees its answer, its hold is over. (A refusal of the read sent beside the
+    // acquisition may come first: it wrote nothing, and a shutdown waits for the hold
+    // anyway, beforeApplicationShutdown().)
     for (const answer of answers) answer();
   }
 
   /**
+   * Waits for every batch in hand (those that begin meanwhile too): its hold released
+   * before the app closes its Redis connection, even where its buyers were answered
+   * first (refused by the read sent beside the acquisition).
+   */
+  async beforeApplicationShutdown(): Promise<void> {
+    while (this.draining.size > 0) await Promise.all([...this.draining]);
+  }
+
+  /** Notes what a read (unlocked, or under a hold with its decisions' stock) saw of the sale, for plainlyOn(). */
+  private saw(k: ProductKeys, sale: SaleRead['sale'], at: number): void {
+    if (sale) this.lastSeen.set(k.stock, { sale, at });
+    else this.lastSeen.delete(k.stock);
+  }
+
+  /**
    * Whether the unlocked read could only refuse buyers by their per-user limit: the
-   * last hold here read the sale under PLAINLY_ON_MS ago and left more units than these
+   * last read here (a hold's, or a batch's unlocked one) saw the sale under
+   * PLAINLY_ON_MS ago with more units left than these
    * buyers ask for, and by what it read (its Redis clock moved on by the time since) the
    * rules refuse none of them with a count of 0. What it cannot know (a buyer's count,
    * units sold by other processes since) the read under the lock decides, as always.
    */
   private plainlyOn(k: ProductKeys, buyers: readonly Buyer[]): boolean {
-    const last = this.lastHold.get(k.stock);
+    const last = this.lastSeen.get(k.stock);
     if (!last) return false;
     const age = performance.now() - last.at;
     if (age > PLAINLY_ON_MS) return false;
@@ -252,8 +277,7 @@ export class BatchedPurchases extends LockedPurchases {
       owned.set(userId, bought + quantity);
       accepted.push({ buyer, orderId: newOrderId(buyer.order.productId), remaining: stock });
     });
-    if (read.sale) this.lastHold.set(k.stock, { sale: { ...read.sale, stock }, at: readAt });
-    else this.lastHold.delete(k.stock);
+    this.saw(k, read.sale && { ...read.sale, stock }, readAt);
     if (accepted.length === 0) return answers;
     // The hold may have outlived its TTL while we read: then writing could oversell.
     hold.assertValid();
