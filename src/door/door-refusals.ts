@@ -39,7 +39,8 @@ const JSON_TYPE = 'application/json; charset=utf-8';
  * routes anything and before Nest sees the request. A flash sale's tail is mostly these:
  * the thousands who arrive before the start and the 99% who arrive after the sell-out.
  * Behind a waiting room the tail joins the queue instead of buying: a join after the
- * sell-out is refused SOLD_OUT at the door the same way (and nothing else is).
+ * sell-out or the sale's end is refused SOLD_OUT or SALE_ENDED at the door the same way
+ * (and nothing else is: the herd joins before the start).
  *
  * The door never decides anything itself: it repeats, for a short while, a refusal that
  * Redis gave to a purchase or a join through the normal path (learn()), as the batched purchase
@@ -53,8 +54,8 @@ const JSON_TYPE = 'application/json; charset=utf-8';
 export class DoorRefusals {
   private readonly learnt = new Map<string, Learnt>();
   /**
-   * Sell-outs a join was refused (learnJoin), kept apart from the purchases': a product
-   * without a waiting room answers a join NO_QUEUE, and an ended sale's purchases
+   * Sell-outs and ends a join was refused (learnJoin), kept apart from the purchases': a
+   * product without a waiting room answers a join NO_QUEUE, and an ended sale's purchases
    * SALE_ENDED, whatever its stock.
    */
   private readonly joins = new Map<string, Learnt>();
@@ -94,7 +95,7 @@ export class DoorRefusals {
     }
   }
 
-  /** Notes that a join to `productId` was refused SOLD_OUT by Redis (queue-5.lua). */
+  /** Notes that a join to `productId` was refused SOLD_OUT or SALE_ENDED by Redis (queue-5.lua). */
   learnJoin(productId: string, err: SoldOutError | SaleEndedError): void {
     const body = Buffer.from(JSON.stringify(errorBody(err)));
     this.joins.set(productId, { until: this.clock() + DOOR_TRUST_MS, refusal: err, body });
