@@ -94,8 +94,19 @@ export async function startTcpProxy(target: { host?: string; port: number }): Pr
     upstream.connect(target.port, target.host ?? '127.0.0.1');
     // A reply expected to be lost: the request that armed it went up on this pair.
     let cutOnReply: (() => void) | null = null;
+    // Not a Redis client: a client's every request is a RESP array. The proxy listens on
+    // an ephemeral port, which another test's app may have held a moment ago, so a
+    // stray client of that app (its health poll: "GET /health HTTP/1.1") can land here.
+    // It is hung up on, its bytes neither sent to Redis nor counted.
+    let stray: boolean | undefined;
 
     client.on('data', (data: Buffer) => {
+      stray ??= data[0] !== 0x2a;
+      if (stray) {
+        client.destroy();
+        upstream.destroy();
+        return;
+      }
       if (partitioned) return;
       // Held: the request with the marker, and what its connection sends after it
       // (TCP keeps a connection's bytes in order); other connections pass.
@@ -134,6 +145,7 @@ export async function startTcpProxy(target: { host?: string; port: number }): Pr
     const traffic: Traffic = { requests: new RespCounter(), replies: new RespCounter() };
     counts.set(pair, traffic);
     client.on('data', (data: Buffer) => {
+      if (stray) return;
       traffic.requests.feed(data);
       if (partitioned) lostInPartition.add(pair);
     });

@@ -1,4 +1,5 @@
 import { Redis } from 'ioredis';
+import { connect } from 'node:net';
 import { startTcpProxy, TcpProxy } from '../harness/tcp-proxy';
 import { KeyLayout } from '../src/redis/key-layout';
 import { request, startSale, startTestApp, TestApp } from './helpers/app';
@@ -53,5 +54,32 @@ describe('network faults between the app and Redis', () => {
       expect(await client.get(k.stock)).toBe('3');
       expect(await client.hget(k.buyers, 'buyer')).toBe('1');
     });
+  });
+
+  it("the proxy hangs up on a client that is not Redis's (another test's stray health poll on its port), and serves the rest", async () => {
+    const proxy = await startTcpProxy({ port: portOf(redis.url()) });
+    /** What the proxy answers `bytes` with, until it closes the connection or `until` is read. */
+    const exchange = (bytes: string, until?: string) =>
+      new Promise<{ answer: string; closed: boolean }>((resolve) => {
+        const socket = connect(proxy.port, '127.0.0.1');
+        let answer = '';
+        socket.on('error', () => undefined);
+        socket.on('data', (d: Buffer) => {
+          answer += d.toString('latin1');
+          if (until !== undefined && answer.includes(until)) {
+            socket.destroy();
+            resolve({ answer, closed: false });
+          }
+        });
+        socket.on('close', () => resolve({ answer, closed: true }));
+        socket.write(bytes);
+      });
+    try {
+      expect(await exchange('GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n')).toEqual({ answer: '', closed: true });
+      expect(await exchange('*1\r\n$4\r\nPING\r\n', '+PONG\r\n')).toEqual({ answer: '+PONG\r\n', closed: false });
+      await proxy.idle();
+    } finally {
+      await proxy.close();
+    }
   });
 });
