@@ -104,21 +104,21 @@ if not record then
 end
 local position, owner, pass = string.match(record, '^([^|]*)|([^|]*)|(.*)$')
 position = tonumber(position)
-if position > admitted then
-  if ended then
-    return {'ended', ticket, 0, '', 0, rate, owner}
+if position <= admitted then
+  local outcome = redis.call('HGET', KEYS[5], 'pass ' .. pass)
+  if outcome and string.sub(outcome, 1, 2) == 'D|' then
+    -- Used: its order was written. Whatever the stock or the time, the pass has bought.
+    return {'used', ticket, 0, '', 0, rate, owner}
   end
-  return {stock > 0 and 'waiting' or 'sold_out', ticket, position - admitted, '', 0, rate, owner, opensIn}
 end
-local expires = tonumber(string.match(redis.call('HGET', KEYS[3], 'x:' .. pass), '([^|]*)$'))
-local outcome = redis.call('HGET', KEYS[5], 'pass ' .. pass)
-if outcome and string.sub(outcome, 1, 2) == 'D|' then
-  -- Used: its order was written. Whatever the stock or the time, the pass has bought.
-  return {'used', ticket, 0, '', 0, rate, owner}
-end
+-- After the end, every place that did not buy: nobody waits for a sale that is over.
 if ended then
   return {'ended', ticket, 0, '', 0, rate, owner}
 end
+if position > admitted then
+  return {stock > 0 and 'waiting' or 'sold_out', ticket, position - admitted, '', 0, rate, owner, opensIn}
+end
+local expires = tonumber(string.match(redis.call('HGET', KEYS[3], 'x:' .. pass), '([^|]*)$'))
 if now >= expires then
   return {'expired', ticket, 0, '', 0, rate, owner}
 end
