@@ -10,6 +10,8 @@ import { AppConfig } from './config/app-config';
 import { setupOpenApi } from './docs/openapi';
 import { installDoorChecks } from './door/door-checks';
 import { answerQueueInHooks } from './door/queue-hooks';
+import { Checkout } from './orders/checkout';
+import { answerPurchasesInHooks } from './orders/purchase-hooks';
 import { WaitingRoom } from './door/waiting-room';
 import { REDIS_CLIENT } from './redis/redis.constants';
 import { Metrics } from './telemetry/metrics';
@@ -112,6 +114,8 @@ export async function createApp(config: AppConfig, options: { logger?: false } =
   await installDoorChecks(fastify, config, app.get(REDIS_CLIENT), app.get(Metrics));
   // The waiting room's joins and ticket reads, answered from the hook after those checks.
   answerQueueInHooks(fastify, app.get(WaitingRoom), refusals);
+  // And the purchases, on both routes (src/orders/purchase-hooks.ts).
+  answerPurchasesInHooks(fastify, app.get(Checkout));
   setupOpenApi(app);
   await app.init();
   return app;

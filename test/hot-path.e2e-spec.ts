@@ -1,6 +1,8 @@
 import { ValidationPipe } from '@nestjs/common';
 import { errorBody } from '../src/errors/error.filter';
 import { SoldOutError } from '../src/errors/errors';
+import { Checkout } from '../src/orders/checkout';
+import { StrictValidationPipe } from '../src/validation/strict-validation.pipe';
 import { request, startSale } from './helpers/app';
 import { startTestStack, TestStack } from './helpers/stack';
 
@@ -84,6 +86,40 @@ describe('POST /api/orders hot path', () => {
         { field: 'toString', messages: ['property toString should not exist'] },
       ],
     });
+  });
+
+  it("answers a purchase on either route from the route's hook, without Nest's pipeline; a failure goes to the route and is not bought twice", async () => {
+    await startSale(stack.url, 'hooked', 2);
+    const pipe = jest.spyOn(StrictValidationPipe.prototype, 'transform');
+    const buy = jest.spyOn(Checkout.prototype, 'buy');
+    try {
+      const answers = [
+        await request(stack.url, 'POST', '/api/orders', { json: { productId: 'hooked', userId: 'u1' } }),
+        await request(stack.url, 'POST', '/api/products/hooked/orders', { json: { userId: 'u2' } }),
+        // Refused by Redis with a 409: answered by the hook too.
+        await request(stack.url, 'POST', '/api/products/hooked/orders', { json: { userId: 'u3' } }),
+      ];
+      expect(answers.map((a) => [a.status, a.body.code ?? a.body.remaining])).toEqual([
+        [201, 1],
+        [201, 0],
+        [409, 'SOLD_OUT'],
+      ]);
+      expect(answers[1].body).toMatchObject({ productId: 'hooked', userId: 'u2', quantity: 1 });
+      // Nest's pipe runs on every request its handler serves (the body, the URL's id).
+      expect(pipe).not.toHaveBeenCalled();
+      expect(buy).toHaveBeenCalledTimes(3);
+
+      // Not a 409: the route answers what the hook's purchase got, through Nest's filter.
+      buy.mockClear();
+      const unknown = await request(stack.url, 'POST', '/api/products/nothing/orders', { json: { userId: 'u1' } });
+      expect([unknown.status, unknown.body.code]).toEqual([404, 'UNKNOWN_PRODUCT']);
+      expect(pipe).toHaveBeenCalled();
+      expect(buy).toHaveBeenCalledTimes(1);
+    } finally {
+      pipe.mockRestore();
+      buy.mockRestore();
+    }
+    expect(await stack.client.xlen(stack.keys.product('hooked').orders)).toBe(2);
   });
 
   it('still serves an Idempotency-Key retry through the same route', async () => {

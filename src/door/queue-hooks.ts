@@ -5,6 +5,7 @@ import type { JoinQueueDto } from './dto/queue.dto';
 import { TICKET_PARAM_PATTERN } from './dto/queue.dto';
 import type { DoorRefusals } from './door-refusals';
 import type { TicketState, WaitingRoom } from './waiting-room';
+import { answerInHooks } from '../route-hooks';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -24,21 +25,18 @@ const READ = '/api/products/:id/queue/:ticket';
 /**
  * A queue's herd is its busiest traffic: every buyer joins, and every buyer still
  * waiting reads its ticket while the next joins arrive. So the two routes are answered
- * from the last Fastify hook before Nest's handler, once the body is parsed and checked
- * by the route's compiled schema and the door's checks (rate limits, buyer token) have
- * passed: a join or a read then costs Fastify and one Redis script, not Nest's
- * pipeline too (its pipes, its parameter transforms, its promise chain). That matters
- * beyond the joins themselves: while the app's event loop is full of joins, each round
- * trip of an admitted buyer's purchase waits a whole turn of it, so the cheaper a join,
- * the sooner the stock is sold and the door answers the rest for next to nothing.
+ * from a hook (answerInHooks: Fastify and one Redis script, not Nest's pipeline too).
+ * That matters beyond the joins themselves: while the app's event loop is full of
+ * joins, each round trip of an admitted buyer's purchase waits a whole turn of it, so
+ * the cheaper a join, the sooner the stock is sold and the door answers the rest for
+ * next to nothing.
  *
  * Only the answers themselves are given here (a ticket, 202 or 200). Anything else goes
  * on to the route unchanged: a body or a parameter the schema refused (the pipe answers
  * 400 as on every route), and a refusal or failure of Redis's, which the route throws so
  * that Nest's filter answers it (its code, its Retry-After, its metrics and logs).
  *
- * Called before app.init(), when Nest registers its routes, and after
- * installDoorChecks(), whose hooks must run first.
+ * Called before app.init(), and after installDoorChecks(), whose hooks must run first.
  */
 export function answerQueueInHooks(fastify: FastifyInstance, room: WaitingRoom, door: DoorRefusals): void {
   const join = async (request: FastifyRequest, reply: FastifyReply) => {
@@ -65,27 +63,7 @@ export function answerQueueInHooks(fastify: FastifyInstance, room: WaitingRoom, 
   };
   // Declared on every request, so the hook's note does not change the request's shape.
   fastify.decorateRequest('queueFailure', undefined);
-  const hooked = new Set<string>();
-  fastify.addHook('onRoute', (route) => {
-    const methods = [route.method].flat();
-    const hook =
-      route.url === JOIN && methods.includes('POST')
-        ? join
-        : route.url === READ && (methods.includes('GET') || methods.includes('HEAD'))
-          ? read
-          : null;
-    if (!hook) return;
-    route.preHandler = [...[route.preHandler ?? []].flat(), hook];
-    hooked.add(route.url);
-  });
-  // A route renamed in the controller would lose its hook without a word (and every
-  // answer would still be right, only dearer): refuse to start instead.
-  fastify.addHook('onReady', async () => {
-    for (const url of [JOIN, READ]) {
-      if (!hooked.has(url))
-        throw new Error(`the waiting room's route ${url} is not registered: its hook has nothing to answer`);
-    }
-  });
+  answerInHooks(fastify, "the waiting room's", { [`POST ${JOIN}`]: join, [`GET ${READ}`]: read });
 }
 
 /** A join, by the hook and by the route alike; a sell-out it is told is the door's to repeat for a while. */

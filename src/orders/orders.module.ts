@@ -2,6 +2,7 @@ import { DynamicModule, Inject, Injectable, Logger, Module, OnApplicationBootstr
 import { AppConfig, LockStrategyName, UNSAFE_STRATEGIES } from '../config/app-config';
 import { APP_CONFIG } from '../config/config.constants';
 import { LocksModule } from '../locks/locks.module';
+import { Checkout } from './checkout';
 import { FaultStop } from './fault-stop';
 import { Idempotency } from './idempotency';
 import { ExpirySweeper } from './expiry-sweeper';
@@ -53,6 +54,7 @@ export class OrdersModule {
       providers: [
         { provide: PurchasePath, useClass: PURCHASE_PATHS[config.lockStrategy] },
         { provide: FaultStop, inject: [APP_CONFIG], useFactory: (c: AppConfig) => new FaultStop(c.faultStopAt) },
+        Checkout,
         Idempotency,
         ReplicaAcks,
         StrategyMismatches,
@@ -60,7 +62,7 @@ export class OrdersModule {
         ExpirySweeper,
         Announcement,
       ],
-      exports: [PurchasePath, StrategyMismatches, FaultStop, OrderOutcomes, ExpirySweeper],
+      exports: [Checkout, PurchasePath, StrategyMismatches, FaultStop, OrderOutcomes, ExpirySweeper],
     };
   }
 }
