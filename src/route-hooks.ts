@@ -1,5 +1,13 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 
+/**
+ * What a hook's work threw, kept for its route to throw. Wrapped, so that a rejection
+ * with `undefined` still reads as a failure and the route never does the work again.
+ */
+export interface HookFailure {
+  readonly error: unknown;
+}
+
 /** A hook that answers its route (and returns the reply), or returns nothing to let the route answer. */
 export type AnsweringHook = (request: FastifyRequest, reply: FastifyReply) => Promise<FastifyReply | undefined>;
 

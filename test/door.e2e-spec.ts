@@ -4,6 +4,7 @@ import { Redis } from 'ioredis';
 import { queueVerdict } from '../bench/queue-load';
 import { LiveFeed } from '../src/dashboard/live-feed';
 import { DoorRefusals } from '../src/door/door-refusals';
+import { WaitingRoom } from '../src/door/waiting-room';
 import { KeyLayout } from '../src/redis/key-layout';
 import { request, startTestApp, TestApp } from './helpers/app';
 import { closeClient, startTestRedis, TestRedis, uniquePrefix } from './helpers/redis';
@@ -289,6 +290,20 @@ describe('the door', () => {
         `join ${meta('plain')}`,
         `read ${meta('q')}`,
       ]);
+    }, 30_000);
+
+    it('a join that failed with nothing to show for it is answered once, as a 500, and not joined again by the route', async () => {
+      const a = await app(uniquePrefix('queue-nothing-thrown'));
+      expect((await put(a.url, 'q', { stock: 3, queue: { admitPerSecond: 10 } })).status).toBe(200);
+      // A rejection without a reason: the route must still see that its hook tried.
+      const joined = jest.spyOn(WaitingRoom.prototype, 'join').mockRejectedValueOnce(undefined);
+      try {
+        const res = await join(a.url, 'q', 'u1');
+        expect([res.status, res.body.code]).toEqual([500, 'INTERNAL_ERROR']);
+        expect(joined).toHaveBeenCalledTimes(1);
+      } finally {
+        joined.mockRestore();
+      }
     }, 30_000);
 
     it('admits nobody before the start (a pass would lapse before it could buy): the herd waits, Retry-After counting the opening, and the first go in at the start', async () => {

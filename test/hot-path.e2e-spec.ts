@@ -122,6 +122,22 @@ describe('POST /api/orders hot path', () => {
     expect(await stack.client.xlen(stack.keys.product('hooked').orders)).toBe(2);
   });
 
+  it('answers a purchase that failed with nothing to show for it once, as a 500, and does not buy again', async () => {
+    await startSale(stack.url, 'nothing-thrown', 1);
+    // A rejection without a reason: the route must still see that its hook tried.
+    const buy = jest.spyOn(Checkout.prototype, 'buy').mockRejectedValueOnce(undefined);
+    try {
+      const res = await request(stack.url, 'POST', '/api/orders', {
+        json: { productId: 'nothing-thrown', userId: 'u1' },
+      });
+      expect([res.status, res.body.code]).toEqual([500, 'INTERNAL_ERROR']);
+      expect(buy).toHaveBeenCalledTimes(1);
+    } finally {
+      buy.mockRestore();
+    }
+    expect(await stack.client.xlen(stack.keys.product('nothing-thrown').orders)).toBe(0);
+  });
+
   it('still serves an Idempotency-Key retry through the same route', async () => {
     await startSale(stack.url, 'keyed', 3);
     const first = await request(stack.url, 'POST', '/api/orders', {

@@ -5,7 +5,7 @@ import type { JoinQueueDto } from './dto/queue.dto';
 import { TICKET_PARAM_PATTERN } from './dto/queue.dto';
 import type { DoorRefusals } from './door-refusals';
 import type { TicketState, WaitingRoom } from './waiting-room';
-import { answerInHooks } from '../route-hooks';
+import { answerInHooks, HookFailure } from '../route-hooks';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -14,7 +14,7 @@ declare module 'fastify' {
      * route (WaitingRoomController) throws it, so Nest's filter answers it as any
      * refusal, and nothing is asked of Redis twice.
      */
-    queueFailure?: unknown;
+    queueFailure?: HookFailure;
   }
 }
 
@@ -47,7 +47,7 @@ export function answerQueueInHooks(fastify: FastifyInstance, room: WaitingRoom, 
       const state = await joinQueue(room, door, id, (request.body as JoinQueueDto).userId);
       return reply.code(202).send(answered(state, reply));
     } catch (err) {
-      request.queueFailure = err;
+      request.queueFailure = { error: err };
     }
   };
   const read = async (request: FastifyRequest, reply: FastifyReply) => {
@@ -58,7 +58,7 @@ export function answerQueueInHooks(fastify: FastifyInstance, room: WaitingRoom, 
       const state = await room.read(id, value, request.buyer);
       return reply.code(200).send(answered(state, reply));
     } catch (err) {
-      request.queueFailure = err;
+      request.queueFailure = { error: err };
     }
   };
   // Declared on every request, so the hook's note does not change the request's shape.

@@ -57,7 +57,7 @@ export class WaitingRoomController {
   ): Promise<Omit<TicketState, 'retryAfterS'>> {
     // Tried by its hook already (queue-hooks.ts), which answers a ticket itself: what
     // comes here is what Redis refused, for Nest's filter to answer.
-    if (request.queueFailure !== undefined) throw request.queueFailure;
+    if (request.queueFailure !== undefined) throw request.queueFailure.error;
     return answered(await joinQueue(this.room, this.door, params.id, body.userId), reply);
   }
 
@@ -92,7 +92,7 @@ export class WaitingRoomController {
     @Req() request: FastifyRequest,
     @Res({ passthrough: true }) reply: FastifyReply,
   ): Promise<Omit<TicketState, 'retryAfterS'>> {
-    if (request.queueFailure !== undefined) throw request.queueFailure;
+    if (request.queueFailure !== undefined) throw request.queueFailure.error;
     // With BUYER_AUTH: only the ticket's own buyer reads it (its pass is theirs alone).
     return answered(await this.room.read(params.id, params.ticket, request.buyer), reply);
   }

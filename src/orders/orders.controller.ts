@@ -1,4 +1,4 @@
-import { Body, Controller, Headers, Param, Post, Req, Res } from '@nestjs/common';
+import { Body, Controller, Headers, HttpCode, Param, Post, Req, Res } from '@nestjs/common';
 import { RouteSchema } from '@nestjs/platform-fastify';
 import { ApiCreatedResponse, ApiHeader, ApiOperation, ApiTags } from '@nestjs/swagger';
 import type { FastifyReply, FastifyRequest } from 'fastify';
@@ -12,6 +12,7 @@ import { Checkout } from './checkout';
 import { CreateOrderDto, ProductOrderDto } from './dto/create-order.dto';
 import { CREATE_ORDER_ROUTE_SCHEMA, ORDER_SCHEMA, PRODUCT_ORDER_ROUTE_SCHEMA } from './dto/create-order.schema';
 import type { Order } from './order';
+import { ORDER_CREATED } from './purchase-hooks';
 
 /** What both purchase routes answer, besides the order: the door's refusals first. */
 const PURCHASE_ERRORS = [
@@ -80,6 +81,10 @@ const CREATED_ORDER = ApiCreatedResponse({
   },
 });
 
+/**
+ * The two purchase routes: their schemas, their OpenAPI, and the answers their hook
+ * (purchase-hooks.ts) leaves to Nest. Both make the purchase with Checkout.buy().
+ */
 @ApiTags('orders')
 @Controller('api')
 export class OrdersController {
@@ -93,6 +98,7 @@ export class OrdersController {
    * once that many replicas have the order (ReplicaAcks).
    */
   @Post('orders')
+  @HttpCode(ORDER_CREATED)
   @RouteSchema(CREATE_ORDER_ROUTE_SCHEMA)
   @ApiOperation({ summary: 'buy: one order of quantity units of a product for a user', description: DOOR_FIRST })
   @ApiJsonBody(CreateOrderDto)
@@ -109,7 +115,7 @@ export class OrdersController {
   ): Promise<Order | ErrorBody> {
     // Made by its hook already (purchase-hooks.ts), which answers an order or a 409
     // itself: what comes here is what failed otherwise, for Nest's filter to answer.
-    if (request.purchaseFailure !== undefined) throw request.purchaseFailure;
+    if (request.purchaseFailure !== undefined) throw request.purchaseFailure.error;
     return this.checkout.buy(
       { productId: body.productId, userId: body.userId, quantity: body.quantity },
       rawKey,
@@ -124,6 +130,7 @@ export class OrdersController {
    * (src/door/door-refusals.ts).
    */
   @Post('products/:id/orders')
+  @HttpCode(ORDER_CREATED)
   @RouteSchema(PRODUCT_ORDER_ROUTE_SCHEMA)
   @ApiOperation({
     summary: 'buy, the product in the URL: refusals the URL decides cost almost nothing',
@@ -149,7 +156,7 @@ export class OrdersController {
   ): Promise<Order | ErrorBody> {
     // Made by its hook already (purchase-hooks.ts), which answers an order or a 409
     // itself: what comes here is what failed otherwise, for Nest's filter to answer.
-    if (request.purchaseFailure !== undefined) throw request.purchaseFailure;
+    if (request.purchaseFailure !== undefined) throw request.purchaseFailure.error;
     return this.checkout.buy(
       { productId: params.id, userId: body.userId, quantity: body.quantity },
       rawKey,

@@ -1,10 +1,13 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { answerInHooks } from '../route-hooks';
+import { answerInHooks, HookFailure } from '../route-hooks';
 import { ID_PATTERN } from '../sale/sale-limits';
 import type { Checkout } from './checkout';
 import type { CreateOrderDto, ProductOrderDto } from './dto/create-order.dto';
 import type { ErrorBody } from '../errors/error.filter';
 import type { Order, OrderLine } from './order';
+
+/** An order's status, on both routes (their @HttpCode) and from their hook alike. */
+export const ORDER_CREATED = 201;
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -13,7 +16,7 @@ declare module 'fastify' {
      * route (OrdersController) throws it, so Nest's filter answers it as any error, and
      * the purchase is not made twice.
      */
-    purchaseFailure?: unknown;
+    purchaseFailure?: HookFailure;
   }
 }
 
@@ -36,11 +39,11 @@ export function answerPurchasesInHooks(fastify: FastifyInstance, checkout: Check
     try {
       body = await checkout.buy(line, headerOf(headers['idempotency-key']), headerOf(headers['admission-pass']), reply);
     } catch (err) {
-      request.purchaseFailure = err;
+      request.purchaseFailure = { error: err };
       return;
     }
-    // buy() sets 409 on the refusals it answers; an order is 201, as Nest's @Post.
-    return reply.code(reply.statusCode === 409 ? 409 : 201).send(body);
+    // buy() sets 409 on the refusals it answers.
+    return reply.code(reply.statusCode === 409 ? 409 : ORDER_CREATED).send(body);
   };
   // Declared on every request, so the hook's note does not change the request's shape.
   fastify.decorateRequest('purchaseFailure', undefined);

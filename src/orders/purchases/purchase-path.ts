@@ -14,7 +14,7 @@ export interface PurchaseStatus {
  * One way to make a purchase, chosen once when OrdersModule starts (LOCK_STRATEGY):
  * batched under a lock, one buyer per hold (re-entering the lock to record the order
  * under `reentrant`), one Lua script, or WATCH/MULTI. Callers
- * (the orders controller, the products service, /health) never ask which one runs.
+ * (Checkout, the products service, /health) never ask which one runs.
  * (An abstract class, so it is its own injection token.)
  */
 export abstract class PurchasePath {

@@ -23,7 +23,7 @@
            {'UNKNOWN_PRODUCT'}
            {'SALE_NOT_STARTED', startsAt, now} / {'SALE_ENDED', endsAt}: by Redis's clock
            {'ADMISSION_REQUIRED'}: the sale has a waiting room and this purchase no pass
-           (a pass's purchase is claimed under the key `pass <pass>`: orders.controller.ts)
+           (a pass's purchase is claimed under the key `pass <pass>`: checkout.ts)
            {'PASS_EXPIRED'}: its pass lapsed before this write
            {'LIMIT_REACHED', perUserLimit, bought}
            {'SOLD_OUT'}
