@@ -66,6 +66,32 @@ describe("docs/performance.md's measured section", () => {
     });
   });
 
+  it('judges the contended targets on the rows without settlement where the run has both (the raw baseline settles nothing)', () => {
+    const measured = CONFIG_DEFAULTS.lockStrategy;
+    const headline = report([
+      row(measured, 1, { throughput: 6000, vsBaseline: { throughput: 1, p99: 1 } }),
+      row(measured, 2, { throughput: 6000 }),
+    ]);
+    const contended = report([
+      row('baseline', 1, { salesPerSec: 5000 }, { appCpuUsPerRequest: 40 }),
+      row(measured, 1, { salesPerSec: 3000 }, { appCpuUsPerRequest: 70, redisCpuUsPerSale: 40 }),
+      row(measured, 1, { salesPerSec: 4600, settle: false }, { appCpuUsPerRequest: 50, redisCpuUsPerSale: 20 }),
+      row('atomic', 1, { salesPerSec: 4000 }, { redisCpuUsPerSale: 30 }),
+      row('atomic', 1, { salesPerSec: 4500, settle: false }, { redisCpuUsPerSale: 25 }),
+    ]);
+    const soldOut = report([
+      row('raw-http', 1, {}, { appCpuUsPerRequest: 100 }),
+      row('fastify-route', 1, {}, { appCpuUsPerRequest: 100 }),
+      row(measured, 1, {}, { appCpuUsPerRequest: 100 }),
+    ]);
+    const [, , vsAtomic, vsRaw, , , redis] = judgeTargets(headline, contended, soldOut).map((t) => t.measured);
+    expect([vsAtomic, vsRaw, redis]).toEqual([
+      '1.02x (4600 vs 4500)',
+      '0.92x (4600 vs 5000; app CPU per purchase 50 vs 40 µs)',
+      '0.80x (20 vs 25 µs)',
+    ]);
+  });
+
   it('meets the ratio targets at their bounds, and misses a cost target that was not measured', () => {
     const measured = CONFIG_DEFAULTS.lockStrategy;
     const headline = report([

@@ -50,8 +50,9 @@ const SCENARIOS: Scenario[] = [
   },
   {
     name: 'Contended',
-    about: 'every request buys',
-    flags: ['--baseline', '--strategy', `${MEASURED},atomic`],
+    about:
+      'every request buys; each strategy without settlement, as the raw baseline (which writes no PostgreSQL: the targets compare these rows), and with it',
+    flags: ['--baseline', '--strategy', `${MEASURED},atomic`, '--settle', 'off,on'],
     full: { buyers: 20_000, stock: 20_000, connections: 1_000 },
     quick: { buyers: 1_500, stock: 1_500, connections: 200, warmup: 500 },
   },
@@ -98,6 +99,18 @@ function row(report: Report, strategy: string, workers = 1): Row {
   return found;
 }
 
+/**
+ * A strategy's contended row to judge: the one without settlement where the run has it.
+ * The raw baseline writes no PostgreSQL, and a PostgreSQL settling 20,000 orders shares
+ * the machine's cores with the app, Redis and the load: its work would be priced as the
+ * purchase's. (The settling row is on the page beside it, with its own ratio.)
+ */
+function purchaseRow(report: Report, strategy: string): Row {
+  return (
+    report.rows.find((r) => r.strategy === strategy && r.workers === 1 && r.settle === false) ?? row(report, strategy)
+  );
+}
+
 const x = (ratio: number) => `${ratio.toFixed(2)}x`;
 
 /** a / b as a ratio, or null when either was not measured (no /proc, nothing sold). */
@@ -109,8 +122,8 @@ function over(a: number | null | undefined, b: number | null | undefined): numbe
 export function judgeTargets(headline: Report, contended: Report, soldOut: Report): Target[] {
   const one = row(headline, MEASURED);
   const two = row(headline, MEASURED, 2);
-  const fast = row(contended, MEASURED);
-  const atomic = row(contended, 'atomic');
+  const fast = purchaseRow(contended, MEASURED);
+  const atomic = purchaseRow(contended, 'atomic');
   const rawSales = row(contended, 'baseline');
   const soldOutApp = row(soldOut, MEASURED);
   const route = row(soldOut, 'fastify-route');
@@ -138,7 +151,7 @@ export function judgeTargets(headline: Report, contended: Report, soldOut: Repor
       met: salesRatio >= 1.0,
     },
     {
-      goal: `contended: \`${MEASURED}\` sales/s >= 0.9x the raw baseline's (bare node:http, one script per purchase)`,
+      goal: `contended: \`${MEASURED}\` sales/s >= 0.9x the raw baseline's (bare node:http, one script per purchase; both without settlement)`,
       measured: `${x(vsRaw)} (${fast.salesPerSec} vs ${rawSales.salesPerSec}; app CPU per purchase ${fast.cost.appCpuUsPerRequest} vs ${rawSales.cost.appCpuUsPerRequest} µs)`,
       met: vsRaw >= 0.9,
     },
