@@ -16,7 +16,7 @@ import { startSale } from '../harness/http';
 import { retryFailed } from './retries';
 import { BASELINE_MAIN, FASTIFY_ROUTE_MAIN, RAW_HTTP_MAIN, ROOT } from '../harness/paths';
 import { RunningApp, startApp, stopAll, track } from '../harness/processes';
-import { PrivatePostgres, startPrivatePostgres } from '../harness/postgres';
+import { PrivatePostgres, quiesce, startPrivatePostgres } from '../harness/postgres';
 import { REDLOCK_NODE, startPrivateRedis } from '../harness/redis';
 import { Afterlife, payAll } from './afterlife';
 import { checkSettled, unsettled, waitForSettlement } from './settled';
@@ -717,6 +717,11 @@ async function settled(
 
 /** In a Redis the user named, remove what this row wrote, and only that. */
 async function cleanUp(run: Run, t: RowApp): Promise<void> {
+  // A settling row's writes are flushed and vacuumed before the next row starts (a
+  // failure here is only said: the row's verdict is in, and cleaning up goes on).
+  if (t.databaseUrl) {
+    await quiesce(t.databaseUrl).catch((err: Error) => run.log(`${t.label}: PostgreSQL not quiesced: ${err.message}`));
+  }
   if (!run.options.redis) return;
   // One DEL per product: its keys share a slot, different products' may not.
   for (const id of t.products) await run.client.del(...Object.values(t.keys.product(id)));

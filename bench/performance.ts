@@ -51,7 +51,7 @@ const SCENARIOS: Scenario[] = [
   {
     name: 'Contended',
     about:
-      'every request buys; each strategy without settlement, as the raw baseline (which writes no PostgreSQL: the targets compare these rows), and with it',
+      'every request buys. The `settle-off` rows run the app without PostgreSQL, as the raw baseline runs; the other app rows settle every order into a PostgreSQL on the same two cores',
     flags: ['--baseline', '--strategy', `${MEASURED},atomic`, '--settle', 'off,on'],
     full: { buyers: 20_000, stock: 20_000, connections: 1_000 },
     quick: { buyers: 1_500, stock: 1_500, connections: 200, warmup: 500 },
@@ -100,15 +100,13 @@ function row(report: Report, strategy: string, workers = 1): Row {
 }
 
 /**
- * A strategy's contended row to judge: the one without settlement where the run has it.
- * The raw baseline writes no PostgreSQL, and a PostgreSQL settling 20,000 orders shares
- * the machine's cores with the app, Redis and the load: its work would be priced as the
- * purchase's. (The settling row is on the page beside it, with its own ratio.)
+ * A row by whether its app settled into PostgreSQL (`--settle`): `settle-off` rows ran
+ * without one. Throws when the run has no such row, rather than judge another.
  */
-function purchaseRow(report: Report, strategy: string): Row {
-  return (
-    report.rows.find((r) => r.strategy === strategy && r.workers === 1 && r.settle === false) ?? row(report, strategy)
-  );
+function settledRow(report: Report, strategy: string, settle: boolean): Row {
+  const found = report.rows.find((r) => r.strategy === strategy && r.workers === 1 && (r.settle !== false) === settle);
+  if (!found) throw new Error(`no ${strategy}${settle ? '' : ' settle-off'} row in ${report.command}`);
+  return found;
 }
 
 const x = (ratio: number) => `${ratio.toFixed(2)}x`;
@@ -122,14 +120,21 @@ function over(a: number | null | undefined, b: number | null | undefined): numbe
 export function judgeTargets(headline: Report, contended: Report, soldOut: Report): Target[] {
   const one = row(headline, MEASURED);
   const two = row(headline, MEASURED, 2);
-  const fast = purchaseRow(contended, MEASURED);
-  const atomic = purchaseRow(contended, 'atomic');
+  // The app's rows as it runs by default, settling every order into PostgreSQL...
+  const fast = settledRow(contended, MEASURED, true);
+  const atomic = settledRow(contended, 'atomic', true);
+  // ...and, against the raw baseline, which writes no PostgreSQL, the row that writes
+  // none either: a PostgreSQL settling 20,000 orders shares the machine's cores with the
+  // app, Redis and the load, and its work would be priced as the purchase's. The
+  // settling row's ratio is said beside it.
+  const bare = settledRow(contended, MEASURED, false);
   const rawSales = row(contended, 'baseline');
   const soldOutApp = row(soldOut, MEASURED);
   const route = row(soldOut, 'fastify-route');
   const raw = row(soldOut, 'raw-http');
   const salesRatio = (fast.salesPerSec ?? 0) / Math.max(atomic.salesPerSec ?? 0, 1);
-  const vsRaw = (fast.salesPerSec ?? 0) / Math.max(rawSales.salesPerSec ?? 0, 1);
+  const vsRaw = (bare.salesPerSec ?? 0) / Math.max(rawSales.salesPerSec ?? 0, 1);
+  const settlingVsRaw = (fast.salesPerSec ?? 0) / Math.max(rawSales.salesPerSec ?? 0, 1);
   const workersRatio = two.throughput / Math.max(one.throughput, 1);
   const cpuRatio = over(soldOutApp.cost.appCpuUsPerRequest, route.cost.appCpuUsPerRequest);
   const rawRatio = over(soldOutApp.cost.appCpuUsPerRequest, raw.cost.appCpuUsPerRequest);
@@ -151,8 +156,8 @@ export function judgeTargets(headline: Report, contended: Report, soldOut: Repor
       met: salesRatio >= 1.0,
     },
     {
-      goal: `contended: \`${MEASURED}\` sales/s >= 0.9x the raw baseline's (bare node:http, one script per purchase; both without settlement)`,
-      measured: `${x(vsRaw)} (${fast.salesPerSec} vs ${rawSales.salesPerSec}; app CPU per purchase ${fast.cost.appCpuUsPerRequest} vs ${rawSales.cost.appCpuUsPerRequest} µs)`,
+      goal: `contended: \`${MEASURED} settle-off\` sales/s >= 0.9x the raw baseline's (bare node:http, one script per purchase; neither writes PostgreSQL)`,
+      measured: `${x(vsRaw)} (${bare.salesPerSec} vs ${rawSales.salesPerSec}; app CPU per purchase ${bare.cost.appCpuUsPerRequest} vs ${rawSales.cost.appCpuUsPerRequest} µs); settling \`${MEASURED}\` ${x(settlingVsRaw)} (${fast.salesPerSec})`,
       met: vsRaw >= 0.9,
     },
     {
