@@ -715,7 +715,7 @@ async function settled(
   };
 }
 
-/** In a Redis the user named, remove what this row wrote, and only that. */
+/** After a row: its settling database made quiet for the next row, and, in a Redis the user named, what this row wrote removed (only that). */
 async function cleanUp(run: Run, t: RowApp): Promise<void> {
   // A settling row's writes are flushed and vacuumed before the next row starts (a
   // failure here is only said: the row's verdict is in, and cleaning up goes on).

@@ -26,13 +26,19 @@ export interface PrivatePostgres {
 }
 
 /**
- * Makes a database that took many writes quiet: VACUUM (ANALYZE) does now what
- * autovacuum would start within a minute, and CHECKPOINT flushes the dirty pages and
- * WAL. Between bench rows, so that the next row, on the same cores, does not pay for
- * the last one's writes.
+ * Makes a database that took many writes quieter: VACUUM (ANALYZE) does now what
+ * autovacuum would start within a minute, and CHECKPOINT writes the dirty pages out
+ * (to the kernel only: the private server runs with fsync off, so the kernel may still
+ * flush them later). Between bench rows, so that the next row, on the same cores, pays
+ * less for the last one's writes. Bounded: a PostgreSQL that hangs fails it in a minute.
  */
 export async function quiesce(url: string): Promise<void> {
-  const client = new Client({ connectionString: url });
+  const client = new Client({
+    connectionString: url,
+    connectionTimeoutMillis: 10_000,
+    statement_timeout: 60_000,
+    query_timeout: 60_000,
+  });
   await client.connect();
   try {
     await client.query('VACUUM (ANALYZE)');
