@@ -1,6 +1,8 @@
+import { execFile } from 'node:child_process';
 import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { Client } from 'pg';
 import { startPostgres } from '../scripts/postgres-server';
 import { track } from './processes';
@@ -26,11 +28,11 @@ export interface PrivatePostgres {
 }
 
 /**
- * Makes a database that took many writes quieter: VACUUM (ANALYZE) does now what
- * autovacuum would start within a minute, and CHECKPOINT writes the dirty pages out
- * (to the kernel only: the private server runs with fsync off, so the kernel may still
- * flush them later). Between bench rows, so that the next row, on the same cores, pays
- * less for the last one's writes. Bounded: a PostgreSQL that hangs fails it in a minute.
+ * Makes a database that took many writes quiet: VACUUM (ANALYZE) does now what
+ * autovacuum would start within a minute, CHECKPOINT writes the dirty pages out (to the
+ * kernel: the private server runs with fsync off), and sync(1) has the kernel write
+ * them. Between bench rows, so that the next row, on the same cores, does not pay for
+ * the last one's writes. Bounded: a PostgreSQL that hangs fails it in a minute.
  */
 export async function quiesce(url: string): Promise<void> {
   const client = new Client({
@@ -46,6 +48,9 @@ export async function quiesce(url: string): Promise<void> {
   } finally {
     await client.end();
   }
+  // With fsync off the checkpoint only hands its pages to the kernel: flushed here too,
+  // or the kernel writes them out during the next row.
+  await promisify(execFile)('sync');
 }
 
 /**
