@@ -95,7 +95,8 @@ export async function createApp(config: AppConfig, options: { logger?: false } =
     done();
   });
   fastify.addHook('onSend', (_request, reply, payload, done) => {
-    if (draining) void reply.header('connection', 'close');
+    // From the start of the app's shutdown (DoorRefusals.onModuleDestroy), or the server's close.
+    if (draining || door.refusals?.draining) void reply.header('connection', 'close');
     done(null, payload);
   });
   const logged = options.logger !== false;

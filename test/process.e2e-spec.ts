@@ -81,31 +81,37 @@ describe('the built app (dist/src/main.js) as a process', () => {
     const body = JSON.stringify(order);
     let read!: () => void;
     const headersRead = new Promise<void>((resolve) => (read = resolve));
-    const answer = new Promise<{ status: number; body: Record<string, unknown> }>((resolve, reject) => {
-      const req = httpRequest({
-        host: '127.0.0.1',
-        port,
-        method: 'POST',
-        path: '/api/orders',
-        agent: false,
-        headers: {
-          'content-type': 'application/json',
-          'content-length': Buffer.byteLength(body),
-          expect: '100-continue',
-        },
-      });
-      req.on('continue', () => {
-        read();
-        req.end(body);
-      });
-      req.on('response', (res) => {
-        let text = '';
-        res.setEncoding('utf8').on('data', (d: string) => (text += d));
-        res.on('end', () => resolve({ status: res.statusCode!, body: JSON.parse(text) }));
-      });
-      req.on('error', reject);
-      req.flushHeaders();
-    });
+    const answer = new Promise<{ status: number; connection: string | undefined; body: Record<string, unknown> }>(
+      (resolve, reject) => {
+        const req = httpRequest({
+          host: '127.0.0.1',
+          port,
+          method: 'POST',
+          path: '/api/orders',
+          agent: false,
+          headers: {
+            'content-type': 'application/json',
+            'content-length': Buffer.byteLength(body),
+            expect: '100-continue',
+            // As a browser or a pooled client asks: the answer decides whether it is kept.
+            connection: 'keep-alive',
+          },
+        });
+        req.on('continue', () => {
+          read();
+          req.end(body);
+        });
+        req.on('response', (res) => {
+          let text = '';
+          res.setEncoding('utf8').on('data', (d: string) => (text += d));
+          res.on('end', () =>
+            resolve({ status: res.statusCode!, connection: res.headers.connection, body: JSON.parse(text) }),
+          );
+        });
+        req.on('error', reject);
+        req.flushHeaders();
+      },
+    );
     return { headersRead, answer };
   }
 
@@ -133,6 +139,9 @@ describe('the built app (dist/src/main.js) as a process', () => {
 
     const answers = await Promise.all(purchases.map((p) => p.answer));
     expect(answers.map((a) => a.status)).toEqual(Array(30).fill(201));
+    // Answered while the shutdown waited for them: each closes its connection, so no
+    // client reuses one that the server's close would end under its next request.
+    expect(answers.map((a) => a.connection)).toEqual(Array(30).fill('close'));
     expect(await exited).toBe(0);
     expect(output()).toContain('SIGTERM: finishing in-flight requests');
     expect(await client.xlen(k.orders)).toBe(30);

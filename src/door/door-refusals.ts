@@ -1,3 +1,4 @@
+import type { OnModuleDestroy } from '@nestjs/common';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { errorBody } from '../errors/error.filter';
 import { AppError, SaleEndedError, SaleNotStartedError, SoldOutError } from '../errors/errors';
@@ -51,7 +52,7 @@ const JSON_TYPE = 'application/json; charset=utf-8';
  * the offset measured from Redis's answer, so a clock that runs ahead changes nothing);
  * near the start, every purchase goes to Redis, whose clock alone opens the sale.
  */
-export class DoorRefusals {
+export class DoorRefusals implements OnModuleDestroy {
   private readonly learnt = new Map<string, Learnt>();
   /**
    * Sell-outs and ends a join was refused (learnJoin), kept apart from the purchases': a
@@ -60,12 +61,22 @@ export class DoorRefusals {
    */
   private readonly joins = new Map<string, Learnt>();
   private telemetry?: PurchaseTelemetry;
-  /** Once the server drains, each answer closes its connection (create-app.ts). */
+  /**
+   * Once the app closes, each answer closes its connection: from the start of the
+   * shutdown (onModuleDestroy), while its hooks still wait for the work in hand, not
+   * only once the HTTP server closes (create-app.ts), or a client would reuse a
+   * connection that the close then ends under its next request.
+   */
   draining = false;
   /** Answers given at the door, for /metrics and the tests. */
   answered = 0;
 
   constructor(private readonly clock: () => number = Date.now) {}
+
+  /** The first of the shutdown's hooks (Nest calls them before beforeApplicationShutdown's). */
+  onModuleDestroy(): void {
+    this.draining = true;
+  }
 
   /** Bodies over this are the framework's to refuse (413): set by create-app.ts. */
   private bodyLimit = 0;
