@@ -145,6 +145,9 @@ function launch(bin, port, options) {
   const child = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'], detached: options.detached ?? false });
   let output = '';
   const exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+  // 'close' comes once its output is read too: 'exit' may come first, and a refusal
+  // told without its last lines ("Address already in use") could not say why.
+  const closed = new Promise((resolve) => child.once('close', (code, signal) => resolve({ code, signal })));
   return new Promise((resolve, reject) => {
     const onData = (chunk) => {
       output += chunk;
@@ -175,7 +178,7 @@ function launch(bin, port, options) {
     child.stdout.setEncoding('utf8').on('data', onData);
     child.stderr.setEncoding('utf8').on('data', (chunk) => (output += chunk));
     child.once('error', reject);
-    exited.then(({ code, signal }) =>
+    closed.then(({ code, signal }) =>
       reject(
         new Error(`redis-server on port ${port} exited (${signal ?? code}) before it was ready:\n${output.trim()}`),
       ),
