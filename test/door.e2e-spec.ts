@@ -5,6 +5,7 @@ import { queueVerdict } from '../bench/queue-load';
 import { LiveFeed } from '../src/dashboard/live-feed';
 import { DoorRefusals } from '../src/door/door-refusals';
 import { WaitingRoom } from '../src/door/waiting-room';
+import { FaultStop } from '../src/orders/fault-stop';
 import { KeyLayout } from '../src/redis/key-layout';
 import { request, startTestApp, TestApp } from './helpers/app';
 import { closeClient, startTestRedis, TestRedis, uniquePrefix } from './helpers/redis';
@@ -134,6 +135,46 @@ describe('the door', () => {
         const [written] = await orderTimes(prefix, 'n');
         expect(written).toBeLessThan(startsAt - 4_000);
       },
+    );
+
+    it.each(['lock', 'fenced', 'reentrant', 'redlock', 'optimistic', 'none', 'setnx-then-expire'])(
+      "%s: a purchase decided inside the window and written after its end sells nothing: the write judges the window by Redis's clock",
+      async (strategy) => {
+        const prefix = uniquePrefix(`late-${strategy}`);
+        const lockNodes = strategy === 'redlock' ? await Promise.all([0, 1, 2].map(() => startTestRedis())) : [];
+        try {
+          const a = await app(prefix, {
+            LOCK_STRATEGY: strategy,
+            LOCK_TTL_MS: '10000',
+            FAULT_STOP_AT: 'before-write:1',
+            ALLOW_UNSAFE: '1',
+            ...(lockNodes.length > 0 ? { REDLOCK_URLS: lockNodes.map((n) => n.url).join(',') } : {}),
+          });
+          const endsAt = (await redisNow()) + 1_500;
+          // The hook (a real SIGSTOP in the fault suite) stops this very process here: its
+          // thread sleeps instead, at the named point (the purchase decided, its write not
+          // sent), until Redis's clock is past the end. Same host, same clock.
+          let stoppedAt = 0;
+          Object.assign(a.app.get(FaultStop), {
+            stop: () => {
+              stoppedAt = Date.now();
+              Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, Math.max(0, endsAt - Date.now()) + 300);
+            },
+          });
+          expect((await put(a.url, 'late', { stock: 5, endsAt: new Date(endsAt).toISOString() })).status).toBe(200);
+          const late = await buy(a.url, 'late', 'u1');
+          // It was decided inside the window (the read let it through), and refused at the write.
+          expect(stoppedAt).toBeGreaterThan(0);
+          expect(stoppedAt).toBeLessThan(endsAt);
+          expect(late.body).toMatchObject({ statusCode: 409, code: 'SALE_ENDED' });
+          expect(await orderTimes(prefix, 'late')).toEqual([]);
+          expect(await client.get(new KeyLayout(prefix).product('late').stock)).toBe('5');
+        } finally {
+          await Promise.all(open.splice(0).map((o) => o.close()));
+          await Promise.all(lockNodes.map((n) => n.stop()));
+        }
+      },
+      30_000,
     );
 
     it('after the end, 409 SALE_ENDED; a window that is not one is 400 and changes nothing', async () => {

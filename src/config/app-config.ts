@@ -56,7 +56,7 @@ export const UNSAFE_STRATEGIES: readonly LockStrategyName[] = UNSAFE;
  * right after its validity check. Accepted only with ALLOW_UNSAFE=1.
  */
 /**
- * before-write: a lock holder with its decision made, its write not yet sent.
+ * before-write: a lock holder (or an `optimistic` attempt) with its decision made, its write not yet sent.
  * settle-before-commit / settle-before-ack: the settler with a batch written to
  * PostgreSQL, before its COMMIT / after it and before its XACK.
  * sweep-between: the expiry sweeper between two expiries of one sweep.

@@ -70,6 +70,7 @@ describe('Idempotency-Key claims in Redis', () => {
       1,
       OUTCOME_TTL_MS,
       'lock',
+      '',
       ...['ann', 1, 'o-ann', 'lost', 'c-lost', ''],
       ...['bob', 1, 'o-bob', 'kept', 'c-kept', ''],
       ...['cid', 1, 'o-cid', '', '', ''],

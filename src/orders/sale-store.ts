@@ -1,5 +1,12 @@
 import { Cluster, type Redis } from 'ioredis';
-import { LockBypassedError, OutcomeUnknownError, StaleLockError, StrategyMismatchError } from '../errors/errors';
+import {
+  LockBypassedError,
+  OutcomeUnknownError,
+  SaleEndedError,
+  SaleNotStartedError,
+  StaleLockError,
+  StrategyMismatchError,
+} from '../errors/errors';
 import { execAll } from '../redis/exec-all';
 import type { ProductKeys } from '../redis/key-layout';
 import { fencedWrite, keyedWrite, ScriptClient } from '../redis/lua-scripts';
@@ -98,9 +105,15 @@ export function keyedWriteKeys(k: ProductKeys): [string, string, string, string,
   return [k.stock, k.buyers, k.orders, k.idem, k.meta, k.states, k.deadlines];
 }
 
-/** keyed-write-7.lua's ARGV for a batch of accepted orders. */
-export function keyedWriteArgs(accepted: readonly AcceptedOrder[]): [number, ...(string | number)[]] {
-  return [OUTCOME_TTL_MS, ...orderArgs(accepted)];
+/**
+ * keyed-write-7.lua's ARGV for a batch of accepted orders. `clock` (SALE_CLOCK=app,
+ * saleClock()) judges the window by this process's clock instead of Redis's.
+ */
+export function keyedWriteArgs(
+  accepted: readonly AcceptedOrder[],
+  clock?: (redisNow: number) => number,
+): [number, number | '', ...(string | number)[]] {
+  return [OUTCOME_TTL_MS, clock ? clock(0) : '', ...orderArgs(accepted)];
 }
 
 /** Per order, the six values the write scripts take: userId, quantity, orderId, Idempotency-Key, claim id, pass expiry. */
@@ -121,11 +134,27 @@ export const PASS_EXPIRED = 'PASS_EXPIRED';
 /** The stock left after an order, null for one skipped for its claim, PASS_EXPIRED for one skipped for its pass. */
 export type Written = number | null | typeof PASS_EXPIRED;
 
-/** keyed-write-7.lua's reply: the stock left after each order, or why one was skipped. */
-export function keyedWriteLeft(left: readonly (number | string)[]): Written[] {
+/**
+ * keyed-write-7.lua's reply: the stock left after each order, or why one was skipped;
+ * throws the window's refusal when the write found the sale closed (nothing written).
+ */
+export function keyedWriteLeft(k: ProductKeys, left: readonly (number | string)[]): Written[] {
+  windowRefusal(k, left);
   // Not -1 for a skipped order, as in fenced-write-8.lua: here nothing checks the
   // stock, and a late write that oversold leaves -1 for real.
   return left.map((l) => (l === 'CLAIM_LOST' ? null : l === PASS_EXPIRED ? PASS_EXPIRED : Number(l)));
+}
+
+/**
+ * Throws what a write script said of the sale window (judged by Redis's clock in the
+ * step that writes: a holder that read inside the window and writes after its end
+ * sells nothing), if it said anything.
+ */
+function windowRefusal(k: ProductKeys, reply: readonly (number | string)[]): void {
+  if (reply[0] === 'SALE_ENDED') throw new SaleEndedError(productIdOf(k), Number(reply[1]));
+  if (reply[0] === 'SALE_NOT_STARTED') {
+    throw new SaleNotStartedError(productIdOf(k), Number(reply[1]), Number(reply[2]));
+  }
 }
 
 /**
@@ -167,21 +196,28 @@ export async function writeOrders(
   family: string,
   accepted: readonly AcceptedOrder[],
   fence?: number,
+  clock?: (redisNow: number) => number,
 ): Promise<Written[]> {
   if (fence === undefined) {
-    return keyedWriteLeft(await orderWrite(keyedWrite.run(redis, keyedWriteKeys(k), ...keyedWriteArgs(accepted))));
+    return keyedWriteLeft(
+      k,
+      await orderWrite(keyedWrite.run(redis, keyedWriteKeys(k), ...keyedWriteArgs(accepted, clock))),
+    );
   }
-  const [status, ...rest] = await orderWrite(
+  const reply = await orderWrite(
     fencedWrite.run(
       redis,
       [k.fence, k.stock, k.buyers, k.orders, k.meta, k.idem, k.states, k.deadlines],
       fence,
       OUTCOME_TTL_MS,
       family,
+      clock ? clock(0) : '',
       ...orderArgs(accepted),
     ),
   );
+  const [status, ...rest] = reply;
   if (status === 'STALE_LOCK') throw new StaleLockError(fence, Number(rest[0]));
+  windowRefusal(k, reply);
   if (status === 'STRATEGY_MISMATCH') throw new StrategyMismatchError(productIdOf(k), String(rest[0]), family);
   // The holder checked the stock and the limits under this very hold: a shortfall or
   // a limit exceeded means someone wrote outside it (a holder the fence missed).

@@ -9,12 +9,30 @@ const DIR = join(__dirname, 'scripts');
 /** `name-<numberOfKeys>.lua`, bullmq's convention: the file name says how many KEYS come first. */
 const FILE = /^([a-z][a-z-]*)-(\d+)\.lua$/;
 
+/** bullmq's include line: `--- @include "includes/<name>"` (scripts/includes/<name>.lua). */
+const INCLUDE = /^--- @include "(includes\/[a-z][a-z-]*)"[ \t]*$/gm;
+
+/**
+ * A script's source with its includes resolved, before it is hashed (so EVALSHA, a
+ * cluster's every master and the ACL lines see one ordinary script): each include line
+ * becomes that file, once per script however often it is named, so a rule shared by
+ * several scripts is written once.
+ */
+export function withIncludes(source: string, included = new Set<string>()): string {
+  return source.replace(INCLUDE, (_line, name: string) => {
+    if (included.has(name)) return '';
+    included.add(name);
+    return withIncludes(readFileSync(join(DIR, `${name}.lua`), 'utf8'), included).trimEnd();
+  });
+}
+
 /** The client a script needs: EVALSHA, and EVAL once per server when it does not know the script yet. */
 export type ScriptClient = Pick<Redis, 'evalsha' | 'eval'>;
 
 /**
  * One Lua script of src/redis/scripts. Its file carries its facts: the name and the
- * number of KEYS in the file name, and a header listing KEYS, ARGV and the reply.
+ * number of KEYS in the file name, and a header listing KEYS, ARGV and the reply; the
+ * Lua it shares with other scripts comes in by `--- @include` (withIncludes()).
  * The type parameters say the same for TypeScript; lua-scripts.spec.ts checks that
  * each file's header and body agree with its name.
  *
@@ -33,7 +51,7 @@ export class LuaScript<Keys extends readonly string[], Args extends readonly (st
     if (!file) throw new Error(`no ${name}-<numberOfKeys>.lua in ${DIR}`);
     this.file = file;
     this.numberOfKeys = Number(FILE.exec(file)![2]);
-    this.lua = readFileSync(join(DIR, file), 'utf8');
+    this.lua = withIncludes(readFileSync(join(DIR, file), 'utf8'));
     this.sha1 = createHash('sha1').update(this.lua).digest('hex');
   }
 

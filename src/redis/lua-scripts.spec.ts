@@ -1,4 +1,6 @@
-import { LuaScript, scriptFiles } from './lua-script';
+import { readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { LuaScript, scriptFiles, withIncludes } from './lua-script';
 import * as scripts from './lua-scripts';
 
 const handles = Object.values(scripts).filter((s) => s instanceof LuaScript);
@@ -37,5 +39,20 @@ describe('Lua scripts (src/redis/scripts/<name>-<numberOfKeys>.lua)', () => {
     const used = new Set(handles.filter((h) => h !== scripts.permissionCheck).flatMap((h) => [...calls(h.lua)]));
     const tried = new Set([...scripts.permissionCheck.lua.matchAll(/try\('([A-Z]+)'/g)].map((m) => m[1]));
     expect([...tried].sort()).toEqual([...used].sort());
+  });
+
+  it('resolves each `--- @include` before hashing, once per script, and every include is used', () => {
+    const includes = readdirSync(join(__dirname, 'scripts', 'includes')).map(
+      (f) => `includes/${f.replace(/\.lua$/, '')}`,
+    );
+    for (const h of handles) expect(h.lua).not.toMatch(/^--- @include/m);
+    // Each shared rule is used by some script, and its functions are defined once in each.
+    for (const name of includes) {
+      const users = handles.filter((h) => h.lua.includes(withIncludes(`--- @include "${name}"`)));
+      expect(users.length).toBeGreaterThan(0);
+    }
+    const twice = withIncludes('--- @include "includes/sale-window"\n--- @include "includes/sale-window"');
+    expect(twice.match(/local function windowRefusal/g)).toHaveLength(1);
+    expect(scripts.purchase.lua).toContain('local function windowRefusal');
   });
 });

@@ -110,15 +110,15 @@ export const fencedWrite = new LuaScript<
     states: string,
     deadlines: string,
   ],
-  [token: number, outcomeTtlMs: number, family: string, ...orders: (string | number)[]],
+  [token: number, outcomeTtlMs: number, family: string, appClock: number | '', ...orders: (string | number)[]],
   [status: string, ...values: (number | string)[]]
 >('fenced-write');
 
-/** A batch of orders under an unfenced hold, keyed ones only while their claim is theirs: the stock left after each, or 'CLAIM_LOST'. */
+/** A batch of orders under an unfenced hold, keyed ones only while their claim is theirs, inside the window: the stock left after each, or why one was skipped. */
 export const keyedWrite = new LuaScript<
   [stock: string, buyers: string, orders: string, idem: string, meta: string, states: string, deadlines: string],
-  [outcomeTtlMs: number, ...orders: (string | number)[]],
-  (number | 'CLAIM_LOST' | 'PASS_EXPIRED')[]
+  [outcomeTtlMs: number, appClock: number | '', ...orders: (string | number)[]],
+  (number | 'CLAIM_LOST' | 'PASS_EXPIRED')[] | ['SALE_ENDED', number] | ['SALE_NOT_STARTED', number, number]
 >('keyed-write');
 
 /** Claims an Idempotency-Key (checking an Admission-Pass with it), or says what became of it. */

@@ -288,6 +288,7 @@ export class BatchedPurchases extends LockedPurchases implements BeforeApplicati
       this.family,
       accepted.map(({ buyer, orderId, remaining: left }) => ({ order: buyer.order, orderId, remaining: left })),
       hold.fence,
+      this.clock,
     );
     accepted.forEach(({ buyer, orderId }, i) => {
       const left = remaining[i];

@@ -5,6 +5,7 @@ import { loadConfig } from '../../config/app-config';
 import { InsufficientStockError, LimitReachedError, SoldOutError, UnknownProductError } from '../../errors/errors';
 import { KeyLayout, ProductKeys } from '../../redis/key-layout';
 import { resetSale, resetSaleKeys } from '../../redis/lua-scripts';
+import { FaultStop } from '../fault-stop';
 import { OptimisticPurchases } from './optimistic.purchases';
 import type { PurchasePath } from './purchase-path';
 import { ScriptedPurchases } from './scripted.purchases';
@@ -17,7 +18,11 @@ const close = async (path: PurchasePath) => (path as Partial<OptimisticPurchases
 
 describe.each([
   ['atomic', (redis: Redis, keys: KeyLayout) => new ScriptedPurchases(redis, keys, config('redis://unused:1'))],
-  ['optimistic', (redis: Redis, keys: KeyLayout) => new OptimisticPurchases(redis, keys, config('redis://unused:1'))],
+  [
+    'optimistic',
+    (redis: Redis, keys: KeyLayout) =>
+      new OptimisticPurchases(redis, keys, config('redis://unused:1'), new FaultStop(null)),
+  ],
 ] as const)('%s (lock-free) against a real Redis', (_name, create) => {
   let redis: TestRedis;
   let client: Redis;

@@ -10,6 +10,7 @@ import type { RedisClient } from '../../redis/create-client';
 import { KeyLayout, ProductKeys } from '../../redis/key-layout';
 import { REDIS_CLIENT } from '../../redis/redis.constants';
 import { moved, WatchConnections } from '../../redis/watch-connections';
+import { FaultStop } from '../fault-stop';
 import { acknowledge, newOrderId, Order, OrderRequest } from '../order';
 import { refusal } from '../sale-rules';
 import { keyedWrite } from '../../redis/lua-scripts';
@@ -72,6 +73,7 @@ export class OptimisticPurchases extends PurchasePath implements OnApplicationSh
     @Inject(REDIS_CLIENT) private readonly redis: RedisClient,
     private readonly keys: KeyLayout,
     @Inject(APP_CONFIG) config: AppConfig,
+    private readonly faults: FaultStop,
   ) {
     super();
     this.waitMs = config.lockWaitMs;
@@ -179,14 +181,17 @@ export class OptimisticPurchases extends PurchasePath implements OnApplicationSh
     // for the deadline, which a MULTI cannot read), sent in full inside the MULTI: an
     // EVALSHA the server does not know would fail at EXEC, after the WATCH let it in.
     const accepted = [{ order, orderId, remaining: read.sale!.stock - order.quantity }];
+    // Decided, not yet written: the WATCH sees keys change, never time pass, so the write
+    // itself judges the window again (keyed-write-7.lua).
+    this.faults.reached('before-write');
     const multi = c
       .multi()
-      .eval(keyedWrite.lua, keyedWrite.numberOfKeys, ...keyedWriteKeys(k), ...keyedWriteArgs(accepted));
+      .eval(keyedWrite.lua, keyedWrite.numberOfKeys, ...keyedWriteKeys(k), ...keyedWriteArgs(accepted, this.clock));
     const replies = await orderWrite(multi.exec());
     if (replies === null) return null;
     const failed = replies.find(([err]) => err);
     if (failed) throw failed[0];
-    const [left] = keyedWriteLeft(replies[0][1] as (number | string)[]);
+    const [left] = keyedWriteLeft(k, replies[0][1] as (number | string)[]);
     // The WATCH saw the claim ours, and EXEC ran only if nothing it watched changed.
     if (left === null) throw new IdempotencyKeyInUseError(0);
     if (left === PASS_EXPIRED) throw new AdmissionInvalidError('has expired');

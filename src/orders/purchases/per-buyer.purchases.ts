@@ -76,6 +76,7 @@ export class PerBuyerPurchases extends LockedPurchases {
       this.family,
       [{ order, orderId, remaining: expected }],
       hold.fence,
+      this.clock,
     );
     if (remaining === null) throw new IdempotencyKeyInUseError(0);
     if (remaining === PASS_EXPIRED) throw new AdmissionInvalidError('has expired');

@@ -21,7 +21,9 @@
   ARGV[1]  our fencing token
   ARGV[2]  how long an outcome is kept, in ms (the idempotency hash's TTL)
   ARGV[3]  our strategy family: a sale started by another family is not ours to write
-  ARGV[4..] per order, six values: userId, quantity (integer >= 1), orderId,
+  ARGV[4]  '' to judge the sale window by this Redis's clock; else the app's clock in ms
+           (SALE_CLOCK=app, the naive check kept to show it selling early)
+  ARGV[5..] per order, six values: userId, quantity (integer >= 1), orderId,
            Idempotency-Key and claim id ('' and '' for an order sent without a key),
            and the expiry (ms) of the Admission-Pass it was made with ('' for none: an
            order whose pass lapsed by Redis's clock before this write is skipped).
@@ -41,17 +43,28 @@
            failover that lost the last acquisition); nothing written
            {'STRATEGY_MISMATCH', soldBy}: the sale was started by another family;
            nothing written
+           {'SALE_NOT_STARTED', startsAt, now} / {'SALE_ENDED', endsAt}: the window, judged
+           here by Redis's clock in the step that writes: a holder that read inside the
+           window and wrote after its end (paused, slow, its lock lost) sells nothing;
+           nothing written
   Stock and limits are checked here too, not only by the holder: whenever the fence
   misses a second holder, this is what still stops an oversell and a limit exceeded.
 ]]
+--- @include "includes/sale-window"
+
 local token = tonumber(ARGV[1])
 local newest = tonumber(redis.call('GET', KEYS[1]) or '0')
 if newest > token then
   return {'STALE_LOCK', newest}
 end
-local meta = redis.call('HMGET', KEYS[5], 'perUserLimit', 'soldBy')
+local meta = redis.call('HMGET', KEYS[5], 'perUserLimit', 'soldBy', 'startsAt', 'endsAt')
 if meta[2] and meta[2] ~= ARGV[3] then
   return {'STRATEGY_MISMATCH', meta[2]}
+end
+local now = nowMs()
+local closed = windowRefusal(meta[3], meta[4], tonumber(ARGV[4]) or now)
+if closed then
+  return closed
 end
 local function claimed(i)
   if ARGV[i + 3] == '' then
@@ -61,15 +74,13 @@ local function claimed(i)
   local mine = 'P|' .. ARGV[i + 4] .. '|'
   return held ~= false and string.sub(held, 1, #mine) == mine
 end
-local time = redis.call('TIME')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 local function passValid(i)
   return ARGV[i + 5] == '' or now < tonumber(ARGV[i + 5])
 end
 local limit = tonumber(meta[1] or '0')
 local total = 0
 local owned = {}
-for i = 4, #ARGV, 6 do
+for i = 5, #ARGV, 6 do
   if passValid(i) and claimed(i) then
     local quantity = tonumber(ARGV[i + 1])
     total = total + quantity
@@ -86,7 +97,7 @@ if stock < total then
 end
 redis.call('HSET', KEYS[5], 'fence', ARGV[1])
 -- Reservation: the order holds its units until it is paid, cancelled or its payment
--- deadline passes (order-outcome-7.lua); the deadline is Redis's clock, not an app's.
+-- deadline passes (order-outcome-5.lua); the deadline is Redis's clock, not an app's.
 local timeout = tonumber(redis.call('HGET', KEYS[5], 'paymentTimeoutMs') or '')
 local deadline = false
 if timeout then
@@ -99,7 +110,7 @@ local function reserve(orderId, userId, quantity)
   end
 end
 local replies = {'OK'}
-for i = 4, #ARGV, 6 do
+for i = 5, #ARGV, 6 do
   if not passValid(i) then
     replies[#replies + 1] = -2
   elseif claimed(i) then

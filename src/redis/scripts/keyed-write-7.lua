@@ -10,21 +10,32 @@
 
   KEYS[1]  stock   KEYS[2]  buyers hash   KEYS[3]  orders stream
   KEYS[4]  idempotency hash (idempotency-claim-2.lua)
-  KEYS[5]  meta hash: paymentTimeoutMs   KEYS[6]  order states hash   KEYS[7]  deadlines zset
+  KEYS[5]  meta hash: paymentTimeoutMs, startsAt, endsAt   KEYS[6]  order states hash   KEYS[7]  deadlines zset
   ARGV[1]  how long an outcome is kept, in ms (the idempotency hash's TTL)
-  ARGV[2..] per order, six values: userId, quantity (integer >= 1), orderId,
+  ARGV[2]  '' to judge the sale window by this Redis's clock; else the app's clock in ms
+           (SALE_CLOCK=app, the naive check kept to show it selling early)
+  ARGV[3..] per order, six values: userId, quantity (integer >= 1), orderId,
            Idempotency-Key and claim id ('' and '' for an order without a key), and
            the expiry (ms) of the Admission-Pass it was made with ('' for none)
   Returns  the stock left after each order, in order (below 0 when a late write
            oversold: nothing here stops it); 'CLAIM_LOST' for an order skipped because
            its claim is no longer its request's, 'PASS_EXPIRED' for one whose pass
            lapsed by Redis's clock before this write (nothing of either written)
+           {'SALE_NOT_STARTED', startsAt, now} / {'SALE_ENDED', endsAt}: the window, judged
+           here by Redis's clock in the step that writes, so a holder that read inside it
+           and writes after its end (paused, slow) sells nothing; nothing written
 ]]
+--- @include "includes/sale-window"
+
+local meta = redis.call('HMGET', KEYS[5], 'paymentTimeoutMs', 'startsAt', 'endsAt')
+local now = nowMs()
+local closed = windowRefusal(meta[2], meta[3], tonumber(ARGV[2]) or now)
+if closed then
+  return closed
+end
 -- Reservation: the order holds its units until it is paid, cancelled or its payment
--- deadline passes (order-outcome-7.lua); the deadline is Redis's clock, not an app's.
-local time = redis.call('TIME')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-local timeout = tonumber(redis.call('HGET', KEYS[5], 'paymentTimeoutMs') or '')
+-- deadline passes (order-outcome-5.lua); the deadline is Redis's clock, not an app's.
+local timeout = tonumber(meta[1] or '')
 local deadline = false
 if timeout then
   deadline = now + timeout
@@ -49,7 +60,7 @@ local function passValid(i)
   return ARGV[i + 5] == '' or now < tonumber(ARGV[i + 5])
 end
 local replies = {}
-for i = 2, #ARGV, 6 do
+for i = 3, #ARGV, 6 do
   if not passValid(i) then
     replies[#replies + 1] = 'PASS_EXPIRED'
   elseif claimed(i) then

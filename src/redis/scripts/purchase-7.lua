@@ -29,6 +29,8 @@
            {'SOLD_OUT'}
            {'INSUFFICIENT_STOCK', remaining}
 ]]
+--- @include "includes/sale-window"
+
 local claim = false
 if ARGV[4] ~= '' then
   claim = redis.call('HGET', KEYS[5], ARGV[4])
@@ -48,17 +50,10 @@ if meta[2] and meta[2] ~= ARGV[7] then
 end
 -- The window, by this Redis's clock, in the same step as the write: an app whose clock
 -- runs ahead cannot sell early.
-local time = redis.call('TIME')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-local windowNow = now
-if ARGV[8] and ARGV[8] ~= '' then
-  windowNow = tonumber(ARGV[8])
-end
-if meta[3] and windowNow < tonumber(meta[3]) then
-  return {'SALE_NOT_STARTED', tonumber(meta[3]), windowNow}
-end
-if meta[4] and windowNow >= tonumber(meta[4]) then
-  return {'SALE_ENDED', tonumber(meta[4])}
+local now = nowMs()
+local closed = windowRefusal(meta[3], meta[4], tonumber(ARGV[8] or '') or now)
+if closed then
+  return closed
 end
 if meta[5] and string.sub(ARGV[4], 1, 5) ~= 'pass ' then
   return {'ADMISSION_REQUIRED'}
@@ -79,7 +74,7 @@ if stock < quantity then
   return {'INSUFFICIENT_STOCK', stock}
 end
 -- Reservation: the order holds its units until it is paid, cancelled or its payment
--- deadline passes (order-outcome-7.lua); the deadline is Redis's clock, not an app's.
+-- deadline passes (order-outcome-5.lua); the deadline is Redis's clock, not an app's.
 local timeout = tonumber(meta[6] or '')
 local deadline = false
 if timeout then
