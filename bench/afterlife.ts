@@ -1,4 +1,11 @@
-import { request } from '../harness/http';
+import { randomBytes } from 'node:crypto';
+import { pay, request } from '../harness/http';
+
+/**
+ * The PAYMENT_WEBHOOK_SECRET of the apps this bench starts: it pays as the payment
+ * provider does, each callback signed (src/door/payment-signature.ts). One per run.
+ */
+export const PAYMENT_SECRET = randomBytes(32).toString('base64url');
 
 /** What the afterlife of a sale's orders was answered. */
 export interface AfterlifeResult {
@@ -46,9 +53,11 @@ export class Afterlife {
       return;
     }
     this.waiting.push(async () => {
-      const res = await request(this.url, 'POST', `/api/orders/${orderId}/${payIt ? 'pay' : 'cancel'}`, {
-        ...(payIt ? { json: { paymentId: `pay-${i}` } } : {}),
-      }).catch((err: Error) => ({ status: 0, body: { code: `network: ${err.message}` } }));
+      const res = await (
+        payIt
+          ? pay(this.url, orderId, `pay-${i}`, PAYMENT_SECRET)
+          : request(this.url, 'POST', `/api/orders/${orderId}/cancel`)
+      ).catch((err: Error) => ({ status: 0, body: { code: `network: ${err.message}` } }));
       if (res.status === 200) {
         if (payIt) this.paid++;
         else this.cancelled++;
@@ -84,7 +93,7 @@ export async function payAll(url: string, orderIds: readonly string[]): Promise<
   const refused: Record<string, number> = {};
   await inParallel(
     orderIds.map((orderId, i) => async () => {
-      const res = await request(url, 'POST', `/api/orders/${orderId}/pay`, { json: { paymentId: `wave2-${i}` } });
+      const res = await pay(url, orderId, `wave2-${i}`, PAYMENT_SECRET);
       if (res.status === 200) return;
       const code = String(res.body.code ?? res.status);
       refused[code] = (refused[code] ?? 0) + 1;

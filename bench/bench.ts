@@ -18,7 +18,7 @@ import { BASELINE_MAIN, FASTIFY_ROUTE_MAIN, RAW_HTTP_MAIN, ROOT } from '../harne
 import { RunningApp, startApp, stopAll, track } from '../harness/processes';
 import { PrivatePostgres, quiesce, startPrivatePostgres } from '../harness/postgres';
 import { REDLOCK_NODE, startPrivateRedis } from '../harness/redis';
-import { Afterlife, payAll } from './afterlife';
+import { Afterlife, PAYMENT_SECRET, payAll } from './afterlife';
 import { checkSettled, unsettled, waitForSettlement } from './settled';
 import { loadUntilOpen, Opening, openingOf } from './starts-in';
 import { loadThroughQueue, QueueFigures, queueVerdict } from './queue-load';
@@ -236,6 +236,7 @@ async function startTarget(
         ...run.redis.appEnv,
         ...(target === 'redlock' ? { REDLOCK_URLS: run.redlockUrls } : {}),
         ADMIN_TOKEN: token,
+        PAYMENT_WEBHOOK_SECRET: PAYMENT_SECRET,
         ...(databaseUrl && { DATABASE_URL: databaseUrl }),
         LOCK_STRATEGY: target,
         ALLOW_UNSAFE: unsafe ? '1' : '0',

@@ -1,4 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
+import { PAYMENT_SIGNATURE_HEADER, signPayment } from '../src/door/payment-signature';
 
 export interface JsonResponse<T = Record<string, unknown>> {
   status: number;
@@ -25,6 +26,18 @@ export async function request<T = Record<string, any>>(
   const res = await fetch(`${url}${path}`, { method, headers, body });
   const text = await res.text();
   return { status: res.status, headers: res.headers, body: text ? JSON.parse(text) : undefined };
+}
+
+/**
+ * POST /api/orders/:orderId/pay as the payment provider sends it: signed with `secret`
+ * (the app's PAYMENT_WEBHOOK_SECRET) over the very bytes sent.
+ */
+export function pay(url: string, orderId: string, paymentId: string, secret: string): Promise<JsonResponse> {
+  const body = JSON.stringify({ paymentId });
+  return request(url, 'POST', `/api/orders/${orderId}/pay`, {
+    raw: body,
+    headers: { 'content-type': 'application/json', [PAYMENT_SIGNATURE_HEADER]: signPayment(secret, body) },
+  });
 }
 
 /** Starts (or restarts) a sale through the admin API, or throws with what the app said. */

@@ -84,6 +84,14 @@ export async function createApp(config: AppConfig, options: { logger?: false } =
   // Only JSON bodies: Fastify would otherwise parse text/plain into a string and
   // hand it to validation; refusing it up front gives a clear 415.
   fastify.removeContentTypeParser('text/plain');
+  // A payment callback is signed over the bytes sent (src/door/payment-signature.ts): the
+  // JSON parser keeps them beside what it parses, with Fastify's own parser and limits.
+  const parseJson = fastify.getDefaultJsonParser('error', 'error');
+  fastify.removeContentTypeParser('application/json');
+  fastify.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+    request.rawBody = body as string;
+    void parseJson(request, body as string, done);
+  });
   // Graceful drain: close() stops accepting and reaps idle keep-alive sockets once,
   // but a socket whose request was in flight would then idle on for the keep-alive
   // timeout (72 s) and hold shutdown open. Once closing, every response says

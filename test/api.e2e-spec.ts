@@ -1,7 +1,8 @@
 import { Redis } from 'ioredis';
 import { connect } from 'node:net';
 import { KeyLayout } from '../src/redis/key-layout';
-import { startSale, startTestApp } from './helpers/app';
+import { PAYMENT_SECRET, startSale, startTestApp } from './helpers/app';
+import { PAYMENT_SIGNATURE_TOLERANCE_S, signPayment } from '../src/door/payment-signature';
 import { OpenApiDocument } from './helpers/openapi';
 import { uniquePrefix } from './helpers/redis';
 import { startTestStack, TestStack } from './helpers/stack';
@@ -481,6 +482,84 @@ describe('HTTP API', () => {
       const res = await request(t.url, 'DELETE', '/api/orders');
       expect(res.status).toBe(404);
       expect(res.body.code).toBe('NOT_FOUND');
+    });
+  });
+
+  describe('POST /api/orders/:orderId/pay: only the payment provider confirms a payment', () => {
+    /** A pay callback, its body as sent and its Payment-Signature header (none: unsigned). */
+    const payWith = (url: string, orderId: string, body: string, signature?: string, admin = false) =>
+      request(url, 'POST', `/api/orders/${orderId}/pay`, {
+        raw: body,
+        headers: { 'content-type': 'application/json', ...(signature ? { 'payment-signature': signature } : {}) },
+        admin,
+      });
+    const now = () => Math.floor(Date.now() / 1000);
+
+    it('refuses 401 PAYMENT_SIGNATURE_INVALID, paying nothing, unless the callback is signed with PAYMENT_WEBHOOK_SECRET or sent with the admin token', async () => {
+      await startSale(t.url, 'paid-for', 5);
+      const id = (await buy('paid-for', 'payer')).body.orderId as string;
+      const body = JSON.stringify({ paymentId: 'pay-1' });
+      const refusals: [string, string | undefined, string, RegExp][] = [
+        ['unsigned', undefined, body, /Payment-Signature header is missing/],
+        ['signed with another secret', signPayment('Wrong-secret-8Hq2Lm5Xz1Pc7Rv4Tb9Kd', body), body, /does not match/],
+        // The signature covers the bytes sent: another paymentId under a captured signature.
+        ['another body', signPayment(PAYMENT_SECRET, body), JSON.stringify({ paymentId: 'pay-2' }), /does not match/],
+        [
+          'signed too long ago',
+          signPayment(PAYMENT_SECRET, body, now() - PAYMENT_SIGNATURE_TOLERANCE_S - 60),
+          body,
+          /more than 300 s from this server's clock/,
+        ],
+        ['malformed', 'v1=abc', body, /is not t=<unix seconds>,v1=<64 hex digits>/],
+      ];
+      for (const [why, signature, sent, message] of refusals) {
+        const res = await payWith(t.url, id, sent, signature);
+        expect({ why, status: res.status, code: res.body.code }).toEqual({
+          why,
+          status: 401,
+          code: 'PAYMENT_SIGNATURE_INVALID',
+        });
+        expect(res.body.message).toMatch(message);
+      }
+      // A buyer's bearer token is not the admin's either.
+      const bearer = await request(t.url, 'POST', `/api/orders/${id}/pay`, {
+        raw: body,
+        headers: { 'content-type': 'application/json', authorization: 'Bearer not-the-admin-token' },
+      });
+      expect(bearer.body.code).toBe('PAYMENT_SIGNATURE_INVALID');
+      expect((await request(t.url, 'GET', `/api/orders/${id}`)).body).toMatchObject({ status: 'reserved' });
+
+      // The provider's signed callback pays it; its retry with the same signature answers the same.
+      const signature = signPayment(PAYMENT_SECRET, body);
+      expect((await payWith(t.url, id, body, signature)).body).toMatchObject({ status: 'paid', paymentId: 'pay-1' });
+      expect((await payWith(t.url, id, body, signature)).status).toBe(200);
+      // A secret being rotated: any v1 of the header may hold.
+      const other = (await buy('paid-for', 'rotated')).body.orderId as string;
+      const rotated = `${signPayment(PAYMENT_SECRET, body)},v1=${'0'.repeat(64)}`;
+      expect((await payWith(t.url, other, body, rotated)).status).toBe(200);
+      // An operator marks a payment by hand with the admin token.
+      const byHand = (await buy('paid-for', 'by-hand')).body.orderId as string;
+      expect((await payWith(t.url, byHand, body, undefined, true)).body).toMatchObject({ status: 'paid' });
+    });
+
+    it('without PAYMENT_WEBHOOK_SECRET only the admin token pays', async () => {
+      const bare = await startTestApp({
+        REDIS_URL: stack.redis.url,
+        KEY_PREFIX: uniquePrefix('no-webhook'),
+        PAYMENT_WEBHOOK_SECRET: '',
+      });
+      try {
+        await startSale(bare.url, 'p', 2);
+        const id = (await request(bare.url, 'POST', '/api/orders', { json: { productId: 'p', userId: 'u' } })).body
+          .orderId as string;
+        const body = JSON.stringify({ paymentId: 'pay-x' });
+        const signed = await payWith(bare.url, id, body, signPayment(PAYMENT_SECRET, body));
+        expect(signed.body).toMatchObject({ statusCode: 401, code: 'PAYMENT_SIGNATURE_INVALID' });
+        expect(signed.body.message).toMatch(/no PAYMENT_WEBHOOK_SECRET, so only the admin token/);
+        expect((await payWith(bare.url, id, body, undefined, true)).status).toBe(200);
+      } finally {
+        await bare.close();
+      }
     });
   });
 

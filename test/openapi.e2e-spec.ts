@@ -259,18 +259,26 @@ describe('OpenAPI at /docs-json, Swagger UI at /docs', () => {
       }
     });
 
-    it('declares the admin bearer scheme, applied to the admin route only, every other one public (security: [])', () => {
+    it("declares the admin bearer scheme on the admin routes, the payment provider's signature (or the admin) on the payment callback, every other route public (security: [])", () => {
       expect(doc.components.securitySchemes).toEqual({
         admin: expect.objectContaining({ type: 'http', scheme: 'bearer' }),
+        paymentSignature: expect.objectContaining({ type: 'apiKey', in: 'header', name: 'Payment-Signature' }),
       });
       expect(doc.security).toBeUndefined();
       const secured = operations.filter((o) => o.op.security !== undefined && o.op.security.length > 0);
-      expect(secured.map((o) => o.route)).toEqual(['PUT /api/products/:id']);
-      expect(secured[0].op.security).toEqual([{ admin: [] }]);
-      for (const { route, op } of operations.filter((o) => o !== secured[0])) {
+      expect(Object.fromEntries(secured.map((o) => [o.route, o.op.security]))).toEqual({
+        'PUT /api/products/:id': [{ admin: [] }],
+        'POST /api/products/:id/close': [{ admin: [] }],
+        // Either one: a list of requirements is an OR.
+        'POST /api/orders/:orderId/pay': expect.arrayContaining([{ admin: [] }, { paymentSignature: [] }]),
+      });
+      for (const { route, op } of operations.filter((o) => !secured.includes(o))) {
         expect({ route, security: op.security }).toEqual({ route, security: [] });
       }
-      expect(allCodes(secured[0].op)).toContain('UNAUTHORIZED');
+      for (const { route, op } of secured) {
+        const code = route.endsWith('/pay') ? 'PAYMENT_SIGNATURE_INVALID' : 'UNAUTHORIZED';
+        expect({ route, codes: allCodes(op) }).toEqual({ route, codes: expect.arrayContaining([code]) });
+      }
     });
   });
 

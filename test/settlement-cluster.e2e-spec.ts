@@ -4,7 +4,7 @@ import { checkSettled, waitForSettlement } from '../bench/settled';
 import { PrivatePostgres, startPrivatePostgres } from '../harness/postgres';
 import { createRedisCluster } from '../src/redis/create-client';
 import { KeyLayout } from '../src/redis/key-layout';
-import { request, startTestApp } from './helpers/app';
+import { pay, request, startTestApp } from './helpers/app';
 import { readSlotMap, startTestCluster, TestCluster, uniquePrefix } from './helpers/redis';
 
 const hostPort = (s: string) => {
@@ -58,9 +58,7 @@ describe('settlement on a Redis Cluster', () => {
           expect(res.status).toBe(201);
           ids.push(res.body.orderId as string);
         }
-        expect((await request(app.url, 'POST', `/api/orders/${ids[0]}/pay`, { json: { paymentId: 'p' } })).status).toBe(
-          200,
-        );
+        expect((await pay(app.url, ids[0], 'p')).status).toBe(200);
         expect((await request(app.url, 'POST', `/api/orders/${ids[1]}/cancel`)).status).toBe(200);
       }
       for (const productId of products) {

@@ -6,6 +6,7 @@ import { Redis } from 'ioredis';
 import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { startSale } from '../../harness/http';
+import { PAYMENT_SECRET } from '../afterlife';
 import { processState, RunningApp, startApp, stopAll } from '../../harness/processes';
 import { startPrivateRedis } from '../../harness/redis';
 import { KeyLayout } from '../../src/redis/key-layout';
@@ -87,6 +88,7 @@ export function apps(
         env: {
           ...where,
           ADMIN_TOKEN: TOKEN,
+          PAYMENT_WEBHOOK_SECRET: PAYMENT_SECRET,
           LOCK_STRATEGY: strategy,
           KEY_PREFIX: PREFIX,
           LOG_LEVEL: 'error',

@@ -9,7 +9,8 @@
 import { Redis } from 'ioredis';
 import { Client } from 'pg';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { request, startSale } from '../../harness/http';
+import { pay, request, startSale } from '../../harness/http';
+import { PAYMENT_SECRET } from '../afterlife';
 import { PrivatePostgres, startPrivatePostgres } from '../../harness/postgres';
 import { RunningApp, stopAll } from '../../harness/processes';
 import { PrivateRedis, startPrivateRedis } from '../../harness/redis';
@@ -302,7 +303,7 @@ export function payVersusExpiry(ctx: Context): Promise<Outcome> {
       ids.map(async (id, i) => {
         // Spread from 1 s before the first deadline to 0.5 s after the last.
         await sleep(Math.max(0, placed + deadlineMs - 1_000 + (1_500 * i) / ids.length - Date.now()));
-        return request(i % 2 ? a.url : b.url, 'POST', `/api/orders/${id}/pay`, { json: { paymentId: `p${i}` } });
+        return pay(i % 2 ? a.url : b.url, id, `p${i}`, PAYMENT_SECRET);
       }),
     );
     await waitUntil(

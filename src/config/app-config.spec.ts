@@ -42,6 +42,7 @@ describe('loadConfig', () => {
       rateLimitPerIp: null,
       rateLimitPerUser: null,
       buyerAuth: null,
+      paymentWebhookSecret: null,
     });
     expect(Object.isFrozen(config)).toBe(true);
     expect(Object.isFrozen(CONFIG_DEFAULTS)).toBe(true);
@@ -371,6 +372,19 @@ describe('loadConfig', () => {
       fails({ BUYER_AUTH_AUDIENCE: 'seckill', BUYER_AUTH: secret }, /^BUYER_AUTH_ISSUER is required with BUYER_AUTH/);
       fails({ BUYER_AUTH_ISSUER: 'i', BUYER_AUTH: secret }, /^BUYER_AUTH_AUDIENCE is required with BUYER_AUTH/);
       fails({ BUYER_AUTH_ISSUER: 'i' }, /^BUYER_AUTH_ISSUER is set but BUYER_AUTH is not/);
+    });
+  });
+
+  describe('PAYMENT_WEBHOOK_SECRET', () => {
+    it('is null unless set; a set one must be 32 characters and as hard to guess as any secret', () => {
+      expect(loadConfig(REQUIRED).paymentWebhookSecret).toBeNull();
+      const secret = 'Zk3r9Qw_Lp7xVb2Nc5Hj8Tg1Fd4Sa6Mu';
+      expect(loadConfig({ ...REQUIRED, PAYMENT_WEBHOOK_SECRET: secret }).paymentWebhookSecret).toBe(secret);
+      const fails = (value: string, message: RegExp) =>
+        expect(() => loadConfig({ ...REQUIRED, PAYMENT_WEBHOOK_SECRET: value })).toThrow(message);
+      fails('short', /^PAYMENT_WEBHOOK_SECRET must be at least 32 characters/);
+      fails('b'.repeat(40), /^PAYMENT_WEBHOOK_SECRET is too easy to guess/);
+      fails('whsec-example-example-example-1234', /^PAYMENT_WEBHOOK_SECRET looks like an example value/);
     });
   });
 });

@@ -145,6 +145,12 @@ export interface AppConfig {
   readonly rateLimitPerUser: RateLimit | null;
   /** BUYER_AUTH (+ _ISSUER, _AUDIENCE): who may buy as whom; null: the body's userId is taken on trust. */
   readonly buyerAuth: BuyerAuthConfig | null;
+  /**
+   * PAYMENT_WEBHOOK_SECRET: the key the payment provider signs its callbacks with
+   * (`Payment-Signature`, src/door/payment-signature.ts); null: only the admin token may
+   * mark an order paid.
+   */
+  readonly paymentWebhookSecret: string | null;
 }
 
 /** `<count>/<window>`: at most `count` requests in each fixed window of `windowMs` (src/door/rate-limits.ts). */
@@ -251,6 +257,7 @@ export const CONFIG_ENV_NAMES = [
   'BUYER_AUTH',
   'BUYER_AUTH_ISSUER',
   'BUYER_AUTH_AUDIENCE',
+  'PAYMENT_WEBHOOK_SECRET',
 ] as const;
 
 type Env = Readonly<Record<string, string | undefined>>;
@@ -309,6 +316,7 @@ export function loadConfig(env: Env): AppConfig {
     rateLimitPerIp: rateLimit(env, 'RATE_LIMIT_PER_IP'),
     rateLimitPerUser: rateLimit(env, 'RATE_LIMIT_PER_USER'),
     buyerAuth: buyerAuth(env),
+    paymentWebhookSecret: paymentWebhookSecret(env),
   };
   if (config.lockStrategy === 'redlock' && config.redlockUrls.length === 0) {
     throw new ConfigError(
@@ -424,21 +432,8 @@ function buyerKey(value: string): BuyerKey {
     if (rest.length < 32) throw new ConfigError(name, 'hs256: the secret must be at least 32 characters (256 bits)');
     // Whoever guesses it mints a token for any `sub` and buys as anyone: as hard to
     // guess as the admin token at least, and never an example value.
-    const folded = rest.toLowerCase().replace(/[^a-z0-9]/g, '');
-    const word = EXAMPLE_TOKEN_WORDS.find((w) => folded.includes(w));
-    if (word) {
-      throw new ConfigError(
-        name,
-        `hs256: the secret looks like an example value (it contains "${word}"); use \`openssl rand -base64 32\``,
-      );
-    }
-    const guesses = tokenGuessesLog10(rest);
-    if (guesses < MIN_ADMIN_TOKEN_GUESSES_LOG10) {
-      throw new ConfigError(
-        name,
-        `hs256: the secret is too easy to guess (about 10^${Math.floor(guesses)} guesses by zxcvbn's estimate, at least 10^${MIN_ADMIN_TOKEN_GUESSES_LOG10} needed); use \`openssl rand -base64 32\``,
-      );
-    }
+    const weak = secretWeakness(rest);
+    if (weak) throw new ConfigError(name, `hs256: the secret ${weak}; use \`openssl rand -base64 32\``);
     return { kind, secret: rest };
   }
   if (kind === 'jwks') {
@@ -774,21 +769,51 @@ function adminToken(env: Env): string {
   if (value === undefined || value.length < 16) {
     throw new ConfigError('ADMIN_TOKEN', `is required and must be at least 16 characters (${generate})`);
   }
-  const folded = value.toLowerCase().replace(/[^a-z0-9]/g, '');
+  const weak = secretWeakness(value);
+  if (weak?.startsWith('looks like')) {
+    throw new ConfigError(
+      'ADMIN_TOKEN',
+      `${weak}: anyone who read the same example can start and reset sales; use a random secret (${generate})`,
+    );
+  }
+  if (weak) {
+    throw new ConfigError(
+      'ADMIN_TOKEN',
+      `${weak.replace(' needed', ' needed: no words, sequences or keyboard rows')}; use a random secret (${generate})`,
+    );
+  }
+  return value;
+}
+
+/**
+ * Why a secret is too weak to guard anything (an example value, or fewer guesses than
+ * MIN_ADMIN_TOKEN_GUESSES_LOG10 by zxcvbn's estimate), said after "the secret", or null:
+ * the one rule for ADMIN_TOKEN, BUYER_AUTH's hs256 key and PAYMENT_WEBHOOK_SECRET.
+ */
+function secretWeakness(secret: string): string | null {
+  const folded = secret.toLowerCase().replace(/[^a-z0-9]/g, '');
   const word = EXAMPLE_TOKEN_WORDS.find((w) => folded.includes(w));
-  if (word) {
-    throw new ConfigError(
-      'ADMIN_TOKEN',
-      `looks like an example value (it contains "${word}"): anyone who read the same example can start and reset sales; use a random secret (${generate})`,
-    );
-  }
-  const guesses = tokenGuessesLog10(value);
+  if (word) return `looks like an example value (it contains "${word}")`;
+  const guesses = tokenGuessesLog10(secret);
   if (guesses < MIN_ADMIN_TOKEN_GUESSES_LOG10) {
+    return `is too easy to guess (about 10^${Math.floor(guesses)} guesses by zxcvbn's estimate, at least 10^${MIN_ADMIN_TOKEN_GUESSES_LOG10} needed)`;
+  }
+  return null;
+}
+
+function paymentWebhookSecret(env: Env): string | null {
+  const value = raw(env, 'PAYMENT_WEBHOOK_SECRET');
+  if (value === undefined) return null;
+  // Whoever knows it marks any order paid without paying: as strong as the HS256 key of
+  // a buyer token (RFC 7518 3.2: at least the hash's 256 bits).
+  if (value.length < 32) {
     throw new ConfigError(
-      'ADMIN_TOKEN',
-      `is too easy to guess (about 10^${Math.floor(guesses)} guesses by zxcvbn's estimate, at least 10^${MIN_ADMIN_TOKEN_GUESSES_LOG10} needed: no words, sequences or keyboard rows); use a random secret (${generate})`,
+      'PAYMENT_WEBHOOK_SECRET',
+      'must be at least 32 characters (256 bits); use `openssl rand -base64 32`',
     );
   }
+  const weak = secretWeakness(value);
+  if (weak) throw new ConfigError('PAYMENT_WEBHOOK_SECRET', `${weak}; use \`openssl rand -base64 32\``);
   return value;
 }
 

@@ -5,12 +5,16 @@ import { DocumentBuilder, OpenAPIObject, OperationObject, PathItemObject, Swagge
 import { ERROR_CODES_EXTENSION, EVERY_ROUTE_ERRORS } from './api-errors';
 import { componentSchemas } from './components';
 import { errorResponses } from './error-responses';
+import { PAYMENT_SIGNATURE_TOLERANCE_S } from '../door/payment-signature';
 
 /** The Swagger UI's path; the document is at `/${DOCS_PATH}-json`. */
 export const DOCS_PATH = 'docs';
 
 /** The security scheme of the admin route: `Authorization: Bearer <ADMIN_TOKEN>`. */
 export const ADMIN_AUTH = 'admin';
+
+/** The payment provider's signed callback (src/door/payment-signature.ts): `Payment-Signature`. */
+export const PAYMENT_AUTH = 'paymentSignature';
 
 /**
  * The routes SwaggerModule serves, which no controller declares: listed so the
@@ -69,7 +73,8 @@ export function setupOpenApi(app: INestApplication): OpenAPIObject {
  * The document Nest's scanner makes of the controllers, with the docs' own routes
  * added and each operation's error codes (ApiErrors, plus EVERY_ROUTE_ERRORS) made
  * into one response per status. Every operation says who may call it: the admin
- * scheme (ApiBearerAuth) or, everywhere else, no one in particular (`security: []`).
+ * scheme (ApiBearerAuth), the payment provider's signature or the admin (the payment
+ * callback), or, everywhere else, no one in particular (`security: []`).
  */
 function openApiDocument(app: INestApplication): OpenAPIObject {
   const { name, description, version, license } = packageJson();
@@ -93,6 +98,15 @@ function openApiDocument(app: INestApplication): OpenAPIObject {
         description: 'the ADMIN_TOKEN (`npm start` prints it)',
       },
       ADMIN_AUTH,
+    )
+    .addApiKey(
+      {
+        type: 'apiKey',
+        in: 'header',
+        name: 'Payment-Signature',
+        description: `the payment provider's signature of its callback: \`t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body as sent>">\`, keyed with PAYMENT_WEBHOOK_SECRET, its timestamp within ${PAYMENT_SIGNATURE_TOLERANCE_S} s of the server's clock (Stripe's scheme)`,
+      },
+      PAYMENT_AUTH,
     )
     .build();
   const document = SwaggerModule.createDocument(app, config);

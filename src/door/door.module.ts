@@ -1,16 +1,23 @@
 import { Global, Module } from '@nestjs/common';
 import { AppConfig } from '../config/app-config';
 import { APP_CONFIG } from '../config/config.constants';
+import { AdminGuard } from './admin.guard';
 import { DoorRefusals } from './door-refusals';
+import { PaymentGuard } from './payment-signature';
 import { WaitingRoom } from './waiting-room';
 import { WaitingRoomController } from './waiting-room.controller';
 
-/** door/: what stands in front of the purchase: the refusals answered before routing, the waiting room and its passes. */
+/**
+ * door/: what stands in front of the purchase: the refusals answered before routing, the
+ * waiting room and its passes, and who may use the admin routes and confirm a payment.
+ */
 @Global()
 @Module({
   controllers: [WaitingRoomController],
   providers: [
     WaitingRoom,
+    AdminGuard,
+    PaymentGuard,
     {
       provide: DoorRefusals,
       inject: [APP_CONFIG],
@@ -19,6 +26,6 @@ import { WaitingRoomController } from './waiting-room.controller';
         new DoorRefusals(config.faultClockSkewMs === 0 ? Date.now : () => Date.now() + config.faultClockSkewMs),
     },
   ],
-  exports: [WaitingRoom, DoorRefusals],
+  exports: [WaitingRoom, DoorRefusals, AdminGuard, PaymentGuard],
 })
 export class DoorModule {}

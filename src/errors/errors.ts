@@ -57,6 +57,14 @@ export class UnauthorizedError extends createError(
   () => 'a valid admin token is required: Authorization: Bearer <ADMIN_TOKEN>',
 ) {}
 
+/** A payment not signed by the payment provider (src/door/payment-signature.ts), nor by the admin token. */
+export class PaymentSignatureInvalidError extends createError(
+  'PAYMENT_SIGNATURE_INVALID',
+  401,
+  (why: string) =>
+    `a payment is confirmed by the payment provider's signed callback: ${why}; send Payment-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>" with PAYMENT_WEBHOOK_SECRET>, or Authorization: Bearer <ADMIN_TOKEN>`,
+) {}
+
 // ---------------------------------------------------------------- the door (src/door): before the body is read
 
 /** Over RATE_LIMIT_PER_IP or RATE_LIMIT_PER_USER; `Retry-After` and the RateLimit headers say when to come back. */

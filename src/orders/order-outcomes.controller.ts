@@ -1,8 +1,10 @@
-import { Body, Controller, Get, HttpCode, Param, Post, Req } from '@nestjs/common';
-import { ApiOkResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
+import { Body, Controller, Get, HttpCode, Param, Post, Req, UseGuards } from '@nestjs/common';
+import { ApiBearerAuth, ApiOkResponse, ApiOperation, ApiSecurity, ApiTags } from '@nestjs/swagger';
 import type { FastifyRequest } from 'fastify';
 import { ApiErrors } from '../docs/api-errors';
 import { DOOR_ERRORS } from '../door/door-routes';
+import { PaymentGuard } from '../door/payment-signature';
+import { ADMIN_AUTH, PAYMENT_AUTH } from '../docs/openapi';
 import { component } from '../docs/components';
 import { ApiJsonBody, ApiPathParams } from '../docs/dto-decorators';
 import { OrderParamsDto } from './dto/order-params.dto';
@@ -36,15 +38,19 @@ export class OrderOutcomesController {
 
   @Post(':orderId/pay')
   @HttpCode(200)
+  @UseGuards(PaymentGuard)
+  @ApiSecurity(PAYMENT_AUTH)
+  @ApiBearerAuth(ADMIN_AUTH)
   @ApiOperation({
-    summary: "pay a reservation (a payment provider's callback)",
+    summary: "pay a reservation (the payment provider's signed callback)",
     description:
-      "marks a reserved order paid, unless its payment deadline passed first by Redis's clock (409 ORDER_EXPIRED: refund the payment) or it was cancelled (409 ORDER_CANCELLED) or paid by another payment (409 ORDER_PAID); the same paymentId again answers the paid order",
+      "marks a reserved order paid, unless its payment deadline passed first by Redis's clock (409 ORDER_EXPIRED: refund the payment) or it was cancelled (409 ORDER_CANCELLED) or paid by another payment (409 ORDER_PAID); the same paymentId again answers the paid order. Only the payment provider confirms a payment: the callback is signed (`Payment-Signature`), or sent with the admin token; anything else is 401 PAYMENT_SIGNATURE_INVALID and pays nothing",
   })
   @ApiPathParams(OrderParamsDto)
   @ApiJsonBody(PayOrderDto)
   @ApiOkResponse({ description: 'the paid order', schema: ORDER_STATE })
   @ApiErrors(
+    'PAYMENT_SIGNATURE_INVALID',
     'VALIDATION_FAILED',
     'URI_TOO_LONG',
     'PAYLOAD_TOO_LARGE',

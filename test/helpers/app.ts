@@ -8,6 +8,9 @@ export type { JsonResponse } from '../../harness/http';
 
 export const ADMIN_TOKEN = 'seckill-test-token-5b3e9a1c7f2d';
 
+/** The test apps' PAYMENT_WEBHOOK_SECRET: a payment is the provider's signed callback (pay()). */
+export const PAYMENT_SECRET = 'Tq7vN2xK9pLw4Rb8Zc1Hm6Yd3Fs5Gj0U';
+
 export interface TestApp {
   readonly app: NestFastifyApplication;
   readonly url: string;
@@ -21,7 +24,7 @@ export interface TestApp {
  * prove the config.
  */
 export async function startTestApp(env: Record<string, string>): Promise<TestApp> {
-  const config = loadConfig({ ADMIN_TOKEN, LOG_LEVEL: 'error', ...env });
+  const config = loadConfig({ ADMIN_TOKEN, PAYMENT_WEBHOOK_SECRET: PAYMENT_SECRET, LOG_LEVEL: 'error', ...env });
   const app = await createApp(config, { logger: false });
   await app.listen({ port: 0, host: '127.0.0.1' });
   const url = (await app.getUrl()).replace('[::1]', '127.0.0.1');
@@ -38,6 +41,11 @@ export function request<T = Record<string, any>>(
 ): Promise<http.JsonResponse<T>> {
   const { admin, ...rest } = options;
   return http.request<T>(url, method, path, { ...rest, ...(admin ? { token: ADMIN_TOKEN } : {}) });
+}
+
+/** Pays an order as the payment provider does: the callback signed with the test apps' secret. */
+export function pay(url: string, orderId: string, paymentId: string): Promise<http.JsonResponse> {
+  return http.pay(url, orderId, paymentId, PAYMENT_SECRET);
 }
 
 /** Starts (or restarts) a sale through the admin API, with the test token. */

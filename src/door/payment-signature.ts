@@ -1,0 +1,98 @@
+import { CanActivate, ExecutionContext, Inject, Injectable } from '@nestjs/common';
+import { createHmac, timingSafeEqual } from 'node:crypto';
+import type { FastifyRequest } from 'fastify';
+import { AppConfig } from '../config/app-config';
+import { APP_CONFIG } from '../config/config.constants';
+import { PaymentSignatureInvalidError } from '../errors/errors';
+import { AdminGuard } from './admin.guard';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** A JSON body as it was sent, before parsing (create-app.ts): what a signature covers. */
+    rawBody?: string;
+  }
+}
+
+/**
+ * The header a payment provider's callback carries, Stripe's scheme:
+ * `t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body as sent>">`, keyed with
+ * PAYMENT_WEBHOOK_SECRET. Several `v1` may be given (a secret being rotated): one must hold.
+ */
+export const PAYMENT_SIGNATURE_HEADER = 'payment-signature';
+
+/**
+ * How far a signature's timestamp may be from this instance's clock, in seconds
+ * (Stripe's default): a callback captured once cannot be replayed after it.
+ */
+export const PAYMENT_SIGNATURE_TOLERANCE_S = 300;
+
+function hmac(secret: string, at: number | string, body: string): Buffer {
+  return createHmac('sha256', secret).update(`${at}.${body}`).digest();
+}
+
+/** The Payment-Signature a provider holding `secret` sends with `body`, signed at `at` (unix seconds). */
+export function signPayment(secret: string, body: string, at = Math.floor(Date.now() / 1000)): string {
+  return `t=${at},v1=${hmac(secret, at, body).toString('hex')}`;
+}
+
+/**
+ * Why `header` does not sign `body` with `secret` at `nowS` (unix seconds), or null
+ * when it does. Every comparison is constant-time; the timestamp is inside the MAC, so
+ * it cannot be moved without the secret.
+ */
+export function paymentSignatureProblem(
+  secret: string,
+  header: string | undefined,
+  body: string,
+  nowS = Math.floor(Date.now() / 1000),
+): string | null {
+  if (!header) return 'the Payment-Signature header is missing';
+  const parts = header.split(',').map((part) => part.trim().split('='));
+  const at = parts.find(([k]) => k === 't')?.[1];
+  const signatures = parts.filter(([k, v]) => k === 'v1' && /^[0-9a-f]{64}$/.test(v ?? '')).map(([, v]) => v);
+  if (!at || !/^\d{1,12}$/.test(at) || signatures.length === 0) {
+    return 'the Payment-Signature header is not t=<unix seconds>,v1=<64 hex digits>';
+  }
+  if (Math.abs(nowS - Number(at)) > PAYMENT_SIGNATURE_TOLERANCE_S) {
+    return `its timestamp is more than ${PAYMENT_SIGNATURE_TOLERANCE_S} s from this server's clock`;
+  }
+  const expected = hmac(secret, at, body);
+  const matches = signatures.some((v) => timingSafeEqual(Buffer.from(v, 'hex'), expected));
+  return matches ? null : 'the signature does not match the body (another secret, or the body was changed)';
+}
+
+/**
+ * POST /api/orders/:orderId/pay: a payment is confirmed by the payment provider, never
+ * by the buyer, so the route takes a callback signed with PAYMENT_WEBHOOK_SECRET
+ * (paymentSignatureProblem), or the admin token (an operator marking a payment by
+ * hand). Anything else is 401 PAYMENT_SIGNATURE_INVALID, saying why, and pays nothing.
+ */
+@Injectable()
+export class PaymentGuard implements CanActivate {
+  private readonly secret: string | null;
+
+  constructor(
+    @Inject(APP_CONFIG) config: AppConfig,
+    private readonly admin: AdminGuard,
+  ) {
+    this.secret = config.paymentWebhookSecret;
+  }
+
+  canActivate(context: ExecutionContext): boolean {
+    const request = context.switchToHttp().getRequest<FastifyRequest>();
+    if (request.headers.authorization !== undefined && this.admin.admits(request.headers.authorization)) return true;
+    if (this.secret === null) {
+      throw new PaymentSignatureInvalidError(
+        'this instance has no PAYMENT_WEBHOOK_SECRET, so only the admin token may mark an order paid',
+      );
+    }
+    const header = request.headers[PAYMENT_SIGNATURE_HEADER];
+    const problem = paymentSignatureProblem(
+      this.secret,
+      Array.isArray(header) ? header.join(',') : header,
+      request.rawBody ?? '',
+    );
+    if (problem) throw new PaymentSignatureInvalidError(problem);
+    return true;
+  }
+}
