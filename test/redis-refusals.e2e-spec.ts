@@ -102,9 +102,15 @@ describe('Redis refusals: their own 503 codes, nothing written, /health says so'
       }
       const health = await request(stack.url, 'GET', '/health');
       if (problem) {
+        // Redis answers (it is not down), but would refuse a write: it says which it is.
         expect(health.status).toBe(503);
-        expect(health.body).toMatchObject({ status: 'unavailable', redis: 'down', problems: [problem] });
+        expect(health.body).toMatchObject({ status: 'unavailable', redis: 'refusing', problems: [problem] });
+        const ready = await request(stack.url, 'GET', '/health/ready');
+        expect(ready.body).toMatchObject({ status: 'unavailable', redis: 'refusing', problems: [problem] });
       }
+      // A read is never refused for memory: the product is answered, as it is.
+      const product = await request(stack.url, 'GET', `/api/products/${productId}`);
+      expect({ status: product.status, stock: product.body.stock }).toEqual({ status: 200, stock: 5 });
       expect(await stored()).toEqual(before);
     } finally {
       await undo();
@@ -119,7 +125,7 @@ describe('Redis refusals: their own 503 codes, nothing written, /health says so'
     try {
       const health = await request(stack.url, 'GET', '/health');
       expect(health.status).toBe(503);
-      expect(health.body).toMatchObject({ status: 'unavailable', problems: ['eviction'] });
+      expect(health.body).toMatchObject({ status: 'unavailable', redis: 'refusing', problems: ['eviction'] });
     } finally {
       await admin.config('SET', 'maxmemory-policy', 'noeviction');
     }

@@ -3,6 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
+import { PrivatePostgres, startPrivatePostgres } from '../harness/postgres';
 import { startApp } from '../harness/processes';
 import { loadConfig, LOCK_STRATEGY_NAMES, UNSAFE_STRATEGIES } from '../src/config/app-config';
 import { closeRedisClient, createRedisCluster, whenReady } from '../src/redis/create-client';
@@ -45,6 +46,29 @@ function documentedAclLines(): {
   return { sale, settle, wait, cluster, lockNodes };
 }
 
+/**
+ * docs/deployment.md's command table: per line (the table's "its line below" column, in
+ * the order the lines come), the commands its rows name, as ACL rules (`+xinfo|groups`).
+ */
+function documentedCommandTable(): string[][] {
+  const doc = readFileSync(join(ROOT, 'docs', 'deployment.md'), 'utf8');
+  const table = doc.slice(doc.indexOf('| feature | its line below | commands | what for |'));
+  const rows = table.split('\n').slice(2);
+  const byLine = new Map<string, Set<string>>();
+  for (const row of rows) {
+    if (!row.startsWith('|')) break;
+    const cells = row.split(/(?<!\\)\|/).map((cell) => cell.trim());
+    const [line, commands] = [cells[2], cells[3]];
+    const named = [...commands.matchAll(/`([^`]*)`/g)]
+      .flatMap(([, code]) => code.split(/\s+/))
+      .filter((word) => /^[A-Z]+(\\\|[A-Z]+)?$/.test(word))
+      .map((word) => `+${word.replace('\\|', '|').toLowerCase()}`);
+    if (!byLine.has(line)) byLine.set(line, new Set());
+    for (const command of named) byLine.get(line)!.add(command);
+  }
+  return [...byLine.values()].map((set) => [...set].sort());
+}
+
 /** Every deployment's rules, for another user name. */
 const documentedRules = (): string[] => documentedAclLines().sale.slice(3);
 
@@ -82,17 +106,32 @@ function runApp(env: Record<string, string>): { status: number | null; output: s
 describe('start-up checks of the Redis: permissions and eviction policy', () => {
   let redis: TestRedis;
   let admin: Redis;
+  let pg: PrivatePostgres;
+  let databases = 0;
 
   beforeAll(async () => {
     if (!existsSync(MAIN)) throw new Error('dist/src/main.js is missing: run `npm test` (it builds first)');
-    redis = await startTestRedis();
+    [redis, pg] = await Promise.all([startTestRedis(), startPrivatePostgres()]);
     admin = new Redis(redis.url);
-  });
+  }, 60_000);
 
   afterAll(async () => {
     await closeClient(admin);
-    await redis?.stop();
+    await Promise.all([redis?.stop(), pg?.remove()]);
   });
+
+  /** A new database for an app that settles (DATABASE_URL). */
+  const database = () => pg.createDatabase(`acl_test_${process.pid}_${++databases}`);
+
+  /** Until the app's /health says settlement has caught up (state settling, nothing unsettled), or 20 s pass. */
+  async function settledPerHealth(url: string): Promise<Record<string, unknown>> {
+    for (const until = Date.now() + 20_000; ;) {
+      const settlement = (await request(url, 'GET', '/health')).body.settlement as Record<string, unknown>;
+      if (settlement?.state === 'settling' && settlement.unsettled === 0) return settlement;
+      if (Date.now() > until) throw new Error(`not settled: ${JSON.stringify(settlement)}`);
+      await sleep(200);
+    }
+  }
 
   const userUrl = (user: string) => redis.url.replace('redis://', `redis://${user}:${PASSWORD}@`);
 
@@ -112,6 +151,15 @@ describe('start-up checks of the Redis: permissions and eviction policy', () => 
       );
       await admin.call('ACL', 'SETUSER', 'seckill-lock', ...lockNodes.slice(3));
       await applyAcl(admin, sale);
+    });
+
+    it('the command table names exactly the commands of each line, line by line', () => {
+      const lines = Object.values(documentedAclLines()).map((line) => line.filter((w) => w.startsWith('+')).sort());
+      const table = documentedCommandTable();
+      expect(table).toHaveLength(lines.length);
+      table.forEach((named, i) =>
+        expect({ line: i + 1, commands: named }).toEqual({ line: i + 1, commands: lines[i] }),
+      );
     });
 
     it.each(['seckill', 'seckill-every', 'seckill-lock'])(
@@ -154,6 +202,101 @@ describe('start-up checks of the Redis: permissions and eviction policy', () => 
         await app.stop();
       }
       expect(await refusals(admin)).toEqual([]);
+    }, 30_000);
+
+    it('DATABASE_URL without its line: refuses to serve, naming every command settlement sends that the user lacks', async () => {
+      const run = runApp({
+        REDIS_URL: userUrl('seckill'),
+        KEY_PREFIX: 'seckill:',
+        DATABASE_URL: 'postgres://seckill@127.0.0.1:1/none',
+      });
+      expect(run.status).toBe(1);
+      expect(run.output).toMatch(
+        /refusing to serve: the Redis user may not run XGROUP\|CREATE, XREADGROUP, XAUTOCLAIM, XACK, XRANGE, XGROUP on keys/,
+      );
+      expect(run.output).not.toMatch(/NOGROUP|could not check/);
+      await admin.call('ACL', 'LOG', 'RESET');
+    });
+
+    it('DATABASE_URL with its line: the built app sells, takes payments, cancels, expires and settles as that user into a real PostgreSQL; Redis denies it nothing', async () => {
+      const { sale, settle } = documentedAclLines();
+      await applyAcl(admin, sale, settle);
+      const app = await startApp({
+        env: {
+          REDIS_URL: userUrl('seckill'),
+          KEY_PREFIX: 'seckill:',
+          ADMIN_TOKEN,
+          DATABASE_URL: await database(),
+          EXPIRY_SWEEP_MS: '50',
+        },
+      });
+      try {
+        const put = await request(app.url, 'PUT', '/api/products/acl-settle', {
+          json: { stock: 5, paymentTimeoutMs: 1_000 },
+          admin: true,
+        });
+        expect(put.status).toBe(200);
+        const ids: string[] = [];
+        for (const userId of ['ann', 'bob', 'cid']) {
+          const res = await request(app.url, 'POST', '/api/orders', { json: { productId: 'acl-settle', userId } });
+          expect(res.status).toBe(201);
+          ids.push(res.body.orderId as string);
+        }
+        const paid = await request(app.url, 'POST', `/api/orders/${ids[0]}/pay`, {
+          json: { paymentId: 'p-ann' },
+          admin: true,
+        });
+        expect(paid.status).toBe(200);
+        expect((await request(app.url, 'POST', `/api/orders/${ids[1]}/cancel`)).status).toBe(200);
+        // The third expires at its deadline (the sweeper); then the close and a restart.
+        await sleep(1_300);
+        expect((await request(app.url, 'GET', `/api/orders/${ids[2]}`)).body.status).toBe('expired');
+        expect(await settledPerHealth(app.url)).toMatchObject({ database: 'up', state: 'settling' });
+        expect((await request(app.url, 'POST', '/api/products/acl-settle/close', { admin: true })).body).toMatchObject({
+          cancelled: 0,
+          unsettled: 0,
+        });
+        const restart = await request(app.url, 'PUT', '/api/products/acl-settle', {
+          json: { stock: 5, discardOrders: true },
+          admin: true,
+        });
+        expect(restart.status).toBe(200);
+        expect(app.tail()).not.toMatch(/could not (check|read)|refusing|settlement failing|NOPERM/);
+      } finally {
+        await app.stop();
+      }
+      expect(await refusals(admin)).toEqual([]);
+      await applyAcl(admin, sale);
+    }, 60_000);
+
+    it('a command settlement needs, taken away while it serves: /health and /metrics say settlement is failing, and why', async () => {
+      const { sale, settle } = documentedAclLines();
+      await admin.call('ACL', 'SETUSER', 'losing', ...sale.slice(3), ...settle.slice(3));
+      const url = userUrl('losing');
+      const app = await startTestApp({ REDIS_URL: url, DATABASE_URL: await database(), KEY_PREFIX: 'seckill:' });
+      try {
+        await startSale(app.url, 'acl-losing', 5);
+        await admin.call('ACL', 'SETUSER', 'losing', '-xreadgroup');
+        expect(
+          (await request(app.url, 'POST', '/api/orders', { json: { productId: 'acl-losing', userId: 'u' } })).status,
+        ).toBe(201);
+        for (const until = Date.now() + 10_000; ;) {
+          await sleep(1_100); // /health looks at most once a second
+          const settlement = (await request(app.url, 'GET', '/health')).body.settlement as Record<string, unknown>;
+          if (settlement.state === 'failing') {
+            expect(settlement).toMatchObject({ database: 'up', reason: expect.stringMatching(/NOPERM.*xreadgroup/i) });
+            expect(settlement.unsettled).toBeGreaterThan(0);
+            break;
+          }
+          if (Date.now() > until) throw new Error(`never said failing: ${JSON.stringify(settlement)}`);
+        }
+        expect(await (await fetch(`${app.url}/metrics`)).text()).toMatch(/^seckill_settlement_failing 1$/m);
+      } finally {
+        await app.close();
+        await admin.call('ACL', 'SETUSER', 'losing', '+xreadgroup');
+        // Its refusals, on purpose, are no later test's.
+        await admin.call('ACL', 'LOG', 'RESET');
+      }
     }, 30_000);
 
     it('REDIS_WAIT_REPLICAS without its line: refuses to serve, naming WAIT', async () => {
@@ -325,7 +468,7 @@ describe('start-up checks of the Redis: permissions and eviction policy', () => 
     30_000,
   );
 
-  it('REDIS_WAIT_REPLICAS with its line, on a master with a replica: the built app sells as that user, Redis denying it nothing', async () => {
+  it('REDIS_WAIT_REPLICAS and DATABASE_URL with their lines, on a master with a replica: the built app sells and settles as that user, Redis denying it nothing', async () => {
     const master = await startTestRedis();
     const replica = await startTestRedis();
     const onMaster = new Redis(master.url);
@@ -333,11 +476,17 @@ describe('start-up checks of the Redis: permissions and eviction policy', () => 
     try {
       await onReplica.replicaof('127.0.0.1', master.port);
       while (!/master_link_status:up/.test(await onReplica.info('replication'))) await sleep(20);
-      const { sale, wait } = documentedAclLines();
-      await applyAcl(onMaster, sale, wait);
+      const { sale, settle, wait } = documentedAclLines();
+      await applyAcl(onMaster, sale, settle, wait);
       const url = master.url.replace('redis://', `redis://seckill:${PASSWORD}@`);
       const app = await startApp({
-        env: { REDIS_URL: url, KEY_PREFIX: 'seckill:', ADMIN_TOKEN, REDIS_WAIT_REPLICAS: '1' },
+        env: {
+          REDIS_URL: url,
+          KEY_PREFIX: 'seckill:',
+          ADMIN_TOKEN,
+          REDIS_WAIT_REPLICAS: '1',
+          DATABASE_URL: await database(),
+        },
       });
       try {
         await startSale(app.url, 'acl-wait', 5);
@@ -348,7 +497,8 @@ describe('start-up checks of the Redis: permissions and eviction policy', () => 
           });
         for (const userId of ['ann', 'bob']) expect((await buy(userId)).status).toBe(201);
         expect((await buy('ann')).headers.get('idempotent-replayed')).toBe('true');
-        expect(app.tail()).not.toMatch(/could not (check|read)|refusing/);
+        await settledPerHealth(app.url);
+        expect(app.tail()).not.toMatch(/could not (check|read)|refusing|settlement failing/);
       } finally {
         await app.stop();
       }
@@ -361,12 +511,12 @@ describe('start-up checks of the Redis: permissions and eviction policy', () => 
     }
   }, 60_000);
 
-  it("the lines on every node of a Redis Cluster with replicas: the built app's start-up checks pass, it sells, Redis denies it nothing", async () => {
+  it("the lines on every node of a Redis Cluster with replicas: the built app's start-up checks pass, it sells and settles, Redis denies it nothing", async () => {
     const cluster = await startTestCluster({ masters: 3, replicas: 1 });
     const admins = cluster.nodes.map((node) => new Redis(node.url));
     try {
-      const { sale, wait, cluster: clusterLine } = documentedAclLines();
-      for (const a of admins) await applyAcl(a, sale, wait, clusterLine);
+      const { sale, settle, wait, cluster: clusterLine } = documentedAclLines();
+      for (const a of admins) await applyAcl(a, sale, settle, wait, clusterLine);
       const nodes = cluster.clusterNodes
         .split(',')
         .map((node) => `redis://seckill:${PASSWORD}@${node}`)
@@ -374,14 +524,20 @@ describe('start-up checks of the Redis: permissions and eviction policy', () => 
       const probe = createRedisCluster(loadConfig({ REDIS_CLUSTER_NODES: nodes, ADMIN_TOKEN }).redisCluster!, 'probe');
       try {
         expect(await whenReady(probe, 10_000)).toBe(true);
-        expect(await permissionProblem(probe, new KeyLayout('seckill:'), { waitReplicas: 1 })).toBeNull();
+        expect(await permissionProblem(probe, new KeyLayout('seckill:'), { waitReplicas: 1, settle: true })).toBeNull();
       } finally {
         await closeRedisClient(probe);
       }
       // The process as `npm start` runs it: the start-up checks ask every node, replicas
       // included (CLUSTER NODES finds them; ioredis sends READONLY to each).
       const app = await startApp({
-        env: { REDIS_CLUSTER_NODES: nodes, KEY_PREFIX: 'seckill:', ADMIN_TOKEN, REDIS_WAIT_REPLICAS: '1' },
+        env: {
+          REDIS_CLUSTER_NODES: nodes,
+          KEY_PREFIX: 'seckill:',
+          ADMIN_TOKEN,
+          REDIS_WAIT_REPLICAS: '1',
+          DATABASE_URL: await database(),
+        },
       });
       try {
         await startSale(app.url, 'acl-cluster', 10, 1);
@@ -396,7 +552,8 @@ describe('start-up checks of the Redis: permissions and eviction policy', () => 
         expect(answers.filter((a) => a.status === 201)).toHaveLength(10);
         expect((await request(app.url, 'GET', '/health')).status).toBe(200);
         expect((await request(app.url, 'GET', '/health/ready')).status).toBe(200);
-        expect(app.tail()).not.toMatch(/could not (check|read)|refusing/);
+        await settledPerHealth(app.url);
+        expect(app.tail()).not.toMatch(/could not (check|read)|refusing|settlement failing/);
       } finally {
         await app.stop();
       }

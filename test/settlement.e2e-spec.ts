@@ -5,7 +5,10 @@ import { PrivatePostgres, startPrivatePostgres } from '../harness/postgres';
 import { processState, startApp } from '../harness/processes';
 import { checkSettled, unsettled, waitForSettlement } from '../bench/settled';
 import { KeyLayout } from '../src/redis/key-layout';
-import { ADMIN_TOKEN, request, startTestApp, TestApp } from './helpers/app';
+import { migrate } from '../src/settlement/migrations';
+import { createPool } from '../src/settlement/postgres';
+import { SETTLE_GROUP, Settler } from '../src/settlement/settler';
+import { ADMIN_TOKEN, pay, request, startTestApp, TestApp } from './helpers/app';
 import { closeClient, startTestRedis, TestRedis, uniquePrefix } from './helpers/redis';
 
 /**
@@ -72,17 +75,16 @@ describe('orders settled into PostgreSQL, units given back once', () => {
     expect(Date.parse(reserved.body.payBy as string)).toBeGreaterThan(Date.now());
 
     // Paid, and the provider's retried callback answered the same; another payment is refused.
-    const pay = (id: string, paymentId: string) =>
-      request(url, 'POST', `/api/orders/${id}/pay`, { json: { paymentId } });
-    expect((await pay(ids[0], 'p-1')).body).toMatchObject({ status: 'paid', paymentId: 'p-1', payBy: null });
-    expect((await pay(ids[0], 'p-1')).status).toBe(200);
-    expect((await pay(ids[0], 'p-other')).body).toMatchObject({ statusCode: 409, code: 'ORDER_PAID' });
-    expect((await pay(ids[1], 'p-2')).status).toBe(200);
+    const paid = (id: string, paymentId: string) => pay(url, id, paymentId);
+    expect((await paid(ids[0], 'p-1')).body).toMatchObject({ status: 'paid', paymentId: 'p-1', payBy: null });
+    expect((await paid(ids[0], 'p-1')).status).toBe(200);
+    expect((await paid(ids[0], 'p-other')).body).toMatchObject({ statusCode: 409, code: 'ORDER_PAID' });
+    expect((await paid(ids[1], 'p-2')).status).toBe(200);
     // Cancelled (twice: the same answer), and a cancelled order is not paid; a paid one is not cancelled.
     const cancel = (id: string) => request(url, 'POST', `/api/orders/${id}/cancel`);
     expect((await cancel(ids[2])).body).toMatchObject({ status: 'cancelled' });
     expect((await cancel(ids[2])).status).toBe(200);
-    expect((await pay(ids[2], 'p-3')).body).toMatchObject({ statusCode: 409, code: 'ORDER_CANCELLED' });
+    expect((await paid(ids[2], 'p-3')).body).toMatchObject({ statusCode: 409, code: 'ORDER_CANCELLED' });
     expect((await cancel(ids[0])).body).toMatchObject({ statusCode: 409, code: 'ORDER_PAID' });
     expect((await cancel(ids[3])).status).toBe(200);
     // The per-user count went down with the unit: u3 may buy again.
@@ -96,7 +98,7 @@ describe('orders settled into PostgreSQL, units given back once', () => {
         await sleep(50);
       }
     }
-    expect((await pay(ids[4], 'p-late')).body).toMatchObject({ statusCode: 409, code: 'ORDER_EXPIRED' });
+    expect((await paid(ids[4], 'p-late')).body).toMatchObject({ statusCode: 409, code: 'ORDER_EXPIRED' });
     expect(await client.get(k.stock)).toBe('4');
     expect(await client.zcard(k.deadlines)).toBe(0);
 
@@ -110,7 +112,7 @@ describe('orders settled into PostgreSQL, units given back once', () => {
       'UNKNOWN_ORDER',
     );
     expect((await request(url, 'GET', '/api/orders/not-an-order')).body.code).toBe('VALIDATION_FAILED');
-    expect((await pay(ids[0], 'bad|id')).body.code).toBe('VALIDATION_FAILED');
+    expect((await paid(ids[0], 'bad|id')).body.code).toBe('VALIDATION_FAILED');
 
     // Settled: every order once, with the status Redis has; each event once.
     expect(await waitForSettlement(client, k, 20_000)).not.toBeNull();
@@ -121,6 +123,7 @@ describe('orders settled into PostgreSQL, units given back once', () => {
     await sleep(1_100); // /health looks at most once a second
     expect((await request(url, 'GET', '/health')).body.settlement).toEqual({
       database: 'up',
+      state: 'settling',
       unsettled: 0,
       oldestMs: 0,
     });
@@ -183,6 +186,123 @@ describe('orders settled into PostgreSQL, units given back once', () => {
     ][];
     await client.xack(k.orders, 'settle', ...more.map(([entryId]) => entryId));
     expect((await sale(seller.url, 'phone', 3, 1000)).status).toBe(200);
+  }, 30_000);
+
+  it('the settle group is made with the sale: a restart refuses while PostgreSQL lacks an order, even one bought while PostgreSQL was down at start-up, paid or not', async () => {
+    const prefix = uniquePrefix('down-at-boot');
+    const k = new KeyLayout(prefix).product('phone');
+    // PostgreSQL unreachable from the start: no settler ever ran, so none made the group.
+    const { url } = await app(prefix, 'postgres://seckill@127.0.0.1:1/none', { PG_STATEMENT_TIMEOUT_MS: '300' });
+    expect((await sale(url, 'phone', 5, 60_000)).status).toBe(200);
+    expect((await client.xinfo('GROUPS', k.orders)) as unknown[]).toHaveLength(1);
+    const ids = [await buy(url, 'phone', 'd1'), await buy(url, 'phone', 'd2'), await buy(url, 'phone', 'd3')];
+    expect((await pay(url, ids[0], 'p-d1')).status).toBe(200);
+    const restart = await sale(url, 'phone', 5, 60_000);
+    expect(restart.body).toMatchObject({ statusCode: 409, code: 'SALE_NOT_SETTLED' });
+    // Nothing was discarded: the three orders and the payment are still in Redis.
+    expect(await client.hlen(k.states)).toBe(3);
+    expect((await request(url, 'GET', `/api/orders/${ids[0]}`)).body).toMatchObject({ status: 'paid' });
+    // /health says settlement fails, and why, though nothing else is wrong with the sale.
+    await sleep(1_100); // /health looks at most once a second
+    const health = await request(url, 'GET', '/health');
+    expect(health.body.settlement).toMatchObject({
+      database: 'down',
+      state: 'failing',
+      reason: expect.stringMatching(/migrations failed/),
+      unsettled: 4,
+    });
+    // Closing does not help while PostgreSQL is away: it cancels, and the restart still refuses.
+    const closed = await request(url, 'POST', '/api/products/phone/close', { admin: true });
+    expect(closed.body).toMatchObject({ cancelled: 2, unsettled: 6 });
+    expect((await sale(url, 'phone', 5, 60_000)).body.code).toBe('SALE_NOT_SETTLED');
+  }, 60_000);
+
+  it('a restart right after a purchase never discards an order PostgreSQL does not hold', async () => {
+    const prefix = uniquePrefix('restart-at-once');
+    const { url } = await app(prefix, await database());
+    for (let i = 0; i < 10; i++) {
+      expect((await sale(url, `r${i}`, 5, 60_000)).status).toBe(200);
+      const id = await buy(url, `r${i}`, `u${i}`);
+      const restart = await sale(url, `r${i}`, 5, 60_000);
+      // Reserved: settled yet or not, a restart must wait for it.
+      expect({ i, status: restart.status }).toEqual({ i, status: 409 });
+      expect(['SALE_NOT_SETTLED', 'SALE_HAS_RESERVATIONS']).toContain(restart.body.code);
+      expect((await request(url, 'GET', `/api/orders/${id}`)).body.status).toBe('reserved');
+    }
+  }, 60_000);
+
+  it('close, then restart: the sale ends, its reservations are cancelled and settled, paid orders stay paid, and PostgreSQL holds every order with its final status', async () => {
+    const prefix = uniquePrefix('close');
+    const k = new KeyLayout(prefix).product('phone');
+    const db = await database();
+    const { url } = await app(prefix, db);
+    await sale(url, 'phone', 5, 60_000);
+    const ids = [await buy(url, 'phone', 'c1'), await buy(url, 'phone', 'c2'), await buy(url, 'phone', 'c3')];
+    expect((await pay(url, ids[0], 'p-c1')).status).toBe(200);
+    expect((await sale(url, 'phone', 5, 60_000)).body.code).toMatch(/^SALE_(NOT_SETTLED|HAS_RESERVATIONS)$/);
+
+    const closed = await request(url, 'POST', '/api/products/phone/close', { admin: true });
+    expect(closed.status).toBe(200);
+    expect(closed.body).toMatchObject({ cancelled: 2, unsettled: 0, product: { stock: 4, sold: 1, orders: 3 } });
+    expect(Date.parse(closed.body.product.endsAt as string)).toBeLessThanOrEqual(
+      Date.parse(closed.body.product.serverTime as string),
+    );
+    // Nothing is sold after the close, and closing again changes nothing.
+    expect(
+      (await request(url, 'POST', '/api/orders', { json: { productId: 'phone', userId: 'late' } })).body.code,
+    ).toBe('SALE_ENDED');
+    expect((await request(url, 'POST', '/api/products/phone/close', { admin: true })).body).toMatchObject({
+      cancelled: 0,
+      unsettled: 0,
+      product: { endsAt: closed.body.product.endsAt },
+    });
+    expect((await request(url, 'POST', '/api/products/phone/close')).body.code).toBe('UNAUTHORIZED');
+    expect((await request(url, 'POST', '/api/products/nope/close', { admin: true })).body.code).toBe('UNKNOWN_PRODUCT');
+
+    expect(await checkSettled(db, client, k, 'phone')).toMatchObject({ ok: true, rows: 3 });
+    const restart = await sale(url, 'phone', 5, 60_000);
+    expect(restart.status).toBe(200);
+    expect(restart.body).toMatchObject({ stock: 5, orders: 0, endsAt: null });
+    const pg = new Client({ connectionString: db });
+    await pg.connect();
+    try {
+      const { rows } = await pg.query('SELECT order_id, status FROM orders ORDER BY order_id');
+      expect(Object.fromEntries(rows.map((r: { order_id: string; status: string }) => [r.order_id, r.status]))).toEqual(
+        { [ids[0]]: 'paid', [ids[1]]: 'cancelled', [ids[2]]: 'cancelled' },
+      );
+    } finally {
+      await pg.end();
+    }
+  }, 60_000);
+
+  it("a claim scan's cursor from a stream since made anew skips nothing: the scan goes round once more from the start", async () => {
+    const keys = new KeyLayout(uniquePrefix('claim-cursor'));
+    const stream = keys.product('phone').orders;
+    const pool = createPool({ databaseUrl: await database(), pgStatementTimeoutMs: 5_000 });
+    const entry = (i: number) => ['orderId', `phone.o${i}`, 'userId', `u${i}`, 'quantity', '1'];
+    /** A stream whose entries (explicit ids) a consumer that died has read and not acknowledged. */
+    const abandoned = async (ids: string[]) => {
+      await client.del(stream);
+      await client.xgroup('CREATE', stream, SETTLE_GROUP, '0', 'MKSTREAM');
+      for (const [i, id] of ids.entries()) await client.xadd(stream, id, ...entry(Number(id.split('-')[0]) * 10 + i));
+      await client.xreadgroup('GROUP', SETTLE_GROUP, 'dead', 'STREAMS', stream, '>');
+    };
+    try {
+      await migrate(pool);
+      await client.sadd(keys.products, 'phone');
+      const settler = new Settler(client, pool, keys, { settleBatch: 2, settleClaimIdleMs: 100, settleTrim: false });
+      await abandoned(['1000-1', '1000-2', '1000-3', '1000-4', '1000-5']);
+      await sleep(150);
+      // Two claimed and settled: the scan's cursor now sits at 1000-3.
+      expect(await settler.settleOnce()).toBe(2);
+      // The sale restarted: a new stream, its entries below that cursor, left by a dead consumer.
+      await abandoned(['5-1', '6-1']);
+      await sleep(150);
+      expect(await settler.settleOnce()).toBe(2);
+      expect(await client.xpending(stream, SETTLE_GROUP)).toEqual([0, null, null, null]);
+    } finally {
+      await pool.end();
+    }
   }, 30_000);
 
   it("one product's trouble holds up no other's settlement or expiry", async () => {
@@ -268,7 +388,7 @@ describe('orders settled into PostgreSQL, units given back once', () => {
     const id = await buy(url, 'phone', 'late');
     await sleep(1200);
     expect(await client.zcard(k.deadlines)).toBe(1);
-    const late = await request(url, 'POST', `/api/orders/${id}/pay`, { json: { paymentId: 'p-late' } });
+    const late = await pay(url, id, 'p-late');
     expect(late.body).toMatchObject({ statusCode: 409, code: 'ORDER_EXPIRED' });
     expect(late.body.message).toMatch(/refunded/);
     // And again: still expired, nothing returned twice.
@@ -295,7 +415,7 @@ describe('orders settled into PostgreSQL, units given back once', () => {
       ids.map(async (id, i) => {
         await sleep(Math.max(0, placedAt + 700 + (600 * i) / orders - Date.now()));
         const via = i % 2 === 0 ? a.url : b.url;
-        return request(via, 'POST', `/api/orders/${id}/pay`, { json: { paymentId: `p${i}` } });
+        return pay(via, id, `p${i}`);
       }),
     );
     for (let i = 0; (await client.zcard(k.deadlines)) > 0; i++) {

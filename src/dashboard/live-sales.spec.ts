@@ -157,7 +157,21 @@ describe('LiveSales (the dashboard aggregate)', () => {
       'phone',
       Number(
         (
-          await resetSale.run(client, resetSaleKeys(k), 5, 1, '1', '', '0', DEFAULT_PAYMENT_TIMEOUT_MS, '', '', '', '')
+          await resetSale.run(
+            client,
+            resetSaleKeys(k),
+            5,
+            1,
+            '1',
+            '',
+            '0',
+            DEFAULT_PAYMENT_TIMEOUT_MS,
+            '',
+            '',
+            '',
+            '',
+            '0',
+          )
         )[1],
       ),
     );

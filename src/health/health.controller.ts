@@ -1,4 +1,4 @@
-import { BeforeApplicationShutdown, Controller, Get, HttpStatus, Inject, Res } from '@nestjs/common';
+import { BeforeApplicationShutdown, Controller, Get, HttpStatus, Inject, Optional, Res } from '@nestjs/common';
 import { ApiOperation, ApiResponse, ApiTags } from '@nestjs/swagger';
 import type { FastifyReply } from 'fastify';
 import { Cluster } from 'ioredis';
@@ -10,6 +10,7 @@ import { PurchasePath } from '../orders/purchases/purchase-path';
 import { StrategyMismatches } from '../orders/strategy-mismatches';
 import { REDIS_CLIENT } from '../redis/redis.constants';
 import { SettlementLag } from '../settlement/settlement-lag';
+import { Settler } from '../settlement/settler';
 import { HEALTH_SCHEMA, LIVENESS_SCHEMA, READINESS_SCHEMA } from './health.schema';
 import { Readiness, readiness } from './readiness';
 import { redisStatus, RedisStatus } from './redis-status';
@@ -46,27 +47,38 @@ export class HealthController implements BeforeApplicationShutdown {
     private readonly purchases: PurchasePath,
     private readonly mismatches: StrategyMismatches,
     private readonly settlementLag: SettlementLag,
+    @Optional() private readonly settler?: Settler,
   ) {}
 
   private settlementLook?: { readonly at: number; readonly state: Promise<Record<string, unknown> | undefined> };
 
-  /** With DATABASE_URL: PostgreSQL's state and the lag, looked at once a second at most. */
+  /**
+   * With DATABASE_URL: PostgreSQL's state, whether this instance settles (the settler's
+   * own last error, whatever the database answers a probe: a Redis user that may not
+   * read the group fails settlement while PostgreSQL is up) and the lag, looked at once
+   * a second at most.
+   */
   private settlement(): Promise<Record<string, unknown> | undefined> {
     if (!this.config.databaseUrl) return Promise.resolve(undefined);
     const now = performance.now();
     if (!this.settlementLook || now - this.settlementLook.at >= CLUSTER_STATUS_TTL_MS) {
       const state = (async () => {
         const database = await this.settlementLag.database();
+        const failing = this.settler?.status().failing ?? null;
+        const said = {
+          database,
+          ...(failing !== null ? { state: 'failing', reason: failing } : { state: 'settling' }),
+        };
         try {
           const products = await this.settlementLag.lag();
           return {
-            database,
+            ...said,
             unsettled: products.reduce((sum, p) => sum + p.unsettled, 0),
             oldestMs: products.reduce((max, p) => Math.max(max, p.oldestMs), 0),
           };
         } catch {
           // Redis does not answer: /health says so already.
-          return { database };
+          return said;
         }
       })();
       this.settlementLook = { at: now, state };

@@ -10,6 +10,14 @@ const PROBLEMS = {
     'why Redis would refuse or lose a write now: `eviction` (maxmemory-policy other than noeviction, without REDIS_ALLOW_EVICTION=1), `read-only` (a replica), `out-of-memory` (maxmemory reached), `persistence-failing` (its last save or AOF write failed)',
 } as const;
 
+/** Whether Redis answers and would take a write (redis-status.ts RedisStatus). */
+const REDIS = {
+  type: 'string',
+  enum: ['up', 'refusing', 'down'],
+  description:
+    '`up`: answers and would take a write; `refusing`: answers, but would refuse or lose a write now (`problems` say why; buyers get 503, nothing written); `down`: does not answer (a cluster: a master, the slot map, or `cluster_state:ok` is missing)',
+} as const;
+
 /** Cluster mode: the cluster's own state and every master (redis-status.ts ClusterStatus). */
 const CLUSTER = {
   type: 'object',
@@ -53,7 +61,7 @@ export const HEALTH_SCHEMA = {
   required: ['status', 'redis', 'strategy', 'strategyFamily', 'unsafe', 'lostLocks'],
   properties: {
     status: { type: 'string', enum: ['ok', 'unavailable'] },
-    redis: { type: 'string', enum: ['up', 'down'] },
+    redis: REDIS,
     problems: PROBLEMS,
     cluster: CLUSTER,
     lockNodes: LOCK_NODES,
@@ -75,11 +83,18 @@ export const HEALTH_SCHEMA = {
     settlement: {
       type: 'object',
       description:
-        'with DATABASE_URL: settlement into PostgreSQL (docs/settlement.md). `database: "down"` is degraded, not down: the sale goes on and settlement catches up',
+        'with DATABASE_URL: settlement into PostgreSQL (docs/settlement.md). `state: "failing"` is degraded, not down: the sale goes on, orders wait in Redis, and settlement catches up once `reason` is mended',
       additionalProperties: false,
-      required: ['database'],
+      required: ['database', 'state'],
       properties: {
-        database: { type: 'string', enum: ['up', 'down'] },
+        database: { type: 'string', enum: ['up', 'down'], description: 'whether PostgreSQL answers a probe now' },
+        state: {
+          type: 'string',
+          enum: ['settling', 'failing'],
+          description:
+            '`failing` whenever this instance cannot settle, whatever the database says: PostgreSQL refuses or is away, its migrations fail, Redis refuses a command settlement sends',
+        },
+        reason: { type: 'string', description: 'while `failing`: the last error, as the log said it' },
         unsettled: { ...INTEGER, description: "order stream entries not settled yet, every product's" },
         oldestMs: { ...INTEGER, description: "age of the oldest unsettled entry, ms (Redis's clock); 0 when none" },
       },
@@ -108,7 +123,7 @@ export const READINESS_SCHEMA = {
         '200: `ready`, or `degraded` (a cluster some of whose masters cannot take a write: their products are refused, the rest sell); 503: `unavailable`, or `draining` (the instance is shutting down)',
     },
     reason: { type: 'string', description: 'why not `ready`, for a person' },
-    redis: { type: 'string', enum: ['up', 'down'], description: "as /health's; absent while draining" },
+    redis: { ...REDIS, description: "as /health's; absent while draining" },
     problems: PROBLEMS,
     cluster: CLUSTER,
     unserved: {

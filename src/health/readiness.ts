@@ -61,7 +61,7 @@ export function readiness({ redis, clientReady, lockNodes }: ReadinessInput): Re
       status: 'unavailable',
       reason:
         problems.length > 0 ? `Redis would refuse or lose writes now: ${problems.join(', ')}` : 'Redis does not answer',
-      redis: 'down',
+      redis: redis.redis,
       ...(problems.length > 0 ? { problems } : {}),
       ...nodes,
     };

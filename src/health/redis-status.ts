@@ -23,7 +23,12 @@ export interface ClusterStatus {
 }
 
 export interface RedisStatus {
-  readonly redis: 'up' | 'down';
+  /**
+   * up: answers and would take a write; refusing: answers, but would refuse or lose a
+   * write now (`problems` say why, on the node or the masters); down: does not answer
+   * (a cluster: a master, the slot map or the cluster's state is missing).
+   */
+  readonly redis: 'up' | 'refusing' | 'down';
   /** Standalone: what makes it refuse or lose writes now (writeProblems); empty when none. */
   readonly problems?: readonly string[];
   /** Cluster mode only. */
@@ -43,7 +48,7 @@ function within<T>(reply: Promise<T>): Promise<T> {
 }
 
 /**
- * Standalone: whether Redis answers PING. Cluster: the cluster's own view (CLUSTER
+ * Standalone: whether Redis answers (one INFO) and would take a write. Cluster: the cluster's own view (CLUSTER
  * SHARDS and CLUSTER INFO from any node) plus a PING to every master, so a master
  * that is down shows before the cluster has failed it over; `up` only when the state
  * is ok, every slot is served and every master answers.
@@ -52,7 +57,7 @@ export async function redisStatus(client: RedisClient, allowEviction = false): P
   if (!(client instanceof Cluster)) {
     try {
       const problems = await problemsOf(client, allowEviction);
-      return { redis: problems.length === 0 ? 'up' : 'down', problems };
+      return { redis: problems.length === 0 ? 'up' : 'refusing', problems };
     } catch {
       return { redis: 'down', problems: [] };
     }
@@ -78,12 +83,13 @@ export async function redisStatus(client: RedisClient, allowEviction = false): P
     const slotsCovered = serving.reduce((sum, m) => sum + m.slots, 0);
     // The client's own readiness too: until it has the slot map and the cluster said
     // ok, it refuses every command ("Cluster isn't ready") though each node answers.
-    const ok =
-      client.status === 'ready' &&
-      state === 'ok' &&
-      slotsCovered === SLOTS &&
-      serving.every((m) => m.status === 'up' && m.problems.length === 0);
-    return { redis: ok ? 'up' : 'down', cluster: { state, slotsCovered, masters: serving } };
+    const answering =
+      client.status === 'ready' && state === 'ok' && slotsCovered === SLOTS && serving.every((m) => m.status === 'up');
+    const refusing = serving.some((m) => m.problems.length > 0);
+    return {
+      redis: !answering ? 'down' : refusing ? 'refusing' : 'up',
+      cluster: { state, slotsCovered, masters: serving },
+    };
   } catch {
     return { redis: 'down', cluster: { state: 'unknown', slotsCovered: 0, masters: [] } };
   }

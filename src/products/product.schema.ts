@@ -57,3 +57,23 @@ export const PRODUCT_SCHEMA = {
     },
   },
 } as const;
+
+/** The JSON Schema of a ClosedSale (product.ts). */
+export const CLOSED_SALE_SCHEMA = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['product', 'cancelled', 'unsettled'],
+  properties: {
+    product: PRODUCT_SCHEMA,
+    cancelled: {
+      type: 'integer',
+      description: 'reservations this close cancelled, their units back in stock once (paid orders stay paid)',
+    },
+    unsettled: {
+      type: 'integer',
+      nullable: true,
+      description:
+        'with settlement on: order events of the product not yet in PostgreSQL when the close stopped waiting (0: a PUT with discardOrders may restart the sale now); null without DATABASE_URL',
+    },
+  },
+} as const;

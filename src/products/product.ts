@@ -16,3 +16,16 @@ export interface Product {
   /** Redis's clock now, the one startsAt and endsAt are judged by. */
   readonly serverTime: string;
 }
+
+/** What POST /api/products/:id/close did: the sale ended, its reservations cancelled, settlement waited for. */
+export interface ClosedSale {
+  /** The product as it is after the close (its endsAt now or earlier). */
+  readonly product: Product;
+  /** Reservations this close cancelled, each unit back in stock once (paid orders stay paid). */
+  readonly cancelled: number;
+  /**
+   * With settlement on: the product's order events not yet in PostgreSQL when the close
+   * stopped waiting (0: a restart may discard the orders now); null without DATABASE_URL.
+   */
+  readonly unsettled: number | null;
+}

@@ -1,17 +1,21 @@
-import { Body, Controller, Get, Param, Put, UseGuards } from '@nestjs/common';
+import { Body, Controller, Get, HttpCode, Param, Post, Put, UseGuards } from '@nestjs/common';
 import { ApiBearerAuth, ApiOkResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
 import { ApiErrors } from '../docs/api-errors';
 import { component } from '../docs/components';
 import { ApiJsonBody, ApiPathParams } from '../docs/dto-decorators';
 import { ADMIN_AUTH } from '../docs/openapi';
-import { AdminGuard } from './admin.guard';
+import { AdminGuard } from '../door/admin.guard';
 import { ProductParamsDto } from './dto/product-params.dto';
 import { StartSaleDto } from './dto/start-sale.dto';
-import { Product } from './product';
-import { PRODUCT_SCHEMA } from './product.schema';
+import { ClosedSale, Product } from './product';
+import { CLOSED_SALE_SCHEMA, PRODUCT_SCHEMA } from './product.schema';
 import { ProductsService } from './products.service';
 
 const PRODUCT = component('Product', PRODUCT_SCHEMA);
+const CLOSED_SALE = component('ClosedSale', {
+  ...CLOSED_SALE_SCHEMA,
+  properties: { ...CLOSED_SALE_SCHEMA.properties, product: PRODUCT },
+});
 
 @ApiTags('products')
 @Controller('api/products')
@@ -54,6 +58,33 @@ export class ProductsController {
       endsAt: body.endsAt,
       queue: body.queue,
     });
+  }
+
+  /** Admin: end a sale now and settle it, so that a restart discards no order PostgreSQL lacks. */
+  @Post(':id/close')
+  @HttpCode(200)
+  @UseGuards(AdminGuard)
+  @ApiBearerAuth(ADMIN_AUTH)
+  @ApiOperation({
+    summary: "admin: end a product's sale now, cancel its open reservations, and wait for settlement",
+    description:
+      "ends the sale at once by Redis's clock (endsAt; nothing is sold after, whatever a buyer read before), cancels every reservation still waiting for its payment (its units back in stock once; paid orders stay paid), and, with settlement on, waits up to 10 s for PostgreSQL to hold every order event of the sale (`unsettled`: what was still missing then). A PUT with `discardOrders` then restarts the sale; it refuses (409 SALE_NOT_SETTLED) while anything is unsettled. Closing a closed sale again changes nothing",
+  })
+  @ApiPathParams(ProductParamsDto)
+  @ApiOkResponse({ description: 'the sale, closed', schema: CLOSED_SALE })
+  @ApiErrors(
+    'VALIDATION_FAILED',
+    'URI_TOO_LONG',
+    'UNAUTHORIZED',
+    'UNKNOWN_PRODUCT',
+    'REDIS_UNAVAILABLE',
+    'REDIS_OUT_OF_MEMORY',
+    'REDIS_READ_ONLY',
+    'REDIS_NO_PERMISSION',
+    'OUTCOME_UNKNOWN',
+  )
+  closeSale(@Param() params: ProductParamsDto): Promise<ClosedSale> {
+    return this.products.closeSale(params.id);
   }
 
   @Get(':id')

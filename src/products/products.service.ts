@@ -1,8 +1,12 @@
-import { Inject, Injectable } from '@nestjs/common';
+import { Inject, Injectable, Optional } from '@nestjs/common';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { RedisClient } from '../redis/create-client';
 import { AppConfig, strategyFamily } from '../config/app-config';
 import { APP_CONFIG } from '../config/config.constants';
 import {
+  OrderCancelledError,
+  OrderExpiredError,
+  OrderPaidError,
   SaleHasOrdersError,
   SaleHasReservationsError,
   SaleNotSettledError,
@@ -12,13 +16,22 @@ import {
 } from '../errors/errors';
 import { DEFAULT_PASS_TTL_MS } from '../sale/sale-limits';
 import { DoorRefusals } from '../door/door-refusals';
+import { OrderOutcomes } from '../orders/order-outcomes';
 import { PurchasePath } from '../orders/purchases/purchase-path';
-import { execAll } from '../redis/exec-all';
 import { KeyLayout } from '../redis/key-layout';
-import { resetSale, resetSaleKeys } from '../redis/lua-scripts';
+import { closeSale, productRead, resetSale, resetSaleKeys } from '../redis/lua-scripts';
 import { REDIS_CLIENT } from '../redis/redis.constants';
+import { SettlementLag } from '../settlement/settlement-lag';
+import { Settler } from '../settlement/settler';
 import { PurchaseTelemetry } from '../telemetry/purchase-telemetry';
-import { Product } from './product';
+import { ClosedSale, Product } from './product';
+
+/** How long a close waits for settlement to take in the sale's last events (its cancels). */
+export const CLOSE_SETTLE_WAIT_MS = 10_000;
+/** How often it looks meanwhile. */
+const CLOSE_SETTLE_POLL_MS = 100;
+/** Order states read per HSCAN while a close looks for reservations. */
+const CLOSE_SCAN_COUNT = 1_000;
 
 /** A sale window's ISO 8601 instants as ms, or a 400 naming the field: a real date, and endsAt after startsAt. */
 export function saleWindow(startsAt?: string, endsAt?: string): { startsAt?: number; endsAt?: number } {
@@ -57,6 +70,9 @@ export class ProductsService {
     private readonly telemetry: PurchaseTelemetry,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     private readonly door: DoorRefusals,
+    private readonly outcomes: OrderOutcomes,
+    private readonly settlement: SettlementLag,
+    @Optional() private readonly settler?: Settler,
   ) {}
 
   /**
@@ -105,6 +121,7 @@ export class ProductsService {
         endsAt ?? '',
         options.queue?.admitPerSecond ?? '',
         options.queue ? (options.queue.passTtlMs ?? DEFAULT_PASS_TTL_MS) : '',
+        this.config.databaseUrl ? '1' : '0',
       );
       if (reply[0] === 'HAS_ORDERS') throw new SaleHasOrdersError(productId, reply[1]);
       if (reply[0] === 'NOT_SETTLED') throw new SaleNotSettledError(productId, reply[1]);
@@ -120,25 +137,68 @@ export class ProductsService {
     return this.get(productId);
   }
 
+  /**
+   * Closes a sale so that it can be restarted without losing an order: ends it now by
+   * Redis's clock (close-sale-1.lua; every write judges the window, so nothing is sold
+   * after), cancels each reservation still open (its units back in stock once, its
+   * cancel event in the order log, exactly as a buyer's cancel), then, with settlement
+   * on, waits up to CLOSE_SETTLE_WAIT_MS for PostgreSQL to hold every event of the
+   * sale (not while settlement is failing). A PUT with discardOrders then restarts it (it still refuses while anything is
+   * unsettled). Paid orders stay paid. Closing a closed sale again changes nothing.
+   */
+  async closeSale(productId: string): Promise<ClosedSale> {
+    const k = this.keys.product(productId);
+    const [status] = await closeSale.run(this.redis, [k.meta], '');
+    if (status === 'UNKNOWN_PRODUCT') throw new UnknownProductError(productId);
+    // What this instance's door learnt (a sell-out) is not what it must say now (ended).
+    this.door.forget(productId);
+    let cancelled = 0;
+    for await (const orderId of this.reservations(k.states)) {
+      try {
+        await this.outcomes.cancel(orderId);
+        cancelled++;
+      } catch (err) {
+        // Paid, or expired, between the scan and the cancel: its outcome stands.
+        if (!(err instanceof OrderPaidError || err instanceof OrderExpiredError || err instanceof OrderCancelledError))
+          throw err;
+      }
+    }
+    const unsettled = this.config.databaseUrl ? await this.settled(productId) : null;
+    return { product: await this.get(productId), cancelled, unsettled };
+  }
+
+  /** The orders of a states hash still reserved (`R|...`), a bounded HSCAN page at a time. */
+  private async *reservations(states: string): AsyncGenerator<string> {
+    let cursor = '0';
+    do {
+      const [next, flat] = await this.redis.hscan(states, cursor, 'COUNT', CLOSE_SCAN_COUNT);
+      for (let i = 0; i + 1 < flat.length; i += 2) if (flat[i + 1].startsWith('R|')) yield flat[i];
+      cursor = next;
+    } while (cursor !== '0');
+  }
+
+  /**
+   * Waits (bounded) until the product's order log is settled; the entries still unsettled
+   * (0: all settled). No wait while this instance's settlement is failing (PostgreSQL
+   * away): nothing would come of it, and the PUT refuses until it is mended.
+   */
+  private async settled(productId: string): Promise<number> {
+    const until = performance.now() + CLOSE_SETTLE_WAIT_MS;
+    for (;;) {
+      const { unsettled } = await this.settlement.forProduct(productId);
+      const failing = this.settler?.status().failing != null;
+      if (unsettled === 0 || failing || performance.now() >= until) return unsettled;
+      await sleep(CLOSE_SETTLE_POLL_MS);
+    }
+  }
+
   async get(productId: string): Promise<Product> {
     const k = this.keys.product(productId);
-    const [meta, stock, orders, time] = (await execAll(
-      this.redis
-        .multi()
-        .hmget(
-          k.meta,
-          'initialStock',
-          'perUserLimit',
-          'paymentTimeoutMs',
-          'startsAt',
-          'endsAt',
-          'queueRate',
-          'passTtlMs',
-        )
-        .get(k.stock)
-        .hlen(k.states)
-        .time(),
-    )) as [(string | null)[], string | null, number, [string, string]];
+    // One read-only script: one sale's fields, never half of two, and answered while
+    // Redis refuses writes for memory (a MULTI is refused whole then).
+    const read = await productRead.run(this.redis, [k.meta, k.stock, k.states], '');
+    const meta = read.slice(0, 7);
+    const [stock, orders, now] = [read[7], Number(read[8]), Number(read[9])];
     const [initialStock, perUserLimit, paymentTimeoutMs, startsAt, endsAt, queueRate, passTtlMs] = meta;
     const instant = (ms: string | null) => (ms === null ? null : new Date(Number(ms)).toISOString());
     if (initialStock === null || perUserLimit === null || stock === null) throw new UnknownProductError(productId);
@@ -154,7 +214,7 @@ export class ProductsService {
       endsAt: instant(endsAt),
       queue: queueRate === null ? null : { admitPerSecond: Number(queueRate), passTtlMs: Number(passTtlMs) },
       // Redis's clock, the one the window is judged by (the shard's that holds the product).
-      serverTime: new Date(Number(time[0]) * 1000 + Math.floor(Number(time[1]) / 1000)).toISOString(),
+      serverTime: new Date(now).toISOString(),
     };
   }
 }

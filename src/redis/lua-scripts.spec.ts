@@ -18,7 +18,8 @@ describe('Lua scripts (src/redis/scripts/<name>-<numberOfKeys>.lua)', () => {
   it.each(handles.map((h) => [h.file, h] as const))(
     '%s: header and body agree with the key count in its name',
     (_file, script) => {
-      const header = /^--\[\[([\s\S]*?)]]/.exec(script.lua)?.[1];
+      // A first line `#!lua flags=...` (Redis 7's script flags) may come before the header.
+      const header = /^(?:#!lua[^\n]*\n)?--\[\[([\s\S]*?)]]/.exec(script.lua)?.[1];
       expect(header).toBeDefined();
       const body = script.lua.slice(script.lua.indexOf(']]') + 2);
       const documented = [...header!.matchAll(/KEYS\[(\d+)]/g)].map((m) => Number(m[1]));

@@ -36,6 +36,7 @@ export const resetSale = new LuaScript<
     endsAt: number | '',
     admitPerSecond: number | '',
     passTtlMs: number | '',
+    settle: '1' | '0',
   ],
   | ['OK', number]
   | ['HAS_ORDERS', number]
@@ -48,6 +49,18 @@ export const resetSale = new LuaScript<
 export function resetSaleKeys(k: ProductKeys): Parameters<typeof resetSale.run>[1] {
   return [k.meta, k.stock, k.buyers, k.orders, k.idem, k.live, k.states, k.deadlines, k.queue, k.admitted];
 }
+
+/** Ends a product's sale now (endsAt, by Redis's clock): its end, or UNKNOWN_PRODUCT. */
+export const closeSale = new LuaScript<[meta: string], [unused: ''], ['OK', number] | ['UNKNOWN_PRODUCT']>(
+  'close-sale',
+);
+
+/** A product's sale in one read-only step (answered under OOM too): its meta fields, stock, order count and Redis's clock. */
+export const productRead = new LuaScript<
+  [meta: string, stock: string, states: string],
+  [unused: ''],
+  [...meta: (string | null)[]]
+>('product-read');
 
 /** The whole purchase (strategy `atomic`). */
 export const purchase = new LuaScript<
@@ -177,7 +190,7 @@ export const trimSettled = new LuaScript<[orders: string], [unused: ''], number>
 /** The commands the scripts run that this Redis user may not (NOPERM), tried on throwaway keys. */
 export const permissionCheck = new LuaScript<
   [text: string, hash: string, stream: string, sortedSet: string],
-  [channel: string],
+  [channel: string, settle: '1' | '0'],
   string[]
 >('permission-check');
 

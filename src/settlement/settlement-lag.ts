@@ -10,10 +10,20 @@ import { SETTLE_GROUP } from './settler';
 /** How long /health waits for PostgreSQL's answer before it says `down`. */
 const DATABASE_PROBE_MS = 1_000;
 
+/**
+ * At most this many entries are read to count the undelivered ones when Redis cannot
+ * say how many (after a deletion), on every scrape: past it the count says this many,
+ * a floor, never one unbounded read of a long stream per scrape.
+ */
+export const UNDELIVERED_COUNT_CAP = 10_000;
+
 /** How far one product's settlement is behind its order stream. */
 export interface ProductLag {
   readonly productId: string;
-  /** Entries not yet settled: delivered and unacknowledged, plus not yet delivered. */
+  /**
+   * Entries not yet settled: delivered and unacknowledged, plus not yet delivered (when
+   * Redis cannot count those, after a deletion: at most UNDELIVERED_COUNT_CAP of them).
+   */
   readonly unsettled: number;
   /** Age of the oldest unsettled entry by Redis's clock, ms; 0 when nothing is unsettled. */
   readonly oldestMs: number;
@@ -111,8 +121,12 @@ export class SettlementLag {
     if (undelivered === null || (oldest === null && undelivered > 0)) {
       const next = await this.redis.xrange(stream, `(${lastDelivered}`, '+', 'COUNT', 1);
       oldest ??= next[0]?.[0] ?? null;
-      // Redis cannot always say how many are undelivered (after a deletion): count them.
-      undelivered ??= next.length === 0 ? 0 : (await this.redis.xrange(stream, `(${lastDelivered}`, '+')).length;
+      // Redis cannot always say how many are undelivered (after a deletion): count them,
+      // up to UNDELIVERED_COUNT_CAP.
+      undelivered ??=
+        next.length === 0
+          ? 0
+          : (await this.redis.xrange(stream, `(${lastDelivered}`, '+', 'COUNT', UNDELIVERED_COUNT_CAP)).length;
     }
     const unsettled = pending + undelivered;
     return { productId, unsettled, oldestMs: unsettled > 0 && oldest ? Math.max(0, now - streamMs(oldest)) : 0 };

@@ -36,13 +36,16 @@ class SettlerLifecycle implements OnApplicationBootstrap, BeforeApplicationShutd
     lag: SettlementLag,
     metrics: Metrics,
   ) {
-    metrics.readSettlement(async () => {
-      const products = await lag.lag();
-      return {
-        unsettled: products.reduce((sum, p) => sum + p.unsettled, 0),
-        oldestMs: products.reduce((max, p) => Math.max(max, p.oldestMs), 0),
-      };
-    });
+    metrics.readSettlement(
+      async () => {
+        const products = await lag.lag();
+        return {
+          unsettled: products.reduce((sum, p) => sum + p.unsettled, 0),
+          oldestMs: products.reduce((max, p) => Math.max(max, p.oldestMs), 0),
+        };
+      },
+      () => settler.status().failing !== null,
+    );
   }
 
   private starting?: Promise<void>;
@@ -72,6 +75,7 @@ class SettlerLifecycle implements OnApplicationBootstrap, BeforeApplicationShutd
         this.settler.start();
         return;
       } catch (err) {
+        this.settler.cannotStart(`PostgreSQL migrations failed: ${(err as Error).message}`);
         this.logger.warn(
           `PostgreSQL: migrations failed, retrying in ${waitMs} ms (the sale goes on; orders wait in Redis): ${(err as Error).message}`,
         );

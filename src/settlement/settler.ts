@@ -28,7 +28,10 @@ type Entry = [id: string, fields: string[]];
 export interface SettlerStatus {
   /** Entries written to PostgreSQL and acknowledged by this settler. */
   readonly settled: number;
-  /** The last PostgreSQL error, while it is failing; null once a batch settled again. */
+  /**
+   * Why it cannot settle now (PostgreSQL refuses or is away, Redis refuses a command, a
+   * product's batch fails, the migrations fail), while it cannot; null once it can.
+   */
   readonly failing: string | null;
 }
 
@@ -86,6 +89,11 @@ export class Settler {
     return { settled: this.settled, failing: this.failing };
   }
 
+  /** Settlement cannot begin (its migrations fail): status() says why until the loop starts. */
+  cannotStart(reason: string): void {
+    this.failing = `cannot start: ${reason}`;
+  }
+
   /**
    * One pass over every product, a batch each; the entries settled. A product whose
    * batch fails (its shard down, a batch PostgreSQL refuses) is left for the next pass
@@ -107,9 +115,10 @@ export class Settler {
       this.failingProducts.delete(productId);
     }
     if (failure !== null && settled === 0) throw failure;
-    if (failure !== null) {
-      this.failing = `products ${[...this.failingProducts].join(', ')}: ${(failure as Error).message ?? String(failure)}`;
-    }
+    this.failing =
+      failure === null
+        ? null
+        : `products ${[...this.failingProducts].join(', ')}: ${(failure as Error).message ?? String(failure)}`;
     return settled;
   }
 
@@ -122,7 +131,6 @@ export class Settler {
       const before = this.failing;
       let settled: number;
       try {
-        this.failing = null;
         settled = await this.settleOnce();
         backoff = BACKOFF_MS;
       } catch (err) {
@@ -186,6 +194,7 @@ export class Settler {
       // with it: made again on the next pass.
       if (!/NOGROUP/.test(String(err))) throw err;
       this.groups.delete(stream);
+      this.claimFrom.delete(stream);
       return [];
     }
   }
@@ -195,21 +204,32 @@ export class Settler {
     const count = this.config.settleBatch;
     const own = await this.readGroup(stream, '0', count);
     if (own.length > 0) return own;
-    const claimed = (await this.redis.call(
-      'XAUTOCLAIM',
-      stream,
-      SETTLE_GROUP,
-      this.consumer,
-      this.config.settleClaimIdleMs,
-      this.claimFrom.get(stream) ?? '0-0',
-      'COUNT',
-      count,
-    )) as [string, (Entry | null)[], string[]?];
+    const from = this.claimFrom.get(stream) ?? '0-0';
+    let claimed = await this.claim(stream, from, count);
+    // A scan that began mid-list and came to its end with nothing goes round once more
+    // from the start: a cursor read in a stream since made anew (a sale restarted), or
+    // past what is pending now, never skips an entry.
+    if (from !== '0-0' && claimed[0] === '0-0' && claimed[1].length === 0)
+      claimed = await this.claim(stream, '0-0', count);
     this.claimFrom.set(stream, claimed[0]);
     // Entries deleted while pending come back as nil (Redis 7: and in the third field).
     const live = claimed[1].filter((e): e is Entry => e !== null);
     if (live.length > 0) return live;
     return this.readGroup(stream, '>', count);
+  }
+
+  /** XAUTOCLAIM: entries other consumers left pending past SETTLE_CLAIM_IDLE_MS, from `from`; the next cursor first. */
+  private async claim(stream: string, from: string, count: number): Promise<[string, (Entry | null)[], string[]?]> {
+    return (await this.redis.call(
+      'XAUTOCLAIM',
+      stream,
+      SETTLE_GROUP,
+      this.consumer,
+      this.config.settleClaimIdleMs,
+      from,
+      'COUNT',
+      count,
+    )) as [string, (Entry | null)[], string[]?];
   }
 
   private async readGroup(stream: string, from: '0' | '>', count: number): Promise<Entry[]> {

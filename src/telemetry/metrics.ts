@@ -157,10 +157,13 @@ export class Metrics implements PurchaseListener, OnApplicationShutdown {
     });
     // Every kind shows from the first scrape, at 0, so a rate() has a start.
     for (const kind of REDIS_ERROR_KINDS) this.redisErrors.inc({ kind }, 0);
-    const settlement = () => this.settlementReader?.().catch(() => undefined);
+    // A lag that cannot be read (Redis away, a command refused) is NaN, never the last
+    // figure or a reassuring 0.
+    const unknown = { unsettled: NaN, oldestMs: NaN };
+    const settlement = () => this.settlementReader?.().catch(() => unknown);
     new Gauge({
       name: 'seckill_settlement_unsettled',
-      help: "Order stream entries not yet settled into PostgreSQL (pending or not yet delivered), every product's, read from Redis on scrape; absent without DATABASE_URL.",
+      help: "Order stream entries not yet settled into PostgreSQL (pending or not yet delivered), every product's, read from Redis on scrape; NaN when it cannot be read; absent without DATABASE_URL.",
       registers,
       async collect() {
         const s = await settlement();
@@ -169,19 +172,33 @@ export class Metrics implements PurchaseListener, OnApplicationShutdown {
     });
     new Gauge({
       name: 'seckill_settlement_oldest_seconds',
-      help: "Age of the oldest unsettled order stream entry, by Redis's clock; 0 when settlement has caught up.",
+      help: "Age of the oldest unsettled order stream entry, by Redis's clock; 0 when settlement has caught up; NaN when it cannot be read.",
       registers,
       async collect() {
         const s = await settlement();
         if (s) this.set(s.oldestMs / 1000);
       },
     });
+    const failing = () => this.settlementFailing?.();
+    new Gauge({
+      name: 'seckill_settlement_failing',
+      help: "1 while this instance cannot settle (PostgreSQL refuses or is away, its migrations fail, Redis refuses a command settlement sends; /health's settlement.reason says which), else 0; absent without DATABASE_URL.",
+      registers,
+      collect() {
+        const now = failing();
+        if (now !== undefined) this.set(now ? 1 : 0);
+      },
+    });
     if (this.enabled) telemetry.listen(this);
   }
 
-  /** Settlement hands in how it reads its lag (settlement/ imports telemetry/, never the reverse). */
-  readSettlement(read: () => Promise<{ unsettled: number; oldestMs: number }>): void {
+  /** Whether this instance's settlement is failing now; absent without settlement. */
+  private settlementFailing?: () => boolean;
+
+  /** Settlement hands in how it reads its lag and its state (settlement/ imports telemetry/, never the reverse). */
+  readSettlement(read: () => Promise<{ unsettled: number; oldestMs: number }>, failing: () => boolean): void {
     this.settlementReader = read;
+    this.settlementFailing = failing;
   }
 
   arrived(): void {

@@ -65,6 +65,7 @@ export async function startSaleIn(
     '',
     '',
     '',
+    '0',
   );
   return { keys, k };
 }

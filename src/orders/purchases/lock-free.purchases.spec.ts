@@ -64,6 +64,7 @@ describe.each([
       '',
       '',
       '',
+      '0',
     );
   const buy = async (userId: string, quantity = 1) => (await path.purchase({ productId, userId, quantity })).remaining;
 

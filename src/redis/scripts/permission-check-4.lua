@@ -9,6 +9,8 @@
   KEYS[1]  a string key   KEYS[2]  a hash key   KEYS[3]  a stream key
   KEYS[4]  a sorted set key (all throwaway, under the app's prefix, in one slot)
   ARGV[1]  a shard channel in the keys' slot, as the lock's release channel is
+  ARGV[2]  '1' when the app settles orders (DATABASE_URL): reset-sale-10.lua then
+           creates the order log's consumer group, which is tried too
   Returns  the commands refused with NOPERM (an empty list: all allowed)
 ]]
 local denied = {}
@@ -40,6 +42,9 @@ try('XLEN', KEYS[3])
 try('XINFO', 'GROUPS', KEYS[3])
 try('XPENDING', KEYS[3], 'permission-check')
 try('XTRIM', KEYS[3], 'MAXLEN', '1000')
+if ARGV[2] == '1' then
+  try('XGROUP', 'CREATE', KEYS[3], 'permission-check-group', '0', 'MKSTREAM')
+end
 try('ZCARD', KEYS[4])
 try('ZADD', KEYS[4], '1', 'm')
 try('ZSCORE', KEYS[4], 'm')

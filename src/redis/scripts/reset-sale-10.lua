@@ -33,11 +33,16 @@
   ARGV[8]  endsAt, ms ('' none: it never closes)
   ARGV[9]  waiting room: buyers admitted per second ('' none)
   ARGV[10] waiting room: how long a pass stays valid, in ms
+  ARGV[11] '1' when this instance settles orders into PostgreSQL (DATABASE_URL): the
+           new order log is created with its `settle` consumer group, so the group
+           exists from the sale's first order and every later reset, from any
+           instance, sees what is not settled; and a log without the group is taken
+           as wholly unsettled (orders of a sale started before settlement was on)
   Returns  {'OK', the new sale's id (integer >= 1, one more than the last sale's)}
            {'HAS_ORDERS', orders in the log}: nothing changed
-           {'NOT_SETTLED', entries}: the order log has a `settle` consumer group (orders
-           are settled into PostgreSQL) and that many entries are not settled yet: a
-           restart would lose them; nothing changed
+           {'NOT_SETTLED', entries}: orders are settled into PostgreSQL (the order log
+           has the `settle` consumer group, or ARGV[11] says so) and that many entries
+           are not settled yet: a restart would lose them; nothing changed
            {'HAS_RESERVATIONS', orders}: with settlement, that many orders still wait for
            their payment: a restart would leave them neither paid nor expired; nothing changed
            {'STRATEGY_MISMATCH', soldBy}: another family sells it; nothing changed
@@ -53,27 +58,39 @@ if orders > 0 and ARGV[3] ~= '1' then
 end
 -- Orders settled into PostgreSQL: discarded only once PostgreSQL has every entry and
 -- every order is final there (paid, cancelled, expired), so nothing it was told of is
--- left reserved forever, and nothing it was not told of is lost.
-if orders > 0 and redis.call('EXISTS', KEYS[4]) == 1 then
-  for _, group in ipairs(redis.call('XINFO', 'GROUPS', KEYS[4])) do
-    local g = {}
-    for i = 1, #group, 2 do
-      g[group[i]] = group[i + 1]
+-- left reserved forever, and nothing it was not told of is lost. Whether they are
+-- settled is the group's to say (any instance's reset sees it), or this instance's.
+if orders > 0 then
+  local settled = ARGV[11] == '1'
+  local unsettled = orders
+  if redis.call('EXISTS', KEYS[4]) == 1 then
+    for _, group in ipairs(redis.call('XINFO', 'GROUPS', KEYS[4])) do
+      local g = {}
+      for i = 1, #group, 2 do
+        g[group[i]] = group[i + 1]
+      end
+      if g['name'] == 'settle' then
+        settled = true
+        -- lag is nil when Redis cannot count (entries deleted): then all are taken as unsettled.
+        unsettled = tonumber(g['pending']) + (tonumber(g['lag']) or orders)
+      end
     end
-    if g['name'] == 'settle' then
-      -- lag is nil when Redis cannot count (entries deleted): then all are taken as unsettled.
-      local unsettled = tonumber(g['pending']) + (tonumber(g['lag']) or orders)
-      if unsettled > 0 then
-        return {'NOT_SETTLED', unsettled}
-      end
-      local reserved = redis.call('ZCARD', KEYS[8])
-      if reserved > 0 then
-        return {'HAS_RESERVATIONS', reserved}
-      end
+  end
+  if settled and unsettled > 0 then
+    return {'NOT_SETTLED', unsettled}
+  end
+  if settled then
+    local reserved = redis.call('ZCARD', KEYS[8])
+    if reserved > 0 then
+      return {'HAS_RESERVATIONS', reserved}
     end
   end
 end
 redis.call('DEL', KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10])
+if ARGV[11] == '1' then
+  -- From id 0: every entry of the new log is the group's, whenever the settler first reads.
+  redis.call('XGROUP', 'CREATE', KEYS[4], 'settle', '0', 'MKSTREAM')
+end
 redis.call('HSET', KEYS[1], 'initialStock', ARGV[1], 'perUserLimit', ARGV[2], 'paymentTimeoutMs', ARGV[6])
 -- The window and the waiting room: a field is there only when the sale has it.
 local optional = {startsAt = ARGV[7], endsAt = ARGV[8], queueRate = ARGV[9], passTtlMs = ARGV[10]}

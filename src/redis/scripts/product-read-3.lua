@@ -1,0 +1,20 @@
+#!lua flags=no-writes
+--[[
+  A product's sale as GET /api/products/:id shows it, read in one step (never half of
+  one sale and half of the next, whatever restarts meanwhile) and, being declared
+  `no-writes`, answered even while Redis refuses writes for memory (OOM): a read is
+  never refused for lack of memory.
+
+  KEYS[1]  meta hash   KEYS[2]  stock   KEYS[3]  order states hash
+  ARGV[1]  unused ('')
+  Returns  {initialStock, perUserLimit, paymentTimeoutMs, startsAt, endsAt, queueRate,
+            passTtlMs (each false when absent), stock (false: no sale), orders (the
+            states hash's length), Redis's clock in ms}
+]]
+local meta = redis.call('HMGET', KEYS[1], 'initialStock', 'perUserLimit', 'paymentTimeoutMs', 'startsAt', 'endsAt',
+  'queueRate', 'passTtlMs')
+local time = redis.call('TIME')
+meta[8] = redis.call('GET', KEYS[2])
+meta[9] = redis.call('HLEN', KEYS[3])
+meta[10] = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+return meta
