@@ -123,6 +123,14 @@ describe('live dashboard: GET / and Server-Sent Events from the live aggregate',
         expect(res.headers.get('content-type')).toMatch(type);
         expect((await res.text()).length).toBeGreaterThan(1000);
       }
+      // Its icon, named by the page and where a browser looks for it on any other page: no 404 in its console.
+      const icon = await fetch(`${stack.url}/favicon.ico`);
+      expect({ status: icon.status, type: icon.headers.get('content-type') }).toEqual({
+        status: 200,
+        type: 'image/svg+xml',
+      });
+      expect(await icon.text()).toMatch(/^<svg /);
+      expect(html).toContain('<link rel="icon" type="image/svg+xml" href="/favicon.ico" />');
     });
 
     it.each(['bad%20id', 'a'.repeat(65), 'x%7Bp%7D'])(
