@@ -5,7 +5,7 @@ import { LOCK_STRATEGY_NAMES } from '../src/config/app-config';
 import type { Row } from '../bench/report';
 import type { RunEvent } from '../bench/lab/runs';
 import { RunningLab, startLab } from '../bench/lab/server';
-import { describeWithBrowser, type Page, saveScreenshot } from './helpers/browser';
+import { describeWithBrowser, type Page, pageIcon, saveScreenshot } from './helpers/browser';
 import { FailingLabs, postRun } from './helpers/lab';
 
 const ROOT = join(__dirname, '..');
@@ -259,14 +259,7 @@ describeWithBrowser('the lab in Chromium: runs from elsewhere, and a lab restart
       if (res.status() >= 400) failures.push(`${res.status()} ${res.url()}`);
     });
     await page.goto(first.url);
-    // Its icon: headless Chromium does not ask for one, a browser does (a 404 is an error in its console).
-    const icon = await page.evaluate(async () => {
-      const link = (globalThis as any).document.querySelector('link[rel~="icon"]');
-      if (!link) return null;
-      const res = await fetch(link.href);
-      return { status: res.status, type: res.headers.get('content-type') };
-    });
-    expect(icon).toEqual({ status: 200, type: 'image/svg+xml' });
+    expect(await pageIcon(page)).toEqual({ status: 200, type: 'image/svg+xml' });
     await postRun(first);
     await postRun(first);
     await page.waitForSelector('#lane-left[data-run="2"][data-state="failed"]');
