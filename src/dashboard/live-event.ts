@@ -97,7 +97,11 @@ export interface LiveInstance {
   /** `<hostname>/<pid>`. */
   readonly id: string;
   readonly pid: number;
-  /** Answers in this sale by code: CREATED for a 201, else the error code. */
+  /**
+   * Answers in this sale by code: CREATED for a 201 that wrote an order, REPLAYED for a
+   * 201 that answered again an order written before (the same key or pass), else the
+   * error code.
+   */
   readonly answers: Readonly<Record<string, number>>;
   /**
    * Buyers that had arrived in that instance and were not answered, at its last

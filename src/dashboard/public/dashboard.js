@@ -13,6 +13,7 @@
   const RECONNECT_MS = 3000;
   const CODE_COLORS = {
     CREATED: '#1f8a4c',
+    REPLAYED: '#7bc89a',
     SOLD_OUT: '#6b7385',
     INSUFFICIENT_STOCK: '#9aa3b5',
     LIMIT_REACHED: '#b7791f',
@@ -243,19 +244,23 @@
     return `${Math.floor(s / 3600)} h ${pad((s % 3600) / 60)} min`;
   }
 
-  /** One row per code, CREATED first, then by count. */
+  /** What the answers table calls a code: the two 201s say which they are. */
+  const CODE_NAMES = { CREATED: 'CREATED (201, an order)', REPLAYED: 'REPLAYED (201, an order again)' };
+  /** The 201s first (CREATED, then REPLAYED), then by count. */
+  const RANK = { CREATED: 0, REPLAYED: 1 };
+
+  /** One row per code, the 201s first, then by count. */
   function showAnswers(totals, rates) {
     const body = $('answers').tBodies[0];
-    const codes = Object.keys(totals).sort((a, b) =>
-      a === 'CREATED' ? -1 : b === 'CREATED' ? 1 : totals[b] - totals[a] || (a < b ? -1 : 1),
-    );
+    const rank = (code) => (code in RANK ? RANK[code] : 2);
+    const codes = Object.keys(totals).sort((a, b) => rank(a) - rank(b) || totals[b] - totals[a] || (a < b ? -1 : 1));
     const rows = codes.map((code) => {
       let row = body.querySelector(`tr[data-code="${code}"]`);
       if (!row) {
         row = document.createElement('tr');
         row.dataset.code = code;
         row.innerHTML = '<td class="code"></td><td class="count num"></td><td class="rate num"></td>';
-        row.querySelector('.code').textContent = code === 'CREATED' ? 'CREATED (201)' : code;
+        row.querySelector('.code').textContent = CODE_NAMES[code] || code;
         row.querySelector('.code').style.color = colorOf(code);
       }
       row.querySelector('.count').textContent = fmt(totals[code]);
