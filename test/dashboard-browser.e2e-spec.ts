@@ -3,7 +3,7 @@ import { runLoad, type LoadResult } from '../bench/load';
 import { startSale } from '../harness/http';
 import { type RunningApp, startApp } from '../harness/processes';
 import { KeyLayout } from '../src/redis/key-layout';
-import { describeWithBrowser, type Page, saveScreenshot } from './helpers/browser';
+import { describeWithBrowser, type Page, pageIcon, saveScreenshot } from './helpers/browser';
 import { closeClient, startTestRedis, type TestRedis, uniquePrefix } from './helpers/redis';
 
 const TOKEN = 'dashboard-browser-token-0123456789';
@@ -58,7 +58,11 @@ describeWithBrowser('dashboard in Chromium during a real sale', (browser) => {
     const page = await browser().newPage({ viewport: { width: 1280, height: 1000 } });
     const errors: string[] = [];
     page.on('pageerror', (err) => errors.push(err.message));
+    page.on('response', (res) => {
+      if (res.status() >= 400) errors.push(`${res.status()} ${res.url()}`);
+    });
     await page.goto(`${apps[0].url}/?product=${PRODUCT}`);
+    expect(await pageIcon(page)).toEqual({ status: 200, type: 'image/svg+xml' });
     await page.waitForSelector('#sale-state[data-state="on-sale"]');
     expect(await shown(page, '#initial-stock')).toBe(STOCK);
     expect(await shown(page, '#stock-left')).toBe(STOCK);
@@ -99,8 +103,11 @@ describeWithBrowser('dashboard in Chromium during a real sale', (browser) => {
     const [stockLeft, orders] = await Promise.all([admin.get(keys.stock), admin.xlen(keys.orders)]);
     expect(await shown(page, '#stock-left')).toBe(Number(stockLeft));
     expect(Number(stockLeft)).toBe(0);
-    expect(await shown(page, '#units-sold')).toBe(orders);
+    expect(await shown(page, '#units-held')).toBe(orders);
     expect(orders).toBe(STOCK);
+    expect(await shown(page, '#orders-written')).toBe(await admin.hlen(keys.states));
+    expect(await shown(page, '#orders-reserved')).toBe(await admin.zcard(keys.deadlines));
+    expect(await shown(page, '#orders-written')).toBe(STOCK);
     expect(await shown(page, '#waiting')).toBe(0);
     expect(await shown(page, '#lost-locks')).toBe(0);
 
@@ -130,9 +137,29 @@ describeWithBrowser('dashboard in Chromium during a real sale', (browser) => {
         return { id: c.id, inked };
       }),
     );
-    expect(drawn.map((d) => d.id).sort()).toEqual(['chart-answers', 'chart-sales', 'chart-stock']);
+    expect(drawn.map((d) => d.id).sort()).toEqual(['chart-answers', 'chart-orders', 'chart-stock']);
     for (const d of drawn) expect({ id: d.id, inked: d.inked > 1_000 }).toEqual({ id: d.id, inked: true });
-    expect(errors).toEqual([]);
     await saveScreenshot(page, 'dashboard');
+
+    // Units come back (ten buyers cancel): the same sale, stock up and units held down,
+    // its charts going on from the start of the sale, not started again.
+    const heldLine = () =>
+      page.evaluate(() =>
+        (globalThis as any).Chart.getChart('chart-stock').data.datasets[1].data.map((p: { y: number }) => p.y),
+      );
+    expect((await heldLine())[0]).toBe(0);
+    const cancelled = (await admin.hkeys(keys.states)).slice(0, 10);
+    for (const id of cancelled) {
+      const res = await fetch(`${apps[1].url}/api/orders/${id}/cancel`, { method: 'POST' });
+      expect(res.status).toBe(200);
+    }
+    await page.waitForFunction(() => (globalThis as any).document.querySelector('#stock-left')?.textContent === '10');
+    expect(await shown(page, '#units-held')).toBe(STOCK - 10);
+    expect(await shown(page, '#orders-written')).toBe(STOCK);
+    expect(await shown(page, '#orders-reserved')).toBe(STOCK - 10);
+    expect(await page.getAttribute('#sale-state', 'data-state')).toBe('on-sale');
+    const held = await heldLine();
+    expect([held[0], held.at(-1)]).toEqual([0, STOCK - 10]);
+    expect(errors).toEqual([]);
   });
 });

@@ -109,7 +109,7 @@ describe('live dashboard: GET / and Server-Sent Events from the live aggregate',
       expect(page.status).toBe(200);
       expect(page.headers.get('content-type')).toMatch(/^text\/html/);
       const html = await page.text();
-      for (const id of ['chart-stock', 'chart-sales', 'chart-answers', 'initial-stock', 'sale-state', 'instances']) {
+      for (const id of ['chart-stock', 'chart-orders', 'chart-answers', 'initial-stock', 'sale-state', 'instances']) {
         expect(html).toContain(`id="${id}"`);
       }
       expect(html).not.toMatch(/(src|href)="(https?:)?\/\//);
@@ -123,6 +123,14 @@ describe('live dashboard: GET / and Server-Sent Events from the live aggregate',
         expect(res.headers.get('content-type')).toMatch(type);
         expect((await res.text()).length).toBeGreaterThan(1000);
       }
+      // Its icon, named by the page and where a browser looks for it on any other page: no 404 in its console.
+      const icon = await fetch(`${stack.url}/favicon.ico`);
+      expect({ status: icon.status, type: icon.headers.get('content-type') }).toEqual({
+        status: 200,
+        type: 'image/svg+xml',
+      });
+      expect(await icon.text()).toMatch(/^<svg /);
+      expect(html).toContain('<link rel="icon" type="image/svg+xml" href="/favicon.ico" />');
     });
 
     it.each(['bad%20id', 'a'.repeat(65), 'x%7Bp%7D'])(
@@ -141,7 +149,15 @@ describe('live dashboard: GET / and Server-Sent Events from the live aggregate',
       expect(s.headers['content-type']).toMatch(/^text\/event-stream/);
       const e = await eventWhere(s, () => true);
       expect(e).toMatchObject({ productId: 'nothing-here', strategy: 'fenced', telemetry: true });
-      expect(e).toMatchObject({ initialStock: null, stock: null, sold: null, lock: null, instances: [] });
+      expect(e).toMatchObject({
+        saleId: null,
+        initialStock: null,
+        stock: null,
+        sold: null,
+        orders: null,
+        lock: null,
+        instances: [],
+      });
       s.close();
     });
 
@@ -164,6 +180,7 @@ describe('live dashboard: GET / and Server-Sent Events from the live aggregate',
       const k = stack.keys.product('burst');
       const [stock, orders] = await Promise.all([stack.client.get(k.stock), stack.client.xlen(k.orders)]);
       expect(last).toMatchObject({ initialStock: 500, stock: Number(stock), sold: 500 - Number(stock) });
+      expect(last.orders).toMatchObject({ written: orders, reserved: orders });
       expect(last.stock).toBe(0);
       expect(sum(last, 'CREATED')).toBe(orders);
       expect(sum(last, 'SOLD_OUT')).toBe(statuses.filter((x) => x === 409).length);
@@ -194,6 +211,34 @@ describe('live dashboard: GET / and Server-Sent Events from the live aggregate',
       const after = await eventWhere(s, (e) => sum(e, 'CREATED') === 3);
       expect(allAnswers(after)).toBe(3);
       expect(await stack.client.hget(k.live, `${after.instances[0].id}|CREATED`)).toBe('3');
+    });
+
+    it('keeps the same sale when units come back: units held fall with the stock, the orders say what became of them', async () => {
+      await startSale(stack.url, 'returns', 5);
+      const s = await watch(stack.url, 'returns');
+      const opened = await eventWhere(s, (e) => e.initialStock === 5);
+      const ids: string[] = [];
+      for (let i = 0; i < 3; i++) {
+        const res = await request(stack.url, 'POST', '/api/orders', {
+          json: { productId: 'returns', userId: `r${i}` },
+        });
+        expect(res.status).toBe(201);
+        ids.push(res.body.orderId);
+      }
+      await eventWhere(s, (e) => e.sold === 3);
+      // One cancelled (its unit back in stock), one paid, one still reserved.
+      expect((await request(stack.url, 'POST', `/api/orders/${ids[0]}/cancel`)).status).toBe(200);
+      const paid = await request(stack.url, 'POST', `/api/orders/${ids[1]}/pay`, {
+        json: { paymentId: 'pay-r1' },
+        admin: true,
+      });
+      expect(paid.status).toBe(200);
+      const after = await eventWhere(s, (e) => e.orders?.reserved === 1);
+      const k = stack.keys.product('returns');
+      expect(after).toMatchObject({ saleId: opened.saleId, initialStock: 5, stock: 3, sold: 2 });
+      expect(after.orders).toMatchObject({ written: 3, reserved: 1 });
+      expect([await stack.client.get(k.stock), await stack.client.hlen(k.states)]).toEqual(['3', 3]);
+      expect(opened.saleId).toBe(Number(await stack.client.hget(k.meta, 'saleId')));
     });
 
     it('writes no live key for a product without a sale', async () => {

@@ -5,7 +5,8 @@ import { LOCK_STRATEGY_NAMES } from '../src/config/app-config';
 import type { Row } from '../bench/report';
 import type { RunEvent } from '../bench/lab/runs';
 import { RunningLab, startLab } from '../bench/lab/server';
-import { describeWithBrowser, type Page, saveScreenshot } from './helpers/browser';
+import { describeWithBrowser, type Page, pageIcon, saveScreenshot } from './helpers/browser';
+import { FailingLabs, postRun } from './helpers/lab';
 
 const ROOT = join(__dirname, '..');
 
@@ -231,5 +232,46 @@ describeWithBrowser('the lab in Chromium', (browser) => {
       await watcher.$$eval('#lane-left .timeline li', (lis) => lis.map((li) => li.getAttribute('data-step'))),
     ).toEqual(fault.events.filter((e) => e.type === 'step').map((e) => (e as { step: string }).step));
     expect(pageErrors).toEqual([]);
+  });
+});
+
+/**
+ * The page beside runs it did not start: one a script started through the API (naming
+ * no lane), and a lab restarted on the same port under an open tab.
+ */
+describeWithBrowser('the lab in Chromium: runs from elsewhere, and a lab restarted under the page', (browser) => {
+  jest.setTimeout(60_000);
+  const labs = new FailingLabs();
+  let page: Page | undefined;
+  afterAll(async () => {
+    await page?.close();
+    await labs.close();
+  });
+
+  const rows = (p: Page) => p.$$eval('#runs tbody tr', (trs) => trs.map((tr) => tr.getAttribute('data-run')));
+
+  it("shows a run started through the API in the left lane, and after a restart on the same port the new lab's runs only, with no request failing", async () => {
+    const first = await labs.start();
+    page = await browser().newPage({ viewport: { width: 1300, height: 1000 } });
+    const failures: string[] = [];
+    page.on('pageerror', (err) => failures.push(err.message));
+    page.on('response', (res) => {
+      if (res.status() >= 400) failures.push(`${res.status()} ${res.url()}`);
+    });
+    await page.goto(first.url);
+    expect(await pageIcon(page)).toEqual({ status: 200, type: 'image/svg+xml' });
+    await postRun(first);
+    await postRun(first);
+    await page.waitForSelector('#lane-left[data-run="2"][data-state="failed"]');
+    expect(await rows(page)).toEqual(['1', '2']);
+
+    await first.close();
+    const second = await labs.start(Number(new URL(first.url).port));
+    await postRun(second);
+    // The open tab reconnects to the new lab, whose run #1 is not the one it showed.
+    await page.waitForSelector('#lane-left[data-run="1"][data-state="failed"]');
+    expect(await rows(page)).toEqual(['1']);
+    expect(await page.textContent('#lane-left .state')).toMatch(/^failed: the lab failed to run it: ENOTDIR/);
+    expect(failures).toEqual([]);
   });
 });

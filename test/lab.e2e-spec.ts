@@ -13,6 +13,7 @@ import { catalogue } from '../bench/lab/lessons';
 import { eventId, MAX_EVENTS, MAX_QUEUED, Run, RunEvent, Runs, RunState } from '../bench/lab/runs';
 import { isLoopback, LoopbackOnlyError, RunningLab, startLab } from '../bench/lab/server';
 import { runBench } from './helpers/bench';
+import { FailingLabs, postRun, SMALL_RUN } from './helpers/lab';
 
 const ROOT = join(__dirname, '..');
 
@@ -73,6 +74,35 @@ function within<T>(ms: number, what: string, promise: Promise<T>): Promise<T> {
       timer = setTimeout(() => reject(new Error(`not ${what} within ${ms} ms`)), ms);
     }),
   ]).finally(() => clearTimeout(timer));
+}
+
+/**
+ * The lab's event stream (GET /api/events with `headers`), read until the event with
+ * id `until` has come: the `session` it names first, and each event's id in order. On
+ * a connection of its own (no pooled one, which may be a closed lab's).
+ */
+function readEvents(
+  url: string,
+  headers: Record<string, string>,
+  until: number,
+): Promise<{ session: number; ids: number[] }> {
+  return new Promise((resolve, reject) => {
+    const req = httpGet(new URL('/api/events', url), { headers, agent: false }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => {
+        text += chunk;
+        if (!text.includes(`id: ${until}\n`)) return;
+        req.destroy();
+        const session = /^event: session\ndata: (.*)$/m.exec(text);
+        resolve({
+          session: (JSON.parse(session![1]) as { session: number }).session,
+          ids: [...text.matchAll(/^id: (\d+)$/gm)].map((m) => Number(m[1])),
+        });
+      });
+    });
+    req.on('error', reject);
+  });
 }
 
 describe('the lab: a run that goes wrong', () => {
@@ -217,6 +247,63 @@ describe('the lab: binding', () => {
     });
     expect({ status: run.status, stdout: run.stdout }).toEqual({ status: 2, stdout: '' });
     expect(run.stderr).toMatch(/binds loopback only .* set LAB_ALLOW_REMOTE=1/);
+  });
+});
+
+describe('the lab: runs from a script, and a lab restarted on the same port', () => {
+  jest.setTimeout(60_000);
+  const labs = new FailingLabs();
+  afterAll(() => labs.close());
+
+  const failed = (lab: RunningLab, run: Pick<Run, 'id'>) =>
+    within(10_000, `run ${run.id} failed`, reaches(lab, run, ['failed']));
+  const idsOf = (lab: RunningLab) => lab.runs.list().flatMap((r) => r.events.map((e) => eventId(e)!));
+
+  it('shows a run that names no lane in the left lane, where a Run button without a side puts it', async () => {
+    const lab = await labs.start();
+    const run = await postRun(lab);
+    expect(run.lane).toBe('left');
+    await failed(lab, run);
+    const listed = (await (await fetch(new URL('/api/runs', lab.url))).json()) as Run[];
+    expect(listed.map((r) => [r.id, r.lane])).toEqual([[run.id, 'left']]);
+    const right = await postRun(lab, { ...SMALL_RUN, lane: 'right' });
+    expect(right.lane).toBe('right');
+    await failed(lab, right);
+  });
+
+  it("numbers events on from the last lab's on the same port: a browser's Last-Event-ID from before the restart gets every new event", async () => {
+    const before = await labs.start();
+    const port = Number(new URL(before.url).port);
+    for (let i = 0; i < 2; i++) await failed(before, before.runs.submit(SMALL_RUN));
+    const old = idsOf(before);
+    await before.close();
+    const after = await labs.start(port);
+    expect(after.url).toBe(before.url);
+    await failed(after, after.runs.submit(SMALL_RUN));
+    const ids = idsOf(after);
+    expect(Math.min(...ids)).toBeGreaterThan(Math.max(...old));
+    // The EventSource of a page that followed the last lab reconnects with the last id it saw.
+    const stream = await within(
+      10_000,
+      "the new lab's events",
+      readEvents(after.url, { 'last-event-id': String(Math.max(...old)) }, ids.at(-1)!),
+    );
+    expect(stream.ids).toEqual(ids);
+    // And learns that this is another lab: its runs (#1 again) are not the ones it shows.
+    expect(stream.session).toBe(after.runs.session);
+    expect(stream.session).not.toBe(before.runs.session);
+  });
+
+  it('serves its icon, so a browser finds no 404', async () => {
+    const lab = await labs.start();
+    const html = await (await fetch(lab.url)).text();
+    expect(html).toContain('<link rel="icon" type="image/svg+xml" href="/favicon.ico">');
+    const icon = await fetch(new URL('/favicon.ico', lab.url));
+    expect({ status: icon.status, type: icon.headers.get('content-type') }).toEqual({
+      status: 200,
+      type: 'image/svg+xml',
+    });
+    expect(await icon.text()).toMatch(/^<svg /);
   });
 });
 
@@ -413,15 +500,7 @@ describe('the lab: its API', () => {
     const all = lab.runs.list().flatMap((r) => r.events.map((e) => eventId(e)!));
     const ids = [...all].sort((a, b) => a - b);
     const since = ids[Math.floor(ids.length / 2)];
-    const read = async (headers: Record<string, string>): Promise<number[]> => {
-      const stop = new AbortController();
-      const res = await fetch(new URL('/api/events', lab.url), { headers, signal: stop.signal });
-      const reader = res.body!.getReader();
-      let text = '';
-      while (!text.includes(`id: ${ids.at(-1)}\n`)) text += Buffer.from((await reader.read()).value!).toString();
-      stop.abort();
-      return [...text.matchAll(/^id: (\d+)$/gm)].map((m) => Number(m[1]));
-    };
+    const read = async (headers: Record<string, string>) => (await readEvents(lab.url, headers, ids.at(-1)!)).ids;
     expect(await read({})).toEqual(ids);
     expect(await read({ 'last-event-id': String(since) })).toEqual(ids.filter((id) => id > since));
   });

@@ -83,6 +83,7 @@ export function renderPage(groups: readonly LessonGroup[]): string {
 <head>
 <meta charset="utf-8">
 <title>seckill lab</title>
+<link rel="icon" type="image/svg+xml" href="/favicon.ico">
 <link rel="stylesheet" href="/lab.css">
 </head>
 <body>

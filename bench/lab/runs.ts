@@ -41,11 +41,19 @@ export type RunEvent =
   | { readonly type: 'result'; readonly rows?: readonly Row[]; readonly report?: string }
   | { readonly type: 'log'; readonly line: string };
 
+/** The page's two lanes, side by side. */
+export type Lane = 'left' | 'right';
+/**
+ * The lane of a run that names none (started through the API, or by a script): the
+ * one the page's own Run button falls back to, so every run shows in a lane.
+ */
+export const DEFAULT_LANE: Lane = 'left';
+
 export interface Run {
   readonly id: number;
   readonly request: RunRequest;
-  /** Where the page shows it, side by side. */
-  readonly lane?: 'left' | 'right';
+  /** Where the page shows it, side by side (DEFAULT_LANE unless the request named one). */
+  readonly lane: Lane;
   /** The CLI command it runs, as a user would type it. */
   readonly command: string;
   state: RunState;
@@ -95,7 +103,15 @@ export class Runs {
     timedOut: boolean;
   };
   private readonly listeners = new Set<(run: Run, event: RunEvent) => void>();
-  private lastEventId = 0;
+  /**
+   * This lab's first event id, from its start time in microseconds, not 1: a browser
+   * that followed a lab since restarted on the same port reconnects with the last id it
+   * saw (Last-Event-ID), and must still be sent every event of the new session. A
+   * session would have to make a thousand events per millisecond of its life for its
+   * ids to reach the next one's. It also names the session (the stream says it first).
+   */
+  readonly session = Date.now() * 1000;
+  private lastEventId = this.session;
 
   constructor(
     private readonly root: string,
@@ -119,7 +135,7 @@ export class Runs {
     return () => this.listeners.delete(fn);
   }
 
-  submit(request: RunRequest, lane?: 'left' | 'right'): Run {
+  submit(request: RunRequest, lane: Lane = DEFAULT_LANE): Run {
     if (this.line.length >= MAX_QUEUED) {
       throw new LineFullError(`${this.line.length} runs wait in line already (at most ${MAX_QUEUED}): nothing queued`);
     }
@@ -129,7 +145,7 @@ export class Runs {
     const run: Run = {
       id,
       request,
-      ...(lane && { lane }),
+      lane,
       command: `npm run ${request.kind === 'strategy' ? 'bench' : 'faults'} -- ${args.slice(1).join(' ')}`,
       state: 'queued',
       events: [],

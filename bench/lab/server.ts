@@ -27,7 +27,7 @@ import { SCENARIO_NAMES } from '../faults/run';
 import { chartJsSource } from '../html-report';
 import { catalogue } from './lessons';
 import { KNOBS, renderPage } from './page';
-import { eventId, LineFullError, Run, RunEvent, RunRequest, Runs } from './runs';
+import { eventId, Lane, LineFullError, Run, RunEvent, RunRequest, Runs } from './runs';
 
 const NotFoundError = FRAMEWORK_ERRORS[404];
 const UnsupportedMediaTypeError = FRAMEWORK_ERRORS[415];
@@ -115,6 +115,11 @@ function closeServer(server: Server): Promise<void> {
 
 /** The files the page loads: the lab's own, and Chart.js and Mermaid from node_modules, never a CDN. */
 const ASSETS: Record<string, { type: string; body: () => string | Buffer }> = {
+  // The dashboard's icon, one file for both pages: a browser asks for it, and a 404 is an error in its console.
+  '/favicon.ico': {
+    type: 'image/svg+xml',
+    body: () => readFileSync(join(ROOT, 'src', 'dashboard', 'public', 'favicon.svg')),
+  },
   '/lab.js': { type: 'text/javascript', body: () => readFileSync(join(ROOT, 'bench', 'lab', 'public', 'lab.js')) },
   '/lab.css': { type: 'text/css', body: () => readFileSync(join(ROOT, 'bench', 'lab', 'public', 'lab.css')) },
   '/vendor/chart.js': { type: 'text/javascript', body: chartJsSource },
@@ -173,12 +178,16 @@ export function summary(run: Run) {
 /**
  * Every event of the session so far, then each as it happens: `{ run, event }` per
  * message, each with its `id:`. A browser reconnecting sends the last it saw
- * (Last-Event-ID) and gets only those after it: nothing twice.
+ * (Last-Event-ID) and gets only those after it: nothing twice. Ids grow across
+ * restarts of the lab (Runs.session), so one from an earlier lab gets the whole of
+ * this one's. First comes a `session` event (no id) naming this lab: a page that
+ * followed another one learns that its runs are gone.
  */
 function streamEvents(req: IncomingMessage, res: ServerResponse, runs: Runs): void {
   const header = req.headers['last-event-id'];
-  const after = typeof header === 'string' && /^\d{1,15}$/.test(header) ? Number(header) : 0;
+  const after = typeof header === 'string' && /^\d{1,16}$/.test(header) ? Number(header) : 0;
   res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-store', connection: 'keep-alive' });
+  res.write(`event: session\ndata: ${JSON.stringify({ session: runs.session })}\n\n`);
   const write = (run: Run, event: RunEvent) =>
     res.write(`id: ${eventId(event)}\ndata: ${JSON.stringify({ run: summary(run), event })}\n\n`);
   const past = runs
@@ -261,7 +270,7 @@ type FieldErrors = { field: string; messages: string[] }[];
  * A run request, checked as the app's strict pipe checks a body: every field known and
  * in bounds, or VALIDATION_FAILED naming each field, and nothing started.
  */
-export function parseRunRequest(body: unknown): RunRequest & { lane?: 'left' | 'right' } {
+export function parseRunRequest(body: unknown): RunRequest & { lane?: Lane } {
   const errors: FieldErrors = [];
   const fail = (field: string, message: string) => errors.push({ field, messages: [message] });
   if (typeof body !== 'object' || body === null || Array.isArray(body)) {
@@ -280,7 +289,7 @@ export function parseRunRequest(body: unknown): RunRequest & { lane?: 'left' | '
     }
   }
   if (b.lane !== undefined && b.lane !== 'left' && b.lane !== 'right') fail('lane', 'lane must be one of: left, right');
-  const lane = b.lane as 'left' | 'right' | undefined;
+  const lane = b.lane as Lane | undefined;
   const int = (name: keyof typeof KNOBS): number => {
     const { min, max, value } = KNOBS[name];
     const v = b[name] ?? value;

@@ -1,4 +1,4 @@
-import { holderPid, readInstances, STALE_AFTER_MS } from './live-event';
+import { holderPid, liveOrders, readInstances, STALE_AFTER_MS } from './live-event';
 
 describe('the live hash read back (live-event.ts)', () => {
   it('groups fields by instance, answers apart from what the instance says of itself', () => {
@@ -46,6 +46,29 @@ describe('the live hash read back (live-event.ts)', () => {
     // Nobody waiting, so no heartbeat is owed: quiet, not gone.
     expect(idle).toMatchObject({ id: 'idle/2', waiting: 0, stale: false, answers: { CREATED: 2 } });
     expect(live).toMatchObject({ id: 'live/3', waiting: 5, stale: false });
+  });
+
+  it('tells the orders by state from two counts and the meta hash, paid as what is left; null for a count Redis does not keep', () => {
+    // 10 written, 3 still reserved, 2 cancelled and 1 expired, giving back 4 units: 4 paid.
+    expect(liveOrders(10, 3, ['900000', '2', '1', '4'])).toEqual({
+      written: 10,
+      reserved: 3,
+      paid: 4,
+      cancelled: 2,
+      expired: 1,
+      unitsReturned: 4,
+    });
+    // A sale whose Redis does not count returns: what is known, and nothing made up.
+    expect(liveOrders(10, 3, ['900000', null, null, null])).toEqual({
+      written: 10,
+      reserved: 3,
+      paid: null,
+      cancelled: null,
+      expired: null,
+      unitsReturned: null,
+    });
+    // A sale without a payment deadline has no reservations in the sorted set to count.
+    expect(liveOrders(10, 0, [null, '0', '0', '0'])).toMatchObject({ written: 10, reserved: null, paid: null });
   });
 
   it('reads the pid in a `<pid>:<token>` lock value, and none in a bare token or timestamp', () => {

@@ -9,13 +9,23 @@ export interface LiveEvent {
   readonly strategy: string;
   /** false with TELEMETRY=0: no instance publishes its answers, so `instances` stays empty. */
   readonly telemetry: boolean;
+  /**
+   * The sale's id (the meta hash's `saleId`, one more at each restart), so that a reader
+   * tells a restarted sale from one whose units came back; null without a sale.
+   */
+  readonly saleId: number | null;
   /** null when the product has no sale. */
   readonly initialStock: number | null;
   readonly perUserLimit: number | null;
   /** Units left, from Redis; below 0 when an unsafe strategy oversold. */
   readonly stock: number | null;
-  /** initialStock - stock: what the sale sold, as Redis says. */
+  /**
+   * initialStock - stock: the units held by orders (reserved or paid), as Redis says. A
+   * cancel or an expiry gives its units back to stock, so this goes down with it.
+   */
   readonly sold: number | null;
+  /** The sale's orders and what became of them, as Redis holds them; null without a sale. */
+  readonly orders: LiveOrders | null;
   /** The product's lock as its key in the sale's Redis says, or null when that key is free (or elsewhere: see lockNote). */
   readonly lock: { readonly holderPid: number | null; readonly ttlMs: number } | null;
   /** Why `lock` shows less than a pid, when it does: a lock-free strategy, Redlock's own nodes, an owner id without a pid. */
@@ -35,6 +45,44 @@ export interface LiveEvent {
 }
 
 /**
+ * A sale's orders by state, read from Redis in bounded steps (a hash's length, a sorted
+ * set's size, a few fields of the meta hash), never by reading the orders themselves.
+ */
+export interface LiveOrders {
+  /** Orders the sale wrote, whatever became of them since: the order states hash's length. */
+  readonly written: number;
+  /**
+   * Those still reserved (neither paid, cancelled nor expired yet): the deadlines sorted
+   * set's size, where each reservation waits for its payment until it leaves that state.
+   * null for a sale without a payment deadline (started before reservations).
+   */
+  readonly reserved: number | null;
+  /** written - reserved - cancelled - expired; null where any of those is. */
+  readonly paid: number | null;
+  /**
+   * Orders cancelled, orders expired, and the units both gave back to stock: counted by
+   * the script that returns the units, in the meta hash (ordersCancelled, ordersExpired,
+   * unitsReturned), from the sale's start; null for a sale whose Redis keeps no count.
+   */
+  readonly cancelled: number | null;
+  readonly expired: number | null;
+  readonly unitsReturned: number | null;
+}
+
+/** The meta hash's fields a LiveOrders is read from, in the order liveOrders() takes them. */
+export const LIVE_ORDERS_META = ['paymentTimeoutMs', 'ordersCancelled', 'ordersExpired', 'unitsReturned'] as const;
+
+/** A sale's LiveOrders from its states hash's length, its deadlines' size and LIVE_ORDERS_META's values. */
+export function liveOrders(written: number, deadlines: number, meta: readonly (string | null)[]): LiveOrders {
+  const [timeout, ...counted] = meta;
+  const reserved = timeout === null ? null : deadlines;
+  const [cancelled, expired, unitsReturned] = counted.map((v) => (v === null ? null : Number(v)));
+  const paid =
+    reserved === null || cancelled === null || expired === null ? null : written - reserved - cancelled - expired;
+  return { written, reserved, paid, cancelled, expired, unitsReturned };
+}
+
+/**
  * How long an instance with buyers waiting may go unseen before its waiting buyers
  * stop counting: it publishes every 250 ms while any wait (its heartbeat), so 2 s is
  * eight missed ticks. Long enough that a busy event loop, a slow Redis round trip or
@@ -49,7 +97,11 @@ export interface LiveInstance {
   /** `<hostname>/<pid>`. */
   readonly id: string;
   readonly pid: number;
-  /** Answers in this sale by code: CREATED for a 201, else the error code. */
+  /**
+   * Answers in this sale by code: CREATED for a 201 that wrote an order, REPLAYED for a
+   * 201 that answered again an order written before (the same key or pass), else the
+   * error code.
+   */
   readonly answers: Readonly<Record<string, number>>;
   /**
    * Buyers that had arrived in that instance and were not answered, at its last

@@ -9,7 +9,7 @@ import { execAll } from '../redis/exec-all';
 import { KeyLayout } from '../redis/key-layout';
 import { REDIS_CLIENT } from '../redis/redis.constants';
 import { SettlementLag } from '../settlement/settlement-lag';
-import { holderPid, LiveEvent, readInstances } from './live-event';
+import { holderPid, LIVE_ORDERS_META, LiveEvent, liveOrders, readInstances } from './live-event';
 
 /** How often a watched product is read: the events' rate, whatever the sale's. */
 export const POLL_INTERVAL_MS = 250;
@@ -75,7 +75,7 @@ interface Watch {
 /**
  * The streams of GET /api/live/:productId. Per product and instance one poll, four
  * times a second while anyone watches (once a second while the product has no sale)
- * and stopped when nobody does, reads the sale,
+ * and stopped when nobody does, reads the sale, its orders' counts,
  * the lock and the live hash in one MULTI and sends the same event to every watcher.
  * So the dashboard's reads do not grow with the buyers, and barely with the watchers.
  */
@@ -196,23 +196,23 @@ export class LiveFeed implements BeforeApplicationShutdown {
   async read(productId: string): Promise<LiveEvent> {
     const k = this.keys.product(productId);
     const view = LOCK_VIEWS[this.config.lockStrategy];
+    // The orders by state cost two counts (HLEN, ZCARD) and a few meta fields, in the
+    // same MULTI, so they agree with the stock: never a read of every order.
     const batch = this.redis
       .multi()
-      .hmget(k.meta, 'initialStock', 'perUserLimit', 'startsAt', 'endsAt')
+      .hmget(k.meta, 'initialStock', 'perUserLimit', 'startsAt', 'endsAt', 'saleId', ...LIVE_ORDERS_META)
       .get(k.stock)
       .hgetall(k.live)
-      .time();
+      .time()
+      .hlen(k.states)
+      .zcard(k.deadlines);
     if (view.read === 'string') batch.get(k.lock);
     if (view.read !== null) batch.pttl(k.lock);
     const replies = await execAll(batch);
     const at = Date.now();
-    const [[initial, limit, startsAt, endsAt], stockValue, live, time] = replies as [
-      (string | null)[],
-      string | null,
-      Record<string, string>,
-      [string, string],
-    ];
-    const lockValue = view.read === 'string' ? (replies[4] as string | null) : null;
+    const [[initial, limit, startsAt, endsAt, saleId, ...counts], stockValue, live, time, written, reserved] =
+      replies as [(string | null)[], string | null, Record<string, string>, [string, string], number, number];
+    const lockValue = view.read === 'string' ? (replies[6] as string | null) : null;
     const ttl = view.read === null ? -2 : (replies[replies.length - 1] as number);
     const known = initial !== null && stockValue !== null;
     const initialStock = known ? Number(initial) : null;
@@ -223,10 +223,12 @@ export class LiveFeed implements BeforeApplicationShutdown {
       productId,
       strategy: this.config.lockStrategy,
       telemetry: this.config.telemetry,
+      saleId: known && saleId !== null ? Number(saleId) : null,
       initialStock,
       perUserLimit: known && limit !== null ? Number(limit) : null,
       stock,
       sold: known ? initialStock! - stock! : null,
+      orders: known ? liveOrders(written, reserved, counts) : null,
       // PTTL: -2 no key (free), -1 a key without a TTL (setnx-no-ttl's failure).
       lock: ttl === -2 ? null : { holderPid: holderPid(lockValue), ttlMs: ttl },
       lockNote: view.note,

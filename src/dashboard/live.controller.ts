@@ -51,7 +51,7 @@ export class LiveController {
   @ApiResponse({
     status: 200,
     description:
-      "each event's `data` is a JSON `{at, productId, strategy, telemetry, initialStock, perUserLimit, stock, sold, lock, lockNote, instances, window, settlement?}` (`window: {startsAt, endsAt, redisNow}`, ms on Redis's clock, null without a sale; `settlement: {unsettled, oldestMs}` with DATABASE_URL); the stream ends when the app starts closing, and after 10 minutes (1 minute for a product without a sale)",
+      "each event's `data` is a JSON `{at, productId, strategy, telemetry, saleId, initialStock, perUserLimit, stock, sold, orders, lock, lockNote, instances, window, settlement?}` (`sold`: units held, initial stock minus stock; `orders: {written, reserved, paid, cancelled, expired, unitsReturned}`, null without a sale, a count Redis does not keep null; `window: {startsAt, endsAt, redisNow}`, ms on Redis's clock, null without a sale; `settlement: {unsettled, oldestMs}` with DATABASE_URL); the stream ends when the app starts closing, and after 10 minutes (1 minute for a product without a sale)",
     schema: { type: 'string' },
   })
   watch(

@@ -64,7 +64,7 @@ const BATCH_SIZE_BUCKETS = [1, 2, 4, 8, 16, 32, 64, 128, 256];
 export class Metrics implements PurchaseListener, OnApplicationShutdown {
   readonly registry = new Registry();
   readonly enabled: boolean;
-  /** Answers by code: `CREATED` or an error code from src/errors/errors.ts (a closed table). */
+  /** Answers by code: `CREATED`, `REPLAYED` or an error code from src/errors/errors.ts (a closed table). */
   private readonly answers = new Map<string, number>();
   /** Refusals at the door (src/door), by code: a closed set (RATE_LIMITED, BUYER_TOKEN_*, USER_MISMATCH, ...). */
   private readonly doorRefusals = new Map<string, number>();
@@ -90,7 +90,7 @@ export class Metrics implements PurchaseListener, OnApplicationShutdown {
     const answers = this.answers;
     new Counter({
       name: 'seckill_purchases_total',
-      help: 'Purchases answered, by answer: code="CREATED" for a 201, else the error code (SOLD_OUT, LOCK_TIMEOUT, ...).',
+      help: 'Purchases answered, by answer: code="CREATED" for a 201 that wrote an order, "REPLAYED" for a 201 that answered again an order written before (the same Idempotency-Key or Admission-Pass), else the error code (SOLD_OUT, LOCK_TIMEOUT, ...).',
       labelNames: ['code'],
       registers,
       collect() {

@@ -1,9 +1,11 @@
 import { Injectable } from '@nestjs/common';
 
 /**
- * One purchase's life as the telemetry sees it. `code` is `CREATED` for a 201 and the
- * error code otherwise (SOLD_OUT, LOCK_TIMEOUT, ...), as the bench counts answers.
- * A listener never sees a user id: labels and aggregates are per product and code.
+ * One purchase's life as the telemetry sees it. `code` is `CREATED` for a 201 that
+ * wrote an order, `REPLAYED` for a 201 that answered again with an order written
+ * before (a retry with its Idempotency-Key or Admission-Pass), and the error code
+ * otherwise (SOLD_OUT, LOCK_TIMEOUT, ...). A listener never sees a user id: labels and
+ * aggregates are per product and code.
  */
 export interface PurchaseListener {
   /** A buyer's request reached the purchase route (it waits in this instance from now). */
@@ -46,5 +48,14 @@ export class PurchaseTelemetry {
   }
 }
 
-/** The code `answered` gets for a 201 (every other answer's code is its error code). */
+/** The code `answered` gets for a 201 that wrote an order (every refusal's is its error code). */
 export const CREATED = 'CREATED';
+
+/**
+ * The code `answered` gets for a 201 that wrote nothing: the replay of an order a
+ * request with the same key (or pass) wrote before (`Idempotent-Replayed: true`). A
+ * code of its own, not a label beside CREATED: a query of `code="CREATED"` would match
+ * a series with one more label too, and CREATED would count an order once per retry.
+ * Every answer is still counted once, so the sum over codes is the purchases answered.
+ */
+export const REPLAYED = 'REPLAYED';

@@ -84,6 +84,20 @@ export async function saveScreenshot(page: Page, name: string): Promise<string> 
   return file;
 }
 
+/**
+ * The icon the page names (`<link rel="icon">`), fetched from the page: its status and
+ * type, or null when it names none. Headless Chromium asks for no icon by itself; a
+ * browser does, and a 404 is an error in its console.
+ */
+export function pageIcon(page: Page): Promise<{ status: number; type: string | null } | null> {
+  return page.evaluate(async () => {
+    const link = (globalThis as any).document.querySelector('link[rel~="icon"]');
+    if (!link) return null;
+    const res = await fetch(link.href);
+    return { status: res.status, type: res.headers.get('content-type') };
+  });
+}
+
 function howToGetChromium(): string {
   const chosen = process.env[CHROMIUM_ENV];
   return chosen

@@ -325,7 +325,7 @@
           );
         var again = el('button', { class: 'rerun' }, 'run again');
         again.onclick = function () {
-          submit(run.summary.request, run.summary.lane || 'left');
+          submit(run.summary.request, run.summary.lane);
         };
         links.append(again);
         tr.append(
@@ -344,7 +344,7 @@
     var run = runs[s.id];
     if (!run) {
       run = runs[s.id] = { summary: s, live: [], codes: {}, steps: [], outcomes: [], logs: [], result: null };
-      if (s.lane) lanes[s.lane] = s.id;
+      lanes[s.lane] = s.id;
     }
     run.summary = s;
     var e = msg.event;
@@ -367,7 +367,7 @@
     if (e.type === 'log') run.logs.push(e.line);
     if (e.type === 'result') run.result = e;
     if (e.type === 'log') return;
-    if (s.lane && lanes[s.lane] === s.id) {
+    if (lanes[s.lane] === s.id) {
       renderLane(s.lane);
       redraw();
     }
@@ -379,13 +379,22 @@
   // and asks /api/runs now and then instead, to learn of a run started elsewhere.
   // Each event has its id: a reconnecting EventSource sends the last one it saw
   // (Last-Event-ID) and the lab sends only those after it; one seen already is skipped.
+  // The stream starts by naming the lab's session: one that differs from the session
+  // this page followed is a lab restarted on the same port, whose runs are not the
+  // ones shown (its run #1 is another run), so the page starts again from that lab.
   var source = null;
+  var session = null;
   var lastId = 0;
   var polling = null;
   function listen() {
     if (source) return;
     if (polling) clearInterval(polling);
     source = new EventSource('/api/events');
+    source.addEventListener('session', function (m) {
+      var now = JSON.parse(m.data).session;
+      if (session !== null && now !== session) location.reload();
+      session = now;
+    });
     source.onmessage = function (m) {
       var id = Number(m.lastEventId);
       if (id && id <= lastId) return;

@@ -1,7 +1,7 @@
 // The live sale page: plain browser JavaScript, no build step. Chart.js is served by
 // the app from node_modules (/assets/chart.umd.min.js). Every rate is computed here by
-// differencing successive events: sold from Redis's stock, answers from the instances'
-// counts summed.
+// differencing successive events: orders from Redis's count of them, answers from the
+// instances' counts summed.
 (function () {
   'use strict';
 
@@ -13,6 +13,7 @@
   const RECONNECT_MS = 3000;
   const CODE_COLORS = {
     CREATED: '#1f8a4c',
+    REPLAYED: '#7bc89a',
     SOLD_OUT: '#6b7385',
     INSUFFICIENT_STOCK: '#9aa3b5',
     LIMIT_REACHED: '#b7791f',
@@ -32,7 +33,7 @@
   let source = null;
   let reconnect = null;
   let updates = 0;
-  /** Successive events' sold and answer totals, for the rates. */
+  /** Successive events' orders written and answer totals, for the rates. */
   let samples = [];
   /** The `at` of the first event of this sale, the charts' zero. */
   let t0 = null;
@@ -60,16 +61,16 @@
 
   const stockChart = lineChart($('chart-stock'), [
     { label: 'stock left', data: [], borderColor: '#3182ce', backgroundColor: '#3182ce' },
-    { label: 'units sold', data: [], borderColor: '#1f8a4c', backgroundColor: '#1f8a4c' },
+    { label: 'units held', data: [], borderColor: '#1f8a4c', backgroundColor: '#1f8a4c' },
     { label: 'initial stock', data: [], borderColor: '#9aa3b5', backgroundColor: '#9aa3b5', borderDash: [6, 4] },
   ]);
   // Oversold stock (an unsafe strategy) goes below 0: the axis follows it there.
   stockChart.options.scales.y.beginAtZero = false;
   stockChart.options.scales.y.suggestedMin = 0;
-  const salesChart = lineChart(
-    $('chart-sales'),
-    [{ label: 'sales / s', data: [], borderColor: '#1f8a4c', backgroundColor: '#1f8a4c' }],
-    'units / s',
+  const ordersChart = lineChart(
+    $('chart-orders'),
+    [{ label: 'orders / s', data: [], borderColor: '#1f8a4c', backgroundColor: '#1f8a4c' }],
+    'orders / s',
   );
   const answersChart = lineChart($('chart-answers'), [], 'answers / s');
 
@@ -90,7 +91,7 @@
     samples = [];
     t0 = null;
     last = null;
-    for (const chart of [stockChart, salesChart, answersChart]) {
+    for (const chart of [stockChart, ordersChart, answersChart]) {
       for (const ds of chart.data.datasets) ds.data = [];
       chart.update('none');
     }
@@ -107,11 +108,13 @@
     return totals;
   }
 
-  /** A new sale of the same product: its counts went back. */
-  function restarted(event, totals) {
+  /**
+   * A new sale of the same product: another sale id (or stock). Not units held going
+   * down: a cancel or an expiry gives units back within the same sale.
+   */
+  function restarted(event) {
     if (!last) return false;
-    if (event.initialStock !== last.event.initialStock || (event.sold ?? 0) < (last.event.sold ?? 0)) return true;
-    return Object.entries(last.totals).some(([code, n]) => (totals[code] || 0) < n);
+    return event.saleId !== last.event.saleId || event.initialStock !== last.event.initialStock;
   }
 
   /** The sample to difference against: the newest one at least RATE_WINDOW_MS old, else the oldest. */
@@ -136,30 +139,31 @@
     document.body.dataset.updates = String(updates);
     setConnection('live');
     const totals = totalsOf(event);
-    if (restarted(event, totals)) clearSale();
+    if (restarted(event)) clearSale();
     if (t0 === null) t0 = event.at;
     const x = (event.at - t0) / 1000;
     const from = x - HISTORY_MS / 1000;
 
     const ref = reference(event.at);
     const seconds = ref ? (event.at - ref.at) / 1000 : 0;
-    const salesPerSec = ref && event.sold !== null && ref.sold !== null ? (event.sold - ref.sold) / seconds : null;
+    const written = event.orders ? event.orders.written : null;
+    const ordersPerSec = ref && written !== null && ref.written !== null ? (written - ref.written) / seconds : null;
     const rates = {};
     if (ref) for (const code of Object.keys(totals)) rates[code] = (totals[code] - (ref.totals[code] || 0)) / seconds;
-    samples.push({ at: event.at, sold: event.sold, totals });
+    samples.push({ at: event.at, written, totals });
     while (samples.length > 0 && event.at - samples[0].at > HISTORY_MS) samples.shift();
 
-    showNumbers(event, salesPerSec);
+    showNumbers(event, ordersPerSec);
     showAnswers(totals, rates);
     showInstances(event, totals);
 
     if (event.initialStock !== null) {
-      const [stockLeft, sold, initial] = stockChart.data.datasets;
+      const [stockLeft, held, initial] = stockChart.data.datasets;
       pushPoint(stockLeft, x, event.stock, from);
-      pushPoint(sold, x, event.sold, from);
+      pushPoint(held, x, event.sold, from);
       pushPoint(initial, x, event.initialStock, from);
     }
-    if (salesPerSec !== null) pushPoint(salesChart.data.datasets[0], x, Math.round(salesPerSec), from);
+    if (ordersPerSec !== null) pushPoint(ordersChart.data.datasets[0], x, Math.round(ordersPerSec), from);
     if (ref) {
       for (const [code, rate] of Object.entries(rates)) {
         let ds = answersChart.data.datasets.find((d) => d.label === code);
@@ -170,14 +174,20 @@
         pushPoint(ds, x, Math.round(rate), from);
       }
     }
-    for (const chart of [stockChart, salesChart, answersChart]) chart.update('none');
+    for (const chart of [stockChart, ordersChart, answersChart]) chart.update('none');
     last = { event, totals };
   }
 
-  function showNumbers(event, salesPerSec) {
+  function showNumbers(event, ordersPerSec) {
     $('initial-stock').textContent = fmt(event.initialStock);
     $('stock-left').textContent = fmt(event.stock);
-    $('units-sold').textContent = fmt(event.sold);
+    $('units-held').textContent = fmt(event.sold);
+    // The orders by state, from Redis ('-' for a count the sale's Redis does not keep).
+    const orders = event.orders || {};
+    $('orders-written').textContent = fmt(orders.written);
+    for (const state of ['reserved', 'paid', 'cancelled', 'expired'])
+      $(`orders-${state}`).textContent = fmt(orders[state]);
+    $('units-returned').textContent = fmt(orders.unitsReturned);
     // Settlement into PostgreSQL (with DATABASE_URL): how far behind the order stream it is.
     $('settlement-stat').hidden = !event.settlement;
     if (event.settlement) {
@@ -185,7 +195,7 @@
       $('unsettled-note').textContent =
         event.settlement.unsettled > 0 ? `oldest ${(event.settlement.oldestMs / 1000).toFixed(1)} s` : 'all settled';
     }
-    $('sales-per-sec').textContent = salesPerSec === null ? '-' : fmt(Math.round(salesPerSec));
+    $('orders-per-sec').textContent = ordersPerSec === null ? '-' : fmt(Math.round(ordersPerSec));
     $('lock-holder').textContent = event.lock ? fmt(event.lock.holderPid) : '-';
     const lockText = [];
     if (event.lock) lockText.push(event.lock.ttlMs >= 0 ? `held, ${fmt(event.lock.ttlMs)} ms left` : 'held, no TTL!');
@@ -234,19 +244,23 @@
     return `${Math.floor(s / 3600)} h ${pad((s % 3600) / 60)} min`;
   }
 
-  /** One row per code, CREATED first, then by count. */
+  /** What the answers table calls a code: the two 201s say which they are. */
+  const CODE_NAMES = { CREATED: 'CREATED (201, an order)', REPLAYED: 'REPLAYED (201, an order again)' };
+  /** The 201s first (CREATED, then REPLAYED), then by count. */
+  const RANK = { CREATED: 0, REPLAYED: 1 };
+
+  /** One row per code, the 201s first, then by count. */
   function showAnswers(totals, rates) {
     const body = $('answers').tBodies[0];
-    const codes = Object.keys(totals).sort((a, b) =>
-      a === 'CREATED' ? -1 : b === 'CREATED' ? 1 : totals[b] - totals[a] || (a < b ? -1 : 1),
-    );
+    const rank = (code) => (code in RANK ? RANK[code] : 2);
+    const codes = Object.keys(totals).sort((a, b) => rank(a) - rank(b) || totals[b] - totals[a] || (a < b ? -1 : 1));
     const rows = codes.map((code) => {
       let row = body.querySelector(`tr[data-code="${code}"]`);
       if (!row) {
         row = document.createElement('tr');
         row.dataset.code = code;
         row.innerHTML = '<td class="code"></td><td class="count num"></td><td class="rate num"></td>';
-        row.querySelector('.code').textContent = code === 'CREATED' ? 'CREATED (201)' : code;
+        row.querySelector('.code').textContent = CODE_NAMES[code] || code;
         row.querySelector('.code').style.color = colorOf(code);
       }
       row.querySelector('.count').textContent = fmt(totals[code]);
