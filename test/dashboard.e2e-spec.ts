@@ -241,6 +241,25 @@ describe('live dashboard: GET / and Server-Sent Events from the live aggregate',
       expect(opened.saleId).toBe(Number(await stack.client.hget(k.meta, 'saleId')));
     });
 
+    it('shows a replay (the same Idempotency-Key again) apart from the orders: REPLAYED, not CREATED', async () => {
+      await startSale(stack.url, 'replays', 5);
+      const s = await watch(stack.url, 'replays');
+      const buy = () =>
+        request(stack.url, 'POST', '/api/orders', {
+          json: { productId: 'replays', userId: 'once' },
+          headers: { 'idempotency-key': 'once-1' },
+        });
+      const answers = [await buy(), await buy(), await buy()];
+      expect(answers.map((a) => [a.status, a.headers.get('idempotent-replayed')])).toEqual([
+        [201, null],
+        [201, 'true'],
+        [201, 'true'],
+      ]);
+      const e = await eventWhere(s, (x) => allAnswers(x) === 3);
+      expect([sum(e, 'CREATED'), sum(e, 'REPLAYED')]).toEqual([1, 2]);
+      expect(e.orders).toMatchObject({ written: 1 });
+    });
+
     it('writes no live key for a product without a sale', async () => {
       const res = await request(stack.url, 'POST', '/api/orders', { json: { productId: 'ghost', userId: 'u1' } });
       expect(res.body.code).toBe('UNKNOWN_PRODUCT');

@@ -178,6 +178,38 @@ describe('GET /metrics (Prometheus, prom-client)', () => {
     });
   });
 
+  it('counts a replay (the same Idempotency-Key again) apart, REPLAYED: CREATED counts the orders written', async () => {
+    const prefix = uniquePrefix('replays');
+    const t = await startTestApp({ REDIS_URL: redis.url, KEY_PREFIX: prefix });
+    try {
+      await startSale(t.url, 'replayed', 10);
+      const buy = (userId: string, key?: string) =>
+        request(t.url, 'POST', '/api/orders', {
+          json: { productId: 'replayed', userId },
+          headers: key ? { 'idempotency-key': key } : {},
+        });
+      const first = await buy('ann', 'ann-1');
+      expect(first.status).toBe(201);
+      for (let i = 0; i < 3; i++) {
+        const again = await buy('ann', 'ann-1');
+        expect([again.status, again.headers.get('idempotent-replayed'), again.body.orderId]).toEqual([
+          201,
+          'true',
+          first.body.orderId,
+        ]);
+      }
+      expect((await buy('bob')).status).toBe(201);
+      const { samples } = parseScrape((await scrape(t.url)).text);
+      const counted = Object.fromEntries(
+        samples.filter((s) => s.name === 'seckill_purchases_total').map((s) => [s.labels.code, s.value]),
+      );
+      expect(counted).toEqual({ CREATED: 2, REPLAYED: 3 });
+      expect(await client.hlen(new KeyLayout(prefix).product('replayed').states)).toBe(2);
+    } finally {
+      await t.close();
+    }
+  });
+
   it('counts a lost lock (read from the lock at scrape time) and logs it once', async () => {
     const prefix = uniquePrefix('lost');
     const t = await startTestApp({ REDIS_URL: redis.url, KEY_PREFIX: prefix, LOCK_STRATEGY: 'fenced' });

@@ -4,7 +4,7 @@ import { DoorRefusals } from '../door/door-refusals';
 import { passShaped, WaitingRoom } from '../door/waiting-room';
 import { ErrorBody, errorBody, toAppError } from '../errors/error.filter';
 import { AdmissionInvalidError, IdempotencyKeyMismatchError, StrategyMismatchError } from '../errors/errors';
-import { CREATED, PurchaseTelemetry } from '../telemetry/purchase-telemetry';
+import { CREATED, PurchaseTelemetry, REPLAYED } from '../telemetry/purchase-telemetry';
 import { buyerScopedKey, Idempotency, parseIdempotencyKey } from './idempotency';
 import type { Order, OrderLine } from './order';
 import { PurchasePath } from './purchases/purchase-path';
@@ -57,6 +57,8 @@ export class Checkout {
           : buyerScopedKey(parseIdempotencyKey(rawKey), reply.request.buyer);
     this.telemetry.arrived(line.productId);
     let order: Order;
+    // A 201 that answers again an order written before: counted apart (REPLAYED), so CREATED counts orders.
+    let replayed = false;
     try {
       // REDIS_WAIT_REPLICAS: a purchase is refused before anything is written when the
       // master lacks the replicas; with a key, only once the key's lookup found no order.
@@ -82,6 +84,7 @@ export class Checkout {
         // removal may have been lost with its answer (OUTCOME_UNKNOWN) or its process.
         if (pass !== undefined) void this.room.used(line.productId, pass);
         order = keyed.order;
+        replayed = keyed.replayed;
         if (this.replicas.enabled && keyed.acknowledgedBy < this.replicas.required) {
           // A replay of an order no replica is known to have (its first answer may have
           // been OUTCOME_UNKNOWN): confirmed now, or OUTCOME_UNKNOWN again.
@@ -107,7 +110,7 @@ export class Checkout {
       }
       throw err;
     }
-    this.telemetry.answered(line.productId, CREATED);
+    this.telemetry.answered(line.productId, replayed ? REPLAYED : CREATED);
     return order;
   }
 }
