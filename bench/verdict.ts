@@ -23,7 +23,7 @@ export interface SaleSnapshot {
    * order states hash says; empty in a sale nobody paid or cancelled in.
    */
   readonly returned?: ReadonlySet<string>;
-  /** The stream's `cancelled` and `expired` entries (order-outcome-5.lua): each return, as many times as written, with its time. */
+  /** The stream's `cancelled` and `expired` entries (order-outcome-6.lua): each return, as many times as written, with its time. */
   readonly returns?: readonly OrderEntry[];
   /** Orders per status letter of the states hash (R reserved, P paid, C cancelled, E expired). */
   readonly statuses?: Readonly<Record<string, number>>;

@@ -5,6 +5,7 @@ import { Redis } from 'ioredis';
 import { startApp, RunningApp, stopAll } from '../harness/processes';
 import { APP_MAIN } from '../harness/paths';
 import type { LiveEvent } from '../src/dashboard/live-event';
+import { LiveFeed } from '../src/dashboard/live-feed';
 import { KeyLayout } from '../src/redis/key-layout';
 import { ADMIN_TOKEN, request, startSale, startTestApp, TestApp } from './helpers/app';
 import { closeClient, startTestRedis, TestRedis, uniquePrefix } from './helpers/redis';
@@ -47,6 +48,26 @@ function openStream(url: string, productId: string, from?: string): Promise<Stre
     });
     req.on('error', reject);
   });
+}
+
+/**
+ * Reads the product's live event in the app's own process (LiveFeed.read, what each
+ * stream event is) until it satisfies `test`, or fails with the last one read: no
+ * stream, so no per-client stream bound to mind.
+ */
+async function readWhere(
+  app: TestApp,
+  productId: string,
+  test: (e: LiveEvent) => boolean,
+  withinMs = 5_000,
+): Promise<LiveEvent> {
+  const deadline = Date.now() + withinMs;
+  for (;;) {
+    const e = await app.app.get(LiveFeed).read(productId);
+    if (test(e)) return e;
+    if (Date.now() > deadline) throw new Error(`no such event within ${withinMs} ms; last: ${JSON.stringify(e)}`);
+    await sleep(50);
+  }
 }
 
 /** Waits for an event that satisfies `test` (checking new events only), or fails with the last one seen. */
@@ -236,14 +257,13 @@ describe('live dashboard: GET / and Server-Sent Events from the live aggregate',
       const after = await eventWhere(s, (e) => e.orders?.reserved === 1);
       const k = stack.keys.product('returns');
       expect(after).toMatchObject({ saleId: opened.saleId, initialStock: 5, stock: 3, sold: 2 });
-      expect(after.orders).toMatchObject({ written: 3, reserved: 1 });
+      expect(after.orders).toEqual({ written: 3, reserved: 1, paid: 1, cancelled: 1, expired: 0, unitsReturned: 1 });
       expect([await stack.client.get(k.stock), await stack.client.hlen(k.states)]).toEqual(['3', 3]);
       expect(opened.saleId).toBe(Number(await stack.client.hget(k.meta, 'saleId')));
     });
 
     it('shows a replay (the same Idempotency-Key again) apart from the orders: REPLAYED, not CREATED', async () => {
       await startSale(stack.url, 'replays', 5);
-      const s = await watch(stack.url, 'replays');
       const buy = () =>
         request(stack.url, 'POST', '/api/orders', {
           json: { productId: 'replays', userId: 'once' },
@@ -255,9 +275,25 @@ describe('live dashboard: GET / and Server-Sent Events from the live aggregate',
         [201, 'true'],
         [201, 'true'],
       ]);
-      const e = await eventWhere(s, (x) => allAnswers(x) === 3);
+      const e = await readWhere(stack.app, 'replays', (x) => allAnswers(x) === 3);
       expect([sum(e, 'CREATED'), sum(e, 'REPLAYED')]).toEqual([1, 2]);
       expect(e.orders).toMatchObject({ written: 1 });
+    });
+
+    it('counts a reservation expired at its deadline, its units back in stock', async () => {
+      const put = await request(stack.url, 'PUT', '/api/products/expires', {
+        json: { stock: 4, paymentTimeoutMs: 1_000 },
+        admin: true,
+      });
+      expect(put.status).toBe(200);
+      const bought = await request(stack.url, 'POST', '/api/orders', {
+        json: { productId: 'expires', userId: 'late', quantity: 1 },
+      });
+      expect(bought.status).toBe(201);
+      // The sweeper expires it once Redis's clock passes its deadline: a state to wait for.
+      const e = await readWhere(stack.app, 'expires', (x) => x.orders?.expired === 1, 10_000);
+      expect(e).toMatchObject({ stock: 4, sold: 0 });
+      expect(e.orders).toEqual({ written: 1, reserved: 0, paid: 0, cancelled: 0, expired: 1, unitsReturned: 1 });
     });
 
     it('writes no live key for a product without a sale', async () => {

@@ -8,7 +8,7 @@ import {
 } from '../errors/errors';
 import type { RedisClient } from '../redis/create-client';
 import { KeyLayout, type ProductKeys } from '../redis/key-layout';
-import { orderOutcome } from '../redis/lua-scripts';
+import { orderOutcome, orderOutcomeKeys } from '../redis/lua-scripts';
 import { REDIS_CLIENT } from '../redis/redis.constants';
 import { isOutcomeUnknown } from '../redis/redis-errors';
 import { productOfOrder } from './order';
@@ -33,7 +33,7 @@ export interface OrderState {
 
 /**
  * What becomes of a reservation (a 201): paid, cancelled by the buyer, or expired at
- * its payment deadline, each decided by order-outcome-5.lua in one atomic step with
+ * its payment deadline, each decided by order-outcome-6.lua in one atomic step with
  * the return of its units to stock, so exactly one of them wins and a unit comes back
  * at most once. Nothing here keeps state: any instance answers for any order.
  */
@@ -81,13 +81,7 @@ export class OrderOutcomes {
    * nothing): true if this call expired it. For the sweeper.
    */
   async expire(k: ProductKeys, orderId: string): Promise<boolean> {
-    const reply = await orderOutcome.run(
-      this.redis,
-      [k.states, k.deadlines, k.stock, k.buyers, k.orders],
-      orderId,
-      'expire',
-      '',
-    );
+    const reply = await orderOutcome.run(this.redis, orderOutcomeKeys(k), orderId, 'expire', '');
     return reply[0] === 'E' && reply[5] === 1;
   }
 
@@ -110,13 +104,7 @@ export class OrderOutcomes {
     const k = this.keys.product(productId);
     let reply;
     try {
-      reply = await orderOutcome.run(
-        this.redis,
-        [k.states, k.deadlines, k.stock, k.buyers, k.orders],
-        orderId,
-        action,
-        paymentId,
-      );
+      reply = await orderOutcome.run(this.redis, orderOutcomeKeys(k), orderId, action, paymentId);
     } catch (err) {
       // A pay or cancel sent without a reply may have been applied: the same call again
       // (both are idempotent) tells.

@@ -184,7 +184,7 @@ export interface AcceptedOrder {
  * null for an order whose Idempotency-Key claim was no longer its request's (not
  * written: another request decides that key), or PASS_EXPIRED for one whose
  * Admission-Pass lapsed before the write (not written). Each order is written as a reservation
- * (its state and its payment deadline, order-outcome-5.lua) in the same step. Under a
+ * (its state and its payment deadline, order-outcome-6.lua) in the same step. Under a
  * plain hold: keyed-write-7.lua, which checks each keyed order's claim as it writes.
  * Under a fenced hold (`fence` given): fenced-write-8.lua, which applies them only if
  * no later lock was issued, else throws StaleLockError with nothing written, and checks

@@ -22,7 +22,7 @@ export interface ProductKeys {
   readonly replicated: string;
   /** Hash: the dashboard's answers per app instance and code in this sale (live-publish-2.lua); a sale restart deletes it. */
   readonly live: string;
-  /** Hash: orderId -> its state (reserved, paid, cancelled, expired), userId and quantity (order-outcome-5.lua). */
+  /** Hash: orderId -> its state (reserved, paid, cancelled, expired), userId and quantity (order-outcome-6.lua). */
   readonly states: string;
   /** Sorted set: each reserved order's payment deadline (ms, Redis's clock); the sweeper expires the due ones. */
   readonly deadlines: string;

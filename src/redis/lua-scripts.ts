@@ -196,7 +196,7 @@ export const permissionCheck = new LuaScript<
 
 /** A reservation paid, cancelled, expired (its deadline passed) or read: exactly one outcome, units back once. */
 export const orderOutcome = new LuaScript<
-  [states: string, deadlines: string, stock: string, buyers: string, orders: string],
+  [states: string, deadlines: string, stock: string, buyers: string, orders: string, meta: string],
   [orderId: string, action: 'pay' | 'cancel' | 'expire' | 'read', paymentId: string],
   | ['UNKNOWN_ORDER']
   | [
@@ -208,6 +208,11 @@ export const orderOutcome = new LuaScript<
       changed: 0 | 1,
     ]
 >('order-outcome');
+
+/** order-outcome-6.lua's KEYS for a product. */
+export function orderOutcomeKeys(k: ProductKeys): Parameters<typeof orderOutcome.run>[1] {
+  return [k.states, k.deadlines, k.stock, k.buyers, k.orders, k.meta];
+}
 
 /** A product's waiting room, joined or read, with its admissions (queue-5.lua). */
 export const queue = new LuaScript<

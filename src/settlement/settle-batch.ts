@@ -15,7 +15,7 @@ const EVENTS = new Set(['paid', 'cancelled', 'expired']);
 
 /**
  * An XREADGROUP/XAUTOCLAIM entry as an event: an order's own entry (no `event` field:
- * the purchase scripts write orderId, userId, quantity) is `created`; order-outcome-5.lua
+ * the purchase scripts write orderId, userId, quantity) is `created`; order-outcome-6.lua
  * appends `paid`, `cancelled` and `expired`. null for an entry that is neither (skipped,
  * acknowledged: nothing of ours to settle).
  */

@@ -97,7 +97,7 @@ if stock < total then
 end
 redis.call('HSET', KEYS[5], 'fence', ARGV[1])
 -- Reservation: the order holds its units until it is paid, cancelled or its payment
--- deadline passes (order-outcome-5.lua); the deadline is Redis's clock, not an app's.
+-- deadline passes (order-outcome-6.lua); the deadline is Redis's clock, not an app's.
 local timeout = tonumber(redis.call('HGET', KEYS[5], 'paymentTimeoutMs') or '')
 local deadline = false
 if timeout then

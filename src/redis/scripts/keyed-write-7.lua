@@ -34,7 +34,7 @@ if closed then
   return closed
 end
 -- Reservation: the order holds its units until it is paid, cancelled or its payment
--- deadline passes (order-outcome-5.lua); the deadline is Redis's clock, not an app's.
+-- deadline passes (order-outcome-6.lua); the deadline is Redis's clock, not an app's.
 local timeout = tonumber(meta[1] or '')
 local deadline = false
 if timeout then

@@ -74,7 +74,7 @@ if stock < quantity then
   return {'INSUFFICIENT_STOCK', stock}
 end
 -- Reservation: the order holds its units until it is paid, cancelled or its payment
--- deadline passes (order-outcome-5.lua); the deadline is Redis's clock, not an app's.
+-- deadline passes (order-outcome-6.lua); the deadline is Redis's clock, not an app's.
 local timeout = tonumber(meta[6] or '')
 local deadline = false
 if timeout then

@@ -103,6 +103,8 @@ for field, value in pairs(optional) do
 end
 -- queue-5.lua's counters: joined, admitted, admission tokens and when they were counted.
 redis.call('HDEL', KEYS[1], 'queueJoined', 'queueAdmitted', 'queueTokens', 'queueAt')
+-- order-outcome-6.lua's counts of the returns: from 0, and present, for each sale.
+redis.call('HSET', KEYS[1], 'ordersCancelled', 0, 'ordersExpired', 0, 'unitsReturned', 0)
 if ARGV[4] == '' then
   redis.call('HDEL', KEYS[1], 'soldBy')
 else

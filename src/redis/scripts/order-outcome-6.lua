@@ -12,6 +12,8 @@
            C|... (cancelled), E|... (expired)
   KEYS[2]  deadlines zset: orderId -> payment deadline (ms, Redis's clock), reserved ones only
   KEYS[3]  stock   KEYS[4]  buyers hash   KEYS[5]  orders stream (the event is appended)
+  KEYS[6]  meta hash: ordersCancelled, ordersExpired, unitsReturned, the sale's returns
+           counted here (reset-sale-10.lua starts them at 0), for the dashboard
   ARGV[1]  orderId
   ARGV[2]  'pay', 'cancel', 'expire' (only if its deadline has passed) or 'read'
   ARGV[3]  paymentId for 'pay' (else '')
@@ -38,6 +40,12 @@ local function giveBack(to, event)
   redis.call('HSET', KEYS[1], ARGV[1], to .. '|' .. user .. '|' .. quantity)
   redis.call('ZREM', KEYS[2], ARGV[1])
   redis.call('XADD', KEYS[5], '*', 'event', event, 'orderId', ARGV[1], 'userId', user, 'quantity', quantity)
+  -- Counted in the same step as the return, so the counts are exact; a sale started
+  -- before they were kept has none, and gets none part-way.
+  if redis.call('HGET', KEYS[6], 'unitsReturned') then
+    redis.call('HINCRBY', KEYS[6], 'unitsReturned', quantity)
+    redis.call('HINCRBY', KEYS[6], to == 'C' and 'ordersCancelled' or 'ordersExpired', 1)
+  end
   status = to
   changed = 1
 end
