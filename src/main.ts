@@ -1,7 +1,7 @@
 import 'reflect-metadata';
 import { Logger } from '@nestjs/common';
 import { type RedisClient, whenReady } from './redis/create-client';
-import { ConfigError, loadConfig } from './config/app-config';
+import { ConfigError, loadServerConfig } from './config/app-config';
 import { createApp } from './create-app';
 import { OpenRequests } from './open-requests';
 import { REDIS_CLIENT } from './redis/redis.constants';
@@ -32,12 +32,12 @@ let appLogger: Logger | undefined;
 async function main(): Promise<void> {
   let config;
   try {
-    config = loadConfig(process.env);
+    config = await loadServerConfig(process.env);
   } catch (err) {
     if (!(err instanceof ConfigError)) throw err;
-    // One clear line naming the variable, and no stack trace: plain text, not a JSON log
+    // One clear line per invalid variable, and no stack trace: plain text, not a JSON log
     // line, since no logger exists yet and a person reads it.
-    console.error(`seckill: invalid configuration: ${err.message}`);
+    for (const line of err.lines) console.error(`seckill: invalid configuration: ${line}`);
     process.exit(1);
   }
   const app = await createApp(config);

@@ -48,6 +48,6 @@ async function main(): Promise<void> {
 }
 
 main().catch((err: Error) => {
-  process.stderr.write(`settle: ${err.message}\n`);
+  for (const line of err.message.split('\n')) process.stderr.write(`settle: ${line}\n`);
   process.exit(1);
 });

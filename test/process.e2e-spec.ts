@@ -47,6 +47,25 @@ describe('the built app (dist/src/main.js) as a process', () => {
     expect(lines[0]).toContain(`seckill: invalid configuration: ${message}`);
   });
 
+  it('names every invalid variable at once, HOST included, one line each, and no stack trace', () => {
+    const env = {
+      ...process.env,
+      REDIS_URL: redis.url,
+      ADMIN_TOKEN,
+      PORT: 'eighty',
+      LOCK_TTL_MS: 'ten seconds',
+      HOST: 'not-a-host.invalid',
+    };
+    const run = spawnSync(process.execPath, [MAIN], { env, encoding: 'utf8', timeout: 15_000 });
+    expect(run.status).toBe(1);
+    expect(run.stderr.trim().split('\n')).toEqual([
+      'seckill: invalid configuration: PORT must be an integer from 0 to 65535, got "eighty"',
+      'seckill: invalid configuration: LOCK_TTL_MS must be an integer from 100 to 3600000, got "ten seconds"',
+      'seckill: invalid configuration: HOST must be an address or host name to listen on, got "not-a-host.invalid" (a name that does not resolve)',
+    ]);
+    expect(run.stdout).toBe('');
+  });
+
   /** Starts dist/src/main.js on a free port and waits until /health says 200. */
   async function startApp(prefix: string, env: Record<string, string> = {}) {
     const port = await freePort();
