@@ -8,6 +8,7 @@ import { REDIS_CLIENT } from './redis/redis.constants';
 import { checkRedisVersion } from './redis/redis-version';
 import { checkEvictionPolicy } from './redis/redis-fitness';
 import { permissionProblem } from './redis/redis-permissions';
+import { loginProblems } from './redis/redis-login';
 import { KeyLayout } from './redis/key-layout';
 
 /**
@@ -38,6 +39,12 @@ async function main(): Promise<void> {
     // One clear line per invalid variable, and no stack trace: plain text, not a JSON log
     // line, since no logger exists yet and a person reads it.
     for (const line of err.lines) console.error(`seckill: invalid configuration: ${line}`);
+    process.exit(1);
+  }
+  // A login Redis refuses is configuration too: it never heals, where an outage does.
+  const refused = await loginProblems(config);
+  if (refused.length > 0) {
+    for (const line of refused) console.error(`seckill: refusing to start: ${line}`);
     process.exit(1);
   }
   const app = await createApp(config);
