@@ -2,6 +2,7 @@ import 'reflect-metadata';
 import { Logger } from '@nestjs/common';
 import { type RedisClient, whenReady } from './redis/create-client';
 import { ConfigError, loadServerConfig } from './config/app-config';
+import { readEnvFile } from './config/env-file';
 import { createApp } from './create-app';
 import { OpenRequests } from './open-requests';
 import { REDIS_CLIENT } from './redis/redis.constants';
@@ -10,6 +11,8 @@ import { checkEvictionPolicy } from './redis/redis-fitness';
 import { permissionProblem } from './redis/redis-permissions';
 import { loginProblems } from './redis/redis-login';
 import { KeyLayout } from './redis/key-layout';
+import { listeningOn } from './listen-address';
+import type { AddressInfo } from 'node:net';
 
 /**
  * Accept queue length. A flash sale opens with thousands of connections at once;
@@ -33,6 +36,7 @@ let appLogger: Logger | undefined;
 async function main(): Promise<void> {
   let config;
   try {
+    readEnvFile();
     config = await loadServerConfig(process.env);
   } catch (err) {
     if (!(err instanceof ConfigError)) throw err;
@@ -125,7 +129,7 @@ async function main(): Promise<void> {
     }
   }
   await app.listen({ port: config.port, host: config.host, backlog: LISTEN_BACKLOG });
-  logger.log(`seckill listening on ${await app.getUrl()}`);
+  logger.log(`seckill listening on ${listeningOn(app.getHttpServer().address() as AddressInfo)}`);
 }
 
 /** Cuts what the shutdown deadline found open, says what, and returns the exit code. */

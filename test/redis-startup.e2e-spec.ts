@@ -3,6 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
+import { APP_CWD } from '../harness/paths';
 import { startApp } from '../harness/processes';
 import { loadConfig, LOCK_STRATEGY_NAMES, UNSAFE_STRATEGIES } from '../src/config/app-config';
 import { closeRedisClient, createRedisCluster, whenReady } from '../src/redis/create-client';
@@ -67,6 +68,7 @@ async function refusals(admin: Redis): Promise<string[]> {
 /** dist/src/main.js until it exits (a refusal to start) or 20 s pass: its status and output. */
 function runApp(env: Record<string, string>): { status: number | null; output: string } {
   const run = spawnSync(process.execPath, [MAIN], {
+    cwd: APP_CWD,
     env: { ...process.env, ADMIN_TOKEN, PORT: '0', HOST: '127.0.0.1', ...env },
     encoding: 'utf8',
     timeout: 20_000,
@@ -297,6 +299,7 @@ describe('start-up checks of the Redis: permissions and eviction policy', () => 
         expect(refused.output).toContain('set maxmemory-policy noeviction');
         // Allowed, it starts listening (and is stopped with SIGTERM).
         const allowed = spawn(process.execPath, [MAIN], {
+          cwd: APP_CWD,
           env: {
             ...process.env,
             ADMIN_TOKEN,
