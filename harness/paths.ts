@@ -12,6 +12,12 @@ function findRoot(from: string): string {
 export const ROOT = findRoot(__dirname);
 /** The built app, as `npm start` runs it. */
 export const APP_MAIN = join(ROOT, 'dist', 'src', 'main.js');
+/**
+ * Where the apps the harness and the tests start run: a folder with no `.env`. The app
+ * reads `.env` from its working directory, and a developer's (for `npm start`) must not
+ * change what a test, the bench or the fault suite runs.
+ */
+export const APP_CWD = join(ROOT, 'dist');
 /** The built bench's node:cluster wrapper (`--workers W`). */
 export const APP_CLUSTER = join(ROOT, 'dist', 'bench', 'app-cluster.js');
 /** The minimal node:http server every bench row is compared with (`--baseline`). */

@@ -2,7 +2,7 @@ import { ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { freePort } from '../scripts/redis-server';
 import { waitForHealth } from './http';
-import { APP_CLUSTER, APP_MAIN, ROOT } from './paths';
+import { APP_CLUSTER, APP_CWD, APP_MAIN } from './paths';
 
 /** Everything started here (apps, private Redis servers), so Ctrl-C or a failure stops all of it. */
 const running = new Set<{ stop(): Promise<unknown> }>();
@@ -65,7 +65,7 @@ async function startAppOn(options: AppOptions, port: number): Promise<RunningApp
   const workers = options.workers ?? 1;
   const args = workers > 1 ? [APP_CLUSTER, String(workers), main] : [main];
   const child = spawn(process.execPath, args, {
-    cwd: ROOT,
+    cwd: APP_CWD,
     env: { ...process.env, ...options.env, PORT: String(port), HOST: '127.0.0.1' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

@@ -8,8 +8,10 @@
  * a private Redis Cluster of 3 masters (and a replica each) instead, unless
  * REDIS_CLUSTER_NODES names one; the app gets its masters in REDIS_CLUSTER_NODES.
  *
- * Settings come from the environment, and from `.env` if there is one (see
- * `.env.example`); a variable set in the environment wins over `.env`.
+ * Settings come from the environment, and from `.env` in the working directory if
+ * there is one (see `.env.example`); a variable set in the environment wins over `.env`.
+ * The app runs in the same directory and reads the same file the same way
+ * (src/config/env-file.ts), so it is configured as when run by hand.
  */
 const { spawn } = require('node:child_process');
 const { randomBytes } = require('node:crypto');
@@ -26,9 +28,10 @@ const {
 } = require('./redis-server');
 const { dataDirFor, ensurePostgres, startPostgres } = require('./postgres-server');
 
-const DATA_DIR = path.join(ROOT, '.data', 'redis');
-const CLUSTER_DIR = path.join(ROOT, '.data', 'cluster');
-const PID_FILE = path.join(DATA_DIR, 'launcher.pid');
+const DATA = path.join(ROOT, '.data');
+const DATA_DIR = path.join(DATA, 'redis');
+const CLUSTER_DIR = path.join(DATA, 'cluster');
+const PID_FILE = path.join(DATA, 'launcher.pid');
 const NEST = path.join(ROOT, 'node_modules', '@nestjs', 'cli', 'bin', 'nest.js');
 
 /** Says what is wrong with how we were started, and exits 1. */
@@ -99,30 +102,45 @@ async function groupGone(pgid, waitMs) {
 }
 
 /**
- * One launcher per data folder (.data/redis and the Redlock nodes' .data/redlock-*):
- * two servers writing one AOF would corrupt it. Claimed at most once per launch.
+ * One launcher at a time starts private servers in .data/ (Redis in redis/ or cluster/,
+ * the Redlock nodes in redlock-*, PostgreSQL in postgres/): two servers writing one AOF
+ * or one PostgreSQL data folder would corrupt it. `instead` says, for each private
+ * server this launch would start, what to set so that it starts none.
  */
-let claimed = false;
-function claimDataDir() {
-  if (claimed) return;
-  claimed = true;
-  fs.mkdirSync(DATA_DIR, { recursive: true });
+function claimDataDir(instead) {
+  fs.mkdirSync(DATA, { recursive: true });
   const owner = fs.existsSync(PID_FILE) ? Number(fs.readFileSync(PID_FILE, 'utf8')) : 0;
   if (owner && owner !== process.pid && isAlive(owner)) {
     log(
-      `another \`npm start\` (pid ${owner}) is using ${path.relative(ROOT, path.dirname(DATA_DIR))}/; stop it first, or set REDIS_URL or REDIS_CLUSTER_NODES (and REDLOCK_URLS for redlock)`,
+      `another \`npm start\` (pid ${owner}) is running private servers in ${path.relative(ROOT, DATA)}/; stop it first, or set ${instead.join(', and ')}, so that this one starts none there`,
     );
     process.exit(1);
   }
   fs.writeFileSync(PID_FILE, String(process.pid));
 }
 
-/** The environment, over `.env` when it exists. */
+/**
+ * The environment over `.env` in the working directory when there is one (util.parseEnv,
+ * the parser behind the app's process.loadEnvFile), and where each variable came from.
+ * @returns {{ env: Record<string, string | undefined>, from: (name: string) => string }}
+ */
 function environment() {
-  const file = path.join(ROOT, '.env');
-  if (!fs.existsSync(file)) return { ...process.env };
-  log('reading .env (variables set in the environment win)');
-  return { ...parseEnv(fs.readFileSync(file, 'utf8')), ...process.env };
+  const file = path.resolve('.env');
+  const fromFile = fs.existsSync(file) ? parseEnv(fs.readFileSync(file, 'utf8')) : {};
+  const names = Object.keys(fromFile);
+  if (fs.existsSync(file)) {
+    // Names only: the values may be secrets.
+    const overridden = names.filter((name) => name in process.env);
+    const taken = names.filter((name) => !(name in process.env));
+    log(
+      `reading ${process.cwd() === ROOT ? '.env' : file}: ${taken.join(', ') || 'nothing'}` +
+        (overridden.length > 0 ? ` (${overridden.join(', ')} also set in the environment, which wins)` : ''),
+    );
+  }
+  return {
+    env: { ...fromFile, ...process.env },
+    from: (name) => (name in process.env ? 'the environment' : '.env'),
+  };
 }
 
 /**
@@ -148,7 +166,7 @@ async function startEmbeddedCluster({ masters, replicas }) {
 }
 
 async function main() {
-  const env = environment();
+  const { env, from } = environment();
   const options = launchOptions(env);
   ensureDependencies();
   ensureBuilt();
@@ -168,16 +186,32 @@ async function main() {
       }
     });
   }
+  if (options.cluster && !env.REDIS_CLUSTER_NODES && env.REDIS_URL) {
+    usage('--cluster (or REDIS_CLUSTER) starts a cluster for the app, but REDIS_URL names a Redis: unset one of them');
+  }
+  // What this launch starts in .data/, decided before anything is: each needs the claim.
+  const startsCluster = Boolean(options.cluster && !env.REDIS_CLUSTER_NODES);
+  const startsRedis = !startsCluster && !env.REDIS_CLUSTER_NODES && !env.REDIS_URL;
+  // Redlock needs independent nodes for the lock alone; they hold no sale data, but a
+  // node that restarts must remember the locks it granted (REDLOCK_NODE says why).
+  const startsLockNodes = env.LOCK_STRATEGY === 'redlock' && !env.REDLOCK_URLS;
+  // Orders are settled into PostgreSQL: a private one in .data/postgres/ (kept across
+  // restarts) unless DATABASE_URL names one, or SETTLE=off says none.
+  const settleOff = String(env.SETTLE ?? '').toLowerCase() === 'off';
+  const startsPostgres = !env.DATABASE_URL && !settleOff;
+  if (startsCluster || startsRedis || startsLockNodes) provideRedisServerOrExit(log);
+  if (startsPostgres) ensurePostgres(log);
+  const instead = [
+    ...(startsCluster ? ['REDIS_CLUSTER_NODES (a cluster of your own)'] : []),
+    ...(startsRedis ? ['REDIS_URL (or REDIS_CLUSTER_NODES)'] : []),
+    ...(startsLockNodes ? ['REDLOCK_URLS'] : []),
+    ...(startsPostgres ? ['DATABASE_URL (or SETTLE=off: no settlement)'] : []),
+  ];
+  if (instead.length > 0) claimDataDir(instead);
+
   let redis = null;
   let cluster = null;
-  if (options.cluster && !env.REDIS_CLUSTER_NODES) {
-    if (env.REDIS_URL) {
-      usage(
-        '--cluster (or REDIS_CLUSTER) starts a cluster for the app, but REDIS_URL names a Redis: unset one of them',
-      );
-    }
-    provideRedisServerOrExit(log);
-    claimDataDir();
+  if (startsCluster) {
     cluster = await startEmbeddedCluster(options.cluster);
     env.REDIS_CLUSTER_NODES = cluster.clusterNodes;
     const { masters, replicas } = options.cluster;
@@ -186,42 +220,32 @@ async function main() {
       `embedded Redis Cluster at ${cluster.clusterNodes} (${masters} masters, ${replicas} replica${replicas === 1 ? '' : 's'} each, pids ${pids}; ` +
         `${cluster.created ? 'created' : 'restarted'} with AOF everysec in ${path.relative(ROOT, CLUSTER_DIR)}/)`,
     );
-  } else if (env.REDIS_CLUSTER_NODES) {
-    log('using REDIS_CLUSTER_NODES from the environment');
-  } else if (!env.REDIS_URL) {
-    provideRedisServerOrExit(log);
-    claimDataDir();
+  } else if (startsRedis) {
     redis = await startRedis({ dir: DATA_DIR, appendonly: true, detached: true });
     env.REDIS_URL = redis.url;
     log(`embedded Redis at ${redis.url} (pid ${redis.pid}, AOF everysec in ${path.relative(ROOT, DATA_DIR)}/)`);
+  } else if (env.REDIS_CLUSTER_NODES) {
+    log(`using REDIS_CLUSTER_NODES from ${from('REDIS_CLUSTER_NODES')}`);
   } else {
-    log('using REDIS_URL from the environment');
+    log(`using REDIS_URL from ${from('REDIS_URL')}`);
   }
   const lockNodes = [];
-  if (env.LOCK_STRATEGY === 'redlock' && !env.REDLOCK_URLS) {
-    // Redlock needs independent nodes for the lock alone; they hold no sale data, but a
-    // node that restarts must remember the locks it granted (REDLOCK_NODE says why).
-    provideRedisServerOrExit(log);
-    claimDataDir();
+  if (startsLockNodes) {
     for (let i = 1; i <= 3; i++) {
-      lockNodes.push(
-        await startRedis({ dir: path.join(ROOT, '.data', `redlock-${i}`), ...REDLOCK_NODE, detached: true }),
-      );
+      lockNodes.push(await startRedis({ dir: path.join(DATA, `redlock-${i}`), ...REDLOCK_NODE, detached: true }));
     }
     env.REDLOCK_URLS = lockNodes.map((n) => n.url).join(',');
     log(`embedded Redlock nodes at ${env.REDLOCK_URLS} (AOF, appendfsync always, in .data/redlock-1..3/)`);
+  } else if (env.LOCK_STRATEGY === 'redlock') {
+    log(`using REDLOCK_URLS from ${from('REDLOCK_URLS')}`);
   }
-  // Orders are settled into PostgreSQL: a private one in .data/postgres/ (kept across
-  // restarts) unless DATABASE_URL names one, or SETTLE=off says none.
   let postgres = null;
   if (env.DATABASE_URL) {
-    log('using DATABASE_URL from the environment');
-  } else if (String(env.SETTLE ?? '').toLowerCase() === 'off') {
-    log('SETTLE=off: no PostgreSQL; orders stay in Redis only');
+    log(`using DATABASE_URL from ${from('DATABASE_URL')}`);
+  } else if (settleOff) {
+    log(`SETTLE=off (from ${from('SETTLE')}): no PostgreSQL; orders stay in Redis only`);
   } else {
-    ensurePostgres(log);
-    claimDataDir();
-    const dir = dataDirFor(path.join(ROOT, '.data', 'postgres'), log);
+    const dir = dataDirFor(path.join(DATA, 'postgres'), log);
     postgres = await startPostgres({ dir, durable: true, detached: true });
     env.DATABASE_URL = postgres.url;
     log(`embedded PostgreSQL at ${postgres.url} (pid ${postgres.pid}, data in ${path.relative(ROOT, dir) || dir}/)`);
@@ -230,18 +254,21 @@ async function main() {
     env.ADMIN_TOKEN = randomBytes(24).toString('base64url');
     log(`admin token (generated; set ADMIN_TOKEN to choose one): ${env.ADMIN_TOKEN}`);
   } else {
-    log('admin token: the ADMIN_TOKEN you set');
+    log(`admin token: the ADMIN_TOKEN set in ${from('ADMIN_TOKEN')}`);
   }
 
   // --no-shell: nest runs the app itself, not through `sh -c`, so the app gets our
-  // signals and nest waits for it to exit.
+  // signals and nest waits for it to exit. nest reads its own files (nest-cli.json,
+  // tsconfig) from the project's root, and runs the app there; the app alone runs
+  // where we do, so that the `.env` it reads is the one read above.
   const args = options.watch ? [NEST, 'start', '--watch', '--no-shell'] : [path.join(ROOT, 'dist', 'src', 'main.js')];
+  const cwd = options.watch ? ROOT : process.cwd();
   // The app runs in its own process group, so that a stop reaches all of it: under
   // --watch that is `nest start` and the app it spawned, which a signal sent to
   // `nest` alone would orphan.
   let code = 0;
   if (!stopping) {
-    app = spawn(process.execPath, args, { cwd: ROOT, env, stdio: 'inherit', detached: true });
+    app = spawn(process.execPath, args, { cwd, env, stdio: 'inherit', detached: true });
     void announceDashboard(env, app);
     code = await new Promise((resolve) => app.once('exit', (c, s) => resolve(c ?? (s ? 128 + 15 : 1))));
     // Everything in the app's group must be gone before its Redis goes: an app still
@@ -261,7 +288,7 @@ async function main() {
     await cluster.stop();
     log('embedded Redis Cluster stopped');
   }
-  if (claimed) fs.rmSync(PID_FILE, { force: true });
+  if (instead.length > 0) fs.rmSync(PID_FILE, { force: true });
   process.exit(stopping && code === 0 ? 0 : code);
 }
 

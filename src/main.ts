@@ -1,14 +1,18 @@
 import 'reflect-metadata';
 import { Logger } from '@nestjs/common';
 import { type RedisClient, whenReady } from './redis/create-client';
-import { ConfigError, loadConfig } from './config/app-config';
+import { ConfigError, loadServerConfig } from './config/app-config';
+import { readEnvFile } from './config/env-file';
 import { createApp } from './create-app';
 import { OpenRequests } from './open-requests';
 import { REDIS_CLIENT } from './redis/redis.constants';
 import { checkRedisVersion } from './redis/redis-version';
 import { checkEvictionPolicy } from './redis/redis-fitness';
 import { permissionProblem } from './redis/redis-permissions';
+import { loginProblems } from './redis/redis-login';
 import { KeyLayout } from './redis/key-layout';
+import { listeningOn } from './listen-address';
+import type { AddressInfo } from 'node:net';
 
 /**
  * Accept queue length. A flash sale opens with thousands of connections at once;
@@ -32,12 +36,19 @@ let appLogger: Logger | undefined;
 async function main(): Promise<void> {
   let config;
   try {
-    config = loadConfig(process.env);
+    readEnvFile();
+    config = await loadServerConfig(process.env);
   } catch (err) {
     if (!(err instanceof ConfigError)) throw err;
-    // One clear line naming the variable, and no stack trace: plain text, not a JSON log
+    // One clear line per invalid variable, and no stack trace: plain text, not a JSON log
     // line, since no logger exists yet and a person reads it.
-    console.error(`seckill: invalid configuration: ${err.message}`);
+    for (const line of err.lines) console.error(`seckill: invalid configuration: ${line}`);
+    process.exit(1);
+  }
+  // A login Redis refuses is configuration too: it never heals, where an outage does.
+  const refused = await loginProblems(config);
+  if (refused.length > 0) {
+    for (const line of refused) console.error(`seckill: refusing to start: ${line}`);
     process.exit(1);
   }
   const app = await createApp(config);
@@ -118,7 +129,7 @@ async function main(): Promise<void> {
     }
   }
   await app.listen({ port: config.port, host: config.host, backlog: LISTEN_BACKLOG });
-  logger.log(`seckill listening on ${await app.getUrl()}`);
+  logger.log(`seckill listening on ${listeningOn(app.getHttpServer().address() as AddressInfo)}`);
 }
 
 /** Cuts what the shutdown deadline found open, says what, and returns the exit code. */

@@ -6,6 +6,7 @@
  */
 import { Logger } from '@nestjs/common';
 import { loadConfig } from './config/app-config';
+import { readEnvFile } from './config/env-file';
 import { FaultStop } from './orders/fault-stop';
 import { closeRedisClient, createAppRedisClient } from './redis/create-client';
 import { KeyLayout } from './redis/key-layout';
@@ -14,6 +15,7 @@ import { createPool } from './settlement/postgres';
 import { Settler } from './settlement/settler';
 
 async function main(): Promise<void> {
+  readEnvFile();
   const config = loadConfig(process.env);
   if (!config.databaseUrl) throw new Error('DATABASE_URL is required: the PostgreSQL to settle into');
   const logger = new Logger('Settle');
@@ -48,6 +50,6 @@ async function main(): Promise<void> {
 }
 
 main().catch((err: Error) => {
-  process.stderr.write(`settle: ${err.message}\n`);
+  for (const line of err.message.split('\n')) process.stderr.write(`settle: ${line}\n`);
   process.exit(1);
 });

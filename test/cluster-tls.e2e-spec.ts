@@ -5,7 +5,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { APP_MAIN, ROOT } from '../harness/paths';
+import { APP_CWD, APP_MAIN } from '../harness/paths';
 import { findRedisCli, findRedisServer, freePort, startRedis } from '../scripts/redis-server';
 import { closeRedisClient, createRedisCluster } from '../src/redis/create-client';
 import { KeyLayout } from '../src/redis/key-layout';
@@ -103,7 +103,7 @@ async function startAppProcess(
 ): Promise<{ url: string; output(): string; stop(): Promise<void> }> {
   const port = await freePort();
   const child = spawn(process.execPath, [APP_MAIN], {
-    cwd: ROOT,
+    cwd: APP_CWD,
     env: { ...process.env, ...env, PORT: String(port), HOST: '127.0.0.1' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

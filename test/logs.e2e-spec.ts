@@ -4,7 +4,7 @@ import { AddressInfo, createServer } from 'node:net';
 import { dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { startPrivateRedis } from '../harness/redis';
-import { APP_MAIN, ROOT } from '../harness/paths';
+import { APP_CWD, APP_MAIN, ROOT } from '../harness/paths';
 import { freePort } from '../scripts/redis-server';
 import { ADMIN_TOKEN, request, startSale, waitForHealth } from './helpers/app';
 import { startTestRedis, TestRedis, uniquePrefix } from './helpers/redis';
@@ -23,7 +23,7 @@ interface LogLine {
 async function startAppProcess(env: Record<string, string>) {
   const port = await freePort();
   const child: ChildProcess = spawn(process.execPath, [APP_MAIN], {
-    cwd: ROOT,
+    cwd: APP_CWD,
     env: { ...process.env, ADMIN_TOKEN, ...env, PORT: String(port), HOST: '127.0.0.1' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -148,7 +148,7 @@ describe('logs: JSON lines on stdout through nestjs-pino (the built app as a pro
     const port = (taken.address() as AddressInfo).port;
     try {
       const child = spawn(process.execPath, [APP_MAIN], {
-        cwd: ROOT,
+        cwd: APP_CWD,
         env: {
           ...process.env,
           ADMIN_TOKEN,

@@ -1,10 +1,12 @@
 import { ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { request as httpRequest } from 'node:http';
 import { connect } from 'node:net';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
+import { APP_CWD } from '../harness/paths';
 import { freePort } from '../scripts/redis-server';
 import { KeyLayout } from '../src/redis/key-layout';
 import { ADMIN_TOKEN, request, startSale, waitForHealth } from './helpers/app';
@@ -40,11 +42,51 @@ describe('the built app (dist/src/main.js) as a process', () => {
     [{ REDIS_URL: '' }, 'REDIS_URL is required'],
   ])('refuses to start with %j: exit 1 and one line naming the variable', (overrides, message) => {
     const env = { ...process.env, REDIS_URL: redis.url, ADMIN_TOKEN, PORT: '0', ...overrides };
-    const run = spawnSync(process.execPath, [MAIN], { env, encoding: 'utf8', timeout: 15_000 });
+    const run = spawnSync(process.execPath, [MAIN], { cwd: APP_CWD, env, encoding: 'utf8', timeout: 15_000 });
     expect(run.status).toBe(1);
     const lines = run.stderr.trim().split('\n');
     expect(lines).toHaveLength(1);
     expect(lines[0]).toContain(`seckill: invalid configuration: ${message}`);
+  });
+
+  it('names every invalid variable at once, HOST included, one line each, and no stack trace', () => {
+    const env = {
+      ...process.env,
+      REDIS_URL: redis.url,
+      ADMIN_TOKEN,
+      PORT: 'eighty',
+      LOCK_TTL_MS: 'ten seconds',
+      HOST: 'not-a-host.invalid',
+    };
+    const run = spawnSync(process.execPath, [MAIN], { cwd: APP_CWD, env, encoding: 'utf8', timeout: 15_000 });
+    expect(run.status).toBe(1);
+    expect(run.stderr.trim().split('\n')).toEqual([
+      'seckill: invalid configuration: PORT must be an integer from 0 to 65535, got "eighty"',
+      'seckill: invalid configuration: LOCK_TTL_MS must be an integer from 100 to 3600000, got "ten seconds"',
+      'seckill: invalid configuration: HOST must be an address or host name to listen on, got "not-a-host.invalid" (a name that does not resolve)',
+    ]);
+    expect(run.stdout).toBe('');
+  });
+
+  it('reads .env in its working directory, as `npm start` does, a variable set in the environment winning', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'seckill-env-'));
+    try {
+      writeFileSync(
+        join(dir, '.env'),
+        [`REDIS_URL=${redis.url}`, 'LOCK_TTL_MS="ten seconds"', 'LOCK_WAIT_MS=soon', '# a comment', ''].join('\n'),
+      );
+      const env: NodeJS.ProcessEnv = { ...process.env, ADMIN_TOKEN, PORT: '0', LOCK_TTL_MS: '2000' };
+      delete env.REDIS_URL;
+      delete env.LOCK_WAIT_MS;
+      const run = spawnSync(process.execPath, [MAIN], { cwd: dir, env, encoding: 'utf8', timeout: 15_000 });
+      expect(run.status).toBe(1);
+      // REDIS_URL came from the file (not "is required"); LOCK_TTL_MS from the environment.
+      expect(run.stderr.trim().split('\n')).toEqual([
+        'seckill: invalid configuration: LOCK_WAIT_MS must be an integer from 0 to 600000, got "soon"',
+      ]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   /** Starts dist/src/main.js on a free port and waits until /health says 200. */
@@ -52,6 +94,7 @@ describe('the built app (dist/src/main.js) as a process', () => {
     const port = await freePort();
     let output = '';
     const app = spawn(process.execPath, [MAIN], {
+      cwd: APP_CWD,
       env: {
         ...process.env,
         REDIS_URL: redis.url,
@@ -119,6 +162,24 @@ describe('the built app (dist/src/main.js) as a process', () => {
   function exitWithin(exited: Promise<number | null>, withinMs: number): Promise<number | null | 'still running'> {
     return Promise.race([exited, sleep(withinMs, 'still running' as const, { ref: false })]);
   }
+
+  it.each([
+    [
+      '0.0.0.0',
+      (port: number) =>
+        `0.0.0.0:${port} (every IPv4 address of this machine; from this machine: http://127.0.0.1:${port})`,
+    ],
+    ['127.0.0.1', (port: number) => `http://127.0.0.1:${port}`],
+  ])('says the address it listens on, HOST=%s, and a URL that reaches it', async (host, said) => {
+    const { app, port, exited, output } = await startApp(uniquePrefix('listen'), { HOST: host });
+    app.kill('SIGTERM');
+    expect(await exited).toBe(0);
+    const lines = output()
+      .split('\n')
+      .filter((line) => line.includes('"context":"Main"'))
+      .map((line) => JSON.parse(line).msg as string);
+    expect(lines).toContain(`seckill listening on ${said(port)}`);
+  });
 
   it('on SIGTERM lets in-flight purchases finish, releases their locks, closes Redis and exits 0', async () => {
     const prefix = uniquePrefix('shutdown');

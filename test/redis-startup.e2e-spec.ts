@@ -3,6 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
+import { APP_CWD } from '../harness/paths';
 import { PrivatePostgres, startPrivatePostgres } from '../harness/postgres';
 import { startApp } from '../harness/processes';
 import { loadConfig, LOCK_STRATEGY_NAMES, UNSAFE_STRATEGIES } from '../src/config/app-config';
@@ -91,6 +92,7 @@ async function refusals(admin: Redis): Promise<string[]> {
 /** dist/src/main.js until it exits (a refusal to start) or 20 s pass: its status and output. */
 function runApp(env: Record<string, string>): { status: number | null; output: string } {
   const run = spawnSync(process.execPath, [MAIN], {
+    cwd: APP_CWD,
     env: { ...process.env, ADMIN_TOKEN, PORT: '0', HOST: '127.0.0.1', ...env },
     encoding: 'utf8',
     timeout: 20_000,
@@ -440,6 +442,7 @@ describe('start-up checks of the Redis: permissions and eviction policy', () => 
         expect(refused.output).toContain('set maxmemory-policy noeviction');
         // Allowed, it starts listening (and is stopped with SIGTERM).
         const allowed = spawn(process.execPath, [MAIN], {
+          cwd: APP_CWD,
           env: {
             ...process.env,
             ADMIN_TOKEN,
@@ -563,6 +566,14 @@ describe('start-up checks of the Redis: permissions and eviction policy', () => 
           refused: [],
         });
       }
+      // A wrong password on the seeds: refused at once, naming the variable and its user.
+      const wrong = runApp({ REDIS_CLUSTER_NODES: nodes.replaceAll(`:${PASSWORD}@`, ':not-the-password@') });
+      expect(wrong.status).toBe(1);
+      expect(wrong.output.trim().split('\n')).toEqual([
+        expect.stringMatching(
+          /^seckill: refusing to start: Redis at 127\.0\.0\.1:\d+ refused the login of REDIS_CLUSTER_NODES's user "seckill": .* \(WRONGPASS\)$/,
+        ),
+      ]);
       // ioredis follows an ASK (a slot being moved) with ASKING: granted, though no test moves a slot as this user.
       expect(await admins[0].call('ACL', 'DRYRUN', 'seckill', 'ASKING')).toBe('OK');
     } finally {
@@ -601,4 +612,98 @@ describe('start-up checks of the Redis: permissions and eviction policy', () => 
       await Promise.all(nodes.map((n) => n.stop()));
     }
   }, 60_000);
+});
+
+/**
+ * A login Redis refuses (a wrong password, none where one is required, one where none is
+ * set) is not an outage: it never heals. Before, the app retried it for
+ * REDIS_READY_WAIT_MS, then listened anyway and answered every buyer 503, with
+ * ioredis's own "Stream isn't writeable ..." in its log.
+ */
+describe('a login Redis refuses: the app refuses to start, in one line naming the variable and its user', () => {
+  const SECRET = 'requirepass-secret-5d1f9a';
+  let protectedRedis: TestRedis;
+  let openRedis: TestRedis;
+
+  beforeAll(async () => {
+    if (!existsSync(MAIN)) throw new Error('dist/src/main.js is missing: run `npm test` (it builds first)');
+    [protectedRedis, openRedis] = await Promise.all([startTestRedis(), startTestRedis()]);
+    const admin = new Redis(protectedRedis.url);
+    try {
+      await admin.call('ACL', 'SETUSER', 'app', 'on', '>app-password-2b7e', '~*', '&*', '+@all');
+      await admin.config('SET', 'requirepass', SECRET);
+    } finally {
+      admin.disconnect();
+    }
+  });
+
+  afterAll(async () => {
+    await Promise.all([protectedRedis?.stop(), openRedis?.stop()]);
+  });
+
+  const at = (redis: TestRedis, login: string) => redis.url.replace('redis://', `redis://${login}@`);
+
+  it.each([
+    [
+      'a wrong password',
+      () => at(protectedRedis, ':wrong-password'),
+      'refused the login of REDIS_URL\'s user "default"',
+      'WRONGPASS',
+    ],
+    [
+      "a user's wrong password",
+      () => at(protectedRedis, 'app:wrong-password'),
+      'refused the login of REDIS_URL\'s user "app"',
+      'WRONGPASS',
+    ],
+    [
+      'no password where one is required',
+      () => protectedRedis.url,
+      'requires a password and REDIS_URL gives none for user "default"',
+      'NOAUTH',
+    ],
+  ])('%s', (_, url, said, reply) => {
+    const run = runApp({ REDIS_URL: url() });
+    expect(run.status).toBe(1);
+    const port = new URL(url()).port;
+    expect(run.output.trim().split('\n')).toEqual([
+      expect.stringContaining(`seckill: refusing to start: Redis at 127.0.0.1:${port} ${said}`),
+    ]);
+    expect(run.output).toContain(`(${reply})`);
+    expect(run.output).not.toContain('wrong-password');
+  });
+
+  it('a password where the Redis has none: it may not be the Redis meant', () => {
+    const run = runApp({ REDIS_URL: at(openRedis, ':some-password-8f2c') });
+    expect(run.status).toBe(1);
+    // One line of ours: not ioredis's "[WARN] This Redis server's `default` user does not require a password".
+    expect(run.output.trim().split('\n')).toEqual([
+      `seckill: refusing to start: REDIS_URL gives a password for user "default", but Redis at 127.0.0.1:${openRedis.port} has none set: it may not be the Redis you meant; remove the password from REDIS_URL, or set one on that Redis (requirepass)`,
+    ]);
+  });
+
+  it("a lock node's wrong password (REDLOCK_URLS) is named too", () => {
+    const run = runApp({
+      REDIS_URL: at(protectedRedis, `:${SECRET}`),
+      LOCK_STRATEGY: 'redlock',
+      REDLOCK_URLS: [at(protectedRedis, 'app:wrong-password'), openRedis.url].join(','),
+    });
+    expect(run.status).toBe(1);
+    expect(run.output.trim().split('\n')).toEqual([
+      expect.stringContaining(`refused the login of REDLOCK_URLS's user "app"`),
+    ]);
+  });
+
+  it('the right password: it starts, and sells', async () => {
+    const app = await startApp({ env: { REDIS_URL: at(protectedRedis, `:${SECRET}`), ADMIN_TOKEN } });
+    try {
+      await startSale(app.url, 'login', 1);
+      expect(
+        (await request(app.url, 'POST', '/api/orders', { json: { productId: 'login', userId: 'ann' } })).status,
+      ).toBe(201);
+      expect(app.tail()).not.toMatch(/refusing|unavailable/);
+    } finally {
+      await app.stop();
+    }
+  });
 });

@@ -2,7 +2,7 @@ import { generateKeyPairSync } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { CONFIG_DEFAULTS, ConfigError, loadConfig, LOCK_STRATEGY_NAMES } from './app-config';
+import { CONFIG_DEFAULTS, ConfigError, loadConfig, loadServerConfig, LOCK_STRATEGY_NAMES } from './app-config';
 
 const REQUIRED = { REDIS_URL: 'redis://127.0.0.1:6380', ADMIN_TOKEN: 'a-long-enough-admin-token' };
 
@@ -135,7 +135,10 @@ describe('loadConfig', () => {
     [{ LOCK_STRATEGY: 'none', ALLOW_UNSAFE: 'yes' }, 'ALLOW_UNSAFE must be 1, 0, true or false'],
     [{ KEY_PREFIX: '' }, 'KEY_PREFIX must be 1-64 characters'],
     [{ KEY_PREFIX: 'a{b}' }, 'KEY_PREFIX must be 1-64 characters'],
-    [{ LOG_LEVEL: 'info' }, 'LOG_LEVEL must be one of error, warn, log, debug, verbose'],
+    [
+      { LOG_LEVEL: 'loud' },
+      'LOG_LEVEL must be one of error, warn, log, debug, verbose, or pino\'s trace, debug, info, warn, error, fatal, silent; got "loud"',
+    ],
     [{ HOST: 'a b' }, 'HOST must be an address'],
     [{ LOCK_STRATEGY: 'redlock' }, 'REDLOCK_URLS is required with LOCK_STRATEGY=redlock'],
     [{ LOCK_STRATEGY: 'redlock', REDLOCK_URLS: 'redis://a:1,http://b' }, 'REDLOCK_URLS must start with redis://'],
@@ -202,6 +205,77 @@ describe('loadConfig', () => {
       expect((err as ConfigError).message).not.toContain('\n');
       expect((err as ConfigError).variable).toBe(message.split(' ')[0]);
     }
+  });
+
+  it('names every invalid variable at once, one line each, in one error', () => {
+    const env = {
+      ...REQUIRED,
+      PORT: 'abc',
+      LOCK_TTL_MS: 'ten seconds',
+      LOG_LEVEL: 'loud',
+      RATE_LIMIT_PER_IP: '20/1h',
+      ADMIN_TOKEN: 'short',
+    };
+    expect(() => loadConfig(env)).toThrow(ConfigError);
+    try {
+      loadConfig(env);
+    } catch (err) {
+      const lines = (err as ConfigError).lines;
+      expect(lines.map((line) => line.split(' ')[0])).toEqual([
+        'PORT',
+        'LOCK_TTL_MS',
+        'ADMIN_TOKEN',
+        'LOG_LEVEL',
+        'RATE_LIMIT_PER_IP',
+      ]);
+      expect((err as ConfigError).message).toBe(lines.join('\n'));
+      expect((err as ConfigError).variable).toBe('PORT');
+    }
+  });
+
+  it('judges a rule between variables only when the variables it reads are valid, and names it with the rest', () => {
+    // ALLOW_UNSAFE is invalid: "set ALLOW_UNSAFE=1" would say nothing new.
+    expect(() => loadConfig({ ...REQUIRED, LOCK_STRATEGY: 'none', ALLOW_UNSAFE: 'yes' })).toThrow(
+      /^ALLOW_UNSAFE must be 1, 0, true or false, got "yes"$/,
+    );
+    expect(() => loadConfig({ ...REQUIRED, LOCK_STRATEGY: 'redlock', PORT: '-1' })).toThrow(
+      /^PORT must be an integer[^\n]*\nREDLOCK_URLS is required with LOCK_STRATEGY=redlock/,
+    );
+  });
+
+  it("takes pino's level names for LOG_LEVEL, as the Nest level that writes the same lines", () => {
+    const level = (LOG_LEVEL: string) => loadConfig({ ...REQUIRED, LOG_LEVEL }).logLevel;
+    expect(['info', 'INFO', 'trace', 'debug', 'warn', 'error'].map(level)).toEqual([
+      'log',
+      'log',
+      'verbose',
+      'debug',
+      'warn',
+      'error',
+    ]);
+    // The app logs nothing at fatal and always writes its errors.
+    expect([level('fatal'), level('silent'), level('verbose')]).toEqual(['error', 'error', 'verbose']);
+  });
+
+  describe('HOST, for the process that listens (loadServerConfig)', () => {
+    it.each(['127.0.0.1', 'localhost', '0.0.0.0'])('takes %s', async (host) => {
+      expect((await loadServerConfig({ ...REQUIRED, HOST: host })).host).toBe(host);
+    });
+
+    it.each([
+      ['not-a-host.invalid', 'a name that does not resolve'],
+      // TEST-NET-3 (RFC 5737): never an address of this machine.
+      ['203.0.113.7', 'not an address of this machine'],
+    ])('refuses %s with one line naming HOST, beside the other invalid variables', async (host, why) => {
+      const refused = loadServerConfig({ ...REQUIRED, HOST: host, LOCK_TTL_MS: '5' });
+      await expect(refused).rejects.toThrow(ConfigError);
+      await expect(refused).rejects.toMatchObject({
+        lines: [
+          'LOCK_TTL_MS must be an integer from 100 to 3600000, got "5"',
+          `HOST must be an address or host name to listen on, got "${host}" (${why})`,
+        ],
+      });
+    });
   });
 
   it('reads REDLOCK_URLS as a list', () => {
@@ -283,7 +357,7 @@ describe('loadConfig', () => {
     const fails = (env: Record<string, string>, message: RegExp) =>
       expect(() => loadConfig({ ...REQUIRED, ...env })).toThrow(message);
 
-    it('reads <count>/<window> in ms, s or m', () => {
+    it('reads <count>/<window> in ms, s or m, to the millisecond', () => {
       expect(loadConfig({ ...REQUIRED, RATE_LIMIT_PER_IP: '20/1s', RATE_LIMIT_PER_USER: '5/2m' })).toMatchObject({
         rateLimitPerIp: { count: 20, windowMs: 1_000 },
         rateLimitPerUser: { count: 5, windowMs: 120_000 },
@@ -292,15 +366,19 @@ describe('loadConfig', () => {
         count: 3,
         windowMs: 2_000,
       });
+      expect(loadConfig({ ...REQUIRED, RATE_LIMIT_PER_IP: '20/500ms' }).rateLimitPerIp).toEqual({
+        count: 20,
+        windowMs: 500,
+      });
+      expect(loadConfig({ ...REQUIRED, RATE_LIMIT_PER_IP: '5/1500ms' }).rateLimitPerIp?.windowMs).toBe(1_500);
     });
 
-    it('refuses a malformed limit, a zero count, and a window the Redis store cannot keep', () => {
+    it('refuses a malformed limit, a zero count, and an empty window or one over a day', () => {
       for (const bad of ['20', '20/s', '0/1s', '20/1h', 'ten/1s', '20/1 s', '2000000/1s']) {
         fails({ RATE_LIMIT_PER_IP: bad }, /^RATE_LIMIT_PER_IP must be <count>\/<window>, e\.g\. 20\/1s/);
       }
-      // rate-limiter-flexible keeps windows in whole seconds: 500 ms would never expire.
-      for (const bad of ['5/500ms', '5/1500ms', '5/1441m']) {
-        fails({ RATE_LIMIT_PER_USER: bad }, /^RATE_LIMIT_PER_USER window must be a whole number of seconds/);
+      for (const bad of ['5/0ms', '5/0s', '5/1441m', '5/86400001ms']) {
+        fails({ RATE_LIMIT_PER_USER: bad }, /^RATE_LIMIT_PER_USER window must be from 1ms to 1440m, got/);
       }
     });
 

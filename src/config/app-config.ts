@@ -2,6 +2,7 @@ import { DEFAULT_PAYMENT_TIMEOUT_MS, MAX_PAYMENT_TIMEOUT_MS, MIN_PAYMENT_TIMEOUT
 import { ZxcvbnFactory } from '@zxcvbn-ts/core';
 import { createPublicKey, type JsonWebKeyInput } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { createServer } from 'node:net';
 import * as common from '@zxcvbn-ts/language-common';
 
 /**
@@ -69,8 +70,23 @@ export interface FaultStop {
   readonly nth: number;
 }
 
+/** LOG_LEVEL, under Nest's names. */
 export const LOG_LEVELS = ['error', 'warn', 'log', 'debug', 'verbose'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
+/**
+ * LOG_LEVEL under pino's names (the log is pino's), as the Nest level that writes the
+ * same lines. The app logs nothing at fatal, and its errors are always written: fatal
+ * and silent write what error does.
+ */
+const PINO_LEVEL_NAMES: ReadonlyMap<string, LogLevel> = new Map([
+  ['trace', 'verbose'],
+  ['debug', 'debug'],
+  ['info', 'log'],
+  ['warn', 'warn'],
+  ['error', 'error'],
+  ['fatal', 'error'],
+  ['silent', 'error'],
+]);
 
 export interface AppConfig {
   readonly port: number;
@@ -262,103 +278,175 @@ export const CONFIG_ENV_NAMES = [
 
 type Env = Readonly<Record<string, string | undefined>>;
 
+/**
+ * Invalid configuration: one line per invalid variable, `<VARIABLE> <what is wrong>`,
+ * this one's first. loadConfig throws one holding every line it found.
+ */
 export class ConfigError extends Error {
+  readonly lines: readonly string[];
+
   constructor(
     readonly variable: string,
-    detail: string,
+    readonly detail: string,
+    others: readonly ConfigError[] = [],
   ) {
-    super(`${variable} ${detail}`);
+    const lines = [`${variable} ${detail}`, ...others.flatMap((e) => e.lines)];
+    super(lines.join('\n'));
+    this.lines = lines;
     this.name = 'ConfigError';
+  }
+
+  /** One error naming every one of `problems` (at least one), in their order. */
+  static all(problems: readonly ConfigError[]): ConfigError {
+    const [first, ...others] = problems;
+    return new ConfigError(first.variable, first.detail, others);
   }
 }
 
 export function loadConfig(env: Env): AppConfig {
-  const config: AppConfig = {
-    port: int(env, 'PORT', CONFIG_DEFAULTS.port, 0, 65_535),
-    host: host(env),
-    ...redisTarget(env),
+  const { config, problems } = readConfig(env);
+  if (problems.length > 0) throw ConfigError.all(problems);
+  return config;
+}
+
+/**
+ * loadConfig for the process that listens (main.ts), with what only this machine can
+ * tell: whether HOST is an address it can listen on. A name that does not resolve, or
+ * an address that is not this machine's, is one more line of the same error, where
+ * listen() would have failed with a stack trace after the app was built.
+ */
+export async function loadServerConfig(env: Env): Promise<AppConfig> {
+  const { config, problems } = readConfig(env);
+  if (!problems.some((p) => p.variable === 'HOST')) {
+    const problem = await listenProblem(config.host);
+    if (problem) problems.push(problem);
+  }
+  if (problems.length > 0) throw ConfigError.all(problems);
+  return config;
+}
+
+/**
+ * Every variable read, each bad one noted and read on as if unset, so that one start
+ * names them all. `config` is whole only when `problems` is empty.
+ */
+function readConfig(env: Env): { config: AppConfig; problems: ConfigError[] } {
+  const problems: ConfigError[] = [];
+  /** `parse()`'s value, or undefined with its problem noted. */
+  const read = <T>(parse: () => T): T | undefined => {
+    try {
+      return parse();
+    } catch (err) {
+      if (!(err instanceof ConfigError)) throw err;
+      problems.push(err);
+      return undefined;
+    }
+  };
+  const config = {
+    port: read(() => int(env, 'PORT', CONFIG_DEFAULTS.port, 0, 65_535)),
+    host: read(() => host(env)),
+    ...read(() => redisTarget(env)),
     // WAIT needs replicas to answer it; more than a handful per master is not a sale's setup.
-    redisWaitReplicas: int(env, 'REDIS_WAIT_REPLICAS', CONFIG_DEFAULTS.redisWaitReplicas, 0, 16),
-    redisWaitTimeoutMs: int(env, 'REDIS_WAIT_TIMEOUT_MS', CONFIG_DEFAULTS.redisWaitTimeoutMs, 1, 60_000),
-    redisAllowEviction: bool(env, 'REDIS_ALLOW_EVICTION', CONFIG_DEFAULTS.redisAllowEviction),
-    redlockUrls: redlockUrls(env),
-    lockStrategy: oneOf(env, 'LOCK_STRATEGY', LOCK_STRATEGY_NAMES, CONFIG_DEFAULTS.lockStrategy),
-    saleClock: oneOf(env, 'SALE_CLOCK', ['redis', 'app'] as const, 'redis'),
+    redisWaitReplicas: read(() => int(env, 'REDIS_WAIT_REPLICAS', CONFIG_DEFAULTS.redisWaitReplicas, 0, 16)),
+    redisWaitTimeoutMs: read(() => int(env, 'REDIS_WAIT_TIMEOUT_MS', CONFIG_DEFAULTS.redisWaitTimeoutMs, 1, 60_000)),
+    redisAllowEviction: read(() => bool(env, 'REDIS_ALLOW_EVICTION', CONFIG_DEFAULTS.redisAllowEviction)),
+    redlockUrls: read(() => redlockUrls(env)),
+    lockStrategy: read(() => oneOf(env, 'LOCK_STRATEGY', LOCK_STRATEGY_NAMES, CONFIG_DEFAULTS.lockStrategy)),
+    saleClock: read(() => oneOf(env, 'SALE_CLOCK', ['redis', 'app'] as const, 'redis')),
     // The TTL bounds the damage of a crashed holder; below 100 ms a slow Redis
     // round trip alone could outlive the lock.
-    lockTtlMs: int(env, 'LOCK_TTL_MS', CONFIG_DEFAULTS.lockTtlMs, 100, 3_600_000),
-    lockWaitMs: int(env, 'LOCK_WAIT_MS', CONFIG_DEFAULTS.lockWaitMs, 0, 600_000),
+    lockTtlMs: read(() => int(env, 'LOCK_TTL_MS', CONFIG_DEFAULTS.lockTtlMs, 100, 3_600_000)),
+    lockWaitMs: read(() => int(env, 'LOCK_WAIT_MS', CONFIG_DEFAULTS.lockWaitMs, 0, 600_000)),
     // Node checks request deadlines once a second (create-app.ts), so less than a
     // second would not be kept; no upper limit would let a slow client hold a socket forever.
-    requestTimeoutMs: int(env, 'REQUEST_TIMEOUT_MS', CONFIG_DEFAULTS.requestTimeoutMs, 1_000, 600_000),
-    trustProxy: trustProxy(env),
-    shutdownTimeoutMs: int(env, 'SHUTDOWN_TIMEOUT_MS', CONFIG_DEFAULTS.shutdownTimeoutMs, 100, 600_000),
-    adminToken: adminToken(env),
-    keyPrefix: keyPrefix(env),
-    allowUnsafe: bool(env, 'ALLOW_UNSAFE', CONFIG_DEFAULTS.allowUnsafe),
-    logLevel: oneOf(env, 'LOG_LEVEL', LOG_LEVELS, CONFIG_DEFAULTS.logLevel),
-    telemetry: bool(env, 'TELEMETRY', CONFIG_DEFAULTS.telemetry),
-    faultStopAt: faultStop(env),
-    faultClockSkewMs: clockSkew(env),
-    databaseUrl: databaseUrl(env),
-    paymentTimeoutMs: int(
-      env,
-      'PAYMENT_TIMEOUT_MS',
-      CONFIG_DEFAULTS.paymentTimeoutMs,
-      MIN_PAYMENT_TIMEOUT_MS,
-      MAX_PAYMENT_TIMEOUT_MS,
+    requestTimeoutMs: read(() => int(env, 'REQUEST_TIMEOUT_MS', CONFIG_DEFAULTS.requestTimeoutMs, 1_000, 600_000)),
+    trustProxy: read(() => trustProxy(env)),
+    shutdownTimeoutMs: read(() => int(env, 'SHUTDOWN_TIMEOUT_MS', CONFIG_DEFAULTS.shutdownTimeoutMs, 100, 600_000)),
+    adminToken: read(() => adminToken(env)),
+    keyPrefix: read(() => keyPrefix(env)),
+    allowUnsafe: read(() => bool(env, 'ALLOW_UNSAFE', CONFIG_DEFAULTS.allowUnsafe)),
+    logLevel: read(() => logLevel(env)),
+    telemetry: read(() => bool(env, 'TELEMETRY', CONFIG_DEFAULTS.telemetry)),
+    faultStopAt: read(() => faultStop(env)),
+    faultClockSkewMs: read(() => clockSkew(env)),
+    databaseUrl: read(() => databaseUrl(env)),
+    paymentTimeoutMs: read(() =>
+      int(env, 'PAYMENT_TIMEOUT_MS', CONFIG_DEFAULTS.paymentTimeoutMs, MIN_PAYMENT_TIMEOUT_MS, MAX_PAYMENT_TIMEOUT_MS),
     ),
-    pgStatementTimeoutMs: int(env, 'PG_STATEMENT_TIMEOUT_MS', CONFIG_DEFAULTS.pgStatementTimeoutMs, 100, 600_000),
-    settleBatch: int(env, 'SETTLE_BATCH', CONFIG_DEFAULTS.settleBatch, 1, 10_000),
-    settleClaimIdleMs: int(env, 'SETTLE_CLAIM_IDLE_MS', CONFIG_DEFAULTS.settleClaimIdleMs, 100, 3_600_000),
-    expirySweepMs: int(env, 'EXPIRY_SWEEP_MS', CONFIG_DEFAULTS.expirySweepMs, 10, 60_000),
-    settleTrim: bool(env, 'SETTLE_TRIM', CONFIG_DEFAULTS.settleTrim),
-    rateLimitPerIp: rateLimit(env, 'RATE_LIMIT_PER_IP'),
-    rateLimitPerUser: rateLimit(env, 'RATE_LIMIT_PER_USER'),
-    buyerAuth: buyerAuth(env),
-    paymentWebhookSecret: paymentWebhookSecret(env),
+    pgStatementTimeoutMs: read(() =>
+      int(env, 'PG_STATEMENT_TIMEOUT_MS', CONFIG_DEFAULTS.pgStatementTimeoutMs, 100, 600_000),
+    ),
+    settleBatch: read(() => int(env, 'SETTLE_BATCH', CONFIG_DEFAULTS.settleBatch, 1, 10_000)),
+    settleClaimIdleMs: read(() => int(env, 'SETTLE_CLAIM_IDLE_MS', CONFIG_DEFAULTS.settleClaimIdleMs, 100, 3_600_000)),
+    expirySweepMs: read(() => int(env, 'EXPIRY_SWEEP_MS', CONFIG_DEFAULTS.expirySweepMs, 10, 60_000)),
+    settleTrim: read(() => bool(env, 'SETTLE_TRIM', CONFIG_DEFAULTS.settleTrim)),
+    rateLimitPerIp: read(() => rateLimit(env, 'RATE_LIMIT_PER_IP')),
+    rateLimitPerUser: read(() => rateLimit(env, 'RATE_LIMIT_PER_USER')),
+    buyerAuth: read(() => buyerAuth(env)),
+    paymentWebhookSecret: read(() => paymentWebhookSecret(env)),
   };
-  if (config.lockStrategy === 'redlock' && config.redlockUrls.length === 0) {
-    throw new ConfigError(
+  // The rules between variables, each judged only when the variables it reads are
+  // valid (an invalid one is named once, by its own line).
+  const refuse = (variable: string, detail: string) => problems.push(new ConfigError(variable, detail));
+  const production = env.NODE_ENV?.trim().toLowerCase() === 'production';
+  if (config.lockStrategy === 'redlock' && config.redlockUrls?.length === 0) {
+    refuse(
       'REDLOCK_URLS',
       'is required with LOCK_STRATEGY=redlock: comma-separated URLs of independent Redis nodes (3 or 5); `npm start` starts 3 for you',
     );
   }
-  if (UNSAFE_STRATEGIES.includes(config.lockStrategy) && !config.allowUnsafe) {
-    throw new ConfigError(
+  if (config.lockStrategy && UNSAFE_STRATEGIES.includes(config.lockStrategy) && config.allowUnsafe === false) {
+    refuse(
       'LOCK_STRATEGY',
       `"${config.lockStrategy}" can oversell and runs only as a demonstration: set ALLOW_UNSAFE=1 to allow it`,
     );
   }
-  if (config.saleClock === 'app' && !config.allowUnsafe) {
-    throw new ConfigError(
+  if (config.saleClock === 'app' && config.allowUnsafe === false) {
+    refuse(
       'SALE_CLOCK',
       '"app" judges the sale window by this process\'s clock, which can open the sale early: set ALLOW_UNSAFE=1 to allow it',
     );
   }
-  // First: with NODE_ENV=production no other setting makes it acceptable.
-  if (config.faultStopAt && env.NODE_ENV?.trim().toLowerCase() === 'production') {
-    throw new ConfigError('FAULT_STOP_AT', 'makes the app stop itself and is never accepted with NODE_ENV=production');
-  }
-  if (config.faultStopAt && !config.allowUnsafe) {
-    throw new ConfigError(
+  // Production first: with NODE_ENV=production no other setting makes it acceptable.
+  if (config.faultStopAt && production) {
+    refuse('FAULT_STOP_AT', 'makes the app stop itself and is never accepted with NODE_ENV=production');
+  } else if (config.faultStopAt && config.allowUnsafe === false) {
+    refuse(
       'FAULT_STOP_AT',
       'makes the app stop itself and is for the fault suite only: set ALLOW_UNSAFE=1 to allow it',
     );
   }
-  if (config.faultClockSkewMs !== 0 && env.NODE_ENV?.trim().toLowerCase() === 'production') {
-    throw new ConfigError(
-      'FAULT_CLOCK_SKEW_MS',
-      "skews the app's clock and is never accepted with NODE_ENV=production",
-    );
+  if (config.faultClockSkewMs && production) {
+    refuse('FAULT_CLOCK_SKEW_MS', "skews the app's clock and is never accepted with NODE_ENV=production");
+  } else if (config.faultClockSkewMs && config.allowUnsafe === false) {
+    refuse('FAULT_CLOCK_SKEW_MS', "skews the app's clock and is for the tests only: set ALLOW_UNSAFE=1 to allow it");
   }
-  if (config.faultClockSkewMs !== 0 && !config.allowUnsafe) {
-    throw new ConfigError(
-      'FAULT_CLOCK_SKEW_MS',
-      "skews the app's clock and is for the tests only: set ALLOW_UNSAFE=1 to allow it",
-    );
+  return { config: Object.freeze(config) as AppConfig, problems };
+}
+
+/**
+ * Why this machine cannot listen on `host`, or null: asked by listening on a free port
+ * of it for a moment, which resolves the name and binds the address as listen() will.
+ */
+async function listenProblem(host: string): Promise<ConfigError | null> {
+  const server = createServer();
+  try {
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(0, host, resolve);
+    });
+    return null;
+  } catch (err) {
+    const { code, message } = err as NodeJS.ErrnoException;
+    const why =
+      code === 'ENOTFOUND' || code === 'EAI_AGAIN'
+        ? 'a name that does not resolve'
+        : code === 'EADDRNOTAVAIL'
+          ? 'not an address of this machine'
+          : message;
+    return new ConfigError('HOST', `must be an address or host name to listen on, got "${host}" (${why})`);
+  } finally {
+    server.close();
   }
-  return Object.freeze(config);
 }
 
 function clockSkew(env: Env): number {
@@ -386,13 +474,8 @@ function rateLimit(env: Env, name: string): RateLimit | null {
     );
   }
   const windowMs = Number(parsed[2]) * WINDOW_UNIT_MS[parsed[3]];
-  // rate-limiter-flexible's Redis store keeps a window in whole seconds (SET EX): it
-  // floors 1500 ms to 1 s, and gives a window under a second no expiry at all.
-  if (windowMs % 1_000 !== 0 || windowMs < 1_000 || windowMs > MAX_RATE_WINDOW_MS) {
-    throw new ConfigError(
-      name,
-      `window must be a whole number of seconds from 1s to 1440m (the limit is kept in Redis with a TTL in seconds), got "${value}"`,
-    );
+  if (windowMs < 1 || windowMs > MAX_RATE_WINDOW_MS) {
+    throw new ConfigError(name, `window must be from 1ms to 1440m, got "${value}"`);
   }
   return { count, windowMs };
 }
@@ -595,6 +678,19 @@ function oneOf<T extends string>(env: Env, name: string, allowed: readonly T[], 
     throw new ConfigError(name, `must be one of ${allowed.join(', ')}, got "${value}"`);
   }
   return value as T;
+}
+
+function logLevel(env: Env): LogLevel {
+  const value = raw(env, 'LOG_LEVEL')?.toLowerCase();
+  if (value === undefined) return CONFIG_DEFAULTS.logLevel;
+  const level = (LOG_LEVELS as readonly string[]).includes(value) ? (value as LogLevel) : PINO_LEVEL_NAMES.get(value);
+  if (level === undefined) {
+    throw new ConfigError(
+      'LOG_LEVEL',
+      `must be one of ${LOG_LEVELS.join(', ')}, or pino's ${[...PINO_LEVEL_NAMES.keys()].join(', ')}; got "${value}"`,
+    );
+  }
+  return level;
 }
 
 function trustProxy(env: Env): AppConfig['trustProxy'] {

@@ -1,5 +1,6 @@
 import calculateSlot from 'cluster-key-slot';
 import { Redis } from 'ioredis';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { closeClient, startTestCluster, startTestRedis, TestCluster, TestRedis } from '../../test/helpers/redis';
 import { closeRedisClient, createAppRedisClient, RedisClient, whenReady } from '../redis/create-client';
 import { RateLimits } from './rate-limits';
@@ -59,6 +60,38 @@ describe('RateLimits (rate-limiter-flexible on ioredis 6)', () => {
       expect(ttl).toBeLessThanOrEqual(30_000);
       await closeClient(reader ?? undefined);
     } finally {
+      await closeRedisClient(client);
+    }
+  });
+
+  it('keeps a window of no whole number of seconds to the millisecond (20/500ms is per half second)', async () => {
+    const client = await clientFor('standalone');
+    const reader = new Redis(single.url);
+    try {
+      for (const windowMs of [300, 1_500]) {
+        const limits = new RateLimits(client, `rl-ms-${windowMs}:`, 'ip', { count: 2, windowMs });
+        const key = `rl-ms-${windowMs}:rate:ip:10.0.0.1`;
+        expect(await limits.take('10.0.0.1')).toBeNull();
+        expect(await limits.take('10.0.0.1')).toBeNull();
+        const refused = await limits.take('10.0.0.1');
+        // No `w`: the policy's window is a whole number of seconds or nothing.
+        expect(refused?.headers).toEqual({
+          'retry-after': windowMs < 1_000 ? '1' : expect.stringMatching(/^[12]$/),
+          'ratelimit-policy': '"ip";q=2',
+          ratelimit: expect.stringMatching(/^"ip";r=0;t=[12]$/),
+        });
+        // The window Redis keeps is the one written: not floored to a second, and never none.
+        const ttl = await reader.pttl(key);
+        expect(ttl).toBeGreaterThan(windowMs === 300 ? 0 : 1_000);
+        expect(ttl).toBeLessThanOrEqual(windowMs);
+        // Once Redis has expired it (and this instance's memory of the refusal, which ends
+        // with the PTTL it was given), a new window starts.
+        while ((await reader.exists(key)) === 1) await sleep(20);
+        while ((await limits.take('10.0.0.1')) !== null) await sleep(5);
+        expect(await reader.get(key)).toBe('1');
+      }
+    } finally {
+      await closeClient(reader);
       await closeRedisClient(client);
     }
   });
