@@ -209,6 +209,37 @@ describe('HTTP API', () => {
   });
 
   describe('POST /api/orders', () => {
+    it("a replay (the same Idempotency-Key) says the order's status now: reserved, then paid or cancelled", async () => {
+      await startSale(t.url, 'replayed', 5);
+      const keyed = (userId: string, key: string) =>
+        request(t.url, 'POST', '/api/orders', {
+          json: { productId: 'replayed', userId },
+          headers: { 'idempotency-key': key },
+        });
+      const first = await keyed('r1', 'rk-1');
+      expect(first.body).toMatchObject({ status: 'reserved', remaining: 4 });
+      const other = await keyed('r2', 'rk-2');
+      expect((await keyed('r1', 'rk-1')).body).toMatchObject({ orderId: first.body.orderId, status: 'reserved' });
+      const cancel = await request(t.url, 'POST', `/api/orders/${first.body.orderId}/cancel`);
+      expect(cancel.status).toBe(200);
+      const body = JSON.stringify({ paymentId: 'pay-r2' });
+      const paid = await request(t.url, 'POST', `/api/orders/${other.body.orderId}/pay`, {
+        raw: body,
+        headers: { 'content-type': 'application/json', 'payment-signature': signPayment(PAYMENT_SECRET, body) },
+      });
+      expect(paid.status).toBe(200);
+      for (const [userId, key, first201, now] of [
+        ['r1', 'rk-1', first.body, 'cancelled'],
+        ['r2', 'rk-2', other.body, 'paid'],
+      ] as const) {
+        const replay = await keyed(userId, key);
+        expect(replay.status).toBe(201);
+        expect(replay.headers.get('idempotent-replayed')).toBe('true');
+        // The first answer's order and remaining, and what became of it since.
+        expect(replay.body).toEqual({ ...first201, status: now });
+      }
+    });
+
     it('sells a sale of 5, then SOLD_OUT, then LIMIT_REACHED for a repeat buyer', async () => {
       await startSale(t.url, 'five', 5);
       const remaining: number[] = [];

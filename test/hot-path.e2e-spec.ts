@@ -41,7 +41,14 @@ describe('POST /api/orders hot path', () => {
     expect(res.status).toBe(201);
     const order = JSON.parse(res.text);
     expect(res.text).toBe(
-      JSON.stringify({ orderId: order.orderId, productId: 'fast', userId: 'u1', quantity: 1, remaining: 1 }),
+      JSON.stringify({
+        orderId: order.orderId,
+        productId: 'fast',
+        userId: 'u1',
+        quantity: 1,
+        remaining: 1,
+        status: 'reserved',
+      }),
     );
     expect(classValidator).not.toHaveBeenCalled();
   });

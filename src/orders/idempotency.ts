@@ -14,6 +14,7 @@ import { KeyLayout } from '../redis/key-layout';
 import { idempotencyAcknowledged, idempotencyClaim, idempotencyRelease } from '../redis/lua-scripts';
 import { REDIS_CLIENT } from '../redis/redis.constants';
 import { Claim, Order, OrderLine, OrderRequest, OUTCOME_TTL_MS } from './order';
+import { OrderOutcomes } from './order-outcomes';
 import { PurchasePath } from './purchases/purchase-path';
 
 /** Longest Idempotency-Key accepted (the draft sets none; Stripe's is 255). */
@@ -88,6 +89,7 @@ export class Idempotency {
     private readonly keys: KeyLayout,
     private readonly purchases: PurchasePath,
     @Inject(APP_CONFIG) config: AppConfig,
+    private readonly outcomes: OrderOutcomes,
   ) {
     this.claimTtlMs = config.lockWaitMs + IN_FLIGHT_SLACK_MS;
   }
@@ -122,7 +124,17 @@ export class Idempotency {
       line.userId,
     );
     if (status === 'DONE') {
-      const order: Order = { orderId: a, productId: line.productId, userId: line.userId, quantity: b, remaining: c };
+      // A replay says what became of the order since (paid, cancelled, expired), as
+      // GET /api/orders/:orderId would: the first answer's `remaining`, today's status.
+      const now = await this.outcomes.get(a);
+      const order: Order = {
+        orderId: a,
+        productId: line.productId,
+        userId: line.userId,
+        quantity: b,
+        remaining: c,
+        status: now.status,
+      };
       return { order, replayed: true, acknowledgedBy: d };
     }
     if (status === 'MISMATCH') throw new IdempotencyKeyMismatchError();

@@ -11,10 +11,8 @@ import { KeyLayout, type ProductKeys } from '../redis/key-layout';
 import { orderOutcome, orderOutcomeKeys } from '../redis/lua-scripts';
 import { REDIS_CLIENT } from '../redis/redis.constants';
 import { isOutcomeUnknown } from '../redis/redis-errors';
-import { productOfOrder } from './order';
+import { OrderStatusName, productOfOrder } from './order';
 
-export const ORDER_STATUSES = ['reserved', 'paid', 'cancelled', 'expired'] as const;
-export type OrderStatusName = (typeof ORDER_STATUSES)[number];
 
 const STATUS_OF = { R: 'reserved', P: 'paid', C: 'cancelled', E: 'expired' } as const;
 

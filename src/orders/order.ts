@@ -27,17 +27,33 @@ export interface OrderRequest extends OrderLine {
   readonly passExpiresAt?: number;
 }
 
+/** What becomes of an order: reserved until it is paid, cancelled or expires (order-outcome-6.lua). */
+export const ORDER_STATUSES = ['reserved', 'paid', 'cancelled', 'expired'] as const;
+export type OrderStatusName = (typeof ORDER_STATUSES)[number];
+
 /** A purchase as POST /api/orders acknowledges it (201). */
 export interface Order extends OrderLine {
   /** Also a field of the order's entry in the product's order stream. */
   readonly orderId: string;
   /** Units left right after this order. */
   readonly remaining: number;
+  /**
+   * The order's status as the answer is written: `reserved` for an order written now; a
+   * replay (the same Idempotency-Key or pass again) says what became of it since.
+   */
+  readonly status: OrderStatusName;
 }
 
-/** The acknowledgement of a written order: the request's line, never its claim. */
+/** The acknowledgement of a written order: the request's line, never its claim; reserved until paid. */
 export function acknowledge(order: OrderLine, orderId: string, remaining: number): Order {
-  return { orderId, productId: order.productId, userId: order.userId, quantity: order.quantity, remaining };
+  return {
+    orderId,
+    productId: order.productId,
+    userId: order.userId,
+    quantity: order.quantity,
+    remaining,
+    status: 'reserved',
+  };
 }
 
 /** How long an Idempotency-Key's outcome is kept after the product's last keyed request: a day. */

@@ -1,17 +1,24 @@
 import { ERROR_BODY_SCHEMA } from '../../errors/error.filter';
 import { bodySchemaOf } from '../../validation/json-schema';
+import { ORDER_STATUSES } from '../order';
 import { CreateOrderDto, ProductOrderDto } from './create-order.dto';
 
 /** The 201 body (order.ts's Order), in the order acknowledge() writes its fields. */
 export const ORDER_SCHEMA = {
   type: 'object',
-  required: ['orderId', 'productId', 'userId', 'quantity', 'remaining'],
+  required: ['orderId', 'productId', 'userId', 'quantity', 'remaining', 'status'],
   properties: {
     orderId: { type: 'string' },
     productId: { type: 'string' },
     userId: { type: 'string' },
     quantity: { type: 'integer' },
-    remaining: { type: 'integer' },
+    remaining: { type: 'integer', description: 'units left right after this order (a replay: as it was then)' },
+    status: {
+      type: 'string',
+      enum: [...ORDER_STATUSES],
+      description:
+        '`reserved` for an order written now (paid, cancelled or expired later: GET /api/orders/:orderId); a replay (Idempotent-Replayed: true) says what became of the order since',
+    },
   },
 } as const;
 

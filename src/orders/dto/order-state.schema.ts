@@ -1,4 +1,4 @@
-import { ORDER_STATUSES } from '../order-outcomes';
+import { ORDER_STATUSES } from '../order';
 
 /** An order's state (order-outcomes.ts's OrderState) as GET, pay and cancel answer it. */
 export const ORDER_STATE_SCHEMA = {
