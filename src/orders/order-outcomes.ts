@@ -13,7 +13,6 @@ import { REDIS_CLIENT } from '../redis/redis.constants';
 import { isOutcomeUnknown } from '../redis/redis-errors';
 import { OrderStatusName, productOfOrder } from './order';
 
-
 const STATUS_OF = { R: 'reserved', P: 'paid', C: 'cancelled', E: 'expired' } as const;
 
 /** An order as GET, pay and cancel answer it. */
