@@ -33,7 +33,7 @@ const embeddedJson = (data: unknown) => JSON.stringify(data).replace(/</g, '\\u0
 
 /**
  * The bench's report as one self-contained HTML page: the summary table, and charts of
- * units sold over time against the stock, latency by percentile and answers by code,
+ * units held over time against the stock, latency by percentile and answers by code,
  * drawn in the browser by Chart.js from the results embedded as JSON. Nothing is
  * fetched: the library is inlined (`chartJs`, see chartJsSource), so the file can be
  * mailed or opened from disk. `document.body.dataset.ready` is 'true' once every chart
@@ -209,7 +209,7 @@ const PAGE_SCRIPT = `
       },
       scales: {
         x: { type: 'linear', min: 0, title: { display: true, text: 'ms since the first request (Redis clock)' } },
-        y: { type: 'linear', min: 0, title: { display: true, text: 'units sold' } },
+        y: { type: 'linear', min: 0, title: { display: true, text: 'units held' } },
         y2: {
           type: 'linear', min: 0, position: 'right', display: lag.length > 0, grid: { drawOnChartArea: false },
           title: { display: true, text: 'orders not yet settled into PostgreSQL (dotted)' }

@@ -1,4 +1,6 @@
-import { parseOptions, UsageError } from './options';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { parseOptions, USAGE, UsageError } from './options';
 
 describe('bench options', () => {
   it('sells one product on a private Redis server by default', () => {
@@ -67,5 +69,12 @@ describe('bench options', () => {
   ])('refuses %j', (argv, message) => {
     expect(() => parseOptions(argv)).toThrow(UsageError);
     expect(() => parseOptions(argv)).toThrow(message);
+  });
+
+  it("docs/bench.md's synopsis names every option the usage lists", () => {
+    const flags = (text: string) => new Set([...text.matchAll(/--([a-z][a-z-]*)/g)].map((m) => m[1]));
+    const page = readFileSync(join(__dirname, '..', 'docs', 'bench.md'), 'utf8');
+    const synopsis = flags(/```sh\n([\s\S]*?)```/.exec(page)![1]);
+    expect([...flags(USAGE)].filter((flag) => !synopsis.has(flag))).toEqual([]);
   });
 });

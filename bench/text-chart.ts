@@ -64,7 +64,7 @@ export function textChart(rows: readonly ChartRow[], width = 60, height = 12): s
   ]);
   if (stock > 0) labels.set(stockLine, `${n(stock)} stock`);
   const labelWidth = Math.max(...[...labels.values()].map((l) => l.length));
-  const lines = ['units sold over time'];
+  const lines = ['units held over time'];
   for (let y = height - 1; y >= 0; y--) {
     lines.push(`${(labels.get(y) ?? '').padStart(labelWidth)} ┤${grid[y].join('')}`.trimEnd());
   }
