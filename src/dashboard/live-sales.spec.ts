@@ -1,9 +1,7 @@
-import { DEFAULT_PAYMENT_TIMEOUT_MS } from '../sale/sale-limits';
-import { commandCalls, startSaleIn, useTestRedis } from '../../test/helpers/redis';
+import { commandCalls, resetPlainSale, startSaleIn, useTestRedis } from '../../test/helpers/redis';
 import { AppConfig, loadConfig } from '../config/app-config';
 import type { PurchasePath } from '../orders/purchases/purchase-path';
 import { KeyLayout } from '../redis/key-layout';
-import { resetSale, resetSaleKeys } from '../redis/lua-scripts';
 import { PurchaseTelemetry } from '../telemetry/purchase-telemetry';
 import { LIVE_TTL_MS, LiveSales } from './live-sales';
 
@@ -153,28 +151,7 @@ describe('LiveSales (the dashboard aggregate)', () => {
     // ...when another instance restarts the sale, as ProductsService.startSale does.
     const other = otherInstance(live);
     other.saleRestarted('phone');
-    other.saleStarted(
-      'phone',
-      Number(
-        (
-          await resetSale.run(
-            client,
-            resetSaleKeys(k),
-            5,
-            1,
-            '1',
-            '',
-            '0',
-            DEFAULT_PAYMENT_TIMEOUT_MS,
-            '',
-            '',
-            '',
-            '',
-            '0',
-          )
-        )[1],
-      ),
-    );
+    other.saleStarted('phone', Number((await resetPlainSale(client, k, 5, 1))[1]));
     await live.publish();
     expect(await field('SOLD_OUT')).toBeNull();
     expect(await field('CREATED')).toBeNull();

@@ -52,7 +52,22 @@ export async function startSaleIn(
 ): Promise<{ keys: KeyLayout; k: ProductKeys }> {
   const keys = new KeyLayout(uniquePrefix(name));
   const k = keys.product('phone');
-  await resetSale.run(
+  await resetPlainSale(redis, k, stock, perUserLimit);
+  return { keys, k };
+}
+
+/**
+ * reset-sale-10.lua for a plain sale of `k`'s product (its orders discarded, any family
+ * may sell it, the default payment deadline, no window, no queue, not settled): the new
+ * sale's id, or the script's refusal.
+ */
+export function resetPlainSale(
+  redis: Redis,
+  k: ProductKeys,
+  stock: number,
+  perUserLimit: number,
+): ReturnType<typeof resetSale.run> {
+  return resetSale.run(
     redis,
     resetSaleKeys(k),
     stock,
@@ -67,7 +82,6 @@ export async function startSaleIn(
     '',
     '0',
   );
-  return { keys, k };
 }
 
 /**

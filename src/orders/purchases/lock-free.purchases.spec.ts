@@ -1,10 +1,8 @@
-import { DEFAULT_PAYMENT_TIMEOUT_MS } from '../../sale/sale-limits';
 import { Redis } from 'ioredis';
-import { closeClient, startTestRedis, TestRedis, uniquePrefix } from '../../../test/helpers/redis';
+import { closeClient, resetPlainSale, startTestRedis, TestRedis, uniquePrefix } from '../../../test/helpers/redis';
 import { loadConfig } from '../../config/app-config';
 import { InsufficientStockError, LimitReachedError, SoldOutError, UnknownProductError } from '../../errors/errors';
 import { KeyLayout, ProductKeys } from '../../redis/key-layout';
-import { resetSale, resetSaleKeys } from '../../redis/lua-scripts';
 import { FaultStop } from '../fault-stop';
 import { OptimisticPurchases } from './optimistic.purchases';
 import type { PurchasePath } from './purchase-path';
@@ -50,22 +48,7 @@ describe.each([
     await redis?.stop();
   });
 
-  const sale = (stock: number, perUserLimit: number) =>
-    resetSale.run(
-      client,
-      resetSaleKeys(k),
-      stock,
-      perUserLimit,
-      '1',
-      '',
-      '0',
-      DEFAULT_PAYMENT_TIMEOUT_MS,
-      '',
-      '',
-      '',
-      '',
-      '0',
-    );
+  const sale = (stock: number, perUserLimit: number) => resetPlainSale(client, k, stock, perUserLimit);
   const buy = async (userId: string, quantity = 1) => (await path.purchase({ productId, userId, quantity })).remaining;
 
   it('applies the sale rules in order, changing nothing on a refusal', async () => {
