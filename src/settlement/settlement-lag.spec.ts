@@ -1,21 +1,15 @@
-import { Redis } from 'ioredis';
-import { closeClient, startTestRedis, TestRedis, uniquePrefix } from '../../test/helpers/redis';
+import type { Redis } from 'ioredis';
+import { uniquePrefix, useTestRedis } from '../../test/helpers/redis';
 import { KeyLayout } from '../redis/key-layout';
 import { SettlementLag, UNDELIVERED_COUNT_CAP } from './settlement-lag';
 import { SETTLE_GROUP } from './settler';
 
 describe('SettlementLag, read from Redis on every scrape', () => {
-  let redis: TestRedis;
+  const redis = useTestRedis();
   let client: Redis;
 
-  beforeAll(async () => {
-    redis = await startTestRedis();
-    client = new Redis(redis.url);
-  });
-
-  afterAll(async () => {
-    await closeClient(client);
-    await redis?.stop();
+  beforeAll(() => {
+    client = redis.client();
   });
 
   it('counts the undelivered entries Redis cannot count (after a deletion) with one bounded read, never the whole stream', async () => {
