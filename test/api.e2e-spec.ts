@@ -330,6 +330,10 @@ describe('HTTP API', () => {
       expect(res.status).toBe(400);
       expect(res.body).toMatchObject({ statusCode: 400, code: 'VALIDATION_FAILED' });
       expect(typeof res.body.message).toBe('string');
+      // A VALIDATION_FAILED names each field it refused, so a client can tell which.
+      expect(res.body.errors).toEqual(
+        expect.arrayContaining([{ field: expect.any(String), messages: expect.any(Array) }]),
+      );
       expect(await snapshot('p')).toEqual(before);
     });
 
@@ -351,15 +355,10 @@ describe('HTTP API', () => {
     });
 
     it.each([
-      ['malformed JSON', '{"productId": "p",', 'application/json', 400, 'VALIDATION_FAILED'],
-      ['an empty JSON body', '', 'application/json', 400, 'VALIDATION_FAILED'],
-      [
-        'a __proto__ key',
-        '{"productId":"p","userId":"u","__proto__":{"x":1}}',
-        'application/json',
-        400,
-        'VALIDATION_FAILED',
-      ],
+      // A body its JSON parser refuses has no fields to name: BAD_REQUEST, not VALIDATION_FAILED.
+      ['malformed JSON', '{"productId": "p",', 'application/json', 400, 'BAD_REQUEST'],
+      ['an empty JSON body', '', 'application/json', 400, 'BAD_REQUEST'],
+      ['a __proto__ key', '{"productId":"p","userId":"u","__proto__":{"x":1}}', 'application/json', 400, 'BAD_REQUEST'],
       ['a text/plain body', 'productId=p', 'text/plain', 415, 'UNSUPPORTED_MEDIA_TYPE'],
       ['a form body', 'productId=p&userId=u', 'application/x-www-form-urlencoded', 415, 'UNSUPPORTED_MEDIA_TYPE'],
       [
@@ -374,14 +373,16 @@ describe('HTTP API', () => {
       const before = await snapshot('p');
       const res = await request(t.url, 'POST', '/api/orders', { raw, headers: { 'content-type': contentType } });
       expect(res.status).toBe(status);
-      expect(res.body).toMatchObject({ statusCode: status, code });
+      expect(res.body).toEqual({ statusCode: status, code, message: expect.any(String) });
+      openapi.expectDocumented('POST /api/orders', status, res.body);
       expect(await snapshot('p')).toEqual(before);
     });
 
-    it('refuses a badly encoded product id with a 4xx and a code', async () => {
-      const res = await request(t.url, 'GET', '/api/products/%E0%A4%A');
-      expect(res.status).toBe(400);
-      expect(res.body).toMatchObject({ statusCode: 400, code: 'VALIDATION_FAILED' });
+    it('refuses a badly encoded product id 400 BAD_REQUEST, without echoing the URL', async () => {
+      const res = await request(t.url, 'GET', `/api/products/x${'y'.repeat(80)}%E0%A4%A`);
+      expect(res.body).toEqual({ statusCode: 400, code: 'BAD_REQUEST', message: expect.any(String) });
+      expect(res.body.message).not.toMatch(/yyy|\/api\/products/);
+      openapi.expectDocumented('GET /api/products/:id', 400, res.body);
     });
 
     /** What the server writes back for bytes sent as they are, until it closes the socket. */
@@ -391,7 +392,10 @@ describe('HTTP API', () => {
         const socket = connect(Number(port), hostname, () => socket.end(bytes));
         let answer = '';
         socket.setEncoding('utf8').on('data', (chunk: string) => (answer += chunk));
-        socket.on('error', reject).on('close', () => {
+        // The server closes with the rest of a long request unread, which the kernel
+        // says with a reset: the answer before it is what counts.
+        socket.on('error', (err: NodeJS.ErrnoException) => (err.code === 'ECONNRESET' ? undefined : reject(err)));
+        socket.on('close', () => {
           const [head, body] = answer.split('\r\n\r\n');
           resolve({ status: Number(head.split(' ')[1]), body: JSON.parse(body) as Record<string, unknown> });
         });
@@ -405,6 +409,16 @@ describe('HTTP API', () => {
         431,
         'HEADERS_TOO_LARGE',
         'GET /health',
+      ],
+      // Node's 16 KiB bound is on the request line and the headers together: a URL past
+      // it is refused there, before the router could answer 414 (and read past the 64 KiB
+      // Node reads at once).
+      [
+        'a 70,000-character URL',
+        `GET /api/products/${'a'.repeat(70_000)} HTTP/1.1\r\nHost: x\r\n\r\n`,
+        431,
+        'HEADERS_TOO_LARGE',
+        'GET /api/products/:id',
       ],
       // Not a request of any route: no operation of the document to hold it against.
       ['bytes that are not HTTP', 'NOT HTTP AT ALL\r\n\r\n', 400, 'BAD_REQUEST', null],
@@ -442,8 +456,9 @@ describe('HTTP API', () => {
     it('answers a path parameter over the router’s length limit with 414 URI_TOO_LONG, without echoing it', async () => {
       const res = await request(t.url, 'GET', `/api/products/${'a'.repeat(5_000)}`);
       expect(res.status).toBe(414);
-      expect(res.body).toMatchObject({ statusCode: 414, code: 'URI_TOO_LONG' });
-      expect(String(res.body.message).length).toBeLessThan(300);
+      expect(res.body).toEqual({ statusCode: 414, code: 'URI_TOO_LONG', message: expect.any(String) });
+      expect(res.body.message).not.toMatch(/aaa|\/api\/products/);
+      openapi.expectDocumented('GET /api/products/:id', 414, res.body);
     });
 
     it('answers a request whose body stops halfway 408 REQUEST_TIMEOUT after REQUEST_TIMEOUT_MS, and closes it', async () => {

@@ -1,7 +1,7 @@
 import { STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import { errorBody } from './error.filter';
-import { AppError, BadRequestError, FRAMEWORK_ERRORS } from './errors';
+import { AppError, BadRequestError, FRAMEWORK_ERRORS, InternalError } from './errors';
 
 /** What a request that never arrived in time is answered: Node's request timeout, or the shutdown deadline. */
 export function requestTimeoutError(): AppError {
@@ -29,6 +29,24 @@ export function answerClientError(err: NodeJS.ErrnoException, socket: Socket): v
   else if (err.code === 'HPE_HEADER_OVERFLOW') known = new FRAMEWORK_ERRORS[431]('the request headers are too large');
   else known = new BadRequestError('the request is not valid HTTP');
   answerOnSocket(socket, known);
+}
+
+/**
+ * What Fastify's router refuses before any route is found (its frameworkErrors): a URL
+ * it cannot percent-decode, a path parameter over its length limit. Fastify's message
+ * quotes the URL, which is the client's own input and may be kilobytes long: this one
+ * names the problem only.
+ */
+export function routerRefusal(error: { code?: string; statusCode?: number }, maxParamLength: number): AppError {
+  if (error.code === 'FST_ERR_BAD_URL') return new BadRequestError('the URL is not validly percent-encoded');
+  if (error.code === 'FST_ERR_MAX_PARAM_LENGTH') {
+    return new FRAMEWORK_ERRORS[414](
+      `a path parameter of the URL is over the router's limit of ${maxParamLength} characters`,
+    );
+  }
+  const status = error.statusCode ?? 500;
+  if (status >= 500) return new InternalError();
+  return new (FRAMEWORK_ERRORS[status] ?? BadRequestError)(STATUS_CODES[status] ?? 'the request was refused');
 }
 
 /**

@@ -46,7 +46,7 @@ export const ERROR_BODY_SCHEMA = {
 /** The body every error answer has: {statusCode, code, message} (and the fields, for a validation error). */
 export function errorBody(err: AppError): ErrorBody {
   const body: ErrorBody = { statusCode: err.status, code: err.code, message: err.message };
-  if (err instanceof ValidationFailedError && err.errors) body.errors = err.errors;
+  if (err instanceof ValidationFailedError) body.errors = err.errors;
   if (err instanceof SaleNotStartedError) body.startsAt = err.startsAt;
   return body;
 }
