@@ -15,7 +15,7 @@ import { answerPurchasesInHooks } from './orders/purchase-hooks';
 import { WaitingRoom } from './door/waiting-room';
 import { REDIS_CLIENT } from './redis/redis.constants';
 import { Metrics } from './telemetry/metrics';
-import { answerClientError, routerRefusal } from './errors/client-error';
+import { clientErrorHandler, routerRefusal } from './errors/client-error';
 import { errorBody } from './errors/error.filter';
 import { checkBodiesWithRouteSchemas, STRICT_AJV } from './validation/schema-checked';
 
@@ -49,7 +49,7 @@ export async function createApp(config: AppConfig, options: { logger?: false } =
     ajv: STRICT_AJV,
     // A client that sends headers and half a body would otherwise hold its socket
     // forever: Fastify turns Node's request timeout off by default. Past it, Node raises
-    // ERR_HTTP_REQUEST_TIMEOUT and answerClientError answers 408. The headers get the
+    // ERR_HTTP_REQUEST_TIMEOUT and clientErrorHandler answers 408. The headers get the
     // same deadline: Node swaps the two when headersTimeout (60 s by default) is the
     // larger, which would quietly stretch a 10 s request timeout to 60 s.
     requestTimeout: config.requestTimeoutMs,
@@ -69,7 +69,7 @@ export async function createApp(config: AppConfig, options: { logger?: false } =
       const known = routerRefusal(error, MAX_PARAM_LENGTH);
       void reply.status(known.status).send(errorBody(known));
     },
-    clientErrorHandler: answerClientError,
+    clientErrorHandler: clientErrorHandler(config.requestTimeoutMs),
     // Who the client is (request.ip) behind the proxies TRUST_PROXY names. Fastify takes
     // a boolean, a hop count or a list; the adapter's overloaded options type cannot
     // infer a union of them, hence the cast to one.

@@ -1,6 +1,6 @@
 import { ChildProcess, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { AddressInfo, createServer } from 'node:net';
+import { AddressInfo, connect, createServer } from 'node:net';
 import { dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { startPrivateRedis } from '../harness/redis';
@@ -69,6 +69,17 @@ async function burst(url: string, productId: string, count: number): Promise<num
   return answers.map((a) => a.status);
 }
 
+/** Sends `bytes` and never the rest: what the app writes back before it closes the socket. */
+function slowRequest(url: string, bytes: string): Promise<string> {
+  const { hostname, port } = new URL(url);
+  return new Promise((resolve, reject) => {
+    const socket = connect(Number(port), hostname, () => socket.write(bytes));
+    let answer = '';
+    socket.setEncoding('utf8').on('data', (chunk: string) => (answer += chunk));
+    socket.on('error', reject).on('close', () => resolve(answer));
+  });
+}
+
 describe('logs: JSON lines on stdout through nestjs-pino (the built app as a process)', () => {
   let redis: TestRedis;
   const started: ChildProcess[] = [];
@@ -111,6 +122,40 @@ describe('logs: JSON lines on stdout through nestjs-pino (the built app as a pro
     ]);
     expect(steps.every((l) => l.level === PINO.info)).toBe(true);
     expect(app.stderr()).toBe('');
+  }, 60_000);
+
+  it('logs slow clients (408 REQUEST_TIMEOUT) as one warning per burst with its count: no error, no stack', async () => {
+    const app = await startAppProcess({
+      REDIS_URL: redis.url,
+      KEY_PREFIX: uniquePrefix('slow'),
+      LOG_LEVEL: 'debug',
+      REQUEST_TIMEOUT_MS: '1000',
+    });
+    started.push(app.child);
+    await app.waitFor(/^seckill listening on /);
+    const before = app.lines().length;
+    const halfBody =
+      'POST /api/orders HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"productId":';
+    const halfHeaders = 'POST /api/orders HTTP/1.1\r\nHost: x\r\nContent-Ty';
+    const answers = await Promise.all(
+      [halfBody, halfBody, halfBody, halfBody, halfHeaders, halfHeaders].map((bytes) => slowRequest(app.url, bytes)),
+    );
+    for (const answer of answers) expect(answer).toMatch(/^HTTP\/1\.1 408 Request Timeout\r\n/);
+    // The burst's count comes once its window (10 s) has passed.
+    await app.waitFor(/^REQUEST_TIMEOUT: /, 15_000);
+    const said =
+      'a request did not arrive within REQUEST_TIMEOUT_MS (1000 ms): answered 408 REQUEST_TIMEOUT and closed';
+    expect(
+      app
+        .lines()
+        .slice(before)
+        .map((l) => [l.level, l.context, l.msg]),
+    ).toEqual([
+      [PINO.warn, 'HTTP', said],
+      [PINO.warn, 'HTTP', `REQUEST_TIMEOUT: 5 more times in the 10 s after: ${said}`],
+    ]);
+    app.child.kill('SIGTERM');
+    expect(await app.exited).toBe(0);
   }, 60_000);
 
   it('writes each line before the next statement runs (synchronously), so none is overtaken or lost at exit', async () => {

@@ -1,5 +1,7 @@
+import { Logger } from '@nestjs/common';
 import { STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
+import { BurstLog } from './burst-log';
 import { errorBody } from './error.filter';
 import { AppError, BadRequestError, FRAMEWORK_ERRORS, InternalError } from './errors';
 
@@ -10,25 +12,40 @@ export function requestTimeoutError(): AppError {
 
 /**
  * A request Node's HTTP parser cannot read (headers too large, garbage, too slow) never
- * reaches Fastify's routes; Fastify's own answer has no `code`. This one writes the
- * same body as every other error, then closes the socket as Node and Fastify do.
+ * reaches Fastify's routes; Fastify's own answer has no `code`. The handler made here
+ * writes the same body as every other error, then closes the socket as Node and Fastify
+ * do. A request that did not arrive within REQUEST_TIMEOUT_MS is the client's doing (a
+ * slow network, or an attack that opens many slow requests): a warning, one per burst
+ * with its count, as the other bursts are logged (BurstLog).
  */
-export function answerClientError(err: NodeJS.ErrnoException, socket: Socket): void {
-  if (err.code === 'ECONNRESET' || socket.destroyed) return;
-  // A request read in full earlier on this connection is still being answered
-  // (pipelining): an answer written now would be taken for that request's. Close
-  // instead; its client sees a cut connection, not a false answer. (A request still
-  // arriving, timed out or malformed halfway, is the one the error is about: answered.)
-  const pending = (socket as Socket & { _httpMessage?: { req?: { complete?: boolean } } })._httpMessage;
-  if (pending?.req?.complete) {
-    socket.destroy(err);
-    return;
-  }
-  let known: AppError;
-  if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') known = requestTimeoutError();
-  else if (err.code === 'HPE_HEADER_OVERFLOW') known = new FRAMEWORK_ERRORS[431]('the request headers are too large');
-  else known = new BadRequestError('the request is not valid HTTP');
-  answerOnSocket(socket, known);
+export function clientErrorHandler(requestTimeoutMs: number): (err: NodeJS.ErrnoException, socket: Socket) => void {
+  const logger = new Logger('HTTP');
+  const slow = new BurstLog((line) => logger.warn(line));
+  return (err, socket) => {
+    if (err.code === 'ECONNRESET' || socket.destroyed) return;
+    // A request read in full earlier on this connection is still being answered
+    // (pipelining): an answer written now would be taken for that request's. Close
+    // instead; its client sees a cut connection, not a false answer. (A request still
+    // arriving, timed out or malformed halfway, is the one the error is about: answered.)
+    const pending = (socket as Socket & { _httpMessage?: { req?: { complete?: boolean } } })._httpMessage;
+    if (pending?.req?.complete) {
+      socket.destroy(err);
+      return;
+    }
+    let known: AppError;
+    if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') {
+      known = requestTimeoutError();
+      slow.say(
+        known.code,
+        `a request did not arrive within REQUEST_TIMEOUT_MS (${requestTimeoutMs} ms): answered 408 ${known.code} and closed`,
+      );
+    } else if (err.code === 'HPE_HEADER_OVERFLOW') {
+      known = new FRAMEWORK_ERRORS[431]('the request headers are too large');
+    } else {
+      known = new BadRequestError('the request is not valid HTTP');
+    }
+    answerOnSocket(socket, known);
+  };
 }
 
 /**
