@@ -18,6 +18,8 @@ import { Metrics } from './telemetry/metrics';
 import { clientErrorHandler, routerRefusal } from './errors/client-error';
 import { errorBody } from './errors/error.filter';
 import { checkBodiesWithRouteSchemas, STRICT_AJV } from './validation/schema-checked';
+import { contextOf, HttpRequests, requestContext, UNMATCHED_ROUTE } from './telemetry/http-requests';
+import { fastifyTrustProxy, proxyTrust } from './trusted-proxy';
 
 /** Bodies larger than this are refused with 413 before they are parsed. */
 export const BODY_LIMIT_BYTES = 16 * 1024;
@@ -41,6 +43,9 @@ const REQUEST_TIMEOUT_CHECK_MS = 1_000;
  * stack: Fastify limits, content-type handling, pipes and filters.
  */
 export async function createApp(config: AppConfig, options: { logger?: false } = {}): Promise<NestFastifyApplication> {
+  // Only a proxy TRUST_PROXY trusts may name the request (X-Request-Id).
+  const trust = config.trustProxy === false ? null : proxyTrust(config.trustProxy);
+  const requests = new HttpRequests(trust && ((address: string) => trust(address, 0)));
   // A request that arrives on an open connection while we drain is served, not
   // answered with Fastify's bare 503 (which has no `code`).
   const adapter = new FastifyAdapter({
@@ -60,20 +65,26 @@ export async function createApp(config: AppConfig, options: { logger?: false } =
     },
     routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
     // Fastify refuses some URLs before Nest sees the request: the same body shape as
-    // every other error.
+    // every other error. No route answered, so none of the hooks runs: timed here.
     frameworkErrors: (
       error: Error & { code?: string; statusCode?: number },
-      _request: FastifyRequest,
+      request: FastifyRequest,
       reply: FastifyReply,
     ) => {
       const known = routerRefusal(error, MAX_PARAM_LENGTH);
+      requests.answered(request.raw, UNMATCHED_ROUTE, known.status);
       void reply.status(known.status).send(errorBody(known));
     },
-    clientErrorHandler: clientErrorHandler(config.requestTimeoutMs),
-    // Who the client is (request.ip) behind the proxies TRUST_PROXY names. Fastify takes
-    // a boolean, a hop count or a list; the adapter's overloaded options type cannot
-    // infer a union of them, hence the cast to one.
-    trustProxy: (Array.isArray(config.trustProxy) ? [...config.trustProxy] : config.trustProxy) as string[],
+    clientErrorHandler: clientErrorHandler(
+      config.requestTimeoutMs,
+      (req) => (req && contextOf(req)?.id) ?? requests.newId(),
+    ),
+    // Fastify's request.id is the request's X-Request-Id (inject() bypasses the server).
+    genReqId: (req: IncomingMessage) => contextOf(req)?.id ?? requests.newId(),
+    // Who the client is (request.ip) behind the proxies TRUST_PROXY names, by the same
+    // rule as the request id. The adapter's overloaded options type cannot infer a union
+    // of Fastify's forms, hence the cast to one.
+    trustProxy: fastifyTrustProxy(config.trustProxy) as boolean,
   });
   const fastify = adapter.getInstance();
   // The door (src/door/door-refusals.ts) answers on the server's request event, before
@@ -85,8 +96,15 @@ export async function createApp(config: AppConfig, options: { logger?: false } =
   if (!fastifyHandler || others.length > 0)
     throw new Error("the HTTP server's request listener is not Fastify's alone");
   fastify.server.removeAllListeners('request');
+  const serve = (req: IncomingMessage, res: ServerResponse) => {
+    const route = door.refusals?.handle(req, res);
+    if (route) requests.answered(req, route, res.statusCode);
+    else fastifyHandler(req, res);
+  };
+  // Each request's work runs in its context, so the lines it logs carry its id (Fastify
+  // carries the context on past the body, which Node emits from the socket).
   fastify.server.on('request', (req: IncomingMessage, res: ServerResponse) => {
-    if (door.refusals?.handle(req, res) !== true) fastifyHandler(req, res);
+    requestContext.run(requests.received(req, res), serve, req, res);
   });
   // Before Nest registers its routes, which is when the hook sees them.
   checkBodiesWithRouteSchemas(fastify);
@@ -103,9 +121,12 @@ export async function createApp(config: AppConfig, options: { logger?: false } =
     if (door.refusals) door.refusals.draining = true;
     done();
   });
-  fastify.addHook('onSend', (_request, reply, payload, done) => {
+  fastify.addHook('onSend', (request, reply, payload, done) => {
     // From the start of the app's shutdown (DoorRefusals.onModuleDestroy), or the server's close.
     if (draining || door.refusals?.draining) void reply.header('connection', 'close');
+    // Every answer Fastify gives passes here: a route's (by its pattern), the 404 of a
+    // path no route serves, an error's, a purchase answered from its hook.
+    requests.answered(request.raw, request.routeOptions.url ?? UNMATCHED_ROUTE, reply.statusCode);
     done(null, payload);
   });
   const logged = options.logger !== false;
@@ -117,16 +138,18 @@ export async function createApp(config: AppConfig, options: { logger?: false } =
     bodyParser: false,
   });
   if (logged) app.useLogger(app.get(Logger));
+  const metrics = app.get(Metrics);
+  if (metrics.enabled) requests.timeWith((...answer) => metrics.httpAnswered(...answer));
   const refusals = app.get(DoorRefusals);
   refusals.attach(app.get(PurchaseTelemetry), BODY_LIMIT_BYTES);
   door.refusals = refusals;
   // Rate limits and buyer tokens on the purchase routes, in Fastify hooks (src/door).
-  await installDoorChecks(fastify, config, app.get(REDIS_CLIENT), app.get(Metrics));
+  await installDoorChecks(fastify, config, app.get(REDIS_CLIENT), metrics);
   // The waiting room's joins and ticket reads, answered from the hook after those checks.
   answerQueueInHooks(fastify, app.get(WaitingRoom), refusals);
   // And the purchases, on both routes (src/orders/purchase-hooks.ts).
   answerPurchasesInHooks(fastify, app.get(Checkout));
-  setupOpenApi(app);
+  setupOpenApi(app, config.buyerAuth);
   await app.init();
   return app;
 }

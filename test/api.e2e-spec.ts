@@ -1,5 +1,6 @@
 import { Redis } from 'ioredis';
 import { connect } from 'node:net';
+import { DoorRefusals } from '../src/door/door-refusals';
 import { KeyLayout } from '../src/redis/key-layout';
 import { startSale, startTestApp } from './helpers/app';
 import { OpenApiDocument } from './helpers/openapi';
@@ -386,7 +387,7 @@ describe('HTTP API', () => {
     });
 
     /** What the server writes back for bytes sent as they are, until it closes the socket. */
-    function rawExchange(bytes: string): Promise<{ status: number; body: Record<string, unknown> }> {
+    function rawExchange(bytes: string): Promise<{ status: number; head: string; body: Record<string, unknown> }> {
       const { hostname, port } = new URL(t.url);
       return new Promise((resolve, reject) => {
         const socket = connect(Number(port), hostname, () => socket.end(bytes));
@@ -397,7 +398,7 @@ describe('HTTP API', () => {
         socket.on('error', (err: NodeJS.ErrnoException) => (err.code === 'ECONNRESET' ? undefined : reject(err)));
         socket.on('close', () => {
           const [head, body] = answer.split('\r\n\r\n');
-          resolve({ status: Number(head.split(' ')[1]), body: JSON.parse(body) as Record<string, unknown> });
+          resolve({ status: Number(head.split(' ')[1]), head, body: JSON.parse(body) as Record<string, unknown> });
         });
       });
     }
@@ -428,6 +429,7 @@ describe('HTTP API', () => {
         const res = await rawExchange(bytes);
         expect(res.status).toBe(status);
         expect(res.body).toEqual({ statusCode: status, code, message: expect.any(String) });
+        expect(res.head).toMatch(/\r\nX-Request-Id: [\w-]+\r\n/);
         if (route) openapi.expectDocumented(route, res.status, res.body);
       },
     );
@@ -485,6 +487,7 @@ describe('HTTP API', () => {
         expect(Date.now() - started).toBeGreaterThanOrEqual(1_000);
         const [head, body] = answer.split('\r\n\r\n');
         expect(head).toMatch(/^HTTP\/1\.1 408 /);
+        expect(head).toMatch(/\r\nX-Request-Id: [\w-]+\r\n/);
         expect(JSON.parse(body)).toEqual({ statusCode: 408, code: 'REQUEST_TIMEOUT', message: expect.any(String) });
         openapi.expectDocumented('POST /api/orders', 408, JSON.parse(body));
       } finally {
@@ -496,6 +499,67 @@ describe('HTTP API', () => {
       const res = await request(t.url, 'DELETE', '/api/orders');
       expect(res.status).toBe(404);
       expect(res.body.code).toBe('NOT_FOUND');
+    });
+  });
+
+  describe('X-Request-Id', () => {
+    /** This process's random prefix and a counter. */
+    const OURS = /^[\w-]{8}-[0-9a-z]+$/;
+
+    it("is on every answer, one per request: a route's, a purchase's from its hook, the door's, a 400, a 404, a 414", async () => {
+      await startSale(t.url, 'ids', 1);
+      const door = stack.app.app.get(DoorRefusals);
+      const answers = [
+        await request(t.url, 'GET', '/health'),
+        await request(t.url, 'POST', '/api/products/ids/orders', { json: { userId: 'first' } }),
+        // SOLD_OUT from Redis, which the door learns; then from the door.
+        await request(t.url, 'POST', '/api/products/ids/orders', { json: { userId: 'second' } }),
+        await request(t.url, 'POST', '/api/products/ids/orders', { json: { userId: 'third' } }),
+        await request(t.url, 'POST', '/api/orders', { json: { productId: 'ids' } }),
+        await request(t.url, 'GET', '/no/such/route'),
+        await request(t.url, 'GET', `/api/products/${'a'.repeat(101)}`),
+      ];
+      expect(answers.map((a) => a.status)).toEqual([200, 201, 409, 409, 400, 404, 414]);
+      expect(door.answered).toBeGreaterThan(0);
+      const ids = answers.map((a) => a.headers.get('x-request-id'));
+      for (const id of ids) expect(id).toMatch(OURS);
+      expect(new Set(ids).size).toBe(ids.length);
+    });
+
+    it("takes a proxy's X-Request-Id only when TRUST_PROXY trusts the socket's peer, and only a plain token", async () => {
+      const given = 'edge-7f3a9c.42:trace/1+x=@y';
+      const idOf = async (url: string, id: string) =>
+        (await fetch(`${url}/health`, { headers: { 'x-request-id': id } })).headers.get('x-request-id');
+      // This app has no TRUST_PROXY: anyone could write what it likes into the log.
+      expect(await idOf(t.url, given)).toMatch(OURS);
+      for (const [trust, trusted] of [
+        ['loopback', true],
+        ['1', true],
+        ['true', true],
+        ['127.0.0.1', true],
+        ['10.0.0.0/8,192.168.1.7', false],
+      ] as const) {
+        const app = await startTestApp({
+          REDIS_URL: stack.redis.url,
+          KEY_PREFIX: uniquePrefix('ids'),
+          TRUST_PROXY: trust,
+        });
+        try {
+          expect({ trust, id: await idOf(app.url, given) }).toEqual({
+            trust,
+            id: trusted ? given : expect.stringMatching(OURS),
+          });
+          for (const bad of ['x'.repeat(129), 'has space', 'a;b', 'a"b', 'a,b']) {
+            expect({ trust, bad, id: await idOf(app.url, bad) }).toEqual({
+              trust,
+              bad,
+              id: expect.stringMatching(OURS),
+            });
+          }
+        } finally {
+          await app.close();
+        }
+      }
     });
   });
 

@@ -3,11 +3,12 @@ import { existsSync } from 'node:fs';
 import { AddressInfo, connect, createServer } from 'node:net';
 import { dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { Redis } from 'ioredis';
 import { startPrivateRedis } from '../harness/redis';
 import { APP_MAIN, ROOT } from '../harness/paths';
 import { freePort } from '../scripts/redis-server';
 import { ADMIN_TOKEN, request, startSale, waitForHealth } from './helpers/app';
-import { startTestRedis, TestRedis, uniquePrefix } from './helpers/redis';
+import { closeClient, startTestRedis, TestRedis, uniquePrefix } from './helpers/redis';
 
 /** pino's numbers for the levels LOG_LEVEL names (trace 10 ... fatal 60). */
 const PINO = { trace: 10, debug: 20, info: 30, warn: 40, error: 50 };
@@ -17,6 +18,8 @@ interface LogLine {
   readonly time: number;
   readonly msg: string;
   readonly context?: string;
+  /** The X-Request-Id of the request whose work wrote the line. */
+  readonly reqId?: string;
 }
 
 /** The built app as a real process, its stdout and stderr kept apart. */
@@ -74,6 +77,20 @@ function slowRequest(url: string, bytes: string): Promise<string> {
   const { hostname, port } = new URL(url);
   return new Promise((resolve, reject) => {
     const socket = connect(Number(port), hostname, () => socket.write(bytes));
+    let answer = '';
+    socket.setEncoding('utf8').on('data', (chunk: string) => (answer += chunk));
+    socket.on('error', reject).on('close', () => resolve(answer));
+  });
+}
+
+/** Sends `head`, then `body` 100 ms later, and reads the answer to the end of the connection. */
+function splitRequest(url: string, head: string, body: string): Promise<string> {
+  const { hostname, port } = new URL(url);
+  return new Promise((resolve, reject) => {
+    const socket = connect(Number(port), hostname, () => {
+      socket.write(head);
+      setTimeout(() => socket.write(body), 100);
+    });
     let answer = '';
     socket.setEncoding('utf8').on('data', (chunk: string) => (answer += chunk));
     socket.on('error', reject).on('close', () => resolve(answer));
@@ -156,6 +173,50 @@ describe('logs: JSON lines on stdout through nestjs-pino (the built app as a pro
     ]);
     app.child.kill('SIGTERM');
     expect(await app.exited).toBe(0);
+  }, 60_000);
+
+  it("puts a request's X-Request-Id on the lines its work writes (reqId), and on no other line", async () => {
+    const own = await startPrivateRedis();
+    const redisClient = new Redis(own.url);
+    try {
+      const app = await startAppProcess({ REDIS_URL: own.url, KEY_PREFIX: uniquePrefix('reqid'), LOG_LEVEL: 'debug' });
+      started.push(app.child);
+      await app.waitFor(/^seckill listening on /);
+      await startSale(app.url, 'full', 5);
+      const before = app.lines().length;
+      // Every write refused: each purchase's refusal is a warning (once per burst) of ErrorFilter's.
+      await redisClient.config('SET', 'maxmemory', '1');
+      // The body a moment after the headers, as a slow network delivers it: Node emits it
+      // from the socket, outside the context the request began in.
+      const body = JSON.stringify({ productId: 'full', userId: 'u1' });
+      const first = await splitRequest(
+        app.url,
+        `POST /api/orders HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\n` +
+          `Content-Length: ${body.length}\r\n\r\n`,
+        body,
+      );
+      const second = await request(app.url, 'POST', '/api/orders', { json: { productId: 'full', userId: 'u2' } });
+      await redisClient.config('SET', 'maxmemory', '0');
+      expect(first).toMatch(/^HTTP\/1\.1 503 .*"code":"REDIS_OUT_OF_MEMORY"/s);
+      expect(second.body.code).toBe('REDIS_OUT_OF_MEMORY');
+      const id = /\r\nx-request-id: ([^\r]+)\r\n/i.exec(first)?.[1];
+      expect(id).toMatch(/^[\w-]{8}-[0-9a-z]+$/);
+      expect(second.headers.get('x-request-id')).not.toBe(id);
+      const refused = await app.waitFor(/^Redis refused a command \(REDIS_OUT_OF_MEMORY\)/);
+      expect(refused).toMatchObject({ level: PINO.warn, context: 'ErrorFilter', reqId: id });
+      // The burst's count, 10 s on, is no request's line, though the first one's work set its timer.
+      const counted = await app.waitFor(/^REDIS_OUT_OF_MEMORY: 1 more time in the 10 s after/, 15_000);
+      expect(counted.reqId).toBeUndefined();
+      // Nothing else carries an id: start-up, the dashboard's timer (whose publish the same
+      // Redis may have refused meanwhile).
+      expect(app.lines().filter((l) => l.reqId !== undefined)).toEqual([refused]);
+      expect(app.lines().slice(before)).toEqual(expect.arrayContaining([refused, counted]));
+      app.child.kill('SIGTERM');
+      expect(await app.exited).toBe(0);
+    } finally {
+      await closeClient(redisClient);
+      await own.remove();
+    }
   }, 60_000);
 
   it('writes each line before the next statement runs (synchronously), so none is overtaken or lost at exit', async () => {

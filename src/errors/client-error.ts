@@ -1,5 +1,5 @@
 import { Logger } from '@nestjs/common';
-import { STATUS_CODES } from 'node:http';
+import { type IncomingMessage, STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import { BurstLog } from './burst-log';
 import { errorBody } from './error.filter';
@@ -18,7 +18,11 @@ export function requestTimeoutError(): AppError {
  * slow network, or an attack that opens many slow requests): a warning, one per burst
  * with its count, as the other bursts are logged (BurstLog).
  */
-export function clientErrorHandler(requestTimeoutMs: number): (err: NodeJS.ErrnoException, socket: Socket) => void {
+export function clientErrorHandler(
+  requestTimeoutMs: number,
+  /** The answer's X-Request-Id: that of the request Node had begun to read, if any. */
+  requestIdOf: (req: IncomingMessage | undefined) => string,
+): (err: NodeJS.ErrnoException, socket: Socket) => void {
   const logger = new Logger('HTTP');
   const slow = new BurstLog((line) => logger.warn(line));
   return (err, socket) => {
@@ -27,8 +31,8 @@ export function clientErrorHandler(requestTimeoutMs: number): (err: NodeJS.Errno
     // (pipelining): an answer written now would be taken for that request's. Close
     // instead; its client sees a cut connection, not a false answer. (A request still
     // arriving, timed out or malformed halfway, is the one the error is about: answered.)
-    const pending = (socket as Socket & { _httpMessage?: { req?: { complete?: boolean } } })._httpMessage;
-    if (pending?.req?.complete) {
+    const pending = pendingRequest(socket);
+    if (pending?.complete) {
       socket.destroy(err);
       return;
     }
@@ -44,8 +48,13 @@ export function clientErrorHandler(requestTimeoutMs: number): (err: NodeJS.Errno
     } else {
       known = new BadRequestError('the request is not valid HTTP');
     }
-    answerOnSocket(socket, known);
+    answerOnSocket(socket, known, requestIdOf(pending));
   };
+}
+
+/** The request Node has attached to `socket` (`_httpMessage`: set when its headers are read, cleared once it is answered). */
+export function pendingRequest(socket: Socket): IncomingMessage | undefined {
+  return (socket as Socket & { _httpMessage?: { req?: IncomingMessage } | null })._httpMessage?.req;
 }
 
 /**
@@ -70,13 +79,14 @@ export function routerRefusal(error: { code?: string; statusCode?: number }, max
  * Writes `error` as a whole HTTP response straight onto the socket and closes it. Only
  * for a socket on which no response has begun: the bytes would otherwise land inside one.
  */
-export function answerOnSocket(socket: Socket, error: AppError): void {
+export function answerOnSocket(socket: Socket, error: AppError, requestId?: string): void {
   if (socket.destroyed) return;
   const body = JSON.stringify(errorBody(error));
   if (socket.writable) {
     socket.write(
       `HTTP/1.1 ${error.status} ${STATUS_CODES[error.status]}\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
-        `Content-Type: application/json; charset=utf-8\r\nConnection: close\r\n\r\n${body}`,
+        `Content-Type: application/json; charset=utf-8\r\n${requestId === undefined ? '' : `X-Request-Id: ${requestId}\r\n`}` +
+        `Connection: close\r\n\r\n${body}`,
     );
   }
   socket.destroy();
