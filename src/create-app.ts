@@ -15,13 +15,21 @@ import { answerPurchasesInHooks } from './orders/purchase-hooks';
 import { WaitingRoom } from './door/waiting-room';
 import { REDIS_CLIENT } from './redis/redis.constants';
 import { Metrics } from './telemetry/metrics';
-import { answerClientError } from './errors/client-error';
+import { clientErrorHandler, routerRefusal } from './errors/client-error';
 import { errorBody } from './errors/error.filter';
-import { FRAMEWORK_ERRORS, ValidationFailedError } from './errors/errors';
 import { checkBodiesWithRouteSchemas, STRICT_AJV } from './validation/schema-checked';
+import { contextOf, HttpRequests, requestContext, UNMATCHED_ROUTE } from './telemetry/http-requests';
+import { fastifyTrustProxy, proxyTrust } from './trusted-proxy';
 
 /** Bodies larger than this are refused with 413 before they are parsed. */
 export const BODY_LIMIT_BYTES = 16 * 1024;
+
+/**
+ * The router answers a longer path parameter 414 URI_TOO_LONG (Fastify's default, stated
+ * so the answer can name it). Above every id the routes accept (64 characters): an id of
+ * 65 to 100 characters is told its rule by validation.
+ */
+const MAX_PARAM_LENGTH = 100;
 
 /**
  * How often Node looks for requests past REQUEST_TIMEOUT_MS (its default is 30 s, which
@@ -35,6 +43,9 @@ const REQUEST_TIMEOUT_CHECK_MS = 1_000;
  * stack: Fastify limits, content-type handling, pipes and filters.
  */
 export async function createApp(config: AppConfig, options: { logger?: false } = {}): Promise<NestFastifyApplication> {
+  // Only a proxy TRUST_PROXY trusts may name the request (X-Request-Id).
+  const trust = config.trustProxy === false ? null : proxyTrust(config.trustProxy);
+  const requests = new HttpRequests(trust && ((address: string) => trust(address, 0)));
   // A request that arrives on an open connection while we drain is served, not
   // answered with Fastify's bare 503 (which has no `code`).
   const adapter = new FastifyAdapter({
@@ -43,7 +54,7 @@ export async function createApp(config: AppConfig, options: { logger?: false } =
     ajv: STRICT_AJV,
     // A client that sends headers and half a body would otherwise hold its socket
     // forever: Fastify turns Node's request timeout off by default. Past it, Node raises
-    // ERR_HTTP_REQUEST_TIMEOUT and answerClientError answers 408. The headers get the
+    // ERR_HTTP_REQUEST_TIMEOUT and clientErrorHandler answers 408. The headers get the
     // same deadline: Node swaps the two when headersTimeout (60 s by default) is the
     // larger, which would quietly stretch a 10 s request timeout to 60 s.
     requestTimeout: config.requestTimeoutMs,
@@ -52,19 +63,28 @@ export async function createApp(config: AppConfig, options: { logger?: false } =
       headersTimeout: config.requestTimeoutMs,
       connectionsCheckingInterval: REQUEST_TIMEOUT_CHECK_MS,
     },
-    // Fastify refuses some URLs before Nest sees the request; give them the same body
-    // shape as every other error, and never echo a long URL back in full.
-    frameworkErrors: (error: Error & { statusCode?: number }, _request: FastifyRequest, reply: FastifyReply) => {
-      // A URL it cannot decode (400), a path parameter over its length limit (414).
-      const Known = (error.statusCode && FRAMEWORK_ERRORS[error.statusCode]) || ValidationFailedError;
-      const known = new Known(error.message.length > 200 ? `${error.message.slice(0, 200)}...` : error.message);
+    routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
+    // Fastify refuses some URLs before Nest sees the request: the same body shape as
+    // every other error. No route answered, so none of the hooks runs: timed here.
+    frameworkErrors: (
+      error: Error & { code?: string; statusCode?: number },
+      request: FastifyRequest,
+      reply: FastifyReply,
+    ) => {
+      const known = routerRefusal(error, MAX_PARAM_LENGTH);
+      requests.answered(request.raw, UNMATCHED_ROUTE, known.status);
       void reply.status(known.status).send(errorBody(known));
     },
-    clientErrorHandler: answerClientError,
-    // Who the client is (request.ip) behind the proxies TRUST_PROXY names. Fastify takes
-    // a boolean, a hop count or a list; the adapter's overloaded options type cannot
-    // infer a union of them, hence the cast to one.
-    trustProxy: (Array.isArray(config.trustProxy) ? [...config.trustProxy] : config.trustProxy) as string[],
+    clientErrorHandler: clientErrorHandler(
+      config.requestTimeoutMs,
+      (req) => (req && contextOf(req)?.id) ?? requests.newId(),
+    ),
+    // Fastify's request.id is the request's X-Request-Id (inject() bypasses the server).
+    genReqId: (req: IncomingMessage) => contextOf(req)?.id ?? requests.newId(),
+    // Who the client is (request.ip) behind the proxies TRUST_PROXY names, by the same
+    // rule as the request id. The adapter's overloaded options type cannot infer a union
+    // of Fastify's forms, hence the cast to one.
+    trustProxy: fastifyTrustProxy(config.trustProxy) as boolean,
   });
   const fastify = adapter.getInstance();
   // The door (src/door/door-refusals.ts) answers on the server's request event, before
@@ -76,8 +96,15 @@ export async function createApp(config: AppConfig, options: { logger?: false } =
   if (!fastifyHandler || others.length > 0)
     throw new Error("the HTTP server's request listener is not Fastify's alone");
   fastify.server.removeAllListeners('request');
+  const serve = (req: IncomingMessage, res: ServerResponse) => {
+    const route = door.refusals?.handle(req, res);
+    if (route) requests.answered(req, route, res.statusCode);
+    else fastifyHandler(req, res);
+  };
+  // Each request's work runs in its context, so the lines it logs carry its id (Fastify
+  // carries the context on past the body, which Node emits from the socket).
   fastify.server.on('request', (req: IncomingMessage, res: ServerResponse) => {
-    if (door.refusals?.handle(req, res) !== true) fastifyHandler(req, res);
+    requestContext.run(requests.received(req, res), serve, req, res);
   });
   // Before Nest registers its routes, which is when the hook sees them.
   checkBodiesWithRouteSchemas(fastify);
@@ -102,9 +129,12 @@ export async function createApp(config: AppConfig, options: { logger?: false } =
     if (door.refusals) door.refusals.draining = true;
     done();
   });
-  fastify.addHook('onSend', (_request, reply, payload, done) => {
+  fastify.addHook('onSend', (request, reply, payload, done) => {
     // From the start of the app's shutdown (DoorRefusals.onModuleDestroy), or the server's close.
     if (draining || door.refusals?.draining) void reply.header('connection', 'close');
+    // Every answer Fastify gives passes here: a route's (by its pattern), the 404 of a
+    // path no route serves, an error's, a purchase answered from its hook.
+    requests.answered(request.raw, request.routeOptions.url ?? UNMATCHED_ROUTE, reply.statusCode);
     done(null, payload);
   });
   const logged = options.logger !== false;
@@ -116,16 +146,18 @@ export async function createApp(config: AppConfig, options: { logger?: false } =
     bodyParser: false,
   });
   if (logged) app.useLogger(app.get(Logger));
+  const metrics = app.get(Metrics);
+  if (metrics.enabled) requests.timeWith((...answer) => metrics.httpAnswered(...answer));
   const refusals = app.get(DoorRefusals);
   refusals.attach(app.get(PurchaseTelemetry), BODY_LIMIT_BYTES);
   door.refusals = refusals;
   // Rate limits and buyer tokens on the purchase routes, in Fastify hooks (src/door).
-  await installDoorChecks(fastify, config, app.get(REDIS_CLIENT), app.get(Metrics));
+  await installDoorChecks(fastify, config, app.get(REDIS_CLIENT), metrics);
   // The waiting room's joins and ticket reads, answered from the hook after those checks.
   answerQueueInHooks(fastify, app.get(WaitingRoom), refusals);
   // And the purchases, on both routes (src/orders/purchase-hooks.ts).
   answerPurchasesInHooks(fastify, app.get(Checkout));
-  setupOpenApi(app);
+  setupOpenApi(app, config.buyerAuth);
   await app.init();
   return app;
 }

@@ -3,6 +3,7 @@ import type { Socket } from 'node:net';
 import { answerOnSocket, requestTimeoutError } from './errors/client-error';
 import { errorBody } from './errors/error.filter';
 import { OutcomeUnknownError } from './errors/errors';
+import { contextOf } from './telemetry/http-requests';
 
 /** What the shutdown deadline found still open, and did with it. */
 export interface Cut {
@@ -61,7 +62,7 @@ export class OpenRequests {
         }
       } else {
         unfinished++;
-        answerOnSocket(socket, requestTimeoutError());
+        answerOnSocket(socket, requestTimeoutError(), current ? contextOf(current.req)?.id : undefined);
       }
     }
     return { unfinished, inProgress };

@@ -330,6 +330,7 @@ describe(`fuzzed bad input (seed ${SEED}, ${CASES} requests)`, () => {
     // The generator really covers the refusals it means to (not all one kind).
     for (const expected of [
       '400 VALIDATION_FAILED',
+      '400 BAD_REQUEST',
       '401 UNAUTHORIZED',
       '404 NOT_FOUND',
       '413 PAYLOAD_TOO_LARGE',

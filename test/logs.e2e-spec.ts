@@ -1,13 +1,14 @@
 import { ChildProcess, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { AddressInfo, createServer } from 'node:net';
+import { AddressInfo, connect, createServer } from 'node:net';
 import { dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { Redis } from 'ioredis';
 import { startPrivateRedis } from '../harness/redis';
 import { APP_CWD, APP_MAIN, ROOT } from '../harness/paths';
 import { freePort } from '../scripts/redis-server';
 import { ADMIN_TOKEN, request, startSale, waitForHealth } from './helpers/app';
-import { startTestRedis, TestRedis, uniquePrefix } from './helpers/redis';
+import { closeClient, startTestRedis, TestRedis, uniquePrefix } from './helpers/redis';
 
 /** pino's numbers for the levels LOG_LEVEL names (trace 10 ... fatal 60). */
 const PINO = { trace: 10, debug: 20, info: 30, warn: 40, error: 50 };
@@ -17,6 +18,8 @@ interface LogLine {
   readonly time: number;
   readonly msg: string;
   readonly context?: string;
+  /** The X-Request-Id of the request whose work wrote the line. */
+  readonly reqId?: string;
 }
 
 /** The built app as a real process, its stdout and stderr kept apart. */
@@ -69,6 +72,31 @@ async function burst(url: string, productId: string, count: number): Promise<num
   return answers.map((a) => a.status);
 }
 
+/** Sends `bytes` and never the rest: what the app writes back before it closes the socket. */
+function slowRequest(url: string, bytes: string): Promise<string> {
+  const { hostname, port } = new URL(url);
+  return new Promise((resolve, reject) => {
+    const socket = connect(Number(port), hostname, () => socket.write(bytes));
+    let answer = '';
+    socket.setEncoding('utf8').on('data', (chunk: string) => (answer += chunk));
+    socket.on('error', reject).on('close', () => resolve(answer));
+  });
+}
+
+/** Sends `head`, then `body` 100 ms later, and reads the answer to the end of the connection. */
+function splitRequest(url: string, head: string, body: string): Promise<string> {
+  const { hostname, port } = new URL(url);
+  return new Promise((resolve, reject) => {
+    const socket = connect(Number(port), hostname, () => {
+      socket.write(head);
+      setTimeout(() => socket.write(body), 100);
+    });
+    let answer = '';
+    socket.setEncoding('utf8').on('data', (chunk: string) => (answer += chunk));
+    socket.on('error', reject).on('close', () => resolve(answer));
+  });
+}
+
 describe('logs: JSON lines on stdout through nestjs-pino (the built app as a process)', () => {
   let redis: TestRedis;
   const started: ChildProcess[] = [];
@@ -111,6 +139,84 @@ describe('logs: JSON lines on stdout through nestjs-pino (the built app as a pro
     ]);
     expect(steps.every((l) => l.level === PINO.info)).toBe(true);
     expect(app.stderr()).toBe('');
+  }, 60_000);
+
+  it('logs slow clients (408 REQUEST_TIMEOUT) as one warning per burst with its count: no error, no stack', async () => {
+    const app = await startAppProcess({
+      REDIS_URL: redis.url,
+      KEY_PREFIX: uniquePrefix('slow'),
+      LOG_LEVEL: 'debug',
+      REQUEST_TIMEOUT_MS: '1000',
+    });
+    started.push(app.child);
+    await app.waitFor(/^seckill listening on /);
+    const before = app.lines().length;
+    const halfBody =
+      'POST /api/orders HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"productId":';
+    const halfHeaders = 'POST /api/orders HTTP/1.1\r\nHost: x\r\nContent-Ty';
+    const answers = await Promise.all(
+      [halfBody, halfBody, halfBody, halfBody, halfHeaders, halfHeaders].map((bytes) => slowRequest(app.url, bytes)),
+    );
+    for (const answer of answers) expect(answer).toMatch(/^HTTP\/1\.1 408 Request Timeout\r\n/);
+    // The burst's count comes once its window (10 s) has passed.
+    await app.waitFor(/^REQUEST_TIMEOUT: /, 15_000);
+    const said =
+      'a request did not arrive within REQUEST_TIMEOUT_MS (1000 ms): answered 408 REQUEST_TIMEOUT and closed';
+    expect(
+      app
+        .lines()
+        .slice(before)
+        .map((l) => [l.level, l.context, l.msg]),
+    ).toEqual([
+      [PINO.warn, 'HTTP', said],
+      [PINO.warn, 'HTTP', `REQUEST_TIMEOUT: 5 more times in the 10 s after: ${said}`],
+    ]);
+    app.child.kill('SIGTERM');
+    expect(await app.exited).toBe(0);
+  }, 60_000);
+
+  it("puts a request's X-Request-Id on the lines its work writes (reqId), and on no other line", async () => {
+    const own = await startPrivateRedis();
+    const redisClient = new Redis(own.url);
+    try {
+      const app = await startAppProcess({ REDIS_URL: own.url, KEY_PREFIX: uniquePrefix('reqid'), LOG_LEVEL: 'debug' });
+      started.push(app.child);
+      await app.waitFor(/^seckill listening on /);
+      await startSale(app.url, 'full', 5);
+      const before = app.lines().length;
+      // Every write refused: each purchase's refusal is a warning (once per burst) of ErrorFilter's.
+      await redisClient.config('SET', 'maxmemory', '1');
+      // The body a moment after the headers, as a slow network delivers it: Node emits it
+      // from the socket, outside the context the request began in.
+      const body = JSON.stringify({ productId: 'full', userId: 'u1' });
+      const first = await splitRequest(
+        app.url,
+        `POST /api/orders HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\n` +
+          `Content-Length: ${body.length}\r\n\r\n`,
+        body,
+      );
+      const second = await request(app.url, 'POST', '/api/orders', { json: { productId: 'full', userId: 'u2' } });
+      await redisClient.config('SET', 'maxmemory', '0');
+      expect(first).toMatch(/^HTTP\/1\.1 503 .*"code":"REDIS_OUT_OF_MEMORY"/s);
+      expect(second.body.code).toBe('REDIS_OUT_OF_MEMORY');
+      const id = /\r\nx-request-id: ([^\r]+)\r\n/i.exec(first)?.[1];
+      expect(id).toMatch(/^[\w-]{8}-[0-9a-z]+$/);
+      expect(second.headers.get('x-request-id')).not.toBe(id);
+      const refused = await app.waitFor(/^Redis refused a command \(REDIS_OUT_OF_MEMORY\)/);
+      expect(refused).toMatchObject({ level: PINO.warn, context: 'ErrorFilter', reqId: id });
+      // The burst's count, 10 s on, is no request's line, though the first one's work set its timer.
+      const counted = await app.waitFor(/^REDIS_OUT_OF_MEMORY: 1 more time in the 10 s after/, 15_000);
+      expect(counted.reqId).toBeUndefined();
+      // Nothing else carries an id: start-up, the dashboard's timer (whose publish the same
+      // Redis may have refused meanwhile).
+      expect(app.lines().filter((l) => l.reqId !== undefined)).toEqual([refused]);
+      expect(app.lines().slice(before)).toEqual(expect.arrayContaining([refused, counted]));
+      app.child.kill('SIGTERM');
+      expect(await app.exited).toBe(0);
+    } finally {
+      await closeClient(redisClient);
+      await own.remove();
+    }
   }, 60_000);
 
   it('writes each line before the next statement runs (synchronously), so none is overtaken or lost at exit', async () => {

@@ -2,6 +2,7 @@ import { Logger } from '@nestjs/common';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { PinoLogger } from 'nestjs-pino';
+import { DoorRefusals } from '../src/door/door-refusals';
 import { Lock } from '../src/locks/lock';
 import { MeteredLock } from '../src/locks/metered-lock';
 import { KeyLayout } from '../src/redis/key-layout';
@@ -54,6 +55,7 @@ const FAMILIES = {
   seckill_lost_locks_total: 'counter',
   seckill_redis_errors_total: 'counter',
   seckill_door_refusals_total: 'counter',
+  seckill_http_request_duration_seconds: 'histogram',
 };
 
 describe('GET /metrics (Prometheus, prom-client)', () => {
@@ -205,6 +207,56 @@ describe('GET /metrics (Prometheus, prom-client)', () => {
       );
       expect(counted).toEqual({ CREATED: 2, REPLAYED: 3 });
       expect(await client.hlen(new KeyLayout(prefix).product('replayed').states)).toBe(2);
+    } finally {
+      await t.close();
+    }
+  });
+
+  it("times every HTTP answer by method, route pattern and status: a hook's, the door's, an error's, no route's", async () => {
+    const t = await startTestApp({ REDIS_URL: redis.url, KEY_PREFIX: uniquePrefix('http') });
+    try {
+      await startSale(t.url, 'zq7timed', 1);
+      const door = t.app.get(DoorRefusals);
+      const statuses = [
+        await request(t.url, 'POST', '/api/orders', { json: { productId: 'zq7timed', userId: 'zq7a' } }),
+        await request(t.url, 'POST', '/api/orders', { json: { productId: 'zq7timed', userId: 'zq7b' } }),
+        // Sold out: the door learnt it from the refusal above, and answers the product route itself.
+        await request(t.url, 'POST', '/api/products/zq7timed/orders', { json: { userId: 'zq7c' } }),
+        await request(t.url, 'POST', '/api/orders', { json: { productId: 'zq7timed' } }),
+        await request(t.url, 'GET', '/zq7/nothing'),
+        await request(t.url, 'GET', `/api/products/zq7${'x'.repeat(100)}`),
+      ].map((r) => r.status);
+      expect(statuses).toEqual([201, 409, 409, 400, 404, 414]);
+      expect(door.answered).toBe(1);
+      const { text } = await scrape(t.url);
+      const { samples } = parseScrape(text);
+      const counts = samples
+        // Not /health, which the test's start-up polled until Redis was connected.
+        .filter((s) => s.name === 'seckill_http_request_duration_seconds_count' && s.labels.route !== '/health')
+        .map((s) => [s.labels.method, s.labels.route, s.labels.status, s.value]);
+      expect(counts.sort()).toEqual(
+        [
+          ['PUT', '/api/products/:id', '200', 1],
+          ['POST', '/api/orders', '201', 1],
+          ['POST', '/api/orders', '409', 1],
+          ['POST', '/api/products/:id/orders', '409', 1],
+          ['POST', '/api/orders', '400', 1],
+          // A path no route serves, and one the router refused: one label, never the URL.
+          ['GET', 'unmatched', '404', 1],
+          ['GET', 'unmatched', '414', 1],
+        ].sort(),
+      );
+      expect(
+        valueOf(samples, 'seckill_http_request_duration_seconds_bucket', {
+          route: '/api/orders',
+          status: '201',
+          le: '+Inf',
+        }),
+      ).toBe(1);
+      expect(
+        valueOf(samples, 'seckill_http_request_duration_seconds_sum', { route: '/api/orders', status: '201' }),
+      ).toBeGreaterThan(0);
+      expect(text).not.toMatch(/zq7/);
     } finally {
       await t.close();
     }

@@ -280,6 +280,55 @@ describe('OpenAPI at /docs-json, Swagger UI at /docs', () => {
         expect({ route, codes: allCodes(op) }).toEqual({ route, codes: expect.arrayContaining([code]) });
       }
     });
+
+    it('with BUYER_AUTH, declares the buyer bearer scheme on every route that then asks for a buyer token', async () => {
+      const buyers = await startTestApp({
+        REDIS_URL: stack.redis.url,
+        KEY_PREFIX: uniquePrefix('openapi-buyers'),
+        BUYER_AUTH: 'hs256:b7Rk2pQx9LmZ4tWv0cHs6NdJ3fYg8aUe',
+        BUYER_AUTH_ISSUER: 'https://id.test.example/',
+        BUYER_AUTH_AUDIENCE: 'seckill',
+      });
+      try {
+        const secured: Json = (await request(buyers.url, 'GET', '/docs-json')).body;
+        expect(secured.components.securitySchemes).toEqual({
+          admin: doc.components.securitySchemes.admin,
+          buyer: expect.objectContaining({ type: 'http', scheme: 'bearer', bearerFormat: 'JWT' }),
+        });
+        const securityOf = Object.entries<Json>(secured.paths).flatMap(([path, item]) =>
+          METHODS.filter((method) => item[method]).map((method) => [
+            `${method.toUpperCase()} ${path.replace(/\{(\w+)\}/g, ':$1')}`,
+            item[method].security,
+          ]),
+        );
+        const buyerRoutes = [
+          'GET /api/orders/:orderId',
+          'GET /api/products/:id/queue/:ticket',
+          'POST /api/orders',
+          'POST /api/orders/:orderId/cancel',
+          'POST /api/products/:id/orders',
+          'POST /api/products/:id/queue',
+        ];
+        for (const [route, security] of securityOf) {
+          const expected = buyerRoutes.includes(route)
+            ? [{ buyer: [] }]
+            : route === 'PUT /api/products/:id'
+              ? [{ admin: [] }]
+              : [];
+          expect({ route, security }).toEqual({ route, security: expected });
+        }
+        expect(securityOf.filter(([, security]) => security.length > 0)).toHaveLength(buyerRoutes.length + 1);
+        // Apart from the scheme, the document is the one without BUYER_AUTH.
+        expect({ ...secured, components: {}, paths: {} }).toEqual({ ...doc, components: {}, paths: {} });
+        const { totals, problems } = redoclyLint(secured);
+        expect({ problems, totals }).toEqual({
+          problems: [],
+          totals: expect.objectContaining({ errors: 0, warnings: 0 }),
+        });
+      } finally {
+        await buyers.close();
+      }
+    });
   });
 
   describe('Swagger UI', () => {
@@ -352,7 +401,7 @@ describe('OpenAPI at /docs-json, Swagger UI at /docs', () => {
         }
         expect({ route: o.route, seen: [...seen].sort() }).toEqual({
           route: o.route,
-          seen: ['PAYLOAD_TOO_LARGE', 'UNSUPPORTED_MEDIA_TYPE', 'VALIDATION_FAILED'],
+          seen: ['BAD_REQUEST', 'PAYLOAD_TOO_LARGE', 'UNSUPPORTED_MEDIA_TYPE', 'VALIDATION_FAILED'],
         });
       }
     });

@@ -2,6 +2,8 @@ import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type { INestApplication } from '@nestjs/common';
 import { DocumentBuilder, OpenAPIObject, OperationObject, PathItemObject, SwaggerModule } from '@nestjs/swagger';
+import type { BuyerAuthConfig } from '../config/app-config';
+import { isDoorRoute } from '../door/door-routes';
 import { ERROR_CODES_EXTENSION, EVERY_ROUTE_ERRORS } from './api-errors';
 import { componentSchemas } from './components';
 import { errorResponses } from './error-responses';
@@ -15,6 +17,8 @@ export const ADMIN_AUTH = 'admin';
 
 /** The payment provider's signed callback (src/door/payment-signature.ts): `Payment-Signature`. */
 export const PAYMENT_AUTH = 'paymentSignature';
+/** With BUYER_AUTH, the scheme of the door's routes: `Authorization: Bearer <the buyer's JWT>`. */
+export const BUYER_AUTH = 'buyer';
 
 /**
  * The routes SwaggerModule serves, which no controller declares: listed so the
@@ -57,8 +61,8 @@ const docsRoutes = (): Record<string, PathItemObject> => ({
  * (its assets from the installed swagger-ui-dist, never a CDN). Call before app.init():
  * the static assets are a Fastify plugin, registered only before the server starts.
  */
-export function setupOpenApi(app: INestApplication): OpenAPIObject {
-  const document = openApiDocument(app);
+export function setupOpenApi(app: INestApplication, buyerAuth: BuyerAuthConfig | null): OpenAPIObject {
+  const document = openApiDocument(app, buyerAuth);
   SwaggerModule.setup(DOCS_PATH, app, document, {
     jsonDocumentUrl: `${DOCS_PATH}-json`,
     raw: ['json'],
@@ -74,15 +78,18 @@ export function setupOpenApi(app: INestApplication): OpenAPIObject {
  * added and each operation's error codes (ApiErrors, plus EVERY_ROUTE_ERRORS) made
  * into one response per status. Every operation says who may call it: the admin
  * scheme (ApiBearerAuth), the payment provider's signature or the admin (the payment
- * callback), or, everywhere else, no one in particular (`security: []`).
+ * callback), with BUYER_AUTH the buyer scheme on the door's routes (the ones the door
+ * asks a buyer token of: door-routes.ts), or, everywhere else, no one in particular
+ * (`security: []`).
  */
-function openApiDocument(app: INestApplication): OpenAPIObject {
+function openApiDocument(app: INestApplication, buyerAuth: BuyerAuthConfig | null): OpenAPIObject {
   const { name, description, version, license } = packageJson();
-  const config = new DocumentBuilder()
+  const builder = new DocumentBuilder()
     .setTitle(name)
     .setDescription(
       `${description}\n\nEvery error answers \`{statusCode, code, message}\`; each operation lists the codes it ` +
-        'can answer, grouped by status, with an example body each. A path or method not listed here answers 404 `NOT_FOUND`.',
+        'can answer, grouped by status, with an example body each. A path or method not listed here answers 404 `NOT_FOUND`. ' +
+        'Every answer carries `X-Request-Id`; the log lines written while serving the request carry it as `reqId`.',
     )
     .setVersion(version)
     // package.json's license is an SPDX id; its SPDX page is the text.
@@ -107,13 +114,26 @@ function openApiDocument(app: INestApplication): OpenAPIObject {
         description: `the payment provider's signature of its callback: \`t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body as sent>">\`, keyed with PAYMENT_WEBHOOK_SECRET, its timestamp within ${PAYMENT_SIGNATURE_TOLERANCE_S} s of the server's clock (Stripe's scheme)`,
       },
       PAYMENT_AUTH,
-    )
-    .build();
-  const document = SwaggerModule.createDocument(app, config);
+    );
+  if (buyerAuth) {
+    builder.addBearerAuth(
+      {
+        type: 'http',
+        scheme: 'bearer',
+        bearerFormat: 'JWT',
+        description: `BUYER_AUTH: a buyer token from the sale's identity provider, a JWT issued by ${buyerAuth.issuer} for ${buyerAuth.audience}, whose \`sub\` is the buyer`,
+      },
+      BUYER_AUTH,
+    );
+  }
+  const document = SwaggerModule.createDocument(app, builder.build());
   document.paths = { ...document.paths, ...docsRoutes() };
-  for (const item of Object.values(document.paths)) {
-    for (const operation of operationsOf(item)) {
+  for (const [path, item] of Object.entries(document.paths)) {
+    for (const [method, operation] of operationsOf(item)) {
       addErrorResponses(operation);
+      if (buyerAuth && isDoorRoute(method.toUpperCase(), path.replace(/\{(\w+)\}/g, ':$1'))) {
+        operation.security = [{ [BUYER_AUTH]: [] }];
+      }
       operation.security ??= [];
     }
   }
@@ -121,9 +141,12 @@ function openApiDocument(app: INestApplication): OpenAPIObject {
   return document;
 }
 
-function operationsOf(item: PathItemObject): OperationObject[] {
+function operationsOf(item: PathItemObject): [string, OperationObject][] {
   const methods = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'] as const;
-  return methods.map((method) => item[method]).filter((operation) => operation !== undefined);
+  return methods.flatMap((method): [string, OperationObject][] => {
+    const operation = item[method];
+    return operation === undefined ? [] : [[method, operation]];
+  });
 }
 
 function addErrorResponses(operation: OperationObject): void {

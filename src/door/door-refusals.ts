@@ -20,6 +20,8 @@ export const START_MARGIN_MS = 250;
  * URL, so the door can answer before the body is read.
  */
 const PRODUCT_ROUTE = /^\/api\/products\/([A-Za-z0-9_-]{1,64})\/(orders|queue)$/;
+/** Those routes as Fastify declares them: the route an answer at the door is timed under. */
+const ROUTE_PATTERNS = { orders: '/api/products/:id/orders', queue: '/api/products/:id/queue' } as const;
 
 interface Learnt {
   /** This process's clock (ms) until which the refusal is answered at the door. */
@@ -119,30 +121,30 @@ export class DoorRefusals implements OnModuleDestroy {
   }
 
   /**
-   * Answers `req` at the door if its URL decides it; false to let the framework serve it.
-   * Called for every request the HTTP server receives, so the common case (any other
-   * route) costs one comparison.
+   * Answers `req` at the door if its URL decides it, and says the route's pattern; null
+   * to let the framework serve it. Called for every request the HTTP server receives,
+   * so the common case (any other route) costs one comparison.
    */
-  handle(req: IncomingMessage, res: ServerResponse): boolean {
-    if (req.method !== 'POST' || (this.learnt.size === 0 && this.joins.size === 0)) return false;
+  handle(req: IncomingMessage, res: ServerResponse): string | null {
+    if (req.method !== 'POST' || (this.learnt.size === 0 && this.joins.size === 0)) return null;
     const match = PRODUCT_ROUTE.exec(req.url!);
-    if (!match) return false;
+    if (!match) return null;
     // A join is refused at the door only for what a join was told (queue-5.lua): a
     // sell-out or the sale's end. Never for the start: the herd joins before it.
     const joining = match[2] === 'queue';
     const learnt = joining ? this.joins : this.learnt;
     const known = learnt.get(match[1]);
-    if (!known) return false;
+    if (!known) return null;
     const headers = req.headers;
-    if (headers['idempotency-key'] !== undefined || headers['admission-pass'] !== undefined) return false;
+    if (headers['idempotency-key'] !== undefined || headers['admission-pass'] !== undefined) return null;
     // A request the route would refuse for its form (not JSON, too large) is left to
     // say so: the door answers only what the purchase itself would be answered.
-    if (!headers['content-type']?.startsWith('application/json')) return false;
-    if (Number(headers['content-length'] ?? Infinity) > this.bodyLimit) return false;
+    if (!headers['content-type']?.startsWith('application/json')) return null;
+    if (Number(headers['content-length'] ?? Infinity) > this.bodyLimit) return null;
     const now = this.clock();
     if (now >= known.until) {
       learnt.delete(match[1]);
-      return false;
+      return null;
     }
     let body = known.body;
     let retryAfter: string | undefined;
@@ -151,7 +153,7 @@ export class DoorRefusals implements OnModuleDestroy {
       code = known.refusal.code;
     } else {
       const redisNow = now + known.offset!;
-      if (redisNow >= known.startsAt! - START_MARGIN_MS) return false;
+      if (redisNow >= known.startsAt! - START_MARGIN_MS) return null;
       const err = new SaleNotStartedError(match[1], known.startsAt!, redisNow);
       body = Buffer.from(JSON.stringify(errorBody(err)));
       retryAfter = String(err.retryAfterS);
@@ -168,6 +170,6 @@ export class DoorRefusals implements OnModuleDestroy {
     if (this.draining) head.connection = 'close';
     res.writeHead(409, head);
     res.end(body);
-    return true;
+    return ROUTE_PATTERNS[joining ? 'queue' : 'orders'];
   }
 }

@@ -1,5 +1,5 @@
 import { ArgumentsHost, Catch, ExceptionFilter, HttpException, Logger, Optional } from '@nestjs/common';
-import type { FastifyReply } from 'fastify';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import { ReplyError } from 'ioredis';
 import { isRedisUnavailable, redisRefusal } from '../redis/redis-errors';
 import { Metrics } from '../telemetry/metrics';
@@ -46,7 +46,7 @@ export const ERROR_BODY_SCHEMA = {
 /** The body every error answer has: {statusCode, code, message} (and the fields, for a validation error). */
 export function errorBody(err: AppError): ErrorBody {
   const body: ErrorBody = { statusCode: err.status, code: err.code, message: err.message };
-  if (err instanceof ValidationFailedError && err.errors) body.errors = err.errors;
+  if (err instanceof ValidationFailedError) body.errors = err.errors;
   if (err instanceof SaleNotStartedError) body.startsAt = err.startsAt;
   return body;
 }
@@ -87,7 +87,12 @@ export class ErrorFilter implements ExceptionFilter {
   constructor(@Optional() private readonly metrics?: Metrics) {}
 
   catch(err: unknown, host: ArgumentsHost): void {
-    const reply = host.switchToHttp().getResponse<FastifyReply>();
+    const http = host.switchToHttp();
+    const reply = http.getResponse<FastifyReply>();
+    // The request's own stream failed while its body was read: its connection closed
+    // (the client left, or the request timeout's 408 was answered on the socket and
+    // closed it). Nobody is left to answer, and nothing of ours went wrong.
+    if (err !== null && http.getRequest<FastifyRequest>().raw.errored === err) return;
     const known = toAppError(err);
     if (known instanceof InternalError && known !== err) {
       const message = err instanceof Error ? err.message : String(err);

@@ -42,15 +42,25 @@ function createError<Args extends unknown[]>(code: string, status: number, messa
 
 // ---------------------------------------------------------------- the request
 
-/** The body, a parameter or the URL is not what the route accepts. `errors` names each field. */
+/**
+ * The body, a parameter or a header, once parsed, is not what the route accepts.
+ * `errors` names each field and the rule it breaks: a request that cannot be parsed at
+ * all has no fields to name, and is BAD_REQUEST.
+ */
 export class ValidationFailedError extends createError('VALIDATION_FAILED', 400, (detail: string) => detail) {
   constructor(
     detail: string,
-    readonly errors?: readonly { readonly field: string; readonly messages: readonly string[] }[],
+    readonly errors: readonly { readonly field: string; readonly messages: readonly string[] }[],
   ) {
     super(detail);
   }
 }
+/**
+ * A request that cannot be parsed (bytes that are not HTTP, a URL that is not validly
+ * percent-encoded, a body its JSON parser refuses), and any other 4xx the framework
+ * raises: the table is closed, so a client sees only the codes declared here.
+ */
+export const BadRequestError = createError('BAD_REQUEST', 400, (detail: string) => detail);
 export class UnauthorizedError extends createError(
   'UNAUTHORIZED',
   401,
@@ -117,7 +127,7 @@ export class UserMismatchError extends createError(
  * by HTTP status; their own message is kept.
  */
 export const FRAMEWORK_ERRORS: Readonly<Record<number, new (detail: string) => AppError>> = {
-  400: ValidationFailedError,
+  400: BadRequestError,
   404: createError('NOT_FOUND', 404, (detail: string) => detail),
   408: createError('REQUEST_TIMEOUT', 408, (detail: string) => detail),
   413: createError('PAYLOAD_TOO_LARGE', 413, (detail: string) => detail),
@@ -125,12 +135,6 @@ export const FRAMEWORK_ERRORS: Readonly<Record<number, new (detail: string) => A
   415: createError('UNSUPPORTED_MEDIA_TYPE', 415, (detail: string) => detail),
   431: createError('HEADERS_TOO_LARGE', 431, (detail: string) => detail),
 };
-/**
- * Any other 4xx the framework raises, and a request too malformed to parse. The table
- * is closed: a client sees only the codes above, so an unlisted 4xx is answered 400.
- */
-export const BadRequestError = createError('BAD_REQUEST', 400, (detail: string) => detail);
-
 /**
  * A PUT that would start a new sale over the orders of the current one: the order log
  * is the only record of them, so discarding it takes the admin saying so.

@@ -1,6 +1,7 @@
 import type { Params } from 'nestjs-pino';
 import { destination, type Level } from 'pino';
 import type { AppConfig, LogLevel } from '../config/app-config';
+import { logMixin } from './http-requests';
 
 /** LOG_LEVEL keeps Nest's names; pino calls `log` info and `verbose` trace. */
 export const PINO_LEVELS: Readonly<Record<LogLevel, Level>> = {
@@ -28,7 +29,12 @@ export const PINO_LEVELS: Readonly<Record<LogLevel, Level>> = {
  */
 export function logParams(config: Pick<AppConfig, 'logLevel'>): Params {
   return {
-    pinoHttp: [{ level: PINO_LEVELS[config.logLevel], autoLogging: false }, destination({ dest: 1, sync: true })],
+    pinoHttp: [
+      // A line written for a request carries its id (`reqId`, its X-Request-Id): pino
+      // asks the mixin at each line, so a request costs nothing until it logs one.
+      { level: PINO_LEVELS[config.logLevel], autoLogging: false, mixin: logMixin },
+      destination({ dest: 1, sync: true }),
+    ],
     forRoutes: [],
   };
 }

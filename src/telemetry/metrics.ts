@@ -45,6 +45,8 @@ const LOCK_WAIT_OUTCOMES: readonly LockWaitOutcome[] = ['acquired', 'timeout', '
 const LOCK_SECONDS_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 /** Buyers per hold: powers of two up to MAX_BATCH (256). */
 const BATCH_SIZE_BUCKETS = [1, 2, 4, 8, 16, 32, 64, 128, 256];
+/** Seconds, from a refusal at the door (tens of microseconds) to a purchase that waited out a long LOCK_WAIT_MS. */
+const HTTP_SECONDS_BUCKETS = [0.0001, 0.00025, ...LOCK_SECONDS_BUCKETS];
 
 /**
  * The app's Prometheus metrics, on a registry of its own (never prom-client's global
@@ -55,7 +57,8 @@ const BATCH_SIZE_BUCKETS = [1, 2, 4, 8, 16, 32, 64, 128, 256];
  * live in plain fields and a Map keyed by the answer's code, and become prom-client
  * values only when /metrics is scraped. A labelled child's `inc()` would hash its
  * labels on every call. Per hold (not per buyer) the lock's wait and hold and the
- * batch size go straight into histograms.
+ * batch size go straight into histograms, and so does each HTTP answer's duration: one
+ * observation per request, whatever its route.
  *
  * With TELEMETRY=0 the seckill_ families are not registered, no listener is, and the
  * record methods do nothing: /metrics serves the process metrics and seckill_info.
@@ -74,6 +77,7 @@ export class Metrics implements PurchaseListener, OnApplicationShutdown {
   private readonly lockHold: Histogram;
   private readonly batchSize: Histogram;
   private readonly redisErrors: Counter<'kind'>;
+  private readonly httpDuration: Histogram<'method' | 'route' | 'status'>;
   /** With settlement on: unsettled entries and the oldest one's age (ms), every product's, read from Redis on scrape. */
   private settlementReader?: () => Promise<{ unsettled: number; oldestMs: number }>;
 
@@ -157,6 +161,13 @@ export class Metrics implements PurchaseListener, OnApplicationShutdown {
     });
     // Every kind shows from the first scrape, at 0, so a rate() has a start.
     for (const kind of REDIS_ERROR_KINDS) this.redisErrors.inc({ kind }, 0);
+    this.httpDuration = new Histogram({
+      name: 'seckill_http_request_duration_seconds',
+      help: "HTTP answers, from the request's headers read to its answer handed to Node, by method, route (the route's pattern, e.g. /api/products/:id; unmatched for a path no route serves) and status.",
+      labelNames: ['method', 'route', 'status'],
+      buckets: HTTP_SECONDS_BUCKETS,
+      registers,
+    });
     // A lag that cannot be read (Redis away, a command refused) is NaN, never the last
     // figure or a reassuring 0.
     const unknown = { unsettled: NaN, oldestMs: NaN };
@@ -227,6 +238,11 @@ export class Metrics implements PurchaseListener, OnApplicationShutdown {
   /** A batched hold served `buyers` buyers (at least one: a hold whose buyers all timed out is not a batch). */
   batchServed(buyers: number): void {
     if (this.enabled) this.batchSize.observe(buyers);
+  }
+
+  /** An HTTP answer (src/telemetry/http-requests.ts): one observation; `route` is a pattern, so the series are bounded. */
+  httpAnswered(method: string, route: string, status: number, seconds: number): void {
+    if (this.enabled) this.httpDuration.observe({ method, route, status }, seconds);
   }
 
   redisError(kind: RedisErrorKind): void {
