@@ -12,7 +12,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Pool } from 'pg';
 import { AppConfig } from '../config/app-config';
 import { FaultStop } from '../orders/fault-stop';
-import type { RedisClient } from '../redis/create-client';
+import { type RedisClient, whenReady } from '../redis/create-client';
 import { KeyLayout } from '../redis/key-layout';
 import { Metrics } from '../telemetry/metrics';
 import { REDIS_CLIENT } from '../redis/redis.constants';
@@ -21,6 +21,9 @@ import { createPool } from './postgres';
 import { SettlementLag } from './settlement-lag';
 import { PG_POOL } from './settlement.constants';
 import { Settler } from './settler';
+
+/** How long the settler's first pass waits for the Redis client to be ready. */
+const REDIS_READY_WAIT_MS = 10_000;
 
 /**
  * The instance's settler: migrations at start-up, then the consumer loop, stopped as
@@ -33,6 +36,7 @@ class SettlerLifecycle implements OnApplicationBootstrap, BeforeApplicationShutd
   constructor(
     private readonly settler: Settler,
     @Inject(PG_POOL) private readonly pool: Pool,
+    @Inject(REDIS_CLIENT) private readonly redis: RedisClient,
     lag: SettlementLag,
     metrics: Metrics,
   ) {
@@ -72,7 +76,14 @@ class SettlerLifecycle implements OnApplicationBootstrap, BeforeApplicationShutd
         this.logger.log(
           `${applied.length > 0 ? `schema migrated (${applied.join(', ')})` : 'schema up to date'}; settling as consumer ${this.settler.consumer}`,
         );
-        this.settler.start();
+        // Its first pass once the Redis client is ready (a cluster's slot map read): a
+        // pass sent before would only fail, and say settlement fails, at every start.
+        // Past the wait it starts anyway, and says what it meets.
+        const stopped = new Promise<void>((resolve) =>
+          this.stopping.signal.addEventListener('abort', () => resolve(), { once: true }),
+        );
+        await Promise.race([whenReady(this.redis, REDIS_READY_WAIT_MS), stopped]);
+        if (!this.stopping.signal.aborted) this.settler.start();
         return;
       } catch (err) {
         this.settler.cannotStart(`PostgreSQL migrations failed: ${(err as Error).message}`);
