@@ -36,7 +36,7 @@ export function pay(url: string, orderId: string, paymentId: string, secret: str
   const body = JSON.stringify({ paymentId });
   return request(url, 'POST', `/api/orders/${orderId}/pay`, {
     raw: body,
-    headers: { 'content-type': 'application/json', [PAYMENT_SIGNATURE_HEADER]: signPayment(secret, body) },
+    headers: { 'content-type': 'application/json', [PAYMENT_SIGNATURE_HEADER]: signPayment(secret, orderId, body) },
   });
 }
 

@@ -114,10 +114,13 @@ async function main(): Promise<void> {
           }
           return found.problems[0] ?? null;
         }, cannot('the eviction policy'));
+    const keys = app.get(KeyLayout);
     const problem =
-      (await permissionProblem(redis, app.get(KeyLayout), {
+      (await permissionProblem(redis, keys, {
         waitReplicas: config.redisWaitReplicas,
         settle: config.databaseUrl !== null,
+        // A settler elsewhere (npm run settle): this instance's resets make the group too.
+        makesGroups: (await redis.exists(keys.settling).catch(() => 0)) === 1,
       }).catch(cannot("the Redis user's permissions"))) ??
       (await checkRedisVersion(redis).catch(cannot("Redis's version"))) ??
       eviction;

@@ -226,7 +226,10 @@ describe('HTTP API', () => {
       const body = JSON.stringify({ paymentId: 'pay-r2' });
       const paid = await request(t.url, 'POST', `/api/orders/${other.body.orderId}/pay`, {
         raw: body,
-        headers: { 'content-type': 'application/json', 'payment-signature': signPayment(PAYMENT_SECRET, body) },
+        headers: {
+          'content-type': 'application/json',
+          'payment-signature': signPayment(PAYMENT_SECRET, other.body.orderId as string, body),
+        },
       });
       expect(paid.status).toBe(200);
       for (const [userId, key, first201, now] of [
@@ -547,15 +550,28 @@ describe('HTTP API', () => {
     it('refuses 401 PAYMENT_SIGNATURE_INVALID, paying nothing, unless the callback is signed with PAYMENT_WEBHOOK_SECRET or sent with the admin token', async () => {
       await startSale(t.url, 'paid-for', 5);
       const id = (await buy('paid-for', 'payer')).body.orderId as string;
+      const mine = (await buy('paid-for', 'mallory')).body.orderId as string;
       const body = JSON.stringify({ paymentId: 'pay-1' });
       const refusals: [string, string | undefined, string, RegExp][] = [
         ['unsigned', undefined, body, /Payment-Signature header is missing/],
-        ['signed with another secret', signPayment('Wrong-secret-8Hq2Lm5Xz1Pc7Rv4Tb9Kd', body), body, /does not match/],
+        [
+          'signed with another secret',
+          signPayment('Wrong-secret-8Hq2Lm5Xz1Pc7Rv4Tb9Kd', id, body),
+          body,
+          /does not match/,
+        ],
         // The signature covers the bytes sent: another paymentId under a captured signature.
-        ['another body', signPayment(PAYMENT_SECRET, body), JSON.stringify({ paymentId: 'pay-2' }), /does not match/],
+        [
+          'another body',
+          signPayment(PAYMENT_SECRET, id, body),
+          JSON.stringify({ paymentId: 'pay-2' }),
+          /does not match/,
+        ],
+        // And the order: a callback captured for one order pays no other (the body names only the payment).
+        ['signed for another order', signPayment(PAYMENT_SECRET, mine, body), body, /does not match/],
         [
           'signed too long ago',
-          signPayment(PAYMENT_SECRET, body, now() - PAYMENT_SIGNATURE_TOLERANCE_S - 60),
+          signPayment(PAYMENT_SECRET, id, body, now() - PAYMENT_SIGNATURE_TOLERANCE_S - 60),
           body,
           /more than 300 s from this server's clock/,
         ],
@@ -579,12 +595,15 @@ describe('HTTP API', () => {
       expect((await request(t.url, 'GET', `/api/orders/${id}`)).body).toMatchObject({ status: 'reserved' });
 
       // The provider's signed callback pays it; its retry with the same signature answers the same.
-      const signature = signPayment(PAYMENT_SECRET, body);
+      const signature = signPayment(PAYMENT_SECRET, id, body);
       expect((await payWith(t.url, id, body, signature)).body).toMatchObject({ status: 'paid', paymentId: 'pay-1' });
       expect((await payWith(t.url, id, body, signature)).status).toBe(200);
+      // Replayed to another order, the same callback still pays nothing there.
+      expect((await payWith(t.url, mine, body, signature)).body.code).toBe('PAYMENT_SIGNATURE_INVALID');
+      expect((await request(t.url, 'GET', `/api/orders/${mine}`)).body).toMatchObject({ status: 'reserved' });
       // A secret being rotated: any v1 of the header may hold.
       const other = (await buy('paid-for', 'rotated')).body.orderId as string;
-      const rotated = `${signPayment(PAYMENT_SECRET, body)},v1=${'0'.repeat(64)}`;
+      const rotated = `${signPayment(PAYMENT_SECRET, other, body)},v1=${'0'.repeat(64)}`;
       expect((await payWith(t.url, other, body, rotated)).status).toBe(200);
       // An operator marks a payment by hand with the admin token.
       const byHand = (await buy('paid-for', 'by-hand')).body.orderId as string;
@@ -602,7 +621,7 @@ describe('HTTP API', () => {
         const id = (await request(bare.url, 'POST', '/api/orders', { json: { productId: 'p', userId: 'u' } })).body
           .orderId as string;
         const body = JSON.stringify({ paymentId: 'pay-x' });
-        const signed = await payWith(bare.url, id, body, signPayment(PAYMENT_SECRET, body));
+        const signed = await payWith(bare.url, id, body, signPayment(PAYMENT_SECRET, id, body));
         expect(signed.body).toMatchObject({ statusCode: 401, code: 'PAYMENT_SIGNATURE_INVALID' });
         expect(signed.body.message).toMatch(/no PAYMENT_WEBHOOK_SECRET, so only the admin token/);
         expect((await payWith(bare.url, id, body, undefined, true)).status).toBe(200);

@@ -220,6 +220,19 @@ describe('start-up checks of the Redis: permissions and eviction policy', () => 
       await admin.call('ACL', 'LOG', 'RESET');
     });
 
+    it('without DATABASE_URL where a settler marked the prefix settled (npm run settle): refuses to serve without its line, naming XGROUP (its resets make the group)', async () => {
+      const marker = new KeyLayout('seckill:').settling;
+      await admin.set(marker, '1');
+      try {
+        const run = runApp({ REDIS_URL: userUrl('seckill'), KEY_PREFIX: 'seckill:' });
+        expect(run.status).toBe(1);
+        expect(run.output).toMatch(/refusing to serve: the Redis user may not run XGROUP on keys/);
+      } finally {
+        await admin.del(marker);
+        await admin.call('ACL', 'LOG', 'RESET');
+      }
+    });
+
     it('DATABASE_URL with its line: the built app sells, takes payments, cancels, expires and settles as that user into a real PostgreSQL; Redis denies it nothing', async () => {
       const { sale, settle } = documentedAclLines();
       await applyAcl(admin, sale, settle);
@@ -269,6 +282,8 @@ describe('start-up checks of the Redis: permissions and eviction policy', () => 
       }
       expect(await refusals(admin)).toEqual([]);
       await applyAcl(admin, sale);
+      // Its settler marked the prefix settled: the next tests' apps, which do not settle, would make groups.
+      await admin.del(new KeyLayout('seckill:').settling);
     }, 60_000);
 
     it('a command settlement needs, taken away while it serves: /health and /metrics say settlement is failing, and why', async () => {
@@ -296,8 +311,9 @@ describe('start-up checks of the Redis: permissions and eviction policy', () => 
       } finally {
         await app.close();
         await admin.call('ACL', 'SETUSER', 'losing', '+xreadgroup');
-        // Its refusals, on purpose, are no later test's.
+        // Its refusals, on purpose, are no later test's; nor its mark of a prefix settled.
         await admin.call('ACL', 'LOG', 'RESET');
+        await admin.del(new KeyLayout('seckill:').settling);
       }
     }, 30_000);
 

@@ -231,6 +231,66 @@ describe('orders settled into PostgreSQL, units given back once', () => {
     }
   }, 60_000);
 
+  it('a settler elsewhere (npm run settle) marks the prefix: an instance without DATABASE_URL makes the group with its sales, and keeps it, so its restarts lose nothing', async () => {
+    const prefix = uniquePrefix('elsewhere');
+    const keys = new KeyLayout(prefix);
+    const k = keys.product('phone');
+    const pool = createPool({ databaseUrl: await database(), pgStatementTimeoutMs: 5_000 });
+    try {
+      await migrate(pool);
+      // The standalone settler's first pass, before any sale: it marks the prefix.
+      const settler = new Settler(client, pool, keys, {
+        settleBatch: 100,
+        settleClaimIdleMs: 60_000,
+        settleTrim: false,
+      });
+      expect(await settler.settleOnce()).toBe(0);
+      expect(await client.get(keys.settling)).toBe('1');
+      const seller = await startTestApp({ REDIS_URL: redis.url, KEY_PREFIX: prefix, EXPIRY_SWEEP_MS: '60000' });
+      open.push(seller);
+      await sale(seller.url, 'phone', 5, 60_000);
+      expect((await client.xinfo('GROUPS', k.orders)) as unknown[]).toHaveLength(1);
+      const ids = [await buy(seller.url, 'phone', 'e1'), await buy(seller.url, 'phone', 'e2')];
+      expect((await pay(seller.url, ids[0], 'p-e1')).status).toBe(200);
+      expect((await sale(seller.url, 'phone', 5, 60_000)).body.code).toBe('SALE_NOT_SETTLED');
+      // Settled by the standalone settler, the other closed: the restart goes, and keeps the group.
+      await settler.settleOnce();
+      expect((await sale(seller.url, 'phone', 5, 60_000)).body.code).toBe('SALE_HAS_RESERVATIONS');
+      expect((await request(seller.url, 'POST', '/api/products/phone/close', { admin: true })).body).toMatchObject({
+        cancelled: 1,
+        unsettled: null,
+      });
+      await settler.settleOnce();
+      expect((await sale(seller.url, 'phone', 5, 60_000)).status).toBe(200);
+      expect((await client.xinfo('GROUPS', k.orders)) as unknown[]).toHaveLength(1);
+      const { rows } = await pool.query('SELECT order_id, status FROM orders ORDER BY order_id');
+      expect(Object.fromEntries(rows.map((r: { order_id: string; status: string }) => [r.order_id, r.status]))).toEqual(
+        {
+          [ids[0]]: 'paid',
+          [ids[1]]: 'cancelled',
+        },
+      );
+    } finally {
+      await pool.end();
+    }
+  }, 60_000);
+
+  it("a close waits for its own product's settlement while another product's fails", async () => {
+    const prefix = uniquePrefix('close-beside');
+    const keys = new KeyLayout(prefix);
+    // Another listed product whose log is not a stream: its batches fail (WRONGTYPE), always.
+    await client.sadd(keys.products, 'broken');
+    await client.set(keys.product('broken').orders, 'x');
+    const { url } = await app(prefix, await database());
+    await sale(url, 'phone', 5, 60_000);
+    for (const user of ['b1', 'b2', 'b3']) await buy(url, 'phone', user);
+    await sleep(1_100); // /health looks at most once a second
+    expect((await request(url, 'GET', '/health')).body.settlement).toMatchObject({ state: 'failing' });
+    const closed = await request(url, 'POST', '/api/products/phone/close', { admin: true });
+    expect(closed.body).toMatchObject({ cancelled: 3, unsettled: 0 });
+    expect((await sale(url, 'phone', 5, 60_000)).status).toBe(200);
+  }, 30_000);
+
   it('close, then restart: the sale ends, its reservations are cancelled and settled, paid orders stay paid, and PostgreSQL holds every order with its final status', async () => {
     const prefix = uniquePrefix('close');
     const k = new KeyLayout(prefix).product('phone');

@@ -111,7 +111,7 @@ function openApiDocument(app: INestApplication, buyerAuth: BuyerAuthConfig | nul
         type: 'apiKey',
         in: 'header',
         name: 'Payment-Signature',
-        description: `the payment provider's signature of its callback: \`t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body as sent>">\`, keyed with PAYMENT_WEBHOOK_SECRET, its timestamp within ${PAYMENT_SIGNATURE_TOLERANCE_S} s of the server's clock (Stripe's scheme)`,
+        description: `the payment provider's signature of its callback: \`t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<orderId>.<body as sent>">\`, keyed with PAYMENT_WEBHOOK_SECRET, its timestamp within ${PAYMENT_SIGNATURE_TOLERANCE_S} s of the server's clock (Stripe's scheme)`,
       },
       PAYMENT_AUTH,
     );

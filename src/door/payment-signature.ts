@@ -15,8 +15,10 @@ declare module 'fastify' {
 
 /**
  * The header a payment provider's callback carries, Stripe's scheme:
- * `t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body as sent>">`, keyed with
- * PAYMENT_WEBHOOK_SECRET. Several `v1` may be given (a secret being rotated): one must hold.
+ * `t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<orderId>.<body as sent>">`, keyed with
+ * PAYMENT_WEBHOOK_SECRET. The order is in the signed string: the body names only the
+ * payment, and a callback for one order must not pay another. Several `v1` may be given
+ * (a secret being rotated): one must hold.
  */
 export const PAYMENT_SIGNATURE_HEADER = 'payment-signature';
 
@@ -26,23 +28,24 @@ export const PAYMENT_SIGNATURE_HEADER = 'payment-signature';
  */
 export const PAYMENT_SIGNATURE_TOLERANCE_S = 300;
 
-function hmac(secret: string, at: number | string, body: string): Buffer {
-  return createHmac('sha256', secret).update(`${at}.${body}`).digest();
+function hmac(secret: string, at: number | string, orderId: string, body: string): Buffer {
+  return createHmac('sha256', secret).update(`${at}.${orderId}.${body}`).digest();
 }
 
-/** The Payment-Signature a provider holding `secret` sends with `body`, signed at `at` (unix seconds). */
-export function signPayment(secret: string, body: string, at = Math.floor(Date.now() / 1000)): string {
-  return `t=${at},v1=${hmac(secret, at, body).toString('hex')}`;
+/** The Payment-Signature a provider holding `secret` sends with `body` for `orderId`, signed at `at` (unix seconds). */
+export function signPayment(secret: string, orderId: string, body: string, at = Math.floor(Date.now() / 1000)): string {
+  return `t=${at},v1=${hmac(secret, at, orderId, body).toString('hex')}`;
 }
 
 /**
- * Why `header` does not sign `body` with `secret` at `nowS` (unix seconds), or null
- * when it does. Every comparison is constant-time; the timestamp is inside the MAC, so
+ * Why `header` does not sign `body` for `orderId` with `secret` at `nowS` (unix
+ * seconds), or null when it does. Every comparison is constant-time; the timestamp is inside the MAC, so
  * it cannot be moved without the secret.
  */
 export function paymentSignatureProblem(
   secret: string,
   header: string | undefined,
+  orderId: string,
   body: string,
   nowS = Math.floor(Date.now() / 1000),
 ): string | null {
@@ -56,9 +59,11 @@ export function paymentSignatureProblem(
   if (Math.abs(nowS - Number(at)) > PAYMENT_SIGNATURE_TOLERANCE_S) {
     return `its timestamp is more than ${PAYMENT_SIGNATURE_TOLERANCE_S} s from this server's clock`;
   }
-  const expected = hmac(secret, at, body);
+  const expected = hmac(secret, at, orderId, body);
   const matches = signatures.some((v) => timingSafeEqual(Buffer.from(v, 'hex'), expected));
-  return matches ? null : 'the signature does not match the body (another secret, or the body was changed)';
+  return matches
+    ? null
+    : 'the signature does not match this order and body (another secret, another order, or the body was changed)';
 }
 
 /**
@@ -87,9 +92,11 @@ export class PaymentGuard implements CanActivate {
       );
     }
     const header = request.headers[PAYMENT_SIGNATURE_HEADER];
+    const { orderId = '' } = request.params as { orderId?: string };
     const problem = paymentSignatureProblem(
       this.secret,
       Array.isArray(header) ? header.join(',') : header,
+      orderId,
       request.rawBody ?? '',
     );
     if (problem) throw new PaymentSignatureInvalidError(problem);

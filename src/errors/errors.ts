@@ -72,7 +72,7 @@ export class PaymentSignatureInvalidError extends createError(
   'PAYMENT_SIGNATURE_INVALID',
   401,
   (why: string) =>
-    `a payment is confirmed by the payment provider's signed callback: ${why}; send Payment-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>" with PAYMENT_WEBHOOK_SECRET>, or Authorization: Bearer <ADMIN_TOKEN>`,
+    `a payment is confirmed by the payment provider's signed callback: ${why}; send Payment-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<orderId>.<body>" with PAYMENT_WEBHOOK_SECRET>, or Authorization: Bearer <ADMIN_TOKEN>`,
 ) {}
 
 // ---------------------------------------------------------------- the door (src/door): before the body is read

@@ -115,12 +115,14 @@ export class HealthController implements BeforeApplicationShutdown {
    * because another strategy family sells them.
    */
   @Get()
-  @ApiOperation({ summary: "whether this instance can sell: Redis (and Redlock's nodes) answer" })
-  @ApiResponse({ status: 200, description: 'Redis answers', schema: HEALTH })
+  @ApiOperation({
+    summary: "whether this instance can sell: Redis (and Redlock's nodes) answer and would take a write",
+  })
+  @ApiResponse({ status: 200, description: 'Redis answers and would take a write', schema: HEALTH })
   @ApiResponse({
     status: 503,
     description:
-      'Redis does not answer PING, or fewer than a quorum of Redlock nodes do: the same body, `status: "unavailable"`',
+      'Redis does not answer (`redis: "down"`), or answers but would refuse or lose a write now (`redis: "refusing"`, `problems` say why), or fewer than a quorum of Redlock nodes answer: the same body, `status: "unavailable"`',
     headers: RETRY_AFTER,
     schema: HEALTH,
   })

@@ -74,6 +74,23 @@ export class OrderOutcomes {
   }
 
   /**
+   * Cancels a reservation if it still is one (else changes nothing): true if this call
+   * cancelled it. For an admin's close of a sale (ProductsService.closeSale).
+   */
+  async release(orderId: string): Promise<boolean> {
+    const productId = productOfOrder(orderId);
+    if (productId === null) throw new UnknownOrderError(orderId);
+    const reply = await orderOutcome.run(
+      this.redis,
+      orderOutcomeKeys(this.keys.product(productId)),
+      orderId,
+      'cancel',
+      '',
+    );
+    return reply[0] === 'C' && reply[5] === 1;
+  }
+
+  /**
    * Expires one reservation if its deadline has passed by Redis's clock (else changes
    * nothing): true if this call expired it. For the sweeper.
    */

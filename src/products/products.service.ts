@@ -4,9 +4,6 @@ import type { RedisClient } from '../redis/create-client';
 import { AppConfig, strategyFamily } from '../config/app-config';
 import { APP_CONFIG } from '../config/config.constants';
 import {
-  OrderCancelledError,
-  OrderExpiredError,
-  OrderPaidError,
   SaleHasOrdersError,
   SaleHasReservationsError,
   SaleNotSettledError,
@@ -107,6 +104,9 @@ export class ProductsService {
     // The settler and the expiry sweeper find the product here: listed before its sale
     // starts, so no order of it is ever unlisted (a product listed without a sale is skipped).
     await this.redis.sadd(this.keys.products, productId);
+    // Settled here, or by a settler elsewhere (another instance, `npm run settle`): the
+    // reset makes the order log with its consumer group either way.
+    const settled = this.config.databaseUrl !== null || (await this.redis.exists(this.keys.settling)) === 1;
     await this.purchases.exclusive(productId, async () => {
       const reply = await resetSale.run(
         this.redis,
@@ -121,7 +121,7 @@ export class ProductsService {
         endsAt ?? '',
         options.queue?.admitPerSecond ?? '',
         options.queue ? (options.queue.passTtlMs ?? DEFAULT_PASS_TTL_MS) : '',
-        this.config.databaseUrl ? '1' : '0',
+        settled ? '1' : '0',
       );
       if (reply[0] === 'HAS_ORDERS') throw new SaleHasOrdersError(productId, reply[1]);
       if (reply[0] === 'NOT_SETTLED') throw new SaleNotSettledError(productId, reply[1]);
@@ -153,16 +153,9 @@ export class ProductsService {
     // What this instance's door learnt (a sell-out) is not what it must say now (ended).
     this.door.forget(productId);
     let cancelled = 0;
-    for await (const orderId of this.reservations(k.states)) {
-      try {
-        await this.outcomes.cancel(orderId);
-        cancelled++;
-      } catch (err) {
-        // Paid, or expired, between the scan and the cancel: its outcome stands.
-        if (!(err instanceof OrderPaidError || err instanceof OrderExpiredError || err instanceof OrderCancelledError))
-          throw err;
-      }
-    }
+    // A reservation paid, expired or cancelled by its buyer between the scan and this
+    // cancel keeps that outcome, and is not counted.
+    for await (const orderId of this.reservations(k.states)) if (await this.outcomes.release(orderId)) cancelled++;
     const unsettled = this.config.databaseUrl ? await this.settled(productId) : null;
     return { product: await this.get(productId), cancelled, unsettled };
   }
@@ -177,6 +170,12 @@ export class ProductsService {
     } while (cursor !== '0');
   }
 
+  /** Whether this instance's settlement is failing for this product (or wholly: its migrations). */
+  private cannotSettle(productId: string): boolean {
+    if (!this.settler || this.settler.status().failing === null) return false;
+    return this.settler.failingProducts.size === 0 || this.settler.failingProducts.has(productId);
+  }
+
   /**
    * Waits (bounded) until the product's order log is settled; the entries still unsettled
    * (0: all settled). No wait while this instance's settlement is failing (PostgreSQL
@@ -186,8 +185,7 @@ export class ProductsService {
     const until = performance.now() + CLOSE_SETTLE_WAIT_MS;
     for (;;) {
       const { unsettled } = await this.settlement.forProduct(productId);
-      const failing = this.settler?.status().failing != null;
-      if (unsettled === 0 || failing || performance.now() >= until) return unsettled;
+      if (unsettled === 0 || this.cannotSettle(productId) || performance.now() >= until) return unsettled;
       await sleep(CLOSE_SETTLE_POLL_MS);
     }
   }

@@ -65,6 +65,16 @@ export class KeyLayout {
     return `${this.prefix}products`;
   }
 
+  /**
+   * String `1`, never removed: orders under this prefix are settled into PostgreSQL. Every
+   * settler sets it as it starts (an app's, `npm run settle`), so an instance without
+   * DATABASE_URL knows it too, and its sale resets keep the order log's consumer group
+   * (reset-sale-10.lua). One key, no hash tag.
+   */
+  get settling(): string {
+    return `${this.prefix}settling`;
+  }
+
   product(productId: string): ProductKeys {
     const base = `${this.prefix}{p:${productId}}`;
     return {

@@ -21,7 +21,13 @@ const PROBE_CONNECT_MS = 5_000;
 export async function permissionProblem(
   client: RedisClient,
   keys: KeyLayout,
-  options: { readonly waitReplicas?: number; readonly settle?: boolean } = {},
+  options: {
+    readonly waitReplicas?: number;
+    /** DATABASE_URL: this instance settles (the consumer group's commands). */
+    readonly settle?: boolean;
+    /** A settler elsewhere marked the prefix: this instance's resets make the group (XGROUP CREATE). */
+    readonly makesGroups?: boolean;
+  } = {},
 ): Promise<string | null> {
   const k = keys.product('~permission-check');
   const scriptKeys: [string, string, string, string] = [k.stock, k.meta, k.orders, k.deadlines];
@@ -86,7 +92,7 @@ export async function permissionProblem(
     await tryIt('DEL', () => client.del(k.orders));
   }
   // The script, sent whole (EVAL), then by its hash (EVALSHA) as LuaScript.run sends it.
-  const settle = options.settle ? '1' : '0';
+  const settle = options.settle || options.makesGroups ? '1' : '0';
   const inScript = await tryIt('EVAL', () => permissionCheck.runInFull(client, scriptKeys, channel, settle));
   await tryIt('EVALSHA', () => client.evalsha(permissionCheck.sha1, 4, ...scriptKeys, channel, settle));
   for (const command of inScript ?? []) denied.add(command);

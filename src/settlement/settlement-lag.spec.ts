@@ -44,4 +44,12 @@ describe('SettlementLag, read from Redis on every scrape', () => {
       { productId: 'p', unsettled: 2, oldestMs: expect.any(Number) },
     ]);
   });
+
+  it('never calls a log it cannot read settled: the error is thrown, so the lag reads as unknown', async () => {
+    const keys = new KeyLayout(uniquePrefix('lag-unreadable'));
+    await client.sadd(keys.products, 'bad');
+    // Not a stream: XINFO GROUPS is refused (WRONGTYPE), as a refused command or a shard away would be.
+    await client.set(keys.product('bad').orders, 'x');
+    await expect(new SettlementLag(client, keys).lag()).rejects.toThrow(/WRONGTYPE/);
+  });
 });

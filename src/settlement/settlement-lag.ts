@@ -97,8 +97,11 @@ export class SettlementLag {
     let groups: unknown[][];
     try {
       groups = (await this.redis.xinfo('GROUPS', stream)) as unknown[][];
-    } catch {
-      return none; // no stream yet
+    } catch (err) {
+      // No stream yet: nothing to settle. Any other error (a refused command, a shard
+      // away) is not "settled": it is thrown, and the lag reads as unknown.
+      if (/no such key/i.test(String(err))) return none;
+      throw err;
     }
     const group = groups.map(fieldsOf).find((g) => g.get('name') === SETTLE_GROUP);
     if (!group) {

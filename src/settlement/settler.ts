@@ -58,6 +58,8 @@ export class Settler {
   /** Per stream, where the next XAUTOCLAIM scan of the pending list starts (its reply's cursor). */
   private readonly claimFrom = new Map<string, string>();
   private running?: Promise<void>;
+  /** Whether this settler has marked the prefix as settled (KeyLayout.settling). */
+  private marked = false;
   private stopped = false;
   private settled = 0;
   /** Entries trimmed from the streams by this settler (SETTLE_TRIM). */
@@ -101,6 +103,12 @@ export class Settler {
    * settled and something failed. For the loop and for tests.
    */
   async settleOnce(): Promise<number> {
+    // Said once per settler, before anything is settled: every instance's sale resets
+    // then keep the order logs' consumer group (KeyLayout.settling).
+    if (!this.marked) {
+      await this.redis.set(this.keys.settling, '1');
+      this.marked = true;
+    }
     let settled = 0;
     let failure: unknown = null;
     for (const productId of await this.redis.smembers(this.keys.products)) {

@@ -33,11 +33,13 @@
   ARGV[8]  endsAt, ms ('' none: it never closes)
   ARGV[9]  waiting room: buyers admitted per second ('' none)
   ARGV[10] waiting room: how long a pass stays valid, in ms
-  ARGV[11] '1' when this instance settles orders into PostgreSQL (DATABASE_URL): the
-           new order log is created with its `settle` consumer group, so the group
-           exists from the sale's first order and every later reset, from any
-           instance, sees what is not settled; and a log without the group is taken
-           as wholly unsettled (orders of a sale started before settlement was on)
+  ARGV[11] '1' when orders are settled into PostgreSQL (this instance has DATABASE_URL,
+           or a settler marked the prefix: KeyLayout.settling): the new order log is
+           created with its `settle` consumer group, so the group exists from the sale's
+           first order and every later reset, from any instance, sees what is not
+           settled; and a log without the group is taken as wholly unsettled (orders of
+           a sale started before settlement was on). A log that had the group gets it
+           again whatever ARGV[11] says: settlement, once on, stays on
   Returns  {'OK', the new sale's id (integer >= 1, one more than the last sale's)}
            {'HAS_ORDERS', orders in the log}: nothing changed
            {'NOT_SETTLED', entries}: orders are settled into PostgreSQL (the order log
@@ -60,34 +62,32 @@ end
 -- every order is final there (paid, cancelled, expired), so nothing it was told of is
 -- left reserved forever, and nothing it was not told of is lost. Whether they are
 -- settled is the group's to say (any instance's reset sees it), or this instance's.
-if orders > 0 then
-  local settled = ARGV[11] == '1'
-  local unsettled = orders
-  if redis.call('EXISTS', KEYS[4]) == 1 then
-    for _, group in ipairs(redis.call('XINFO', 'GROUPS', KEYS[4])) do
-      local g = {}
-      for i = 1, #group, 2 do
-        g[group[i]] = group[i + 1]
-      end
-      if g['name'] == 'settle' then
-        settled = true
-        -- lag is nil when Redis cannot count (entries deleted): then all are taken as unsettled.
-        unsettled = tonumber(g['pending']) + (tonumber(g['lag']) or orders)
-      end
+local settled = ARGV[11] == '1'
+local unsettled = orders
+if redis.call('EXISTS', KEYS[4]) == 1 then
+  for _, group in ipairs(redis.call('XINFO', 'GROUPS', KEYS[4])) do
+    local g = {}
+    for i = 1, #group, 2 do
+      g[group[i]] = group[i + 1]
     end
-  end
-  if settled and unsettled > 0 then
-    return {'NOT_SETTLED', unsettled}
-  end
-  if settled then
-    local reserved = redis.call('ZCARD', KEYS[8])
-    if reserved > 0 then
-      return {'HAS_RESERVATIONS', reserved}
+    if g['name'] == 'settle' then
+      settled = true
+      -- lag is nil when Redis cannot count (entries deleted): then all are taken as unsettled.
+      unsettled = tonumber(g['pending']) + (tonumber(g['lag']) or orders)
     end
   end
 end
+if orders > 0 and settled and unsettled > 0 then
+  return {'NOT_SETTLED', unsettled}
+end
+if orders > 0 and settled then
+  local reserved = redis.call('ZCARD', KEYS[8])
+  if reserved > 0 then
+    return {'HAS_RESERVATIONS', reserved}
+  end
+end
 redis.call('DEL', KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10])
-if ARGV[11] == '1' then
+if settled then
   -- From id 0: every entry of the new log is the group's, whenever the settler first reads.
   redis.call('XGROUP', 'CREATE', KEYS[4], 'settle', '0', 'MKSTREAM')
 end
