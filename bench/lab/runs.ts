@@ -90,6 +90,12 @@ export class LineFullError extends Error {}
 
 /** Every event of the session gets the next id (the SSE stream's `id:`), kept beside it. */
 const eventIds = new WeakMap<RunEvent, number>();
+/**
+ * The highest event id any lab of this process gave: a lab started again in the same
+ * process (the tests restart one on its port at once) within the millisecond of the last
+ * one's events still numbers on from them. Across processes a restart takes far longer.
+ */
+let highestEventId = 0;
 export const eventId = (event: RunEvent): number | undefined => eventIds.get(event);
 
 export class Runs {
@@ -110,7 +116,7 @@ export class Runs {
    * session would have to make a thousand events per millisecond of its life for its
    * ids to reach the next one's. It also names the session (the stream says it first).
    */
-  readonly session = Date.now() * 1000;
+  readonly session = Math.max(Date.now() * 1000, highestEventId + 1);
   private lastEventId = this.session;
 
   constructor(
@@ -331,6 +337,7 @@ export class Runs {
       run.events.splice(oldest >= 0 ? oldest : 0, 1);
     }
     eventIds.set(event, ++this.lastEventId);
+    highestEventId = Math.max(highestEventId, this.lastEventId);
     run.events.push(event);
     for (const fn of this.listeners) fn(run, event);
   }
