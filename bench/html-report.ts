@@ -93,9 +93,10 @@ ${body.join('\n')}
 </table>
 <p class="hint">Sold, stock left and oversold are read from Redis after the sale, not from the answers.
 An unsafe row passes when it shows the failure it exists to show.</p>
-${telemetry.length > 0 ? `<h2>Telemetry off vs on</h2>\n<ul id="telemetry">\n${telemetry.join('\n')}\n</ul>\n` : ''}<h2>Units sold over time</h2>
-<p class="hint">Each order's time is Redis's own clock (the order stream's entry id). The dashed line is the stock:
-a lock's line climbs to it and stops; a line that goes above it sold units that did not exist (an oversell).</p>
+${telemetry.length > 0 ? `<h2>Telemetry off vs on</h2>\n<ul id="telemetry">\n${telemetry.join('\n')}\n</ul>\n` : ''}<h2>Units held over time</h2>
+<p class="hint">Units held: the orders' units less those returned (cancelled, expired), each at its time on Redis's own clock
+(the order stream's entry id). The dashed line is the stock: a lock's line climbs to it and stays at or under it; a line
+that goes above it held units that did not exist (an oversell), even if returns bring it back under later.</p>
 <div class="chart"><canvas id="chart-sold"></canvas></div>
 <h2>Latency by percentile</h2>
 <p class="hint">Every answer's latency. Read left to right: the middle buyer (50%), then the slowest 1 in 10 (90%),
@@ -188,7 +189,7 @@ const PAGE_SCRIPT = `
     options: {
       parsing: false,
       plugins: {
-        title: { display: true, text: 'Units sold over time: does any line cross the dashed stock line?' },
+        title: { display: true, text: 'Units held over time: does any line cross the dashed stock line?' },
         // Each legend item a short stretch of its line (a box showed the stock line as a black square). With
         // usePointStyle Chart.js styles the item as the line's first point, which has no dash: the line's own
         // dash, width and colour are put back.

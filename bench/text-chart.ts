@@ -24,7 +24,7 @@ function unitsAt(points: readonly SoldPoint[], ms: number): number {
 }
 
 /**
- * Units sold over time for each row, with the stock as a line: a terminal's picture of
+ * Units held over time for each row (orders less returns), with the stock as a line: a terminal's picture of
  * the sale, printed last so it is what the learner sees. A row that sold more than its
  * stock is always drawn above the stock line, even by one unit, where rounding alone
  * would put it on it: that gap is the oversell the chart is for.

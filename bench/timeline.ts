@@ -10,7 +10,7 @@ export interface SoldPoint {
 const MAX_POINTS = 300;
 
 /**
- * Units sold over time, cumulative, from the order stream (a unit given back, by a
+ * Units held over time, cumulative, from the order stream (a unit given back, by a
  * cancel or an expiry, is an entry of negative quantity: the line then shows the units
  * held): each entry's id carries
  * Redis's clock, so this is when the sale really happened, not when the buyers heard.

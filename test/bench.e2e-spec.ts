@@ -134,7 +134,7 @@ describe('bench (scripts/bench.js)', () => {
       /\n\n\| strategy \| app CPU µs\/req \| Redis CPU µs\/req \|.*\n.*\n\| lock \| [\d.]+ \|/,
     );
 
-    // Units sold over time, from the order stream: the lock stops at the stock, at its
+    // Units held over time, from the order stream: the lock stops at the stock, at its
     // exact sell-out; the control goes past it.
     expect(lock.soldOverTime[0]).toEqual({ ms: 0, units: 0 });
     expect(lock.soldOverTime).toContainEqual({ ms: lock.sellOutMs, units: 50 });

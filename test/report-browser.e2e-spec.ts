@@ -147,7 +147,7 @@ describeWithBrowser('bench HTML report in Chromium', (browser) => {
       return { sold: datasets('chart-sold'), latency: datasets('chart-latency'), codes: datasets('chart-codes') };
     });
     for (const row of rows) {
-      // Units sold over time ends at what Redis holds: above the stock for the control.
+      // Units held over time ends at what Redis holds: above the stock for the control.
       const line = plotted.sold.find((d) => d.label === row.label)!;
       expect({ row: row.label, units: (line.last as { y: number }).y }).toEqual({ row: row.label, units: row.sold });
       // As drawn, a step after each order: 0 until the first, each rise at an order's time, no unit before its time.
