@@ -120,7 +120,12 @@ async function main(): Promise<void> {
         waitReplicas: config.redisWaitReplicas,
         settle: config.databaseUrl !== null,
         // A settler elsewhere (npm run settle): this instance's resets make the group too.
-        makesGroups: (await redis.exists(keys.settling).catch(() => 0)) === 1,
+        // (Unread, it is said, and taken as not marked: the reset itself asks before it deletes.)
+        makesGroups:
+          (await redis.exists(keys.settling).catch((err: Error) => {
+            logger.warn(`could not read whether a settler marked ${keys.settling}: ${err.message}`);
+            return 0;
+          })) === 1,
       }).catch(cannot("the Redis user's permissions"))) ??
       (await checkRedisVersion(redis).catch(cannot("Redis's version"))) ??
       eviction;

@@ -8,11 +8,14 @@ import { Logger } from '@nestjs/common';
 import { loadConfig } from './config/app-config';
 import { readEnvFile } from './config/env-file';
 import { FaultStop } from './orders/fault-stop';
-import { closeRedisClient, createAppRedisClient } from './redis/create-client';
+import { closeRedisClient, createAppRedisClient, whenReady } from './redis/create-client';
 import { KeyLayout } from './redis/key-layout';
 import { migrate } from './settlement/migrations';
 import { createPool } from './settlement/postgres';
 import { Settler } from './settlement/settler';
+
+/** How long `npm run settle` waits for its Redis client before it gives up. */
+const REDIS_READY_WAIT_MS = 10_000;
 
 async function main(): Promise<void> {
   readEnvFile();
@@ -21,7 +24,6 @@ async function main(): Promise<void> {
   const logger = new Logger('Settle');
   const redis = createAppRedisClient(config);
   const pool = createPool(config);
-  const applied = await migrate(pool);
   const settler = new Settler(
     redis,
     pool,
@@ -30,6 +32,13 @@ async function main(): Promise<void> {
     new FaultStop(config.faultStopAt),
     (line) => logger.warn(line),
   );
+  // The client ready (a cluster's slot map read), then the prefix marked settled before
+  // PostgreSQL is asked anything: the apps' resets keep the order logs' group from now on,
+  // even if PostgreSQL is away and this settler stops here.
+  if (!(await whenReady(redis, REDIS_READY_WAIT_MS)))
+    throw new Error(`Redis is not ready after ${REDIS_READY_WAIT_MS} ms`);
+  await settler.mark();
+  const applied = await migrate(pool);
   logger.log(
     `${applied.length > 0 ? `schema migrated (${applied.join(', ')})` : 'schema up to date'}; settling ${config.keyPrefix}* as consumer ${settler.consumer}`,
   );

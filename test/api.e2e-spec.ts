@@ -498,6 +498,22 @@ describe('HTTP API', () => {
       openapi.expectDocumented('GET /api/products/:id', 414, res.body);
     });
 
+    it('serves the longest order id there is (a 64-character product id, a dot, a UUID) on every order route', async () => {
+      const product = 'p'.repeat(64);
+      await startSale(t.url, product, 3);
+      const bought = await buy(product, 'long-id');
+      const orderId = bought.body.orderId as string;
+      expect(orderId).toHaveLength(101);
+      expect((await request(t.url, 'GET', `/api/orders/${orderId}`)).body).toMatchObject({ status: 'reserved' });
+      const paid = await request(t.url, 'POST', `/api/orders/${orderId}/pay`, {
+        json: { paymentId: 'p' },
+        admin: true,
+      });
+      expect(paid.body).toMatchObject({ status: 'paid' });
+      const other = (await buy(product, 'long-id-2')).body.orderId as string;
+      expect((await request(t.url, 'POST', `/api/orders/${other}/cancel`)).body).toMatchObject({ status: 'cancelled' });
+    });
+
     it('answers a request whose body stops halfway 408 REQUEST_TIMEOUT after REQUEST_TIMEOUT_MS, and closes it', async () => {
       const slow = await startTestApp({
         REDIS_URL: stack.redis.url,
@@ -646,7 +662,7 @@ describe('HTTP API', () => {
         await request(t.url, 'POST', '/api/products/ids/orders', { json: { userId: 'third' } }),
         await request(t.url, 'POST', '/api/orders', { json: { productId: 'ids' } }),
         await request(t.url, 'GET', '/no/such/route'),
-        await request(t.url, 'GET', `/api/products/${'a'.repeat(101)}`),
+        await request(t.url, 'GET', `/api/products/${'a'.repeat(129)}`),
       ];
       expect(answers.map((a) => a.status)).toEqual([200, 201, 409, 409, 400, 404, 414]);
       expect(door.answered).toBeGreaterThan(0);

@@ -205,7 +205,7 @@ function generate(r: Rng, i: number): Case {
         '/api/orders/phone',
         '/api/products',
         '/api/products/%zz',
-        `/api/products/${'x'.repeat(100)}`,
+        `/api/products/${'x'.repeat(130)}`,
         '/api/products/a%20b',
         '/',
         '/api',

@@ -4,6 +4,7 @@ import { AddressInfo, connect, createServer } from 'node:net';
 import { dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
+import { KeyLayout } from '../src/redis/key-layout';
 import { startPrivateRedis } from '../harness/redis';
 import { APP_CWD, APP_MAIN, ROOT } from '../harness/paths';
 import { freePort } from '../scripts/redis-server';
@@ -218,6 +219,31 @@ describe('logs: JSON lines on stdout through nestjs-pino (the built app as a pro
       await own.remove();
     }
   }, 60_000);
+
+  it("a live stream's request leaves the log once the stream begins: the product's shared poll writes no request's id", async () => {
+    const prefix = uniquePrefix('sse-reqid');
+    const app = await startAppProcess({ REDIS_URL: redis.url, KEY_PREFIX: prefix, LOG_LEVEL: 'debug' });
+    started.push(app.child);
+    await app.waitFor(/^seckill listening on /);
+    await startSale(app.url, 'watched', 5);
+    const stream = new AbortController();
+    const res = await fetch(`${app.url}/api/live/watched`, { signal: stream.signal });
+    expect(res.headers.get('x-request-id')).toMatch(/^[\w-]{8}-[0-9a-z]+$/);
+    const client = new Redis(redis.url);
+    try {
+      // Every poll of the product now fails (its meta is no hash), and says so at debug.
+      await client.del(new KeyLayout(prefix).product('watched').meta);
+      await client.set(new KeyLayout(prefix).product('watched').meta, 'x');
+      const failed = await app.waitFor(/^live read of watched failed/);
+      expect(failed.reqId).toBeUndefined();
+      expect(app.lines().filter((l) => l.reqId !== undefined)).toEqual([]);
+    } finally {
+      stream.abort();
+      await closeClient(client);
+      app.child.kill('SIGTERM');
+      await app.exited;
+    }
+  }, 30_000);
 
   it('writes each line before the next statement runs (synchronously), so none is overtaken or lost at exit', async () => {
     // The logger as nestjs-pino builds it (pino-http from the app's own logParams, built),

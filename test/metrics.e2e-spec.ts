@@ -224,9 +224,12 @@ describe('GET /metrics (Prometheus, prom-client)', () => {
         await request(t.url, 'POST', '/api/products/zq7timed/orders', { json: { userId: 'zq7c' } }),
         await request(t.url, 'POST', '/api/orders', { json: { productId: 'zq7timed' } }),
         await request(t.url, 'GET', '/zq7/nothing'),
-        await request(t.url, 'GET', `/api/products/zq7${'x'.repeat(100)}`),
+        await request(t.url, 'GET', `/api/products/zq7${'x'.repeat(128)}`),
+        // Methods no API is asked with: one label for them all, however many a client sends.
+        await request(t.url, 'PROPFIND', '/zq7/nothing'),
+        await request(t.url, 'MKCOL', '/zq7/nothing'),
       ].map((r) => r.status);
-      expect(statuses).toEqual([201, 409, 409, 400, 404, 414]);
+      expect(statuses).toEqual([201, 409, 409, 400, 404, 414, 404, 404]);
       expect(door.answered).toBe(1);
       const { text } = await scrape(t.url);
       const { samples } = parseScrape(text);
@@ -244,6 +247,7 @@ describe('GET /metrics (Prometheus, prom-client)', () => {
           // A path no route serves, and one the router refused: one label, never the URL.
           ['GET', 'unmatched', '404', 1],
           ['GET', 'unmatched', '414', 1],
+          ['other', 'unmatched', '404', 2],
         ].sort(),
       );
       expect(

@@ -233,6 +233,43 @@ describe('start-up checks of the Redis: permissions and eviction policy', () => 
       }
     });
 
+    it('a reset that would have to make the group as a user who may not: 503 REDIS_NO_PERMISSION, nothing deleted, the limit still held', async () => {
+      const keys = new KeyLayout('seckill:');
+      const k = keys.product('acl-half');
+      const app = await startTestApp({ REDIS_URL: userUrl('seckill'), KEY_PREFIX: 'seckill:' });
+      try {
+        await startSale(app.url, 'acl-half', 5);
+        const buy = () => request(app.url, 'POST', '/api/orders', { json: { productId: 'acl-half', userId: 'u1' } });
+        const bought = await buy();
+        expect(bought.status).toBe(201);
+        const paid = await request(app.url, 'POST', `/api/orders/${bought.body.orderId}/pay`, {
+          json: { paymentId: 'p1' },
+          admin: true,
+        });
+        expect(paid.status).toBe(200);
+        // A settler started elsewhere after this app: the prefix marked, the log given its group, all settled.
+        await admin.set(keys.settling, '1');
+        await admin.xgroup('CREATE', k.orders, 'settle', '0');
+        await admin.xreadgroup('GROUP', 'settle', 'elsewhere', 'STREAMS', k.orders, '>');
+        await admin.xack(k.orders, 'settle', ...(await admin.xrange(k.orders, '-', '+')).map(([id]) => id));
+        await admin.call('ACL', 'LOG', 'RESET');
+        const reset = await request(app.url, 'PUT', '/api/products/acl-half', {
+          json: { stock: 5, discardOrders: true },
+          admin: true,
+        });
+        expect(reset.body).toMatchObject({ statusCode: 503, code: 'REDIS_NO_PERMISSION' });
+        expect(reset.body.message).toMatch(/nothing was changed/);
+        // Nothing deleted: the buyer's count still holds the limit.
+        expect(await admin.hget(k.buyers, 'u1')).toBe('1');
+        expect(await admin.xlen(k.orders)).toBe(2);
+        expect((await buy()).body.code).toBe('LIMIT_REACHED');
+      } finally {
+        await app.close();
+        await admin.del(keys.settling);
+        await admin.call('ACL', 'LOG', 'RESET');
+      }
+    });
+
     it('DATABASE_URL with its line: the built app sells, takes payments, cancels, expires and settles as that user into a real PostgreSQL; Redis denies it nothing', async () => {
       const { sale, settle } = documentedAclLines();
       await applyAcl(admin, sale, settle);

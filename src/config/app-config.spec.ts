@@ -194,6 +194,10 @@ describe('loadConfig', () => {
     [{ REDIS_URL: undefined, REDIS_CLUSTER_NODES: 'H:7000,h:7000' }, 'REDIS_CLUSTER_NODES lists the same node twice'],
     [{ REDIS_WAIT_REPLICAS: '-1' }, 'REDIS_WAIT_REPLICAS must be an integer from 0 to 16'],
     [{ TRUST_PROXY: 'nginx' }, 'TRUST_PROXY must be true, false, a hop count, or a comma-separated list'],
+    // Address-like, but no address or range the proxy check could hold (it ended in a stack trace at start-up).
+    [{ TRUST_PROXY: '10.0.0.0/99' }, 'TRUST_PROXY must be true, false, a hop count, or a comma-separated list'],
+    [{ TRUST_PROXY: '300.1.1.1' }, 'TRUST_PROXY must be true, false, a hop count, or a comma-separated list'],
+    [{ TRUST_PROXY: 'loopback,1.2.3' }, 'TRUST_PROXY must be true, false, a hop count, or a comma-separated list'],
     [{ REDIS_WAIT_TIMEOUT_MS: '0' }, 'REDIS_WAIT_TIMEOUT_MS must be an integer from 1 to 60000'],
   ])('refuses %j with one line naming the variable', (overrides, message) => {
     const env = { ...REQUIRED, ...overrides };

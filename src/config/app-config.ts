@@ -2,7 +2,7 @@ import { DEFAULT_PAYMENT_TIMEOUT_MS, MAX_PAYMENT_TIMEOUT_MS, MIN_PAYMENT_TIMEOUT
 import { ZxcvbnFactory } from '@zxcvbn-ts/core';
 import { createPublicKey, type JsonWebKeyInput } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { createServer, isIP } from 'node:net';
 import * as common from '@zxcvbn-ts/language-common';
 
 /**
@@ -700,8 +700,15 @@ function trustProxy(env: Env): AppConfig['trustProxy'] {
   if (/^\d{1,2}$/.test(value)) return Number(value);
   const entries = value.split(',').map((e) => e.trim());
   const keyword = /^(loopback|linklocal|uniquelocal)$/;
-  const address = /^[0-9a-f.:]+(\/\d{1,3})?$/;
-  const bad = entries.find((e) => !keyword.test(e) && !address.test(e));
+  // An address as Node reads one (isIP), and a range's bits within its family's: what
+  // the proxy check's BlockList (src/trusted-proxy.ts) takes.
+  const usable = (entry: string) => {
+    const [address, bits, more] = entry.split('/');
+    const family = isIP(address);
+    if (family === 0 || more !== undefined) return false;
+    return bits === undefined || (/^\d{1,3}$/.test(bits) && Number(bits) <= (family === 4 ? 32 : 128));
+  };
+  const bad = entries.find((e) => !keyword.test(e) && !usable(e));
   if (bad !== undefined) {
     throw new ConfigError(
       'TRUST_PROXY',

@@ -9,6 +9,7 @@ import { execAll } from '../redis/exec-all';
 import { KeyLayout } from '../redis/key-layout';
 import { REDIS_CLIENT } from '../redis/redis.constants';
 import { SettlementLag } from '../settlement/settlement-lag';
+import { requestContext } from '../telemetry/http-requests';
 import { holderPid, LIVE_ORDERS_META, LiveEvent, liveOrders, readInstances } from './live-event';
 
 /** How often a watched product is read: the events' rate, whatever the sale's. */
@@ -145,9 +146,14 @@ export class LiveFeed implements BeforeApplicationShutdown {
         return;
       }
       this.responses.add(response);
+      // A stream is no answer waiting to be given: its request's id leaves the lines
+      // written from here on (and it is not timed as an answer).
+      const context = requestContext.getStore();
+      if (context) context.answered = true;
       let watch = this.watches.get(productId);
       if (!watch) {
-        const timer = setInterval(() => void this.poll(productId), POLL_INTERVAL_MS);
+        // Every watcher of the product shares the poll: it runs in no request's context.
+        const timer = requestContext.exit(() => setInterval(() => void this.poll(productId), POLL_INTERVAL_MS));
         timer.unref();
         watch = { subscribers: new Set(), timer, reading: false, nextReadAt: 0 };
         this.watches.set(productId, watch);

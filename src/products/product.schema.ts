@@ -73,7 +73,7 @@ export const CLOSED_SALE_SCHEMA = {
       type: 'integer',
       nullable: true,
       description:
-        'with settlement on: order events of the product not yet in PostgreSQL when the close stopped waiting (0: a PUT with discardOrders may restart the sale now); null without DATABASE_URL',
+        'with settlement on: order events of the product not yet in PostgreSQL when the close stopped waiting (0: a PUT with discardOrders may restart the sale now); null where this instance does not settle and no settler elsewhere marked the prefix',
     },
   },
 } as const;

@@ -25,7 +25,8 @@ export interface ClosedSale {
   readonly cancelled: number;
   /**
    * With settlement on: the product's order events not yet in PostgreSQL when the close
-   * stopped waiting (0: a restart may discard the orders now); null without DATABASE_URL.
+   * stopped waiting (0: a restart may discard the orders now); null where this instance does not settle
+   * and no settler elsewhere marked the prefix (KeyLayout.settling).
    */
   readonly unsettled: number | null;
 }

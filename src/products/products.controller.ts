@@ -48,6 +48,7 @@ export class ProductsController {
     'LOCK_EXPIRED',
     'LOCK_NODES_UNAVAILABLE',
     'REDIS_UNAVAILABLE',
+    'REDIS_NO_PERMISSION',
   )
   startSale(@Param() params: ProductParamsDto, @Body() body: StartSaleDto): Promise<Product> {
     return this.products.startSale(params.id, body.stock, body.perUserLimit, {

@@ -4,6 +4,7 @@ import type { RedisClient } from '../redis/create-client';
 import { AppConfig, strategyFamily } from '../config/app-config';
 import { APP_CONFIG } from '../config/config.constants';
 import {
+  RedisNoPermissionError,
   SaleHasOrdersError,
   SaleHasReservationsError,
   SaleNotSettledError,
@@ -125,6 +126,7 @@ export class ProductsService {
       );
       if (reply[0] === 'HAS_ORDERS') throw new SaleHasOrdersError(productId, reply[1]);
       if (reply[0] === 'NOT_SETTLED') throw new SaleNotSettledError(productId, reply[1]);
+      if (reply[0] === 'NO_PERMISSION') throw new RedisNoPermissionError(false);
       if (reply[0] === 'HAS_RESERVATIONS') throw new SaleHasReservationsError(productId, reply[1]);
       if (reply[0] === 'STRATEGY_MISMATCH') throw new StrategyMismatchError(productId, reply[1], family);
       const value = reply[1];
@@ -156,7 +158,9 @@ export class ProductsService {
     // A reservation paid, expired or cancelled by its buyer between the scan and this
     // cancel keeps that outcome, and is not counted.
     for await (const orderId of this.reservations(k.states)) if (await this.outcomes.release(orderId)) cancelled++;
-    const unsettled = this.config.databaseUrl ? await this.settled(productId) : null;
+    // Settled here or by a settler elsewhere (the prefix marked): its lag is Redis's to tell.
+    const settles = this.config.databaseUrl !== null || (await this.redis.exists(this.keys.settling)) === 1;
+    const unsettled = settles ? await this.settled(productId) : null;
     return { product: await this.get(productId), cancelled, unsettled };
   }
 

@@ -42,6 +42,7 @@ export const resetSale = new LuaScript<
   | ['HAS_ORDERS', number]
   | ['STRATEGY_MISMATCH', string]
   | ['NOT_SETTLED', number]
+  | ['NO_PERMISSION', string]
   | ['HAS_RESERVATIONS', number]
 >('reset-sale');
 

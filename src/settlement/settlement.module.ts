@@ -70,25 +70,29 @@ class SettlerLifecycle implements OnApplicationBootstrap, BeforeApplicationShutd
   }
 
   private async migrateThenSettle(): Promise<void> {
+    // Once the Redis client is ready (a cluster's slot map read): the mark and the first
+    // pass, sent before, would only fail and say settlement fails at every start. Past
+    // the wait it goes on anyway, and says what it meets.
+    const stopped = new Promise<void>((resolve) =>
+      this.stopping.signal.addEventListener('abort', () => resolve(), { once: true }),
+    );
+    await Promise.race([whenReady(this.redis, REDIS_READY_WAIT_MS), stopped]);
     for (let waitMs = 500; !this.stopping.signal.aborted; waitMs = Math.min(waitMs * 2, 5_000)) {
+      let step = 'mark the prefix settled in Redis';
       try {
+        // First, whatever PostgreSQL does: every instance's resets keep the groups.
+        await this.settler.mark();
+        step = 'migrate PostgreSQL';
         const applied = await migrate(this.pool);
         this.logger.log(
           `${applied.length > 0 ? `schema migrated (${applied.join(', ')})` : 'schema up to date'}; settling as consumer ${this.settler.consumer}`,
         );
-        // Its first pass once the Redis client is ready (a cluster's slot map read): a
-        // pass sent before would only fail, and say settlement fails, at every start.
-        // Past the wait it starts anyway, and says what it meets.
-        const stopped = new Promise<void>((resolve) =>
-          this.stopping.signal.addEventListener('abort', () => resolve(), { once: true }),
-        );
-        await Promise.race([whenReady(this.redis, REDIS_READY_WAIT_MS), stopped]);
-        if (!this.stopping.signal.aborted) this.settler.start();
+        this.settler.start();
         return;
       } catch (err) {
-        this.settler.cannotStart(`PostgreSQL migrations failed: ${(err as Error).message}`);
+        this.settler.cannotStart(`cannot ${step}: ${(err as Error).message}`);
         this.logger.warn(
-          `PostgreSQL: migrations failed, retrying in ${waitMs} ms (the sale goes on; orders wait in Redis): ${(err as Error).message}`,
+          `cannot ${step}, retrying in ${waitMs} ms (the sale goes on; orders wait in Redis): ${(err as Error).message}`,
         );
         await sleep(waitMs, undefined, { signal: this.stopping.signal }).catch(() => undefined);
       }

@@ -91,6 +91,17 @@ export class Settler {
     return { settled: this.settled, failing: this.failing };
   }
 
+  /**
+   * Marks the prefix settled (KeyLayout.settling), once per settler and before anything
+   * else it does, PostgreSQL's migrations included: from then on every instance's sale
+   * resets keep the order logs' consumer group, even while PostgreSQL is away.
+   */
+  async mark(): Promise<void> {
+    if (this.marked) return;
+    await this.redis.set(this.keys.settling, '1');
+    this.marked = true;
+  }
+
   /** Settlement cannot begin (its migrations fail): status() says why until the loop starts. */
   cannotStart(reason: string): void {
     this.failing = `cannot start: ${reason}`;
@@ -103,12 +114,7 @@ export class Settler {
    * settled and something failed. For the loop and for tests.
    */
   async settleOnce(): Promise<number> {
-    // Said once per settler, before anything is settled: every instance's sale resets
-    // then keep the order logs' consumer group (KeyLayout.settling).
-    if (!this.marked) {
-      await this.redis.set(this.keys.settling, '1');
-      this.marked = true;
-    }
+    await this.mark();
     let settled = 0;
     let failure: unknown = null;
     for (const productId of await this.redis.smembers(this.keys.products)) {

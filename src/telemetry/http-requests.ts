@@ -97,8 +97,15 @@ export class HttpRequests {
     const context = contextOf(req);
     if (context === undefined || context.answered) return;
     context.answered = true;
-    this.observe?.(req.method!, route, status, (performance.now() - context.startedAt) / 1000);
+    this.observe?.(methodLabel(req.method), route, status, (performance.now() - context.startedAt) / 1000);
   }
+}
+
+/** The methods an API is asked with; any other of Node's 34 is one label, so a client cannot make series. */
+const METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS']);
+
+function methodLabel(method: string | undefined): string {
+  return method !== undefined && METHODS.has(method) ? method : 'other';
 }
 
 function newPrefix(): string {

@@ -48,6 +48,9 @@
            {'HAS_RESERVATIONS', orders}: with settlement, that many orders still wait for
            their payment: a restart would leave them neither paid nor expired; nothing changed
            {'STRATEGY_MISMATCH', soldBy}: another family sells it; nothing changed
+           {'NO_PERMISSION', 'XGROUP|CREATE'}: the new log must have its group and this
+           Redis user may not make it (a user without the DATABASE_URL ACL line, in a
+           deployment that settles); nothing changed
 ]]
 local soldBy = redis.call('HGET', KEYS[1], 'soldBy')
 if soldBy and ARGV[4] ~= '' and soldBy ~= ARGV[4] and ARGV[5] ~= '1' then
@@ -85,6 +88,11 @@ if orders > 0 and settled then
   if reserved > 0 then
     return {'HAS_RESERVATIONS', reserved}
   end
+end
+-- Asked before anything is deleted: a script is not rolled back, and a reset that deleted
+-- the buyers and then failed at XGROUP would leave the sale going on without its limits.
+if settled and not redis.acl_check_cmd('XGROUP', 'CREATE', KEYS[4], 'settle', '0', 'MKSTREAM') then
+  return {'NO_PERMISSION', 'XGROUP|CREATE'}
 end
 redis.call('DEL', KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10])
 if settled then
