@@ -19,6 +19,62 @@ const NOT_FEATURES = {
   message: 'redis/ is the floor the features stand on: it imports none of them',
 };
 
+/**
+ * The floors of src/, from the ground up: a folder imports only folders on floors below
+ * its own (errors/ and sale/ are leaves). http/ and the files at src/'s root are the app
+ * shell, above every floor. Checked for every folder below (floorRules).
+ */
+const FLOORS = [
+  ['errors', 'sale'],
+  ['config'],
+  ['telemetry'],
+  ['redis', 'validation'],
+  ['docs', 'locks'],
+  ['door'],
+  ['orders'],
+  ['settlement'],
+  ['products', 'health', 'dashboard'],
+];
+const SHELL = [
+  'http',
+  'app.module',
+  'create-app',
+  'main',
+  'settle',
+  'open-requests',
+  'trusted-proxy',
+  'listen-address',
+];
+
+/** The lessons some floors keep, said before the floor's own rule. */
+const LESSONS = { locks: [NOT_ORDERS], redis: [NOT_FEATURES] };
+
+/** One boundary per folder: no folder on its own floor or above, nor the shell. */
+function floorRules() {
+  return FLOORS.flatMap((floor, level) =>
+    floor.map((folder) => {
+      const above = [
+        ...FLOORS.slice(level)
+          .flat()
+          .filter((f) => f !== folder),
+        ...SHELL,
+      ];
+      return boundary(
+        [`src/${folder}/**/*.ts`],
+        ['src/**/*.spec.ts'],
+        [
+          NOT_TEST_CODE,
+          ...(LESSONS[folder] ?? []),
+          {
+            group: above.flatMap((f) => [`**/${f}`, `**/${f}/**`]),
+            message: `src/${folder}/ stands on floor ${level + 1} of src/ (eslint.config.mjs FLOORS): it imports only the floors below it`,
+          },
+        ],
+      );
+    }),
+  );
+}
+
 // The folder a NOT_ group's glob names, as a regular expression on an import path
 // (a slash written \x2F: a selector's regular expression ends at the first slash).
 function folderOf(glob) {
@@ -88,8 +144,7 @@ export default defineConfig(
     languageOptions: { globals: { ...globals.browser, Chart: 'readonly' }, sourceType: 'script' },
   },
   boundary(['src/**/*.ts'], ['src/**/*.spec.ts'], [NOT_TEST_CODE]),
-  boundary(['src/locks/**/*.ts'], ['src/**/*.spec.ts'], [NOT_TEST_CODE, NOT_ORDERS]),
+  ...floorRules(),
   boundary(['src/locks/**/*.spec.ts'], [], [NOT_ORDERS]),
-  boundary(['src/redis/**/*.ts'], ['src/**/*.spec.ts'], [NOT_TEST_CODE, NOT_FEATURES]),
   prettier,
 );

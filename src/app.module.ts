@@ -5,7 +5,7 @@ import { AppConfig } from './config/app-config';
 import { ConfigModule } from './config/config.module';
 import { DashboardModule } from './dashboard/dashboard.module';
 import { DoorModule } from './door/door.module';
-import { ErrorFilter } from './errors/error.filter';
+import { ErrorFilter } from './http/error.filter';
 import { HealthModule } from './health/health.module';
 import { OrdersModule } from './orders/orders.module';
 import { ProductsModule } from './products/products.module';

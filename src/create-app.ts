@@ -8,6 +8,8 @@ import { DoorRefusals } from './door/door-refusals';
 import { PurchaseTelemetry } from './telemetry/purchase-telemetry';
 import { AppConfig } from './config/app-config';
 import { setupOpenApi } from './docs/openapi';
+import { isDoorRoute } from './door/door-routes';
+import { PAYMENT_SIGNATURE_SCHEME } from './door/payment-signature';
 import { installDoorChecks } from './door/door-checks';
 import { answerQueueInHooks } from './door/queue-hooks';
 import { Checkout } from './orders/checkout';
@@ -15,8 +17,8 @@ import { answerPurchasesInHooks } from './orders/purchase-hooks';
 import { WaitingRoom } from './door/waiting-room';
 import { REDIS_CLIENT } from './redis/redis.constants';
 import { Metrics } from './telemetry/metrics';
-import { clientErrorHandler, routerRefusal } from './errors/client-error';
-import { errorBody } from './errors/error.filter';
+import { clientErrorHandler, routerRefusal } from './http/client-error';
+import { errorBody } from './errors/error-body';
 import { checkBodiesWithRouteSchemas, STRICT_AJV } from './validation/schema-checked';
 import { contextOf, HttpRequests, requestContext, UNMATCHED_ROUTE } from './telemetry/http-requests';
 import { fastifyTrustProxy, proxyTrust } from './trusted-proxy';
@@ -170,7 +172,11 @@ export async function createApp(config: AppConfig, options: { logger?: false } =
   answerQueueInHooks(fastify, app.get(WaitingRoom), refusals);
   // And the purchases, on both routes (src/orders/purchase-hooks.ts).
   answerPurchasesInHooks(fastify, app.get(Checkout));
-  setupOpenApi(app, config.buyerAuth);
+  setupOpenApi(app, {
+    buyerAuth: config.buyerAuth,
+    isBuyerRoute: isDoorRoute,
+    paymentScheme: PAYMENT_SIGNATURE_SCHEME,
+  });
   await app.init();
   return app;
 }

@@ -1,7 +1,7 @@
 import type { Server, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
-import { answerOnSocket, requestTimeoutError } from './errors/client-error';
-import { errorBody } from './errors/error.filter';
+import { answerOnSocket, requestTimeoutError } from './http/client-error';
+import { errorBody } from './errors/error-body';
 import { OutcomeUnknownError } from './errors/errors';
 import { contextOf } from './telemetry/http-requests';
 

@@ -1,5 +1,5 @@
 import { ValidationPipe } from '@nestjs/common';
-import { errorBody } from '../src/errors/error.filter';
+import { errorBody } from '../src/errors/error-body';
 import { SoldOutError } from '../src/errors/errors';
 import { Checkout } from '../src/orders/checkout';
 import { StrictValidationPipe } from '../src/validation/strict-validation.pipe';

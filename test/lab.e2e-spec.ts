@@ -7,7 +7,7 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSy
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { LOCK_STRATEGY_NAMES } from '../src/config/app-config';
-import { ERROR_BODY_SCHEMA } from '../src/errors/error.filter';
+import { ERROR_BODY_SCHEMA } from '../src/errors/error-body';
 import { SCENARIO_NAMES } from '../bench/faults/run';
 import { catalogue } from '../bench/lab/lessons';
 import { eventId, MAX_EVENTS, MAX_QUEUED, Run, RunEvent, Runs, RunState } from '../bench/lab/runs';

@@ -7,7 +7,7 @@ import { EVERY_ROUTE_ERRORS } from '../src/docs/api-errors';
 import { ERROR_CODES } from '../src/errors/errors';
 import { CreateOrderDto } from '../src/orders/dto/create-order.dto';
 import { CREATE_ORDER_ROUTE_SCHEMA } from '../src/orders/dto/create-order.schema';
-import { ProductParamsDto } from '../src/products/dto/product-params.dto';
+import { ProductParamsDto } from '../src/sale/product-params.dto';
 import { StartSaleDto } from '../src/products/dto/start-sale.dto';
 import { bodySchemaOf } from '../src/validation/json-schema';
 import { ADMIN_TOKEN, request, startSale, startTestApp } from './helpers/app';

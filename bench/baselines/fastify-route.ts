@@ -10,7 +10,7 @@
  * is no stock to set: everything is sold out) and GET /health 200. Env: PORT, HOST.
  */
 import Fastify from 'fastify';
-import { errorBody } from '../../src/errors/error.filter';
+import { errorBody } from '../../src/errors/error-body';
 import { SoldOutError } from '../../src/errors/errors';
 import { CREATE_ORDER_ROUTE_SCHEMA, PRODUCT_ORDER_ROUTE_SCHEMA } from '../../src/orders/dto/create-order.schema';
 import { STRICT_AJV } from '../../src/validation/schema-checked';

@@ -11,7 +11,7 @@
  * is no stock to set: everything is sold out) and GET /health 200. Env: PORT, HOST.
  */
 import { createServer } from 'node:http';
-import { errorBody } from '../../src/errors/error.filter';
+import { errorBody } from '../../src/errors/error-body';
 import { SoldOutError } from '../../src/errors/errors';
 
 /** As src/main.ts listens: a flash sale's connections arrive at once. */

@@ -15,7 +15,7 @@ import { join, normalize, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { ROOT } from '../../harness/paths';
 import { LOCK_STRATEGY_NAMES } from '../../src/config/app-config';
-import { errorBody } from '../../src/errors/error.filter';
+import { errorBody } from '../../src/errors/error-body';
 import {
   AppError,
   BadRequestError,

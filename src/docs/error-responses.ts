@@ -1,5 +1,5 @@
 import type { ResponseObject, SchemaObject } from '@nestjs/swagger';
-import { ERROR_BODY_SCHEMA, errorBody } from '../errors/error.filter';
+import { ERROR_BODY_SCHEMA, errorBody } from '../errors/error-body';
 import { ERROR_CODES } from '../errors/errors';
 import { component } from './components';
 import { ERROR_EXAMPLES } from './error-examples';

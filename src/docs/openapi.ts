@@ -1,13 +1,18 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type { INestApplication } from '@nestjs/common';
-import { DocumentBuilder, OpenAPIObject, OperationObject, PathItemObject, SwaggerModule } from '@nestjs/swagger';
+import {
+  DocumentBuilder,
+  OpenAPIObject,
+  OperationObject,
+  PathItemObject,
+  SecuritySchemeObject,
+  SwaggerModule,
+} from '@nestjs/swagger';
 import type { BuyerAuthConfig } from '../config/app-config';
-import { isDoorRoute } from '../door/door-routes';
 import { ERROR_CODES_EXTENSION, EVERY_ROUTE_ERRORS } from './api-errors';
 import { componentSchemas } from './components';
 import { errorResponses } from './error-responses';
-import { PAYMENT_SIGNATURE_TOLERANCE_S } from '../door/payment-signature';
 
 /** The Swagger UI's path; the document is at `/${DOCS_PATH}-json`. */
 export const DOCS_PATH = 'docs';
@@ -57,12 +62,24 @@ const docsRoutes = (): Record<string, PathItemObject> => ({
 });
 
 /**
+ * Who may call what, as the parts that decide it say (handed in by the app shell, so the
+ * document knows no door): BUYER_AUTH's settings, the routes its buyer token guards
+ * (door-routes.ts), and the payment callback's signature scheme (payment-signature.ts).
+ */
+export interface ApiSecurity {
+  readonly buyerAuth: BuyerAuthConfig | null;
+  /** `METHOD /path` with `:` parameters. */
+  readonly isBuyerRoute: (method: string, path: string) => boolean;
+  readonly paymentScheme: SecuritySchemeObject;
+}
+
+/**
  * Serves the OpenAPI document of every route at `/docs-json` and Swagger UI at `/docs`
  * (its assets from the installed swagger-ui-dist, never a CDN). Call before app.init():
  * the static assets are a Fastify plugin, registered only before the server starts.
  */
-export function setupOpenApi(app: INestApplication, buyerAuth: BuyerAuthConfig | null): OpenAPIObject {
-  const document = openApiDocument(app, buyerAuth);
+export function setupOpenApi(app: INestApplication, security: ApiSecurity): OpenAPIObject {
+  const document = openApiDocument(app, security);
   SwaggerModule.setup(DOCS_PATH, app, document, {
     jsonDocumentUrl: `${DOCS_PATH}-json`,
     raw: ['json'],
@@ -82,7 +99,10 @@ export function setupOpenApi(app: INestApplication, buyerAuth: BuyerAuthConfig |
  * asks a buyer token of: door-routes.ts), or, everywhere else, no one in particular
  * (`security: []`).
  */
-function openApiDocument(app: INestApplication, buyerAuth: BuyerAuthConfig | null): OpenAPIObject {
+function openApiDocument(
+  app: INestApplication,
+  { buyerAuth, isBuyerRoute, paymentScheme }: ApiSecurity,
+): OpenAPIObject {
   const { name, description, version, license } = packageJson();
   const builder = new DocumentBuilder()
     .setTitle(name)
@@ -106,15 +126,7 @@ function openApiDocument(app: INestApplication, buyerAuth: BuyerAuthConfig | nul
       },
       ADMIN_AUTH,
     )
-    .addApiKey(
-      {
-        type: 'apiKey',
-        in: 'header',
-        name: 'Payment-Signature',
-        description: `the payment provider's signature of its callback: \`t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<orderId>.<body as sent>">\`, keyed with PAYMENT_WEBHOOK_SECRET, its timestamp within ${PAYMENT_SIGNATURE_TOLERANCE_S} s of the server's clock (Stripe's scheme)`,
-      },
-      PAYMENT_AUTH,
-    );
+    .addApiKey(paymentScheme, PAYMENT_AUTH);
   if (buyerAuth) {
     builder.addBearerAuth(
       {
@@ -131,7 +143,7 @@ function openApiDocument(app: INestApplication, buyerAuth: BuyerAuthConfig | nul
   for (const [path, item] of Object.entries(document.paths)) {
     for (const [method, operation] of operationsOf(item)) {
       addErrorResponses(operation);
-      if (buyerAuth && isDoorRoute(method.toUpperCase(), path.replace(/\{(\w+)\}/g, ':$1'))) {
+      if (buyerAuth && isBuyerRoute(method.toUpperCase(), path.replace(/\{(\w+)\}/g, ':$1'))) {
         operation.security = [{ [BUYER_AUTH]: [] }];
       }
       operation.security ??= [];

@@ -2,7 +2,7 @@ import { Logger } from '@nestjs/common';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { AppConfig } from '../config/app-config';
 import { BurstLog } from '../errors/burst-log';
-import { errorBody } from '../errors/error.filter';
+import { errorBody } from '../errors/error-body';
 import {
   AppError,
   BuyerTokenRequiredError,

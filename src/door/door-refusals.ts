@@ -1,6 +1,6 @@
 import type { OnModuleDestroy } from '@nestjs/common';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { errorBody } from '../errors/error.filter';
+import { errorBody } from '../errors/error-body';
 import { AppError, SaleEndedError, SaleNotStartedError, SoldOutError } from '../errors/errors';
 import type { PurchaseTelemetry } from '../telemetry/purchase-telemetry';
 

@@ -1,5 +1,6 @@
 import { CanActivate, ExecutionContext, Inject, Injectable } from '@nestjs/common';
 import { createHmac, timingSafeEqual } from 'node:crypto';
+import type { SecuritySchemeObject } from '@nestjs/swagger';
 import type { FastifyRequest } from 'fastify';
 import { AppConfig } from '../config/app-config';
 import { APP_CONFIG } from '../config/config.constants';
@@ -27,6 +28,14 @@ export const PAYMENT_SIGNATURE_HEADER = 'payment-signature';
  * (Stripe's default): a callback captured once cannot be replayed after it.
  */
 export const PAYMENT_SIGNATURE_TOLERANCE_S = 300;
+
+/** The OpenAPI security scheme of the payment callback (the document's `paymentSignature`). */
+export const PAYMENT_SIGNATURE_SCHEME: SecuritySchemeObject = {
+  type: 'apiKey',
+  in: 'header',
+  name: 'Payment-Signature',
+  description: `the payment provider's signature of its callback: \`t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<orderId>.<body as sent>">\`, keyed with PAYMENT_WEBHOOK_SECRET, its timestamp within ${PAYMENT_SIGNATURE_TOLERANCE_S} s of the server's clock (Stripe's scheme)`,
+};
 
 function hmac(secret: string, at: number | string, orderId: string, body: string): Buffer {
   return createHmac('sha256', secret).update(`${at}.${orderId}.${body}`).digest();

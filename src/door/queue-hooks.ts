@@ -5,7 +5,7 @@ import type { JoinQueueDto } from './dto/queue.dto';
 import { TICKET_PARAM_PATTERN } from './dto/queue.dto';
 import type { DoorRefusals } from './door-refusals';
 import type { TicketState, WaitingRoom } from './waiting-room';
-import { answerInHooks, HookFailure } from '../route-hooks';
+import { answerInHooks, HookFailure } from './route-hooks';
 
 declare module 'fastify' {
   interface FastifyRequest {

@@ -7,7 +7,7 @@ import { ApiErrors } from '../docs/api-errors';
 import { DOOR_ERRORS } from './door-routes';
 import { component } from '../docs/components';
 import { ApiJsonBody, ApiPathParams } from '../docs/dto-decorators';
-import { ProductParamsDto } from '../products/dto/product-params.dto';
+import { ProductParamsDto } from '../sale/product-params.dto';
 import { JoinQueueDto, TicketParamsDto } from './dto/queue.dto';
 import { TICKET_SCHEMA } from './ticket.schema';
 import { DoorRefusals } from './door-refusals';

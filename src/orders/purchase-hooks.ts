@@ -1,9 +1,9 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { answerInHooks, HookFailure } from '../route-hooks';
+import { answerInHooks, HookFailure } from '../door/route-hooks';
 import { ID_PATTERN } from '../sale/sale-limits';
 import type { Checkout } from './checkout';
 import type { CreateOrderDto, ProductOrderDto } from './dto/create-order.dto';
-import type { ErrorBody } from '../errors/error.filter';
+import type { ErrorBody } from '../errors/error-body';
 import type { Order, OrderLine } from './order';
 
 /** An order's status, on both routes (their @HttpCode) and from their hook alike. */

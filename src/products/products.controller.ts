@@ -5,7 +5,7 @@ import { component } from '../docs/components';
 import { ApiJsonBody, ApiPathParams } from '../docs/dto-decorators';
 import { ADMIN_AUTH } from '../docs/openapi';
 import { AdminGuard } from '../door/admin.guard';
-import { ProductParamsDto } from './dto/product-params.dto';
+import { ProductParamsDto } from '../sale/product-params.dto';
 import { StartSaleDto } from './dto/start-sale.dto';
 import { ClosedSale, Product } from './product';
 import { CLOSED_SALE_SCHEMA, PRODUCT_SCHEMA } from './product.schema';

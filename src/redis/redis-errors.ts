@@ -1,11 +1,16 @@
+import { HttpException } from '@nestjs/common';
 import { ReplyError } from 'ioredis';
 import {
   AppError,
+  BadRequestError,
+  FRAMEWORK_ERRORS,
+  InternalError,
   RedisNoPermissionError,
   RedisNoReplicasError,
   RedisOutOfMemoryError,
   RedisPersistenceError,
   RedisReadOnlyError,
+  RedisUnavailableError,
 } from '../errors/errors';
 import { notRun } from './unrun-retry';
 
@@ -86,4 +91,22 @@ const NOT_SENT =
  */
 export function isOutcomeUnknown(err: unknown): boolean {
   return isRedisUnavailable(err) && !(err instanceof ReplyError) && !NOT_SENT.test((err as Error).message);
+}
+
+/**
+ * The answer an error gets, as ErrorFilter writes it: an AppError as it is, a
+ * framework 4xx by its status, Redis out of reach as REDIS_UNAVAILABLE, anything
+ * else INTERNAL_ERROR. Pure: the purchase route reads the code it will answer with
+ * (for telemetry) before it rethrows, and the filter logs the unexpected ones.
+ */
+export function toAppError(err: unknown): AppError {
+  if (err instanceof AppError) return err;
+  if (err instanceof HttpException && err.getStatus() < 500) {
+    const Known = FRAMEWORK_ERRORS[err.getStatus()] ?? BadRequestError;
+    return new Known(err.message);
+  }
+  const refused = redisRefusal(err);
+  if (refused) return refused;
+  if (isRedisUnavailable(err)) return new RedisUnavailableError();
+  return new InternalError();
 }

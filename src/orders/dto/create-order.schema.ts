@@ -1,4 +1,4 @@
-import { ERROR_BODY_SCHEMA } from '../../errors/error.filter';
+import { ERROR_BODY_SCHEMA } from '../../errors/error-body';
 import { bodySchemaOf } from '../../validation/json-schema';
 import { ORDER_STATUSES } from '../order';
 import { CreateOrderDto, ProductOrderDto } from './create-order.dto';

@@ -1,73 +1,14 @@
-import { ArgumentsHost, Catch, ExceptionFilter, HttpException, Logger, Optional } from '@nestjs/common';
+import { ArgumentsHost, Catch, ExceptionFilter, Logger, Optional } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { ReplyError } from 'ioredis';
-import { isRedisUnavailable, redisRefusal } from '../redis/redis-errors';
+import { BurstLog } from '../errors/burst-log';
+import { errorBody } from '../errors/error-body';
+import { InternalError, OutcomeUnknownError, RedisUnavailableError } from '../errors/errors';
+import { redisRefusal, toAppError } from '../redis/redis-errors';
 import { Metrics } from '../telemetry/metrics';
-import { BurstLog } from './burst-log';
-import {
-  AppError,
-  BadRequestError,
-  FRAMEWORK_ERRORS,
-  InternalError,
-  OutcomeUnknownError,
-  RedisUnavailableError,
-  SaleNotStartedError,
-  ValidationFailedError,
-} from './errors';
 
 /** Seconds a client should wait before retrying a 503. */
 const RETRY_AFTER_S = '1';
-
-export interface ErrorBody {
-  statusCode: number;
-  code: string;
-  message: string;
-  errors?: unknown;
-  /** SALE_NOT_STARTED: when the sale starts (ISO 8601). */
-  startsAt?: string;
-}
-
-/**
- * ErrorBody without `errors`, for the routes that compile a serializer for an error
- * status (never 400, whose body lists the fields). Properties in errorBody()'s order,
- * so the bytes are those JSON.stringify writes.
- */
-export const ERROR_BODY_SCHEMA = {
-  type: 'object',
-  required: ['statusCode', 'code', 'message'],
-  properties: {
-    statusCode: { type: 'integer' },
-    code: { type: 'string' },
-    message: { type: 'string' },
-    startsAt: { type: 'string' },
-  },
-} as const;
-
-/** The body every error answer has: {statusCode, code, message} (and the fields, for a validation error). */
-export function errorBody(err: AppError): ErrorBody {
-  const body: ErrorBody = { statusCode: err.status, code: err.code, message: err.message };
-  if (err instanceof ValidationFailedError) body.errors = err.errors;
-  if (err instanceof SaleNotStartedError) body.startsAt = err.startsAt;
-  return body;
-}
-
-/**
- * The answer an error gets, as ErrorFilter writes it: an AppError as it is, a
- * framework 4xx by its status, Redis out of reach as REDIS_UNAVAILABLE, anything
- * else INTERNAL_ERROR. Pure: the purchase route reads the code it will answer with
- * (for telemetry) before it rethrows, and the filter logs the unexpected ones.
- */
-export function toAppError(err: unknown): AppError {
-  if (err instanceof AppError) return err;
-  if (err instanceof HttpException && err.getStatus() < 500) {
-    const Known = FRAMEWORK_ERRORS[err.getStatus()] ?? BadRequestError;
-    return new Known(err.message);
-  }
-  const refused = redisRefusal(err);
-  if (refused) return refused;
-  if (isRedisUnavailable(err)) return new RedisUnavailableError();
-  return new InternalError();
-}
 
 /**
  * The one place errors become HTTP: every error body is {statusCode, code, message}

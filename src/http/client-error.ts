@@ -1,9 +1,9 @@
 import { Logger } from '@nestjs/common';
 import { type IncomingMessage, STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
-import { BurstLog } from './burst-log';
-import { errorBody } from './error.filter';
-import { AppError, BadRequestError, FRAMEWORK_ERRORS, InternalError } from './errors';
+import { BurstLog } from '../errors/burst-log';
+import { errorBody } from '../errors/error-body';
+import { AppError, BadRequestError, FRAMEWORK_ERRORS, InternalError } from '../errors/errors';
 
 /** What a request that never arrived in time is answered: Node's request timeout, or the shutdown deadline. */
 export function requestTimeoutError(): AppError {
