@@ -2,7 +2,6 @@ import type { ResponseObject, SchemaObject } from '@nestjs/swagger';
 import { ERROR_BODY_SCHEMA, errorBody } from '../errors/error-body';
 import { ERROR_CODES } from '../errors/errors';
 import { component } from './components';
-import { ERROR_EXAMPLES } from './error-examples';
 
 /** Every error answer: ErrorFilter's body, and the fields' messages of a VALIDATION_FAILED. */
 const ERROR_BODY = component('ErrorBody', {
@@ -86,7 +85,7 @@ export function errorResponses(codes: readonly string[]): Record<string, Respons
 }
 
 function exampleOf(code: string) {
-  const example = ERROR_EXAMPLES.get(code);
-  if (!example) throw new Error(`no example answer for ${code} in src/docs/error-examples.ts`);
+  const example = ERROR_CODES.get(code)?.example?.();
+  if (example?.code !== code) throw new Error(`no example answer for ${code} under its class in src/errors/errors.ts`);
   return example;
 }

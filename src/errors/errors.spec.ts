@@ -24,6 +24,14 @@ describe('the error table (errors.ts)', () => {
     expect(new ContentionError(8, 200).message).toMatch(/under 8 optimistic attempts \(/);
   });
 
+  it('gives every code its example answer, made by its own class, under its declaration', () => {
+    const made = [...ERROR_CODES].map(([code, declared]) => {
+      const example = declared.example?.();
+      return { code, status: declared.status, made: example && { code: example.code, status: example.status } };
+    });
+    expect(made).toEqual(made.map(({ code, status }) => ({ code, status, made: { code, status } })));
+  });
+
   it("is docs/api.md's error table: every code, with its status, and nothing else", () => {
     const page = readFileSync(join(__dirname, '..', '..', 'docs', 'api.md'), 'utf8');
     const rows = [...page.matchAll(/^\| `([A-Z_]+)` \| (\d{3}) \|/gm)].map((m) => [m[1], Number(m[2])]);
