@@ -1,4 +1,4 @@
-import { Body, Controller, Headers, HttpCode, Param, Post, Req, Res } from '@nestjs/common';
+import { Body, Controller, HttpCode, Param, Post, Req, Res } from '@nestjs/common';
 import { RouteSchema } from '@nestjs/platform-fastify';
 import { ApiCreatedResponse, ApiHeader, ApiOperation, ApiTags } from '@nestjs/swagger';
 import type { FastifyReply, FastifyRequest } from 'fastify';
@@ -12,7 +12,7 @@ import { Checkout } from './checkout';
 import { CreateOrderDto, ProductOrderDto } from './dto/create-order.dto';
 import { CREATE_ORDER_ROUTE_SCHEMA, ORDER_SCHEMA, PRODUCT_ORDER_ROUTE_SCHEMA } from './dto/create-order.schema';
 import type { Order } from './order';
-import { ORDER_CREATED } from './purchase-hooks';
+import { ORDER_CREATED, purchaseLeftToTheRoute } from './purchase-hooks';
 
 /** What both purchase routes answer, besides the order: the door's refusals first. */
 const PURCHASE_ERRORS = [
@@ -82,8 +82,8 @@ const CREATED_ORDER = ApiCreatedResponse({
 });
 
 /**
- * The two purchase routes: their schemas, their OpenAPI, and the answers their hook
- * (purchase-hooks.ts) leaves to Nest. Both make the purchase with Checkout.buy().
+ * The two purchase routes: their paths, schemas and OpenAPI, and the answers their hook
+ * (purchase-hooks.ts, where each route's purchase is declared) leaves to Nest.
  */
 @ApiTags('orders')
 @Controller('api')
@@ -107,21 +107,13 @@ export class OrdersController {
   @CREATED_ORDER
   @ApiErrors(...PURCHASE_ERRORS)
   create(
-    @Body() body: CreateOrderDto,
-    @Headers('idempotency-key') rawKey: string | undefined,
-    @Headers('admission-pass') pass: string | undefined,
+    // The pipe words a body the route's schema refused; the purchase itself is
+    // declared once, in purchase-hooks.ts, which answers an order or a 409.
+    @Body() _body: CreateOrderDto,
     @Req() request: FastifyRequest,
     @Res({ passthrough: true }) reply: FastifyReply,
   ): Promise<Order | ErrorBody> {
-    // Made by its hook already (purchase-hooks.ts), which answers an order or a 409
-    // itself: what comes here is what failed otherwise, for Nest's filter to answer.
-    if (request.purchaseFailure !== undefined) throw request.purchaseFailure.error;
-    return this.checkout.buy(
-      { productId: body.productId, userId: body.userId, quantity: body.quantity },
-      rawKey,
-      pass,
-      reply,
-    );
+    return purchaseLeftToTheRoute(this.checkout, request, reply);
   }
 
   /**
@@ -147,21 +139,11 @@ export class OrdersController {
   @CREATED_ORDER
   @ApiErrors('URI_TOO_LONG', ...PURCHASE_ERRORS)
   createForProduct(
-    @Param() params: ProductParamsDto,
-    @Body() body: ProductOrderDto,
-    @Headers('idempotency-key') rawKey: string | undefined,
-    @Headers('admission-pass') pass: string | undefined,
+    @Param() _params: ProductParamsDto,
+    @Body() _body: ProductOrderDto,
     @Req() request: FastifyRequest,
     @Res({ passthrough: true }) reply: FastifyReply,
   ): Promise<Order | ErrorBody> {
-    // Made by its hook already (purchase-hooks.ts), which answers an order or a 409
-    // itself: what comes here is what failed otherwise, for Nest's filter to answer.
-    if (request.purchaseFailure !== undefined) throw request.purchaseFailure.error;
-    return this.checkout.buy(
-      { productId: params.id, userId: body.userId, quantity: body.quantity },
-      rawKey,
-      pass,
-      reply,
-    );
+    return purchaseLeftToTheRoute(this.checkout, request, reply);
   }
 }

@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { answerInHooks, HookFailure } from '../door/route-hooks';
+import { AnsweringHook, answerInHooks, HookFailure } from '../door/route-hooks';
 import { ID_PATTERN } from '../sale/sale-limits';
 import type { Checkout } from './checkout';
 import type { CreateOrderDto, ProductOrderDto } from './dto/create-order.dto';
@@ -21,46 +21,77 @@ declare module 'fastify' {
 }
 
 /**
+ * The two purchase routes, each declared once: the order line its request asks for, or
+ * nothing when the route's own pipes refuse the request (a body or a product id the
+ * schema refused: the pipe answers 400 as on every route).
+ */
+const PURCHASE_ROUTES: Readonly<Record<string, (request: FastifyRequest) => OrderLine | undefined>> = {
+  'POST /api/orders': (request) => {
+    const { productId, userId, quantity } = request.body as CreateOrderDto;
+    return { productId, userId, quantity };
+  },
+  'POST /api/products/:id/orders': (request) => {
+    const { id } = request.params as { id: string };
+    if (!ID_PATTERN.test(id)) return undefined;
+    const { userId, quantity } = request.body as ProductOrderDto;
+    return { productId: id, userId, quantity };
+  },
+};
+
+/** The purchase a route's request asks for, made by Checkout.buy() with the request's keys. */
+function buy(checkout: Checkout, request: FastifyRequest, reply: FastifyReply, line: OrderLine) {
+  const { headers } = request;
+  return checkout.buy(line, headerOf(headers['idempotency-key']), headerOf(headers['admission-pass']), reply);
+}
+
+/**
  * When every buyer buys, a purchase is the app's whole work, and Nest's part of it
  * (its pipes, its parameter transforms, its promise chain, its answer through the
  * adapter) was a fifth of the app's CPU. So both purchase routes are answered from a
- * hook (answerInHooks), by the same Checkout.buy() as the routes: a 201 with the order,
- * or a 409 refusal. Anything else goes on to the route unchanged: a body or a product
- * id the schema refused (the pipe answers 400 as on every route), and any other
- * refusal or failure, which the route throws so that Nest's filter answers it (its
- * code, its Retry-After, its metrics and logs).
+ * hook (answerInHooks): a 201 with the order, or a 409 refusal. Anything else goes on
+ * to the route (OrdersController) unchanged: a request its pipes refuse, and any other
+ * refusal or failure, which the route throws (purchaseLeftToTheRoute) so that Nest's
+ * filter answers it (its code, its Retry-After, its metrics and logs).
  *
  * Called before app.init(), and after installDoorChecks(), whose hooks must run first.
  */
 export function answerPurchasesInHooks(fastify: FastifyInstance, checkout: Checkout): void {
-  const answer = async (request: FastifyRequest, reply: FastifyReply, line: OrderLine) => {
-    const { headers } = request;
-    let body: Order | ErrorBody;
-    try {
-      body = await checkout.buy(line, headerOf(headers['idempotency-key']), headerOf(headers['admission-pass']), reply);
-    } catch (err) {
-      request.purchaseFailure = { error: err };
-      return;
-    }
-    // buy() sets 409 on the refusals it answers.
-    return reply.code(reply.statusCode === 409 ? 409 : ORDER_CREATED).send(body);
-  };
   // Declared on every request, so the hook's note does not change the request's shape.
   fastify.decorateRequest('purchaseFailure', undefined);
-  answerInHooks(fastify, 'the purchase', {
-    'POST /api/orders': async (request, reply) => {
+  const hooks: Record<string, AnsweringHook> = {};
+  for (const [route, lineOf] of Object.entries(PURCHASE_ROUTES)) {
+    hooks[route] = async (request, reply) => {
       if (request.validationError !== undefined) return;
-      const { productId, userId, quantity } = request.body as CreateOrderDto;
-      return answer(request, reply, { productId, userId, quantity });
-    },
-    'POST /api/products/:id/orders': async (request, reply) => {
-      if (request.validationError !== undefined) return;
-      const { id } = request.params as { id: string };
-      if (!ID_PATTERN.test(id)) return;
-      const { userId, quantity } = request.body as ProductOrderDto;
-      return answer(request, reply, { productId: id, userId, quantity });
-    },
-  });
+      const line = lineOf(request);
+      if (line === undefined) return;
+      let body: Order | ErrorBody;
+      try {
+        body = await buy(checkout, request, reply, line);
+      } catch (err) {
+        request.purchaseFailure = { error: err };
+        return;
+      }
+      // buy() sets 409 on the refusals it answers.
+      return reply.code(reply.statusCode === 409 ? 409 : ORDER_CREATED).send(body);
+    };
+  }
+  answerInHooks(fastify, 'the purchase', hooks);
+}
+
+/**
+ * What a purchase route's handler does once its pipes passed: throw what the hook's
+ * purchase failed with, for Nest's filter to answer. A request the hook left unmade
+ * (none today: the pipes refuse what it leaves) is made here, by the same declaration.
+ */
+export function purchaseLeftToTheRoute(
+  checkout: Checkout,
+  request: FastifyRequest,
+  reply: FastifyReply,
+): Promise<Order | ErrorBody> {
+  if (request.purchaseFailure !== undefined) throw request.purchaseFailure.error;
+  const line = PURCHASE_ROUTES[`${request.method} ${request.routeOptions.url}`]?.(request);
+  if (line === undefined) throw new Error(`${request.method} ${request.routeOptions.url} is not a purchase route`);
+  return buy(checkout, request, reply, line);
 }
 
 /** A header as Nest's @Headers(name) gives it (Node joins a repeated one with ", "). */
