@@ -55,7 +55,7 @@ export function errorResponses(codes: readonly string[]): Record<string, Respons
   const byStatus = new Map<number, string[]>();
   for (const code of new Set(codes)) {
     const declared = ERROR_CODES.get(code);
-    if (!declared) throw new Error(`${code} is not declared in src/errors/errors.ts`);
+    if (!declared) throw new Error(`${code} is not declared in the error table (src/errors/errors.ts)`);
     byStatus.set(declared.status, [...(byStatus.get(declared.status) ?? []), code]);
   }
   const responses: Record<string, ResponseObject> = {};
@@ -86,6 +86,7 @@ export function errorResponses(codes: readonly string[]): Record<string, Respons
 
 function exampleOf(code: string) {
   const example = ERROR_CODES.get(code)?.example?.();
-  if (example?.code !== code) throw new Error(`no example answer for ${code} under its class in src/errors/errors.ts`);
+  if (example?.code !== code)
+    throw new Error(`no example answer for ${code} under its class in src/errors/ (example())`);
   return example;
 }

@@ -1,7 +1,8 @@
 /**
  * The mechanism every error the API answers with is declared by (fastify's
  * lib/errors.js: `createError(code, message, status)`): one code, one status, one
- * message, and its example answer beside it. The codes themselves are in errors.ts.
+ * message, and its example answer beside it. The codes themselves are in
+ * request-errors.ts, sale-errors.ts and retry-errors.ts, loaded in order by errors.ts.
  */
 export abstract class AppError extends Error {
   abstract readonly code: string;

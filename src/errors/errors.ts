@@ -4,7 +4,8 @@
  * code, one meaning. Services throw these classes and nothing HTTP-shaped, so the
  * bench, tests and a CLI can reuse them; ErrorFilter only reads `status` and `code`.
  */
-// In the table's order: docs/api.md and the OpenAPI document list the codes as declared.
+// Each section registers its codes as it loads, so the table (ERROR_CODES) keeps this order;
+// the rest of src/ imports it from here only (eslint.config.mjs: NOT_ERROR_SECTIONS).
 export { AppError, ERROR_CODES, retryAfterSeconds } from './app-error';
 export type { ErrorDeclaration } from './app-error';
 export * from './request-errors';

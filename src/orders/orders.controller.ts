@@ -109,11 +109,11 @@ export class OrdersController {
   create(
     // The pipe words a body the route's schema refused; the purchase itself is
     // declared once, in purchase-hooks.ts, which answers an order or a 409.
-    @Body() _body: CreateOrderDto,
+    @Body() body: CreateOrderDto,
     @Req() request: FastifyRequest,
     @Res({ passthrough: true }) reply: FastifyReply,
   ): Promise<Order | ErrorBody> {
-    return purchaseLeftToTheRoute(this.checkout, request, reply);
+    return purchaseLeftToTheRoute(this.checkout, request, reply, { body });
   }
 
   /**
@@ -139,11 +139,11 @@ export class OrdersController {
   @CREATED_ORDER
   @ApiErrors('URI_TOO_LONG', ...PURCHASE_ERRORS)
   createForProduct(
-    @Param() _params: ProductParamsDto,
-    @Body() _body: ProductOrderDto,
+    @Param() params: ProductParamsDto,
+    @Body() body: ProductOrderDto,
     @Req() request: FastifyRequest,
     @Res({ passthrough: true }) reply: FastifyReply,
   ): Promise<Order | ErrorBody> {
-    return purchaseLeftToTheRoute(this.checkout, request, reply);
+    return purchaseLeftToTheRoute(this.checkout, request, reply, { params, body });
   }
 }

@@ -25,15 +25,15 @@ declare module 'fastify' {
  * nothing when the route's own pipes refuse the request (a body or a product id the
  * schema refused: the pipe answers 400 as on every route).
  */
-const PURCHASE_ROUTES: Readonly<Record<string, (request: FastifyRequest) => OrderLine | undefined>> = {
-  'POST /api/orders': (request) => {
-    const { productId, userId, quantity } = request.body as CreateOrderDto;
+const PURCHASE_ROUTES: Readonly<Record<string, (params: unknown, body: unknown) => OrderLine | undefined>> = {
+  'POST /api/orders': (_params, body) => {
+    const { productId, userId, quantity } = body as CreateOrderDto;
     return { productId, userId, quantity };
   },
-  'POST /api/products/:id/orders': (request) => {
-    const { id } = request.params as { id: string };
+  'POST /api/products/:id/orders': (params, body) => {
+    const { id } = params as { id: string };
     if (!ID_PATTERN.test(id)) return undefined;
-    const { userId, quantity } = request.body as ProductOrderDto;
+    const { userId, quantity } = body as ProductOrderDto;
     return { productId: id, userId, quantity };
   },
 };
@@ -62,7 +62,7 @@ export function answerPurchasesInHooks(fastify: FastifyInstance, checkout: Check
   for (const [route, lineOf] of Object.entries(PURCHASE_ROUTES)) {
     hooks[route] = async (request, reply) => {
       if (request.validationError !== undefined) return;
-      const line = lineOf(request);
+      const line = lineOf(request.params, request.body);
       if (line === undefined) return;
       let body: Order | ErrorBody;
       try {
@@ -81,16 +81,20 @@ export function answerPurchasesInHooks(fastify: FastifyInstance, checkout: Check
 /**
  * What a purchase route's handler does once its pipes passed: throw what the hook's
  * purchase failed with, for Nest's filter to answer. A request the hook left unmade
- * (none today: the pipes refuse what it leaves) is made here, by the same declaration.
+ * (none today: the pipes refuse what it leaves) is made here from what the pipes gave,
+ * by the same declaration.
  */
 export function purchaseLeftToTheRoute(
   checkout: Checkout,
   request: FastifyRequest,
   reply: FastifyReply,
+  piped: { readonly params?: unknown; readonly body: unknown },
 ): Promise<Order | ErrorBody> {
   if (request.purchaseFailure !== undefined) throw request.purchaseFailure.error;
-  const line = PURCHASE_ROUTES[`${request.method} ${request.routeOptions.url}`]?.(request);
-  if (line === undefined) throw new Error(`${request.method} ${request.routeOptions.url} is not a purchase route`);
+  const route = `${request.method} ${request.routeOptions.url}`;
+  const line = PURCHASE_ROUTES[route]?.(piped.params, piped.body);
+  // Only a route declared above, with params its pipe accepted, comes here.
+  if (line === undefined) throw new Error(`${route}: no purchase is declared for these params`);
   return buy(checkout, request, reply, line);
 }
 
