@@ -26,7 +26,7 @@ const NOT_FEATURES = {
  */
 const FLOORS = [
   ['errors', 'sale'],
-  ['config'],
+  ['settings'],
   ['telemetry'],
   ['redis', 'validation'],
   ['docs', 'locks'],
@@ -34,6 +34,7 @@ const FLOORS = [
   ['orders'],
   ['settlement'],
   ['products', 'health', 'dashboard'],
+  ['config'],
 ];
 const SHELL = [
   'http',
