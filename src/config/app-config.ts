@@ -120,19 +120,16 @@ function readConfig(env: Env): { config: AppConfig; problems: ConfigError[] } {
       '"app" judges the sale window by this process\'s clock, which can open the sale early: set ALLOW_UNSAFE=1 to allow it',
     );
   }
-  // Production first: with NODE_ENV=production no other setting makes it acceptable.
-  if (config.faultStopAt && production) {
-    refuse('FAULT_STOP_AT', 'makes the app stop itself and is never accepted with NODE_ENV=production');
-  } else if (config.faultStopAt && config.allowUnsafe === false) {
-    refuse(
-      'FAULT_STOP_AT',
-      'makes the app stop itself and is for the fault suite only: set ALLOW_UNSAFE=1 to allow it',
-    );
-  }
-  if (config.faultClockSkewMs && production) {
-    refuse('FAULT_CLOCK_SKEW_MS', "skews the app's clock and is never accepted with NODE_ENV=production");
-  } else if (config.faultClockSkewMs && config.allowUnsafe === false) {
-    refuse('FAULT_CLOCK_SKEW_MS', "skews the app's clock and is for the tests only: set ALLOW_UNSAFE=1 to allow it");
+  const faults = [
+    ['FAULT_STOP_AT', config.faultStopAt, 'makes the app stop itself', 'the fault suite'],
+    ['FAULT_CLOCK_SKEW_MS', config.faultClockSkewMs, "skews the app's clock", 'the tests'],
+  ] as const;
+  for (const [variable, value, what, whom] of faults) {
+    // Production first: with NODE_ENV=production no other setting makes it acceptable.
+    if (value && production) refuse(variable, `${what} and is never accepted with NODE_ENV=production`);
+    else if (value && config.allowUnsafe === false) {
+      refuse(variable, `${what} and is for ${whom} only: set ALLOW_UNSAFE=1 to allow it`);
+    }
   }
   return { config: Object.freeze(config) as AppConfig, problems };
 }
