@@ -46,6 +46,11 @@ describe('loadConfig', () => {
     });
     expect(Object.isFrozen(config)).toBe(true);
     expect(Object.isFrozen(CONFIG_DEFAULTS)).toBe(true);
+    // The defaults are the declarations' own: what an unset variable reads as.
+    expect(config).toMatchObject(CONFIG_DEFAULTS);
+    expect(Object.keys(CONFIG_DEFAULTS)).toEqual(
+      expect.arrayContaining(['host', 'keyPrefix', 'logLevel', 'lockTtlMs']),
+    );
   });
 
   it('reads every variable', () => {

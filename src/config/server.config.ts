@@ -1,17 +1,16 @@
 import { createServer, isIP } from 'node:net';
-import { ConfigError, ConfigOf, int, section, setting } from '../settings/setting';
+import { ConfigError, ConfigOf, defaulted, int, section, setting } from '../settings/setting';
 
 const HOST_RULE = 'must be an address or host name to listen on';
 
 /** The HTTP server's own settings, read by the app shell (create-app.ts, main.ts). */
 export const SERVER_CONFIG = section('server', {
   port: int('PORT', 3000, [0, 65_535], 'HTTP port'),
-  host: setting(
+  host: defaulted(
     'HOST',
-    '`0.0.0.0`',
+    '0.0.0.0',
     "address to listen on: an IP address of this machine, or a name that resolves to one (checked at boot, as a bad variable); `0.0.0.0` is every IPv4 address, `::` every address. The log's `seckill listening on ...` says the address bound and, for those two, a URL that reaches it from this machine",
     (value): string => {
-      if (value === undefined) return '0.0.0.0';
       if (!/^[A-Za-z0-9.:_-]+$/.test(value)) throw new ConfigError('HOST', `${HOST_RULE}, got "${value}"`);
       return value;
     },

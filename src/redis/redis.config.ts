@@ -1,8 +1,13 @@
-import { ConfigError, ConfigOf, flag, int, section, setting } from '../settings/setting';
+import { ConfigError, ConfigOf, defaulted, Env, flag, int, section, setting } from '../settings/setting';
 import { RedisClusterConfig, redisCluster } from './cluster-nodes';
 import { checkRedisUrl } from './redis-url';
 
-/** REDIS_URL (standalone) or REDIS_CLUSTER_NODES (cluster): exactly one of them. */
+const DEFAULT_KEY_PREFIX = 'seckill:';
+
+/**
+ * The Redis the app sells on, REDIS_URL (standalone) or REDIS_CLUSTER_NODES (cluster),
+ * exactly one of them; what an order's write waits for; the prefix of every key.
+ */
 export const REDIS_CONFIG = section('redis', {
   redisUrl: setting(
     'REDIS_URL',
@@ -40,21 +45,23 @@ export const REDIS_CONFIG = section('redis', {
     false,
     '`1` lets the app serve on a Redis whose `maxmemory-policy` is not `noeviction`. Without it the app refuses to start there (one line naming the setting) and `/health` answers 503 with `problems: ["eviction"]`: an evictable lock, fencing counter, buyers\' count or `Idempotency-Key` outcome can sell twice. Only for a Redis that can never fill',
   ),
-  keyPrefix: setting(
-    'KEY_PREFIX',
-    '`seckill:`',
-    'prefix of every Redis key; the app only deletes keys under it',
-    (_value, env): string => {
-      // env[...] and not the trimmed value: an explicit empty prefix is a mistake worth naming.
-      const value = env.KEY_PREFIX;
-      if (value === undefined) return 'seckill:';
+  keyPrefix: {
+    ...defaulted(
+      'KEY_PREFIX',
+      DEFAULT_KEY_PREFIX,
+      'prefix of every Redis key; the app only deletes keys under it',
+      String,
+    ),
+    // env[...] and not the trimmed value: an explicit empty prefix is a mistake worth naming.
+    read: (_value: string | undefined, env: Env): string => {
+      const value = env.KEY_PREFIX ?? DEFAULT_KEY_PREFIX;
       // Braces would break the per-product hash tag that keeps a product's keys in one slot.
       if (!/^[A-Za-z0-9:_.-]{1,64}$/.test(value)) {
         throw new ConfigError('KEY_PREFIX', `must be 1-64 characters of A-Z a-z 0-9 : _ . -, got "${value}"`);
       }
       return value;
     },
-  ),
+  },
 });
 export type RedisConfig = ConfigOf<typeof REDIS_CONFIG>;
 export type { RedisClusterConfig };

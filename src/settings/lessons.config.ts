@@ -1,4 +1,4 @@
-import { ConfigError, ConfigOf, flag, oneOf, section, setting } from './setting';
+import { ConfigError, ConfigOf, defaulted, flag, oneOf, section, setting } from './setting';
 
 /**
  * before-write: a lock holder (or an `optimistic` attempt) with its decision made, its write not yet sent.
@@ -43,12 +43,11 @@ export const LESSONS_CONFIG = section(
       'fault suite only: accepted only with `ALLOW_UNSAFE=1` and never with `NODE_ENV=production`, and `/health` then says `unsafe: true, faultStopAt`. `before-write:<n>` makes the process stop itself (`SIGSTOP`) at its nth hold (or `optimistic` attempt) that reaches its write, right after its validity check, so the suite freezes a holder at that exact point ([faults.md](faults.md)); `settle-before-commit:<n>` and `settle-before-ack:<n>` stop the settler with its nth batch written, before its `COMMIT` or after it and before its `XACK`; `sweep-between:<n>` stops the expiry sweeper between two expiries',
       faultStop,
     ),
-    faultClockSkewMs: setting(
+    faultClockSkewMs: defaulted(
       'FAULT_CLOCK_SKEW_MS',
-      '`0`',
+      0,
       "tests only, like `FAULT_STOP_AT` (`ALLOW_UNSAFE=1`, never with `NODE_ENV=production`): the app's own clock runs that many ms ahead (negative: behind). Nothing the sale decides reads it: the window is Redis's clock ([the door](door.md))",
       (value) => {
-        if (value === undefined) return 0;
         if (!/^-?\d{1,9}$/.test(value) || Math.abs(Number(value)) > 86_400_000) {
           throw new ConfigError(
             'FAULT_CLOCK_SKEW_MS',

@@ -96,6 +96,22 @@ export function setting<T>(env: string, shown: string, doc: string, read: Settin
   return { env, shown, doc, read };
 }
 
+/** A setting with a plain default and a rule of its own for a set value. */
+export function defaulted<T extends string | number>(
+  env: string,
+  fallback: T,
+  doc: string,
+  read: (value: string) => T,
+): Defaulted<T> {
+  return {
+    env,
+    shown: `\`${fallback}\``,
+    doc,
+    fallback,
+    read: (value) => (value === undefined ? fallback : read(value)),
+  };
+}
+
 export function int(
   env: string,
   fallback: number,

@@ -1,4 +1,4 @@
-import { ConfigError, ConfigOf, flag, section, setting } from '../settings/setting';
+import { ConfigError, ConfigOf, defaulted, flag, section } from '../settings/setting';
 
 /** LOG_LEVEL, under Nest's names. */
 export const LOG_LEVELS = ['error', 'warn', 'log', 'debug', 'verbose'] as const;
@@ -19,13 +19,12 @@ const PINO_LEVEL_NAMES: ReadonlyMap<string, LogLevel> = new Map([
 ]);
 
 export const TELEMETRY_CONFIG = section('telemetry', {
-  logLevel: setting(
+  logLevel: defaulted<LogLevel>(
     'LOG_LEVEL',
-    '`log`',
+    'log',
     "the least severe level logged, by Nest's names, `error`, `warn`, `log`, `debug`, `verbose`, or pino's, `error`, `warn`, `info` (`log`), `debug`, `trace` (`verbose`); pino's `fatal` and `silent` write what `error` does (the app logs nothing at fatal, and always writes its errors); JSON lines on stdout, none per request ([Logs](observability.md#logs))",
-    (raw): LogLevel => {
-      const value = raw?.toLowerCase();
-      if (value === undefined) return 'log';
+    (raw) => {
+      const value = raw.toLowerCase();
       const level = (LOG_LEVELS as readonly string[]).includes(value)
         ? (value as LogLevel)
         : PINO_LEVEL_NAMES.get(value);
