@@ -38,8 +38,7 @@ export const REDIS_CONFIG = section('redis', {
     "replicas of the product's master that must acknowledge an order's write (`WAIT`) before it is answered 201; too few within `REDIS_WAIT_TIMEOUT_MS` is 503 `OUTCOME_UNKNOWN`; a master with fewer live replicas than this refuses purchases first, 503 `REDIS_UNAVAILABLE`, nothing written, after the `Idempotency-Key` lookup (a keyed retry gets its acknowledged order back); [scaling.md](scaling.md#failover-what-asynchronous-replication-can-lose)",
   ),
   redisWaitTimeoutMs: int('REDIS_WAIT_TIMEOUT_MS', 500, [1, 60_000], 'how long that `WAIT` may take'),
-  // Only for a Redis that can never fill: an evicted lock, fencing counter, buyers' count
-  // or Idempotency-Key outcome breaks the promises (src/redis/redis-fitness.ts).
+  // src/redis/redis-fitness.ts checks the policy at boot and in /health.
   redisAllowEviction: flag(
     'REDIS_ALLOW_EVICTION',
     false,

@@ -27,16 +27,12 @@ export const LESSONS_CONFIG = section(
       false,
       'must be `1` to run an unsafe strategy (`none` and the classic mistakes), `SALE_CLOCK=app` or a fault switch below; logged loudly at boot',
     ),
-    // Whose clock the sale window is judged by: `redis`, the only safe one, read in the
-    // step that decides; `app` is the naive guard peers use, kept to show it selling early.
     saleClock: oneOf(
       'SALE_CLOCK',
       ['redis', 'app'] as const,
       'redis',
       "whose clock judges the sale window: `redis`, the clock of the Redis that holds the sale, read in the step that decides; `app` (only with `ALLOW_UNSAFE=1`) is the naive guard peers use, this process's own clock, kept to show it selling early ([the door](door.md))",
     ),
-    // Test and fault mode only: the process stops itself (SIGSTOP) at a named point, so the
-    // fault suite can freeze a lock holder at exactly that moment instead of hunting for it.
     faultStopAt: setting(
       'FAULT_STOP_AT',
       'unset',
