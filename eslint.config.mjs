@@ -37,7 +37,7 @@ const NOT_ERROR_SECTIONS = {
 const FLOORS = [
   ['errors', 'types'],
   ['sale'],
-  ['config'],
+  ['settings'],
   ['telemetry'],
   ['redis', 'validation'],
   ['docs', 'locks'],
@@ -45,6 +45,7 @@ const FLOORS = [
   ['orders'],
   ['settlement'],
   ['products', 'health', 'dashboard'],
+  ['config'],
 ];
 const SHELL = [
   'http',

@@ -46,6 +46,11 @@ describe('loadConfig', () => {
     });
     expect(Object.isFrozen(config)).toBe(true);
     expect(Object.isFrozen(CONFIG_DEFAULTS)).toBe(true);
+    // The defaults are the declarations' own: what an unset variable reads as.
+    expect(config).toMatchObject(CONFIG_DEFAULTS);
+    expect(Object.keys(CONFIG_DEFAULTS)).toEqual(
+      expect.arrayContaining(['host', 'keyPrefix', 'logLevel', 'lockTtlMs']),
+    );
   });
 
   it('reads every variable', () => {
@@ -225,16 +230,49 @@ describe('loadConfig', () => {
       loadConfig(env);
     } catch (err) {
       const lines = (err as ConfigError).lines;
+      // In the order the sections are declared (src/config/app-config.ts CONFIG_SECTIONS).
       expect(lines.map((line) => line.split(' ')[0])).toEqual([
         'PORT',
         'LOCK_TTL_MS',
         'ADMIN_TOKEN',
-        'LOG_LEVEL',
         'RATE_LIMIT_PER_IP',
+        'LOG_LEVEL',
       ]);
       expect((err as ConfigError).message).toBe(lines.join('\n'));
       expect((err as ConfigError).variable).toBe('PORT');
     }
+  });
+
+  it('names a bad variable of every section and kind at once, each with the line it has alone', () => {
+    // In declaration order: server, redis, strategy, locks, door, telemetry, orders, settlement, lessons.
+    const bad = {
+      PORT: '-1',
+      HOST: 'a b',
+      TRUST_PROXY: 'nginx',
+      REDIS_WAIT_REPLICAS: '99',
+      KEY_PREFIX: '',
+      LOCK_STRATEGY: 'nope',
+      LOCK_WAIT_MS: 'x',
+      RATE_LIMIT_PER_USER: '0/1s',
+      PAYMENT_WEBHOOK_SECRET: 'short',
+      TELEMETRY: 'maybe',
+      EXPIRY_SWEEP_MS: '1',
+      DATABASE_URL: 'mysql://x',
+      SETTLE_TRIM: 'yes',
+      SALE_CLOCK: 'wall',
+      FAULT_CLOCK_SKEW_MS: '5s',
+    };
+    const linesOf = (env: Record<string, string>): readonly string[] => {
+      try {
+        loadConfig({ ...REQUIRED, ...env });
+      } catch (err) {
+        return (err as ConfigError).lines;
+      }
+      throw new Error(`${JSON.stringify(env)} was taken`);
+    };
+    const alone = Object.entries(bad).map(([name, value]) => linesOf({ [name]: value }));
+    for (const lines of alone) expect(lines).toHaveLength(1);
+    expect(linesOf(bad)).toEqual(alone.flat());
   });
 
   it('judges a rule between variables only when the variables it reads are valid, and names it with the rest', () => {

@@ -1,7 +1,7 @@
 import { Module } from '@nestjs/common';
 import { DashboardController } from './dashboard.controller';
 import { LiveController } from './live.controller';
-import { LiveFeed } from './live-feed';
+import { LIVE_CONFIG, LiveFeed } from './live-feed';
 import { LiveSales } from './live-sales';
 
 /**
@@ -12,6 +12,6 @@ import { LiveSales } from './live-sales';
  */
 @Module({
   controllers: [DashboardController, LiveController],
-  providers: [LiveSales, LiveFeed],
+  providers: [LiveSales, LiveFeed, LIVE_CONFIG.provider],
 })
 export class DashboardModule {}

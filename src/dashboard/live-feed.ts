@@ -1,8 +1,10 @@
 import { BeforeApplicationShutdown, Inject, Injectable, Logger, MessageEvent } from '@nestjs/common';
 import type { ServerResponse } from 'node:http';
 import { Observable, Subscriber } from 'rxjs';
-import { AppConfig, LockStrategyName } from '../config/app-config';
-import { APP_CONFIG } from '../config/config.constants';
+import { SETTLEMENT_CONFIG } from '../settlement/settlement.config';
+import { ConfigsOf, configView } from '../settings/setting';
+import { LockStrategyName, STRATEGY_CONFIG } from '../settings/strategy.config';
+import { TELEMETRY_CONFIG } from '../telemetry/telemetry.config';
 import { TooManyWatchersError } from '../errors/errors';
 import type { RedisClient } from '../redis/create-client';
 import { execAll } from '../redis/exec-all';
@@ -11,6 +13,9 @@ import { REDIS_CLIENT } from '../redis/redis.constants';
 import { SettlementLag } from '../settlement/settlement-lag';
 import { requestContext } from '../telemetry/http-requests';
 import { holderPid, LIVE_ORDERS_META, LiveEvent, liveOrders, readInstances } from './live-event';
+
+/** What the live page says runs: the strategy, whether TELEMETRY records, whether orders settle. */
+export const LIVE_CONFIG = configView('live', STRATEGY_CONFIG, TELEMETRY_CONFIG, SETTLEMENT_CONFIG);
 
 /** How often a watched product is read: the events' rate, whatever the sale's. */
 export const POLL_INTERVAL_MS = 250;
@@ -93,7 +98,7 @@ export class LiveFeed implements BeforeApplicationShutdown {
   private closing = false;
 
   constructor(
-    @Inject(APP_CONFIG) private readonly config: AppConfig,
+    @Inject(LIVE_CONFIG.token) private readonly config: ConfigsOf<typeof LIVE_CONFIG.sections>,
     @Inject(REDIS_CLIENT) private readonly redis: RedisClient,
     private readonly keys: KeyLayout,
     private readonly settlement: SettlementLag,

@@ -1,7 +1,6 @@
 import { Inject, Injectable, Logger, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
 import { hostname } from 'node:os';
-import { AppConfig } from '../config/app-config';
-import { APP_CONFIG } from '../config/config.constants';
+import { TELEMETRY_CONFIG, TelemetryConfig } from '../telemetry/telemetry.config';
 import { PurchasePath } from '../orders/purchases/purchase-path';
 import type { RedisClient } from '../redis/create-client';
 import { KeyLayout } from '../redis/key-layout';
@@ -63,7 +62,7 @@ export class LiveSales implements PurchaseListener, OnModuleInit, OnApplicationS
   private failing = false;
 
   constructor(
-    @Inject(APP_CONFIG) private readonly config: AppConfig,
+    @Inject(TELEMETRY_CONFIG.token) private readonly config: TelemetryConfig,
     @Inject(REDIS_CLIENT) private readonly redis: RedisClient,
     private readonly keys: KeyLayout,
     private readonly purchases: PurchasePath,

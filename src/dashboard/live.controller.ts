@@ -2,13 +2,12 @@ import { Controller, Get, Inject, MessageEvent, Param, Req, Res, Sse } from '@ne
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { ApiOperation, ApiProduces, ApiResponse, ApiTags } from '@nestjs/swagger';
 import { Observable } from 'rxjs';
-import { AppConfig } from '../config/app-config';
-import { APP_CONFIG } from '../config/config.constants';
 import { ApiErrors } from '../docs/api-errors';
 import { component } from '../docs/components';
 import { ApiPathParams } from '../docs/dto-decorators';
+import { ConfigsOf } from '../settings/setting';
 import { LiveParamsDto } from './dto/live-params.dto';
-import { LiveFeed } from './live-feed';
+import { LIVE_CONFIG, LiveFeed } from './live-feed';
 import { LiveSales } from './live-sales';
 import { LIVE_PRODUCTS_SCHEMA } from './live.schema';
 
@@ -18,7 +17,7 @@ const LIVE_PRODUCTS = component('LiveProducts', LIVE_PRODUCTS_SCHEMA);
 @Controller('api/live')
 export class LiveController {
   constructor(
-    @Inject(APP_CONFIG) private readonly config: AppConfig,
+    @Inject(LIVE_CONFIG.token) private readonly config: ConfigsOf<typeof LIVE_CONFIG.sections>,
     private readonly feed: LiveFeed,
     private readonly sales: LiveSales,
   ) {}

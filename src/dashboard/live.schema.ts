@@ -1,4 +1,4 @@
-import { LOCK_STRATEGY_NAMES } from '../config/app-config';
+import { LOCK_STRATEGY_NAMES } from '../settings/strategy.config';
 
 /** The JSON Schema of GET /api/live's body (live.controller.ts products(), live-sales.ts recent()). */
 export const LIVE_PRODUCTS_SCHEMA = {

@@ -9,7 +9,6 @@ import {
   SecuritySchemeObject,
   SwaggerModule,
 } from '@nestjs/swagger';
-import type { BuyerAuthConfig } from '../config/app-config';
 import { ERROR_CODES_EXTENSION, EVERY_ROUTE_ERRORS } from './api-errors';
 import { componentSchemas } from './components';
 import { errorResponses } from './error-responses';
@@ -67,7 +66,8 @@ const docsRoutes = (): Record<string, PathItemObject> => ({
  * (door-routes.ts), and the payment callback's signature scheme (payment-signature.ts).
  */
 export interface ApiSecurity {
-  readonly buyerAuth: BuyerAuthConfig | null;
+  /** BUYER_AUTH's setting: whether buyer routes take a bearer token (null: they do not). */
+  readonly buyerAuth: { readonly issuer: string; readonly audience: string } | null;
   /** `METHOD /path` with `:` parameters. */
   readonly isBuyerRoute: (method: string, path: string) => boolean;
   readonly paymentScheme: SecuritySchemeObject;

@@ -1,8 +1,7 @@
 import { CanActivate, ExecutionContext, Inject, Injectable } from '@nestjs/common';
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyRequest } from 'fastify';
-import { AppConfig } from '../config/app-config';
-import { APP_CONFIG } from '../config/config.constants';
+import { DOOR_CONFIG, DoorConfig } from './door.config';
 import { UnauthorizedError } from '../errors/errors';
 
 /**
@@ -14,7 +13,7 @@ import { UnauthorizedError } from '../errors/errors';
 export class AdminGuard implements CanActivate {
   private readonly expected: Buffer;
 
-  constructor(@Inject(APP_CONFIG) config: AppConfig) {
+  constructor(@Inject(DOOR_CONFIG.token) config: DoorConfig) {
     this.expected = sha256(config.adminToken);
   }
 

@@ -1,6 +1,6 @@
 import { createLocalJWKSet, createRemoteJWKSet, errors, importSPKI, jwtVerify, type JWTVerifyOptions } from 'jose';
 import type { JSONWebKeySet } from 'jose';
-import { BuyerAuthConfig, JWKS_ALGORITHMS } from '../config/app-config';
+import { BuyerAuthConfig, JWKS_ALGORITHMS } from './buyer-key';
 import {
   AppError,
   BuyerKeysUnavailableError,

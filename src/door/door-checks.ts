@@ -1,6 +1,7 @@
 import { Logger } from '@nestjs/common';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { AppConfig } from '../config/app-config';
+import type { RedisConfig } from '../redis/redis.config';
+import type { DoorConfig } from './door.config';
 import { BurstLog } from '../errors/burst-log';
 import { errorBody } from '../errors/error-body';
 import {
@@ -38,7 +39,7 @@ declare module 'fastify' {
  */
 export async function installDoorChecks(
   fastify: FastifyInstance,
-  config: AppConfig,
+  config: DoorConfig & Pick<RedisConfig, 'keyPrefix'>,
   redis: RedisClient,
   metrics?: Pick<Metrics, 'doorRefused' | 'redisError'>,
 ): Promise<void> {

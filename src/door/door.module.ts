@@ -1,6 +1,5 @@
 import { Global, Module } from '@nestjs/common';
-import { AppConfig } from '../config/app-config';
-import { APP_CONFIG } from '../config/config.constants';
+import { LESSONS_CONFIG, LessonsConfig } from '../settings/lessons.config';
 import { AdminGuard } from './admin.guard';
 import { DoorRefusals } from './door-refusals';
 import { PaymentGuard } from './payment-signature';
@@ -20,9 +19,9 @@ import { WaitingRoomController } from './waiting-room.controller';
     PaymentGuard,
     {
       provide: DoorRefusals,
-      inject: [APP_CONFIG],
+      inject: [LESSONS_CONFIG.token],
       // FAULT_CLOCK_SKEW_MS: a clock that runs ahead, as a test's app has (0 everywhere else).
-      useFactory: (config: AppConfig) =>
+      useFactory: (config: LessonsConfig) =>
         new DoorRefusals(config.faultClockSkewMs === 0 ? Date.now : () => Date.now() + config.faultClockSkewMs),
     },
   ],

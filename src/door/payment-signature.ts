@@ -2,10 +2,9 @@ import { CanActivate, ExecutionContext, Inject, Injectable } from '@nestjs/commo
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import type { SecuritySchemeObject } from '@nestjs/swagger';
 import type { FastifyRequest } from 'fastify';
-import { AppConfig } from '../config/app-config';
-import { APP_CONFIG } from '../config/config.constants';
 import { PaymentSignatureInvalidError } from '../errors/errors';
 import { AdminGuard } from './admin.guard';
+import { DOOR_CONFIG, DoorConfig } from './door.config';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -86,7 +85,7 @@ export class PaymentGuard implements CanActivate {
   private readonly secret: string | null;
 
   constructor(
-    @Inject(APP_CONFIG) config: AppConfig,
+    @Inject(DOOR_CONFIG.token) config: DoorConfig,
     private readonly admin: AdminGuard,
   ) {
     this.secret = config.paymentWebhookSecret;

@@ -1,5 +1,5 @@
 import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
-import type { RateLimit } from '../config/app-config';
+import type { RateLimit } from './door.config';
 import type { RedisClient } from '../redis/create-client';
 
 export type RateScope = 'ip' | 'user';

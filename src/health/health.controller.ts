@@ -3,8 +3,11 @@ import { ApiOperation, ApiResponse, ApiTags } from '@nestjs/swagger';
 import type { FastifyReply } from 'fastify';
 import { Cluster } from 'ioredis';
 import type { RedisClient } from '../redis/create-client';
-import { AppConfig, strategyFamily, UNSAFE_STRATEGIES } from '../config/app-config';
-import { APP_CONFIG } from '../config/config.constants';
+import { REDIS_CONFIG } from '../redis/redis.config';
+import { SETTLEMENT_CONFIG } from '../settlement/settlement.config';
+import { LESSONS_CONFIG } from '../settings/lessons.config';
+import { ConfigsOf, configView } from '../settings/setting';
+import { STRATEGY_CONFIG, strategyFamily, UNSAFE_STRATEGIES } from '../settings/strategy.config';
 import { component } from '../docs/components';
 import { PurchasePath } from '../orders/purchases/purchase-path';
 import { StrategyMismatches } from '../orders/strategy-mismatches';
@@ -26,6 +29,9 @@ const RETRY_AFTER = {
   'Retry-After': { description: 'seconds to wait before asking again', schema: { type: 'integer' } },
 } as const;
 
+/** What /health reports: the strategy, whether it settles, eviction and the fault switches. */
+export const HEALTH_CONFIG = configView('health', STRATEGY_CONFIG, SETTLEMENT_CONFIG, REDIS_CONFIG, LESSONS_CONFIG);
+
 /**
  * On a cluster, how long one look at every master (CLUSTER SHARDS, CLUSTER INFO, an
  * INFO per master) answers /health: a probe, a dashboard and a curious client asking
@@ -43,7 +49,7 @@ export const CLUSTER_STATUS_TTL_MS = 1_000;
 export class HealthController implements BeforeApplicationShutdown {
   constructor(
     @Inject(REDIS_CLIENT) private readonly redis: RedisClient,
-    @Inject(APP_CONFIG) private readonly config: AppConfig,
+    @Inject(HEALTH_CONFIG.token) private readonly config: ConfigsOf<typeof HEALTH_CONFIG.sections>,
     private readonly purchases: PurchasePath,
     private readonly mismatches: StrategyMismatches,
     private readonly settlementLag: SettlementLag,

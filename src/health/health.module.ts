@@ -1,6 +1,6 @@
 import { Module } from '@nestjs/common';
-import { HealthController } from './health.controller';
+import { HEALTH_CONFIG, HealthController } from './health.controller';
 
 /** health/: GET /health, what a load balancer and the launchers wait for. */
-@Module({ controllers: [HealthController] })
+@Module({ controllers: [HealthController], providers: [HEALTH_CONFIG.provider] })
 export class HealthModule {}

@@ -1,4 +1,4 @@
-import { LOCK_STRATEGY_NAMES } from '../config/app-config';
+import { LOCK_STRATEGY_NAMES } from '../settings/strategy.config';
 
 const INTEGER = { type: 'integer' } as const;
 

@@ -1,10 +1,10 @@
 import { DynamicModule, Inject, Logger, Module, OnApplicationShutdown, Optional } from '@nestjs/common';
-import { AppConfig, LockName, LockStrategyName } from '../config/app-config';
-import { APP_CONFIG } from '../config/config.constants';
 import type { RedisClient } from '../redis/create-client';
 import { REDIS_CLIENT } from '../redis/redis.constants';
+import { LockName, LockStrategyName, StrategyConfig } from '../settings/strategy.config';
 import { Metrics } from '../telemetry/metrics';
 import { Lock } from './lock';
+import { LOCKS_CONFIG, LocksConfig } from './locks.config';
 import { MeteredLock } from './metered-lock';
 import { ExpiryTimestampStrategy } from './strategies/expiry-timestamp.strategy';
 import { FencedLockStrategy } from './strategies/fenced.strategy';
@@ -18,7 +18,7 @@ import { SetnxThenExpireStrategy } from './strategies/setnx-then-expire.strategy
 import { UncheckedDelStrategy } from './strategies/unchecked-del.strategy';
 
 /** LOCK_STRATEGY value -> lock; the config's list of lock names is checked against it at compile time. */
-const LOCKS: Record<LockName, (redis: RedisClient, config: AppConfig) => Lock> = {
+const LOCKS: Record<LockName, (redis: RedisClient, config: LocksConfig) => Lock> = {
   lock: (redis, config) => new SetNxLockStrategy(redis, timing(config)),
   fenced: (redis, config) => new FencedLockStrategy(redis, timing(config)),
   reentrant: (redis, config) => new ReentrantStrategy(redis, timing(config)),
@@ -32,7 +32,7 @@ const LOCKS: Record<LockName, (redis: RedisClient, config: AppConfig) => Lock> =
   'expiry-timestamp': (redis, config) => new ExpiryTimestampStrategy(redis, timing(config)),
 };
 
-function timing(config: AppConfig) {
+function timing(config: LocksConfig) {
   return { ttlMs: config.lockTtlMs, waitMs: config.lockWaitMs };
 }
 
@@ -55,7 +55,7 @@ function isLockName(name: LockStrategyName): name is LockName {
 export class LocksModule implements OnApplicationShutdown {
   constructor(@Optional() @Inject(Lock) private readonly lock?: Lock) {}
 
-  static forRoot(config: AppConfig): DynamicModule {
+  static forRoot(config: StrategyConfig): DynamicModule {
     const name = config.lockStrategy;
     if (!isLockName(name)) return { module: LocksModule };
     return {
@@ -63,8 +63,8 @@ export class LocksModule implements OnApplicationShutdown {
       providers: [
         {
           provide: Lock,
-          inject: [REDIS_CLIENT, APP_CONFIG, Metrics],
-          useFactory: (redis: RedisClient, config: AppConfig, metrics: Metrics) =>
+          inject: [REDIS_CLIENT, LOCKS_CONFIG.token, Metrics],
+          useFactory: (redis: RedisClient, config: LocksConfig, metrics: Metrics) =>
             metered(LOCKS[name](redis, config), metrics),
         },
       ],

@@ -1,6 +1,5 @@
 import { BeforeApplicationShutdown, Inject, Injectable, Logger, OnApplicationBootstrap } from '@nestjs/common';
-import { AppConfig } from '../config/app-config';
-import { APP_CONFIG } from '../config/config.constants';
+import { ORDERS_CONFIG, OrdersConfig } from './orders.config';
 import type { RedisClient } from '../redis/create-client';
 import { KeyLayout } from '../redis/key-layout';
 import { REDIS_CLIENT } from '../redis/redis.constants';
@@ -33,7 +32,7 @@ export class ExpirySweeper implements OnApplicationBootstrap, BeforeApplicationS
     private readonly keys: KeyLayout,
     private readonly outcomes: OrderOutcomes,
     private readonly faults: FaultStop,
-    @Inject(APP_CONFIG) private readonly config: AppConfig,
+    @Inject(ORDERS_CONFIG.token) private readonly config: OrdersConfig,
   ) {}
 
   onApplicationBootstrap(): void {

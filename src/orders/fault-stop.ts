@@ -1,4 +1,4 @@
-import type { FaultPoint, FaultStop as FaultStopConfig } from '../config/app-config';
+import type { FaultPoint, FaultStop as FaultStopConfig } from '../settings/lessons.config';
 
 /**
  * FAULT_STOP_AT, for the fault suite only (the config accepts it only with

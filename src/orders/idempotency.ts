@@ -1,8 +1,7 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { RedisClient } from '../redis/create-client';
 import { createHash, randomBytes } from 'node:crypto';
-import { AppConfig } from '../config/app-config';
-import { APP_CONFIG } from '../config/config.constants';
+import { LOCKS_CONFIG, LocksConfig } from '../locks/locks.config';
 import {
   AdmissionInvalidError,
   IdempotencyKeyInUseError,
@@ -88,7 +87,7 @@ export class Idempotency {
     @Inject(REDIS_CLIENT) private readonly redis: RedisClient,
     private readonly keys: KeyLayout,
     private readonly purchases: PurchasePath,
-    @Inject(APP_CONFIG) config: AppConfig,
+    @Inject(LOCKS_CONFIG.token) config: LocksConfig,
     private readonly outcomes: OrderOutcomes,
   ) {
     this.claimTtlMs = config.lockWaitMs + IN_FLIGHT_SLACK_MS;

@@ -1,9 +1,13 @@
 import { DynamicModule, Inject, Injectable, Logger, Module, OnApplicationBootstrap, Type } from '@nestjs/common';
-import { AppConfig, LockStrategyName, UNSAFE_STRATEGIES } from '../config/app-config';
-import { APP_CONFIG } from '../config/config.constants';
+import { LOCKS_CONFIG } from '../locks/locks.config';
 import { LocksModule } from '../locks/locks.module';
+import { REDIS_CONFIG } from '../redis/redis.config';
+import { LESSONS_CONFIG, LessonsConfig } from '../settings/lessons.config';
+import { ConfigsOf, configView } from '../settings/setting';
+import { LockStrategyName, STRATEGY_CONFIG, StrategyConfig, UNSAFE_STRATEGIES } from '../settings/strategy.config';
 import { Checkout } from './checkout';
 import { FaultStop } from './fault-stop';
+import { PURCHASE_CONFIG } from './orders.config';
 import { Idempotency } from './idempotency';
 import { ExpirySweeper } from './expiry-sweeper';
 import { OrderOutcomes } from './order-outcomes';
@@ -45,7 +49,7 @@ const PURCHASE_PATHS: Record<LockStrategyName, Type<PurchasePath>> = {
  */
 @Module({})
 export class OrdersModule {
-  static forRoot(config: AppConfig): DynamicModule {
+  static forRoot(config: StrategyConfig): DynamicModule {
     return {
       module: OrdersModule,
       global: true,
@@ -53,7 +57,13 @@ export class OrdersModule {
       controllers: [OrdersController, OrderOutcomesController],
       providers: [
         { provide: PurchasePath, useClass: PURCHASE_PATHS[config.lockStrategy] },
-        { provide: FaultStop, inject: [APP_CONFIG], useFactory: (c: AppConfig) => new FaultStop(c.faultStopAt) },
+        PURCHASE_CONFIG.provider,
+        ANNOUNCED.provider,
+        {
+          provide: FaultStop,
+          inject: [LESSONS_CONFIG.token],
+          useFactory: (c: LessonsConfig) => new FaultStop(c.faultStopAt),
+        },
         Checkout,
         Idempotency,
         ReplicaAcks,
@@ -67,6 +77,10 @@ export class OrdersModule {
   }
 }
 
+/** What the boot line says. */
+const ANNOUNCED = configView('announced', STRATEGY_CONFIG, LOCKS_CONFIG, REDIS_CONFIG, LESSONS_CONFIG);
+type Announced = ConfigsOf<typeof ANNOUNCED.sections>;
+
 /**
  * One line at boot says what runs; an unsafe strategy or a fault hook says it loudly.
  * Logged at bootstrap, not while the module is declared, so LOG_LEVEL (and a test's
@@ -76,14 +90,14 @@ export class OrdersModule {
 class Announcement implements OnApplicationBootstrap {
   private readonly logger = new Logger('Orders');
 
-  constructor(@Inject(APP_CONFIG) private readonly config: AppConfig) {}
+  constructor(@Inject(ANNOUNCED.token) private readonly config: Announced) {}
 
   onApplicationBootstrap(): void {
     announce(this.logger, this.config);
   }
 }
 
-function announce(logger: Logger, config: AppConfig): void {
+function announce(logger: Logger, config: Announced): void {
   const name = config.lockStrategy;
   const path = PURCHASE_PATHS[name].name;
   if (UNSAFE_STRATEGIES.includes(name)) {

@@ -1,8 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import calculateSlot from 'cluster-key-slot';
 import { Cluster } from 'ioredis';
-import { AppConfig } from '../config/app-config';
-import { APP_CONFIG } from '../config/config.constants';
+import { REDIS_CONFIG, RedisConfig } from '../redis/redis.config';
 import { OutcomeUnknownError, RedisUnavailableError } from '../errors/errors';
 import type { RedisClient } from '../redis/create-client';
 import { KeyLayout } from '../redis/key-layout';
@@ -55,7 +54,7 @@ export class ReplicaAcks {
   constructor(
     @Inject(REDIS_CLIENT) private readonly redis: RedisClient,
     private readonly keys: KeyLayout,
-    @Inject(APP_CONFIG) config: AppConfig,
+    @Inject(REDIS_CONFIG.token) config: RedisConfig,
   ) {
     this.replicas = config.redisWaitReplicas;
     this.timeoutMs = config.redisWaitTimeoutMs;

@@ -1,8 +1,10 @@
 import { Inject, Injectable, Optional } from '@nestjs/common';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { RedisClient } from '../redis/create-client';
-import { AppConfig, strategyFamily } from '../config/app-config';
-import { APP_CONFIG } from '../config/config.constants';
+import { ORDERS_CONFIG } from '../orders/orders.config';
+import { SETTLEMENT_CONFIG } from '../settlement/settlement.config';
+import { ConfigsOf, configView } from '../settings/setting';
+import { STRATEGY_CONFIG, strategyFamily } from '../settings/strategy.config';
 import {
   RedisNoPermissionError,
   SaleHasOrdersError,
@@ -23,6 +25,9 @@ import { SettlementLag } from '../settlement/settlement-lag';
 import { Settler } from '../settlement/settler';
 import { PurchaseTelemetry } from '../telemetry/purchase-telemetry';
 import { ClosedSale, Product } from './product';
+
+/** What a sale's start and reset read: the strategy's family, whether orders settle, the payment timeout. */
+export const PRODUCTS_CONFIG = configView('products', STRATEGY_CONFIG, SETTLEMENT_CONFIG, ORDERS_CONFIG);
 
 /** How long a close waits for settlement to take in the sale's last events (its cancels). */
 export const CLOSE_SETTLE_WAIT_MS = 10_000;
@@ -66,7 +71,7 @@ export class ProductsService {
     private readonly purchases: PurchasePath,
     private readonly keys: KeyLayout,
     private readonly telemetry: PurchaseTelemetry,
-    @Inject(APP_CONFIG) private readonly config: AppConfig,
+    @Inject(PRODUCTS_CONFIG.token) private readonly config: ConfigsOf<typeof PRODUCTS_CONFIG.sections>,
     private readonly door: DoorRefusals,
     private readonly outcomes: OrderOutcomes,
     private readonly settlement: SettlementLag,

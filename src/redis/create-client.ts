@@ -1,6 +1,7 @@
 import { Logger } from '@nestjs/common';
 import { Cluster, type ClusterOptions, Redis, type RedisOptions } from 'ioredis';
-import type { AppConfig, RedisClusterConfig } from '../config/app-config';
+import type { RedisClusterConfig } from './cluster-nodes';
+import type { RedisConfig } from './redis.config';
 import { resendingNotRun } from './unrun-retry';
 
 /**
@@ -49,7 +50,7 @@ const CONNECTION_OPTIONS = {
 } as const satisfies RedisOptions;
 
 /** The app's client: the cluster when REDIS_CLUSTER_NODES is set, else REDIS_URL's Redis. */
-export function createAppRedisClient(config: Pick<AppConfig, 'redisUrl' | 'redisCluster'>): RedisClient {
+export function createAppRedisClient(config: Pick<RedisConfig, 'redisUrl' | 'redisCluster'>): RedisClient {
   if (config.redisCluster) return createRedisCluster(config.redisCluster, 'Redis');
   return createRedisClient(config.redisUrl!, 'Redis');
 }

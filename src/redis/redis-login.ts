@@ -1,5 +1,5 @@
 import { Redis, type RedisOptions } from 'ioredis';
-import type { AppConfig } from '../config/app-config';
+import type { RedisConfig } from './redis.config';
 import { COMMAND_TIMEOUT_MS } from './create-client';
 
 /** A Redis the app logs in to, and the variable that says how. */
@@ -21,7 +21,9 @@ interface Login {
  * warning of its own to the console for a password the server does not ask for.
  * A Redis that does not answer proves nothing here: the app's client says so, and waits.
  */
-export async function loginProblems(config: AppConfig): Promise<string[]> {
+export async function loginProblems(
+  config: Pick<RedisConfig, 'redisUrl' | 'redisCluster'> & { readonly redlockUrls: readonly string[] },
+): Promise<string[]> {
   const logins: Login[] = [
     ...(config.redisUrl ? [{ variable: 'REDIS_URL', url: config.redisUrl, options: {} }] : []),
     ...(config.redisCluster?.nodes ?? []).map(({ host, port }) => ({

@@ -1,8 +1,7 @@
 import { Global, Inject, Logger, Module, OnApplicationShutdown } from '@nestjs/common';
-import { AppConfig } from '../config/app-config';
-import { APP_CONFIG } from '../config/config.constants';
 import { Metrics } from '../telemetry/metrics';
 import { KeyLayout } from './key-layout';
+import { REDIS_CONFIG, RedisConfig } from './redis.config';
 import { REDIS_CLIENT } from './redis.constants';
 import { closeRedisClient, createAppRedisClient, type RedisClient } from './create-client';
 
@@ -15,8 +14,8 @@ import { closeRedisClient, createAppRedisClient, type RedisClient } from './crea
   providers: [
     {
       provide: REDIS_CLIENT,
-      inject: [APP_CONFIG, Metrics],
-      useFactory: (config: AppConfig, metrics: Metrics): RedisClient => {
+      inject: [REDIS_CONFIG.token, Metrics],
+      useFactory: (config: RedisConfig, metrics: Metrics): RedisClient => {
         const client = createAppRedisClient(config);
         if (metrics.enabled) {
           // One per failed connect or reconnect (the log says each outage once); on a
@@ -29,8 +28,8 @@ import { closeRedisClient, createAppRedisClient, type RedisClient } from './crea
     },
     {
       provide: KeyLayout,
-      inject: [APP_CONFIG],
-      useFactory: (config: AppConfig) => new KeyLayout(config.keyPrefix),
+      inject: [REDIS_CONFIG.token],
+      useFactory: (config: RedisConfig) => new KeyLayout(config.keyPrefix),
     },
   ],
   exports: [REDIS_CLIENT, KeyLayout],

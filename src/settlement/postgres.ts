@@ -1,5 +1,5 @@
 import { Pool } from 'pg';
-import type { AppConfig } from '../config/app-config';
+import type { SettlementConfig } from './settlement.config';
 
 /** Connections per instance: the settler uses one at a time; the rest is for probes and tools. */
 const POOL_SIZE = 4;
@@ -10,7 +10,7 @@ const POOL_SIZE = 4;
  * connect. Errors of idle clients (the server restarted) are the pool's to drop, not
  * the process's to die of.
  */
-export function createPool(config: Pick<AppConfig, 'databaseUrl' | 'pgStatementTimeoutMs'>): Pool {
+export function createPool(config: Pick<SettlementConfig, 'databaseUrl' | 'pgStatementTimeoutMs'>): Pool {
   if (!config.databaseUrl) throw new Error('DATABASE_URL is not set');
   const pool = new Pool({
     connectionString: config.databaseUrl,

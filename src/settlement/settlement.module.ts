@@ -10,7 +10,7 @@ import {
 } from '@nestjs/common';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Pool } from 'pg';
-import { AppConfig } from '../config/app-config';
+import { SettlementConfig } from './settlement.config';
 import { FaultStop } from '../orders/fault-stop';
 import { type RedisClient, whenReady } from '../redis/create-client';
 import { KeyLayout } from '../redis/key-layout';
@@ -107,7 +107,7 @@ class SettlerLifecycle implements OnApplicationBootstrap, BeforeApplicationShutd
 /** settlement/: every order event into PostgreSQL exactly once (Settler). Only with DATABASE_URL. */
 @Module({})
 export class SettlementModule {
-  static forRoot(config: AppConfig): DynamicModule {
+  static forRoot(config: SettlementConfig): DynamicModule {
     if (!config.databaseUrl)
       return { module: SettlementModule, global: true, providers: [SettlementLag], exports: [SettlementLag] };
     return {

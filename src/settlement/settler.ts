@@ -1,7 +1,7 @@
 import { hostname } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Pool } from 'pg';
-import type { AppConfig } from '../config/app-config';
+import type { SettlementConfig } from './settlement.config';
 import type { FaultStop } from '../orders/fault-stop';
 import type { RedisClient } from '../redis/create-client';
 import type { KeyLayout } from '../redis/key-layout';
@@ -71,7 +71,7 @@ export class Settler {
     private readonly redis: RedisClient,
     private readonly pool: Pool,
     private readonly keys: KeyLayout,
-    private readonly config: Pick<AppConfig, 'settleBatch' | 'settleClaimIdleMs' | 'settleTrim'>,
+    private readonly config: Pick<SettlementConfig, 'settleBatch' | 'settleClaimIdleMs' | 'settleTrim'>,
     private readonly faults?: FaultStop,
     private readonly log: (line: string) => void = () => undefined,
   ) {}

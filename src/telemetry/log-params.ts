@@ -1,6 +1,6 @@
 import type { Params } from 'nestjs-pino';
 import { destination, type Level } from 'pino';
-import type { AppConfig, LogLevel } from '../config/app-config';
+import type { LogLevel, TelemetryConfig } from './telemetry.config';
 import { logMixin } from './http-requests';
 
 /** LOG_LEVEL keeps Nest's names; pino calls `log` info and `verbose` trace. */
@@ -27,7 +27,7 @@ export const PINO_LEVELS: Readonly<Record<LogLevel, Level>> = {
  * code 0" before "HTTP server closed"). A sync write is a write(2) per line, and the
  * app logs events, never requests: a handful of lines, so it costs nothing.
  */
-export function logParams(config: Pick<AppConfig, 'logLevel'>): Params {
+export function logParams(config: Pick<TelemetryConfig, 'logLevel'>): Params {
   return {
     pinoHttp: [
       // A line written for a request carries its id (`reqId`, its X-Request-Id): pino

@@ -1,8 +1,8 @@
 import { Inject, Injectable, OnApplicationShutdown } from '@nestjs/common';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
-import { AppConfig } from '../config/app-config';
-import { APP_CONFIG } from '../config/config.constants';
+import { STRATEGY_CONFIG, StrategyConfig } from '../settings/strategy.config';
 import { PurchaseListener, PurchaseTelemetry } from './purchase-telemetry';
+import { TELEMETRY_CONFIG, TelemetryConfig } from './telemetry.config';
 
 /** What `seckill_redis_errors_total{kind}` counts. A closed set: a label never takes a value from a request. */
 export type RedisErrorKind =
@@ -81,7 +81,11 @@ export class Metrics implements PurchaseListener, OnApplicationShutdown {
   /** With settlement on: unsettled entries and the oldest one's age (ms), every product's, read from Redis on scrape. */
   private settlementReader?: () => Promise<{ unsettled: number; oldestMs: number }>;
 
-  constructor(@Inject(APP_CONFIG) config: AppConfig, telemetry: PurchaseTelemetry) {
+  constructor(
+    @Inject(TELEMETRY_CONFIG.token) config: TelemetryConfig,
+    @Inject(STRATEGY_CONFIG.token) { lockStrategy }: StrategyConfig,
+    telemetry: PurchaseTelemetry,
+  ) {
     this.enabled = config.telemetry;
     collectDefaultMetrics({ register: this.registry });
     const registers = this.enabled ? [this.registry] : [];
@@ -90,7 +94,7 @@ export class Metrics implements PurchaseListener, OnApplicationShutdown {
       help: 'Always 1; the labels say what runs: the lock strategy (LOCK_STRATEGY) and whether TELEMETRY records.',
       labelNames: ['strategy', 'telemetry'],
       registers: [this.registry],
-    }).set({ strategy: config.lockStrategy, telemetry: this.enabled ? '1' : '0' }, 1);
+    }).set({ strategy: lockStrategy, telemetry: this.enabled ? '1' : '0' }, 1);
     const answers = this.answers;
     new Counter({
       name: 'seckill_purchases_total',

@@ -5,7 +5,7 @@ import { PurchaseTelemetry } from './purchase-telemetry';
 
 /**
  * telemetry/: what the app says about itself while it sells (Prometheus metrics at
- * /metrics, the dashboard's aggregate). A floor like config/: any feature may import
+ * /metrics, the dashboard's aggregate). A floor like settings/: any feature may import
  * it, it imports no feature; features hand it what it reads (a lock's lost holds).
  */
 @Global()

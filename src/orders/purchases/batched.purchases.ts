@@ -1,7 +1,8 @@
 import { BeforeApplicationShutdown, Inject, Injectable, Optional } from '@nestjs/common';
 import type { RedisClient } from '../../redis/create-client';
-import { AppConfig, saleClock, strategyFamily } from '../../config/app-config';
-import { APP_CONFIG } from '../../config/config.constants';
+import { saleClock } from '../../settings/lessons.config';
+import { strategyFamily } from '../../settings/strategy.config';
+import { PURCHASE_CONFIG, PurchaseConfig } from '../orders.config';
 import { AdmissionInvalidError, IdempotencyKeyInUseError, LockTimeoutError } from '../../errors/errors';
 import { Hold, Lock } from '../../locks/lock';
 import { KeyLayout, ProductKeys } from '../../redis/key-layout';
@@ -79,7 +80,7 @@ export class BatchedPurchases extends LockedPurchases implements BeforeApplicati
     lock: Lock,
     keys: KeyLayout,
     @Inject(REDIS_CLIENT) private readonly redis: RedisClient,
-    @Inject(APP_CONFIG) config: AppConfig,
+    @Inject(PURCHASE_CONFIG.token) config: PurchaseConfig,
     private readonly faults: FaultStop,
     @Optional() private readonly metrics?: Metrics,
   ) {

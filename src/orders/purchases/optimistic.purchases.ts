@@ -1,8 +1,9 @@
 import { Inject, Injectable, OnApplicationShutdown } from '@nestjs/common';
 import type { Redis } from 'ioredis';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { AppConfig, saleClock, strategyFamily } from '../../config/app-config';
-import { APP_CONFIG } from '../../config/config.constants';
+import { saleClock } from '../../settings/lessons.config';
+import { strategyFamily } from '../../settings/strategy.config';
+import { PURCHASE_CONFIG, PurchaseConfig } from '../orders.config';
 import { AdmissionInvalidError, ContentionError, IdempotencyKeyInUseError } from '../../errors/errors';
 import { backoffMs } from '../../locks/backoff';
 import { LocalQueue } from '../../locks/local-queue';
@@ -72,7 +73,7 @@ export class OptimisticPurchases extends PurchasePath implements OnApplicationSh
   constructor(
     @Inject(REDIS_CLIENT) private readonly redis: RedisClient,
     private readonly keys: KeyLayout,
-    @Inject(APP_CONFIG) config: AppConfig,
+    @Inject(PURCHASE_CONFIG.token) config: PurchaseConfig,
     private readonly faults: FaultStop,
   ) {
     super();

@@ -3,8 +3,9 @@ import type { RedisClient } from '../../redis/create-client';
 import { Hold, Lock } from '../../locks/lock';
 import { KeyLayout, ProductKeys } from '../../redis/key-layout';
 import { REDIS_CLIENT } from '../../redis/redis.constants';
-import { AppConfig, saleClock, strategyFamily } from '../../config/app-config';
-import { APP_CONFIG } from '../../config/config.constants';
+import { saleClock } from '../../settings/lessons.config';
+import { strategyFamily } from '../../settings/strategy.config';
+import { PURCHASE_CONFIG, PurchaseConfig } from '../orders.config';
 import { FaultStop } from '../fault-stop';
 import { AdmissionInvalidError, IdempotencyKeyInUseError } from '../../errors/errors';
 import { acknowledge, newOrderId, Order, OrderRequest } from '../order';
@@ -29,7 +30,7 @@ export class PerBuyerPurchases extends LockedPurchases {
     keys: KeyLayout,
     @Inject(REDIS_CLIENT) protected readonly redis: RedisClient,
     protected readonly faults: FaultStop,
-    @Inject(APP_CONFIG) config: AppConfig,
+    @Inject(PURCHASE_CONFIG.token) config: PurchaseConfig,
   ) {
     super(lock, keys, strategyFamily(config.lockStrategy));
     this.clock = saleClock(config);

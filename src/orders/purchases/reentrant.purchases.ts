@@ -3,8 +3,7 @@ import type { RedisClient } from '../../redis/create-client';
 import { Hold, Lock } from '../../locks/lock';
 import { KeyLayout, ProductKeys } from '../../redis/key-layout';
 import { REDIS_CLIENT } from '../../redis/redis.constants';
-import { AppConfig } from '../../config/app-config';
-import { APP_CONFIG } from '../../config/config.constants';
+import { PURCHASE_CONFIG, PurchaseConfig } from '../orders.config';
 import { FaultStop } from '../fault-stop';
 import type { Order, OrderRequest } from '../order';
 import { PerBuyerPurchases } from './per-buyer.purchases';
@@ -22,7 +21,7 @@ export class ReentrantPurchases extends PerBuyerPurchases {
     keys: KeyLayout,
     @Inject(REDIS_CLIENT) redis: RedisClient,
     faults: FaultStop,
-    @Inject(APP_CONFIG) config: AppConfig,
+    @Inject(PURCHASE_CONFIG.token) config: PurchaseConfig,
   ) {
     super(lock, keys, redis, faults, config);
   }

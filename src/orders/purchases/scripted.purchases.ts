@@ -13,8 +13,9 @@ import {
   StrategyMismatchError,
   UnknownProductError,
 } from '../../errors/errors';
-import { AppConfig, saleClock, strategyFamily } from '../../config/app-config';
-import { APP_CONFIG } from '../../config/config.constants';
+import { saleClock } from '../../settings/lessons.config';
+import { strategyFamily } from '../../settings/strategy.config';
+import { PURCHASE_CONFIG, PurchaseConfig } from '../orders.config';
 import { KeyLayout } from '../../redis/key-layout';
 import { purchase, purchaseKeys } from '../../redis/lua-scripts';
 import { REDIS_CLIENT } from '../../redis/redis.constants';
@@ -42,7 +43,7 @@ export class ScriptedPurchases extends PurchasePath {
   constructor(
     @Inject(REDIS_CLIENT) private readonly redis: RedisClient,
     private readonly keys: KeyLayout,
-    @Inject(APP_CONFIG) config: AppConfig,
+    @Inject(PURCHASE_CONFIG.token) config: PurchaseConfig,
   ) {
     super();
     this.family = strategyFamily(config.lockStrategy);
