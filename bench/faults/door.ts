@@ -9,7 +9,7 @@ import { startTcpProxy, TcpProxy } from '../../harness/tcp-proxy';
 import { KeyLayout } from '../../src/redis/key-layout';
 import { fencedWrite } from '../../src/redis/lua-scripts';
 import type { LoadResult } from '../load';
-import { readSale } from '../verdict';
+import { readSale, SaleSnapshot } from '../verdict';
 import {
   apps,
   Context,
@@ -51,6 +51,11 @@ class Answers {
       this.answers.push({ status: res.status, code, orderId: res.body.orderId as string | undefined });
     }
     return res;
+  }
+
+  /** A door line: these answers, the sale as Redis has it, what broke, what happened. */
+  outcome(name: string, sale: SaleSnapshot, problems: string[], story: string): Outcome {
+    return { name, load: this.load, sold: sale.initialStock - sale.stockLeft, left: sale.stockLeft, problems, story };
   }
 
   get load(): LoadResult {
@@ -174,17 +179,14 @@ export async function appKilledWithPasses(ctx: Context): Promise<Outcome> {
     const { sale, buyers } = await sold(client, problems);
     const expected = next.map((_, i) => `u${stock + i}`).sort();
     if (buyers.join() !== expected.join()) problems.push(`orders went to ${buyers.join(', ')}, not the next in line`);
-    return {
-      name: 'door: app killed holding admitted passes',
-      load: answers.load,
-      sold: sale.initialStock - sale.stockLeft,
-      left: sale.stockLeft,
+    return answers.outcome(
+      'door: app killed holding admitted passes',
+      sale,
       problems,
-      story:
-        `${n(stock * 2)} joined through one app, ${n(admitted)} admitted (passes <= stock); the app SIGKILLed with all ` +
+      `${n(stock * 2)} joined through one app, ${n(admitted)} admitted (passes <= stock); the app SIGKILLed with all ` +
         `${n(admitted)} passes unused; through a second app the passes lapsed after ${PASS_TTL_MS} ms (tickets read expired), ` +
         `the next ${n(next.length)} in line were admitted in order and bought; a lapsed pass: ${String(lapsed.body.code)}`,
-    };
+    );
   });
 }
 
@@ -232,17 +234,14 @@ export async function redisRestartedWithQueue(ctx: Context): Promise<Outcome> {
       if (bought === 0) problems.push('nobody bought after the restart');
       timeline('admitted buyers bought', `${n(bought)} bought with the passes given before the restart`);
       const { sale } = await sold(client, problems);
-      return {
-        name: 'door: redis restarted with a queue',
-        load: answers.load,
-        sold: sale.initialStock - sale.stockLeft,
-        left: sale.stockLeft,
+      return answers.outcome(
+        'door: redis restarted with a queue',
+        sale,
         problems,
-        story:
-          `${n(tickets.length)} joined (${n(before.filter((t) => t.state === 'admitted').length)} admitted, ` +
+        `${n(tickets.length)} joined (${n(before.filter((t) => t.state === 'admitted').length)} admitted, ` +
           `${n(before.filter((t) => t.state === 'waiting').length)} waiting), Redis SIGTERMed and restarted on its AOF: ` +
           `${n(tickets.length - moved.length)} of ${n(tickets.length)} tickets in the same place, ${n(bought)} admitted buyers bought after it`,
-      };
+      );
     },
     { appendonly: true },
   );
@@ -301,17 +300,14 @@ export async function lostReplyOnPass(ctx: Context): Promise<Outcome> {
         if (res.status !== 201) problems.push(`u${i} was answered ${res.status} ${String(res.body.code)}`);
       }
       const again = await sold(client, problems);
-      return {
-        name: 'door: lost reply on the pass-consuming write',
-        load: answers.load,
-        sold: again.sale.initialStock - again.sale.stockLeft,
-        left: again.sale.stockLeft,
+      return answers.outcome(
+        'door: lost reply on the pass-consuming write',
+        again.sale,
         problems,
-        story:
-          `the reply to u0's fenced write (its pass's purchase) lost after Redis applied it: u0 told ${String(lost.body.code)}; ` +
+        `the reply to u0's fenced write (its pass's purchase) lost after Redis applied it: u0 told ${String(lost.body.code)}; ` +
           `the retry with the same pass answered ${retry.status} ${retry.headers.get('idempotent-replayed') === 'true' ? '(replayed)' : ''} ` +
           `with the order written (${n(u0.length)} order for u0, ${n(buyers.length)} before the others bought)`,
-      };
+      );
     },
     {},
     async () => proxy?.close(),
