@@ -12,7 +12,7 @@
  * judged; then the report (bench/results.ts, bench/report.ts).
  */
 import { relative } from 'node:path';
-import { stopAll } from '../harness/processes';
+import { runToExit } from './entry-point';
 import { measuredSale, toRow } from './measured-sale';
 import { parseOptions, USAGE, UsageError } from './options';
 import { formatReport, Row } from './report';
@@ -81,28 +81,14 @@ async function runRow(run: Run, spec: RowSpec): Promise<Row> {
 
 /** Entry point (scripts/bench.js): runs main, stops everything it started, exits. */
 export function cli(): void {
-  let stopping = false;
-  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-    process.on(signal, () => {
-      if (stopping) return;
-      stopping = true;
-      process.stderr.write(`\n[bench] ${signal}: stopping everything the bench started\n`);
-      void stopAll().finally(() => process.exit(130));
-    });
-  }
-  main()
-    .then(async (code) => {
-      await stopAll();
-      process.exit(code);
-    })
-    .catch(async (err: Error) => {
-      // What was in flight when a signal stopped the apps and Redis fails with them
-      // (a closed connection): the signal's handler exits, with its own code.
-      if (stopping) return;
+  runToExit(main, {
+    onSignal: (signal) => process.stderr.write(`\n[bench] ${signal}: stopping everything the bench started\n`),
+    quietAfterSignal: true,
+    failed: (err) => {
       process.stderr.write(
         err instanceof UsageError ? `${err.message}\n\n${USAGE}` : `[bench] failed: ${err.stack ?? err.message}\n`,
       );
-      await stopAll();
-      process.exit(err instanceof UsageError ? 2 : 1);
-    });
+      return err instanceof UsageError ? 2 : 1;
+    },
+  });
 }
