@@ -52,4 +52,24 @@ function aptInstall(pkg, log) {
   if (status !== 0) throw new Error(`apt-get install -y -q --no-install-recommends ${pkg} failed (exit ${status})`);
 }
 
-module.exports = { canAptInstall, aptInstall };
+/**
+ * What `find()` finds; where it finds nothing, Debian's package `pkg` installed first
+ * where that asks nobody (canAptInstall), and found again. Throws `howTo` (what to
+ * install, and how) where it cannot install, and `notFound` where the install did not
+ * give what `find()` looks for.
+ * @template T
+ * @param {{ find: () => T | null, pkg: string, what: string, howTo: string, notFound: string, log: (line: string) => void }} wanted
+ * @returns {T}
+ */
+function findOrAptInstall({ find, pkg, what, howTo, notFound, log }) {
+  const found = find();
+  if (found) return found;
+  if (!canAptInstall()) throw new Error(howTo);
+  log(`${what} is not installed: installing Debian package ${pkg} with apt-get (running as root)`);
+  aptInstall(pkg, log);
+  const installed = find();
+  if (!installed) throw new Error(notFound);
+  return installed;
+}
+
+module.exports = { canAptInstall, aptInstall, findOrAptInstall };

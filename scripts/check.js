@@ -7,7 +7,7 @@
  */
 const path = require('node:path');
 const { spawnSync } = require('node:child_process');
-const { ROOT, relaunchOnSupportedNode, ensureDependencies } = require('./setup');
+const { ROOT, launch } = require('./launch');
 
 const bin = (pkg, file) => path.join(ROOT, 'node_modules', pkg, file);
 const TOOLS = {
@@ -19,15 +19,18 @@ const TOOLS = {
   typecheck: [[bin('typescript', 'bin/tsc'), '--noEmit', '-p', 'tsconfig.json']],
 };
 
-if (!relaunchOnSupportedNode()) main();
+const task = process.argv[2];
 
-function main() {
-  const task = process.argv[2];
+// The tools need the dependencies, not a build.
+launch(() => {
   if (!(task in TOOLS)) {
     process.stderr.write(`usage: node scripts/check.js ${Object.keys(TOOLS).join('|')}\n`);
     process.exit(2);
   }
-  ensureDependencies();
+  return { build: false };
+}, main);
+
+function main() {
   for (const args of TOOLS[task]) {
     const status = spawnSync(process.execPath, args, { cwd: ROOT, stdio: 'inherit' }).status ?? 1;
     if (status !== 0) process.exit(status);

@@ -3,13 +3,6 @@
  * `npm run perf`: install and build if needed, then regenerate the generated
  * part of docs/performance.md from real bench runs (bench/performance.ts).
  */
-const path = require('node:path');
-const { ROOT, relaunchOnSupportedNode, ensureDependencies, ensureBuilt } = require('./setup');
+const { launch, runBuilt } = require('./launch');
 
-if (!relaunchOnSupportedNode()) main();
-
-function main() {
-  ensureDependencies();
-  ensureBuilt();
-  require(path.join(ROOT, 'dist', 'bench', 'performance.js')).cli();
-}
+launch({}, () => runBuilt('bench/performance.js'));

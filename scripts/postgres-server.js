@@ -8,11 +8,11 @@
  * `postgres` system user (the Debian package creates it), which owns the data folder.
  * Zero dependencies: it runs before `npm ci` has.
  */
-const { spawn, spawnSync } = require('node:child_process');
+const { spawnSync } = require('node:child_process');
 const fs = require('node:fs');
 const path = require('node:path');
-const { aptInstall, canAptInstall } = require('./apt');
-const { freePort } = require('./redis-server');
+const { findOrAptInstall } = require('./apt');
+const { onFreePort, spawnUntilReady } = require('./private-server');
 
 const DEFAULT_PORT = 5432;
 /** The role the app connects as (superuser of its private cluster; trust on loopback only). */
@@ -37,22 +37,17 @@ function findPostgresBin() {
  * @param {(line: string) => void} log
  */
 function ensurePostgres(log) {
-  const found = findPostgresBin();
-  if (found) return found;
-  if (!canAptInstall()) {
-    throw new Error(
-      [
-        'PostgreSQL is not installed (looked in /usr/lib/postgresql/<version>/bin). Install it, or set DATABASE_URL:',
-        '  Debian/Ubuntu:  sudo apt-get install -y postgresql',
-      ].join('\n'),
-    );
-  }
-  log('PostgreSQL is not installed: installing Debian package postgresql with apt-get (running as root)');
-  aptInstall('postgresql', log);
-  const installed = findPostgresBin();
-  if (!installed)
-    throw new Error('apt-get installed postgresql but /usr/lib/postgresql/<version>/bin/postgres is missing');
-  return installed;
+  return findOrAptInstall({
+    find: findPostgresBin,
+    pkg: 'postgresql',
+    what: 'PostgreSQL',
+    howTo: [
+      'PostgreSQL is not installed (looked in /usr/lib/postgresql/<version>/bin). Install it, or set DATABASE_URL:',
+      '  Debian/Ubuntu:  sudo apt-get install -y postgresql',
+    ].join('\n'),
+    notFound: 'apt-get installed postgresql but /usr/lib/postgresql/<version>/bin/postgres is missing',
+    log,
+  });
 }
 
 /** uid/gid to run as: the `postgres` system user when we are root (PostgreSQL refuses root), else ourselves. */
@@ -150,19 +145,11 @@ async function startPostgres(options) {
   const dir = path.resolve(options.dir);
   const as = runAs();
   initDataDir(bin, dir, as);
-  for (let attempt = 1; ; attempt++) {
-    const port = options.port ?? (await freePort());
-    if (port === DEFAULT_PORT && options.port !== DEFAULT_PORT) continue;
-    try {
-      return await launch(bin, dir, port, as, options);
-    } catch (err) {
-      if (options.port !== undefined || attempt >= 5 || !/already in use/.test(String(err))) throw err;
-    }
-  }
+  return onFreePort(options.port, DEFAULT_PORT, (port) => launch(bin, dir, port, as, options));
 }
 
 /** @returns {Promise<RunningPostgres>} */
-function launch(bin, dir, port, as, options) {
+async function launch(bin, dir, port, as, options) {
   const durable = options.durable ?? false;
   const args = [
     '-D',
@@ -185,54 +172,39 @@ function launch(bin, dir, port, as, options) {
     '-c',
     'logging_collector=off',
   ];
-  const child = spawn(path.join(bin, 'postgres'), args, {
-    stdio: ['ignore', 'pipe', 'pipe'],
-    detached: options.detached ?? false,
-    cwd: '/',
-    ...as,
+  // postgres logs to stderr.
+  const { child, exited } = await spawnUntilReady({
+    name: 'postgres',
+    port,
+    bin: path.join(bin, 'postgres'),
+    args,
+    ready: /database system is ready to accept connections/,
+    spawn: { detached: options.detached ?? false, cwd: '/', ...as },
   });
-  let output = '';
-  const exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
-  return new Promise((resolve, reject) => {
-    const onData = (chunk) => {
-      output += chunk;
-      if (!/database system is ready to accept connections/.test(output)) return;
-      child.stderr.off('data', onData);
-      child.stdout.resume();
-      child.stderr.resume();
-      resolve({
-        url: `postgres://${USER}@127.0.0.1:${port}/postgres`,
-        port,
-        pid: child.pid,
-        dir,
-        stop: async () => {
-          if (child.exitCode === null && child.signalCode === null) {
-            // A paused server cannot hear SIGINT: wake it first.
-            child.kill('SIGCONT');
-            child.kill('SIGINT');
-          }
-          await exited;
-        },
-        kill: () => {
-          child.kill('SIGKILL');
-        },
-        signal: (signal) => {
-          // The postmaster and every backend: a pause of the postmaster alone would leave
-          // running backends answering queries.
-          spawnSync('pkill', [`-${signal.slice(3)}`, '-P', String(child.pid)]);
-          child.kill(signal);
-        },
-        exited: exited.then(() => undefined),
-      });
-    };
-    // postgres logs to stderr.
-    child.stderr.setEncoding('utf8').on('data', onData);
-    child.stdout.setEncoding('utf8').on('data', (chunk) => (output += chunk));
-    child.once('error', reject);
-    exited.then(({ code, signal }) =>
-      reject(new Error(`postgres on port ${port} exited (${signal ?? code}) before it was ready:\n${output.trim()}`)),
-    );
-  });
+  return {
+    url: `postgres://${USER}@127.0.0.1:${port}/postgres`,
+    port,
+    pid: child.pid,
+    dir,
+    stop: async () => {
+      if (child.exitCode === null && child.signalCode === null) {
+        // A paused server cannot hear SIGINT: wake it first.
+        child.kill('SIGCONT');
+        child.kill('SIGINT');
+      }
+      await exited;
+    },
+    kill: () => {
+      child.kill('SIGKILL');
+    },
+    signal: (signal) => {
+      // The postmaster and every backend: a pause of the postmaster alone would leave
+      // running backends answering queries.
+      spawnSync('pkill', [`-${signal.slice(3)}`, '-P', String(child.pid)]);
+      child.kill(signal);
+    },
+    exited,
+  };
 }
 
 module.exports = { dataDirFor, ensurePostgres, findPostgresBin, startPostgres, POSTGRES_USER: USER };

@@ -10,24 +10,14 @@ const { spawn } = require('node:child_process');
 const fs = require('node:fs');
 const net = require('node:net');
 const path = require('node:path');
-const { aptInstall, canAptInstall } = require('./apt');
+const { findOrAptInstall } = require('./apt');
+const { findExecutable, freePort, onFreePort, spawnUntilReady } = require('./private-server');
 
 const DEFAULT_PORT = 6379;
 
 /** @returns {string | null} absolute path of redis-server, or null. */
 function findRedisServer() {
-  if (process.env.REDIS_SERVER) return process.env.REDIS_SERVER;
-  const dirs = [...(process.env.PATH ?? '').split(path.delimiter), '/usr/bin', '/usr/sbin', '/usr/local/bin'];
-  for (const dir of dirs) {
-    const candidate = path.join(dir, 'redis-server');
-    try {
-      fs.accessSync(candidate, fs.constants.X_OK);
-      return candidate;
-    } catch {
-      // not here
-    }
-  }
-  return null;
+  return process.env.REDIS_SERVER || findExecutable('redis-server');
 }
 
 /**
@@ -37,36 +27,19 @@ function findRedisServer() {
  * @param {(line: string) => void} log
  */
 function ensureRedisServer(log) {
-  const found = findRedisServer();
-  if (found) return found;
-  if (!canAptInstall()) {
-    throw new Error(
-      [
-        'redis-server is not installed. Install it, or point the app at a Redis you run:',
-        '  Debian/Ubuntu:  sudo apt-get install -y redis-server',
-        '  macOS:          brew install redis',
-        '  Docker:         docker compose up -d redis   (then REDIS_URL=redis://127.0.0.1:6379 npm start)',
-        'or set REDIS_SERVER=/path/to/redis-server, or REDIS_URL to use an existing Redis.',
-      ].join('\n'),
-    );
-  }
-  log('redis-server is not installed: installing Debian package redis-server with apt-get (running as root)');
-  aptInstall('redis-server', log);
-  const installed = findRedisServer();
-  if (!installed) throw new Error('apt-get installed redis-server but it is not on PATH');
-  return installed;
-}
-
-/** A TCP port on 127.0.0.1 that was free a moment ago. */
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.unref();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = /** @type {net.AddressInfo} */ (server.address());
-      server.close(() => resolve(port));
-    });
+  return findOrAptInstall({
+    find: findRedisServer,
+    pkg: 'redis-server',
+    what: 'redis-server',
+    howTo: [
+      'redis-server is not installed. Install it, or point the app at a Redis you run:',
+      '  Debian/Ubuntu:  sudo apt-get install -y redis-server',
+      '  macOS:          brew install redis',
+      '  Docker:         docker compose up -d redis   (then REDIS_URL=redis://127.0.0.1:6379 npm start)',
+      'or set REDIS_SERVER=/path/to/redis-server, or REDIS_URL to use an existing Redis.',
+    ].join('\n'),
+    notFound: 'apt-get installed redis-server but it is not on PATH',
+    log,
   });
 }
 
@@ -107,20 +80,11 @@ async function startRedis(options) {
   const bin = options.bin ?? findRedisServer();
   if (!bin) throw new Error('redis-server not found: run `npm test` or `npm start` once to install it');
   fs.mkdirSync(options.dir, { recursive: true });
-  for (let attempt = 1; ; attempt++) {
-    const port = options.port ?? (await freePort());
-    if (port === DEFAULT_PORT && options.port !== DEFAULT_PORT) continue;
-    try {
-      return await launch(bin, port, options);
-    } catch (err) {
-      // Another process may have taken the free port between our probe and the bind.
-      if (options.port !== undefined || attempt >= 5 || !/Address already in use/.test(String(err))) throw err;
-    }
-  }
+  return onFreePort(options.port, DEFAULT_PORT, (port) => launch(bin, port, options));
 }
 
 /** @returns {Promise<RunningRedis>} */
-function launch(bin, port, options) {
+async function launch(bin, port, options) {
   const appendonly = options.appendonly ?? true;
   const args = [
     '--port',
@@ -142,48 +106,33 @@ function launch(bin, port, options) {
     ...(options.cluster ? clusterArgs(options.cluster) : []),
     ...(options.extraArgs ?? []),
   ];
-  const child = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'], detached: options.detached ?? false });
-  let output = '';
-  const exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
-  // 'close' comes once its output is read too: 'exit' may come first, and a refusal
-  // told without its last lines ("Address already in use") could not say why.
-  const closed = new Promise((resolve) => child.once('close', (code, signal) => resolve({ code, signal })));
-  return new Promise((resolve, reject) => {
-    const onData = (chunk) => {
-      output += chunk;
-      if (!/Ready to accept connections/.test(output)) return;
-      child.stdout.off('data', onData);
-      child.stdout.resume();
-      child.stderr.resume();
-      resolve({
-        url: `redis://127.0.0.1:${port}`,
-        port,
-        pid: child.pid,
-        dir: options.dir,
-        stop: async () => {
-          // Redis may refuse one SIGTERM and go on running: a replica that has just
-          // synced with AOF on says "Writing initial AOF, can't exit" until its rewrite
-          // is done. So the request is repeated until the process is gone.
-          const again = setInterval(() => child.kill('SIGTERM'), 500);
-          if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
-          await exited;
-          clearInterval(again);
-        },
-        kill: () => {
-          child.kill('SIGKILL');
-        },
-        exited: exited.then(() => undefined),
-      });
-    };
-    child.stdout.setEncoding('utf8').on('data', onData);
-    child.stderr.setEncoding('utf8').on('data', (chunk) => (output += chunk));
-    child.once('error', reject);
-    closed.then(({ code, signal }) =>
-      reject(
-        new Error(`redis-server on port ${port} exited (${signal ?? code}) before it was ready:\n${output.trim()}`),
-      ),
-    );
+  const { child, exited } = await spawnUntilReady({
+    name: 'redis-server',
+    port,
+    bin,
+    args,
+    ready: /Ready to accept connections/,
+    spawn: { detached: options.detached ?? false },
   });
+  return {
+    url: `redis://127.0.0.1:${port}`,
+    port,
+    pid: child.pid,
+    dir: options.dir,
+    stop: async () => {
+      // Redis may refuse one SIGTERM and go on running: a replica that has just
+      // synced with AOF on says "Writing initial AOF, can't exit" until its rewrite
+      // is done. So the request is repeated until the process is gone.
+      const again = setInterval(() => child.kill('SIGTERM'), 500);
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+      await exited;
+      clearInterval(again);
+    },
+    kill: () => {
+      child.kill('SIGKILL');
+    },
+    exited,
+  };
 }
 
 /**
@@ -232,21 +181,8 @@ const LAYOUT_FILE = 'ports.json';
  * @returns {string} its path; throws with how to get one if there is none
  */
 function findRedisCli(redisServer) {
-  const dirs = [
-    ...(redisServer ? [path.dirname(redisServer)] : []),
-    ...(process.env.PATH ?? '').split(path.delimiter),
-    '/usr/bin',
-    '/usr/local/bin',
-  ];
-  for (const dir of dirs) {
-    const candidate = path.join(dir, 'redis-cli');
-    try {
-      fs.accessSync(candidate, fs.constants.X_OK);
-      return candidate;
-    } catch {
-      // not here
-    }
-  }
+  const found = findExecutable('redis-cli', redisServer ? [path.dirname(redisServer)] : []);
+  if (found) return found;
   throw new Error(
     'redis-cli is not installed (it joins the nodes into a cluster): Debian/Ubuntu: sudo apt-get install -y redis-tools; macOS: brew install redis',
   );
@@ -442,30 +378,22 @@ async function startCluster(options) {
 
   /** @param {number} i @param {{ port: number, busPort: number }} [at] */
   async function startNode(i, at) {
-    for (let attempt = 1; ; attempt++) {
-      const port = at?.port ?? (await freePort());
+    const start = async (port) => {
       const busPort = at?.busPort ?? (await freePort());
-      if (!at && (port === busPort || port === DEFAULT_PORT || busPort === DEFAULT_PORT)) continue;
-      try {
-        const server = await startRedis({
-          ...redis,
-          dir: nodeDir(i),
-          port,
-          cluster: { nodeTimeoutMs: options.nodeTimeoutMs, busPort },
-        });
-        return { ...server, index: i, busPort };
-      } catch (err) {
-        const taken = /Address already in use/.test(String(err));
-        if (taken && at) {
-          throw new Error(
-            `cluster node ${i} must listen on ports ${at.port} and ${at.busPort} (its peers know it there, ${layoutFile}), ` +
-              `but one is taken by another process: stop that process, or delete ${dir} (and its data) for a new cluster`,
-            { cause: err },
-          );
-        }
-        // Another process may have taken a free port between our probe and the bind.
-        if (!taken || attempt >= 5) throw err;
-      }
+      // A bus port that clashes is retried as a port another process took.
+      if (!at && (busPort === port || busPort === DEFAULT_PORT)) throw new Error('bus port already in use');
+      const cluster = { nodeTimeoutMs: options.nodeTimeoutMs, busPort };
+      return { ...(await startRedis({ ...redis, dir: nodeDir(i), port, cluster })), index: i, busPort };
+    };
+    try {
+      return await onFreePort(at?.port, DEFAULT_PORT, start);
+    } catch (err) {
+      if (!at || !/Address already in use/.test(String(err))) throw err;
+      throw new Error(
+        `cluster node ${i} must listen on ports ${at.port} and ${at.busPort} (its peers know it there, ${layoutFile}), ` +
+          `but one is taken by another process: stop that process, or delete ${dir} (and its data) for a new cluster`,
+        { cause: err },
+      );
     }
   }
 

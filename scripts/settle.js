@@ -4,13 +4,6 @@
  * (src/settle.ts) with the app's environment: DATABASE_URL and REDIS_URL (or
  * REDIS_CLUSTER_NODES) are required; it settles what the apps sold.
  */
-const path = require('node:path');
-const { ROOT, relaunchOnSupportedNode, ensureDependencies, ensureBuilt } = require('./setup');
+const { launch, runBuilt } = require('./launch');
 
-if (!relaunchOnSupportedNode()) main();
-
-function main() {
-  ensureDependencies();
-  ensureBuilt();
-  require(path.join(ROOT, 'dist', 'src', 'settle.js'));
-}
+launch({}, () => runBuilt('src/settle.js'));

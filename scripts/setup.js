@@ -234,7 +234,10 @@ const BUILD = {
     'src',
     'harness',
     'bench',
+    // The harness compiles these launchers' server code into dist/ too.
     'scripts/redis-server.js',
+    'scripts/postgres-server.js',
+    'scripts/private-server.js',
     'scripts/apt.js',
     'package-lock.json',
     'tsconfig.json',

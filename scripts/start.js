@@ -18,15 +18,10 @@ const { randomBytes } = require('node:crypto');
 const fs = require('node:fs');
 const path = require('node:path');
 const { parseArgs, parseEnv } = require('node:util');
-const { ROOT, log, isAlive, relaunchOnSupportedNode, ensureDependencies, ensureBuilt } = require('./setup');
-const {
-  provideRedisServerOrExit,
-  startRedis,
-  startCluster,
-  ClusterLayoutError,
-  REDLOCK_NODE,
-} = require('./redis-server');
-const { dataDirFor, ensurePostgres, startPostgres } = require('./postgres-server');
+const { isAlive } = require('./setup');
+const { ROOT, log, launch } = require('./launch');
+const { startRedis, startCluster, ClusterLayoutError, REDLOCK_NODE } = require('./redis-server');
+const { dataDirFor, startPostgres } = require('./postgres-server');
 
 const DATA = path.join(ROOT, '.data');
 const DATA_DIR = path.join(DATA, 'redis');
@@ -165,11 +160,30 @@ async function startEmbeddedCluster({ masters, replicas }) {
   }
 }
 
-async function main() {
+/**
+ * What this launch starts, decided from the command line and the environment before
+ * anything is installed, so that a refused one installs and builds nothing.
+ */
+function plan() {
   const { env, from } = environment();
   const options = launchOptions(env);
-  ensureDependencies();
-  ensureBuilt();
+  if (options.cluster && !env.REDIS_CLUSTER_NODES && env.REDIS_URL) {
+    usage('--cluster (or REDIS_CLUSTER) starts a cluster for the app, but REDIS_URL names a Redis: unset one of them');
+  }
+  // What this launch starts in .data/, decided before anything is: each needs the claim.
+  const startsCluster = Boolean(options.cluster && !env.REDIS_CLUSTER_NODES);
+  const startsRedis = !startsCluster && !env.REDIS_CLUSTER_NODES && !env.REDIS_URL;
+  // Redlock needs independent nodes for the lock alone; they hold no sale data, but a
+  // node that restarts must remember the locks it granted (REDLOCK_NODE says why).
+  const startsLockNodes = env.LOCK_STRATEGY === 'redlock' && !env.REDLOCK_URLS;
+  // Orders are settled into PostgreSQL: a private one in .data/postgres/ (kept across
+  // restarts) unless DATABASE_URL names one, or SETTLE=off says none.
+  const settleOff = String(env.SETTLE ?? '').toLowerCase() === 'off';
+  const startsPostgres = !env.DATABASE_URL && !settleOff;
+  return { env, from, options, startsCluster, startsRedis, startsLockNodes, settleOff, startsPostgres };
+}
+
+async function main({ env, from, options, startsCluster, startsRedis, startsLockNodes, settleOff, startsPostgres }) {
   // Ctrl-C, a SIGTERM sent to us and a closed terminal (SIGHUP) stop the app; one that
   // comes while Redis is still starting (a cluster takes seconds) is acted on once it
   // has: Redis runs in process groups of its own, and nothing else would stop it.
@@ -186,21 +200,6 @@ async function main() {
       }
     });
   }
-  if (options.cluster && !env.REDIS_CLUSTER_NODES && env.REDIS_URL) {
-    usage('--cluster (or REDIS_CLUSTER) starts a cluster for the app, but REDIS_URL names a Redis: unset one of them');
-  }
-  // What this launch starts in .data/, decided before anything is: each needs the claim.
-  const startsCluster = Boolean(options.cluster && !env.REDIS_CLUSTER_NODES);
-  const startsRedis = !startsCluster && !env.REDIS_CLUSTER_NODES && !env.REDIS_URL;
-  // Redlock needs independent nodes for the lock alone; they hold no sale data, but a
-  // node that restarts must remember the locks it granted (REDLOCK_NODE says why).
-  const startsLockNodes = env.LOCK_STRATEGY === 'redlock' && !env.REDLOCK_URLS;
-  // Orders are settled into PostgreSQL: a private one in .data/postgres/ (kept across
-  // restarts) unless DATABASE_URL names one, or SETTLE=off says none.
-  const settleOff = String(env.SETTLE ?? '').toLowerCase() === 'off';
-  const startsPostgres = !env.DATABASE_URL && !settleOff;
-  if (startsCluster || startsRedis || startsLockNodes) provideRedisServerOrExit(log);
-  if (startsPostgres) ensurePostgres(log);
   const instead = [
     ...(startsCluster ? ['REDIS_CLUSTER_NODES (a cluster of your own)'] : []),
     ...(startsRedis ? ['REDIS_URL (or REDIS_CLUSTER_NODES)'] : []),
@@ -312,9 +311,16 @@ async function announceDashboard(env, child) {
 
 // An older Node relaunches this file on Node 24 and only passes its signals on: the
 // relaunched launcher is the one that owns the app's group and Redis, as below.
-if (!relaunchOnSupportedNode()) {
-  main().catch((err) => {
-    log(err.stack ?? String(err));
-    process.exit(1);
-  });
-}
+let planned;
+launch(
+  () => {
+    planned = plan();
+    const { startsCluster, startsRedis, startsLockNodes, startsPostgres } = planned;
+    return { redis: startsCluster || startsRedis || startsLockNodes, postgres: startsPostgres };
+  },
+  () =>
+    main(planned).catch((err) => {
+      log(err.stack ?? String(err));
+      process.exit(1);
+    }),
+);

@@ -7,19 +7,9 @@
  */
 const { spawn, spawnSync } = require('node:child_process');
 const path = require('node:path');
-const { ROOT, log, relaunchOnSupportedNode, ensureDependencies, ensureBuilt } = require('./setup');
-const { provideChromium } = require('./chromium');
-const { provideRedisServerOrExit } = require('./redis-server');
-const { ensurePostgres } = require('./postgres-server');
+const { ROOT, launch } = require('./launch');
 
 function main() {
-  ensureDependencies();
-  provideRedisServerOrExit(log);
-  // The settlement tests start their own PostgreSQL servers, as they do redis-server.
-  ensurePostgres(log);
-  provideChromium(log);
-  // The process, bench and fault tests run the built app and bench as real processes.
-  ensureBuilt();
   const jest = path.join(ROOT, 'node_modules', 'jest', 'bin', 'jest.js');
   // NestJS 12 ships only as ES modules. Jest 30 loads them with Node's own require(esm)
   // (Node 24.9+), which needs vm.SourceTextModule: --experimental-vm-modules. Its one
@@ -105,6 +95,17 @@ function captured(child) {
   );
 }
 
-// The Node that runs the tests, said in the log. 24.9 at least: Jest 30 loads NestJS 12's
-// ES modules with the require(esm) of Node 24.9+ (vm modules that evaluate synchronously).
-if (!relaunchOnSupportedNode({ announce: true, min: '24.9' })) main();
+launch(
+  {
+    // The Node that runs the tests, said in the log. 24.9 at least: Jest 30 loads NestJS 12's
+    // ES modules with the require(esm) of Node 24.9+ (vm modules that evaluate synchronously).
+    node: { announce: true, min: '24.9' },
+    // The tests start their own redis-server and PostgreSQL servers; the browser tests
+    // are skipped without Chromium; the process, bench and fault tests run the built app
+    // and bench as real processes.
+    redis: true,
+    postgres: true,
+    chromium: true,
+  },
+  main,
+);

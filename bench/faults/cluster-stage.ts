@@ -11,9 +11,10 @@ import { startSale } from '../../harness/http';
 import { RunningApp, stopAll } from '../../harness/processes';
 import { ClusterNode, PrivateCluster, PrivateClusterOptions, startPrivateCluster } from '../../harness/redis';
 import { KeyLayout, ProductKeys } from '../../src/redis/key-layout';
-import { Answer, LoadResult, runLoad } from '../load';
+import type { Answer, LoadResult } from '../load';
 import { readSale, SaleSnapshot } from '../verdict';
 import {
+  buyersAt,
   answered,
   apps,
   codesSeen,
@@ -106,13 +107,7 @@ export async function onClusterStage(
         return client;
       },
       load: (app, buyers, userPrefix) =>
-        runLoad({
-          url: app.url,
-          productId: PRODUCT,
-          buyers,
-          duplicates: 0,
-          connections: size.connections,
-          quantity: 1,
+        buyersAt(app.url, buyers, size.connections, {
           userPrefix,
           idempotencyKeys: true,
           onAnswer: (answer) => heard.push({ ...answer, url: app.url, at: Date.now() }),

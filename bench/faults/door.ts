@@ -4,13 +4,12 @@
  * waits for states (a ticket admitted, a pass lapsed), never for a lucky moment.
  */
 import { JsonResponse, request, waitForHealth } from '../../harness/http';
-import { stopAll } from '../../harness/processes';
 import { startPrivateRedis } from '../../harness/redis';
 import { startTcpProxy, TcpProxy } from '../../harness/tcp-proxy';
 import { KeyLayout } from '../../src/redis/key-layout';
 import { fencedWrite } from '../../src/redis/lua-scripts';
 import type { LoadResult } from '../load';
-import { readSale } from '../verdict';
+import { readSale, SaleSnapshot } from '../verdict';
 import {
   apps,
   Context,
@@ -23,8 +22,9 @@ import {
   TOKEN,
   waitUntil,
   noAofRewrite,
+  armed,
+  onPrivateRedis,
 } from './kit';
-import { armed } from './network-stage';
 
 /**
  * How long a pass stays valid in these lines: long enough that every pass of a queue
@@ -51,6 +51,11 @@ class Answers {
       this.answers.push({ status: res.status, code, orderId: res.body.orderId as string | undefined });
     }
     return res;
+  }
+
+  /** A door line: these answers, the sale as Redis has it, what broke, what happened. */
+  outcome(name: string, sale: SaleSnapshot, problems: string[], story: string): Outcome {
+    return { name, load: this.load, sold: sale.initialStock - sale.stockLeft, left: sale.stockLeft, problems, story };
   }
 
   get load(): LoadResult {
@@ -115,12 +120,10 @@ async function sold(client: ReturnType<typeof harnessClient>, problems: string[]
  * lapse, the next in line are admitted in order, and buy; the first ones cannot.
  */
 export async function appKilledWithPasses(ctx: Context): Promise<Outcome> {
-  const stock = ctx.quick ? 3 : 10;
-  const redis = await startPrivateRedis();
-  const client = harnessClient(redis.url);
-  const answers = new Answers();
-  const problems: string[] = [];
-  try {
+  return onPrivateRedis(async ({ redis, client }) => {
+    const stock = ctx.quick ? 3 : 10;
+    const answers = new Answers();
+    const problems: string[] = [];
     const [first] = await apps(1, 'fenced', redis.url);
     if ((await queueSale(first.url, stock)).status !== 200) throw new Error('PUT of the queued sale failed');
     const tickets: Ticket[] = [];
@@ -176,21 +179,15 @@ export async function appKilledWithPasses(ctx: Context): Promise<Outcome> {
     const { sale, buyers } = await sold(client, problems);
     const expected = next.map((_, i) => `u${stock + i}`).sort();
     if (buyers.join() !== expected.join()) problems.push(`orders went to ${buyers.join(', ')}, not the next in line`);
-    return {
-      name: 'door: app killed holding admitted passes',
-      load: answers.load,
-      sold: sale.initialStock - sale.stockLeft,
-      left: sale.stockLeft,
+    return answers.outcome(
+      'door: app killed holding admitted passes',
+      sale,
       problems,
-      story:
-        `${n(stock * 2)} joined through one app, ${n(admitted)} admitted (passes <= stock); the app SIGKILLed with all ` +
+      `${n(stock * 2)} joined through one app, ${n(admitted)} admitted (passes <= stock); the app SIGKILLed with all ` +
         `${n(admitted)} passes unused; through a second app the passes lapsed after ${PASS_TTL_MS} ms (tickets read expired), ` +
         `the next ${n(next.length)} in line were admitted in order and bought; a lapsed pass: ${String(lapsed.body.code)}`,
-    };
-  } finally {
-    await client.quit();
-    await stopAll();
-  }
+    );
+  });
 }
 
 /**
@@ -198,60 +195,56 @@ export async function appKilledWithPasses(ctx: Context): Promise<Outcome> {
  * queue: every ticket keeps its place, and the sale goes on from there.
  */
 export async function redisRestartedWithQueue(ctx: Context): Promise<Outcome> {
-  const stock = ctx.quick ? 2 : 5;
-  let redis = await startPrivateRedis({ appendonly: true });
-  const client = harnessClient(redis.url);
-  const answers = new Answers();
-  const problems: string[] = [];
-  try {
-    await noAofRewrite(client);
-    const [app] = await apps(1, 'fenced', redis.url);
-    // Passes that outlive the restart: every ticket's place must read the same after it.
-    if ((await queueSale(app.url, stock, 60_000)).status !== 200) throw new Error('PUT of the queued sale failed');
-    const tickets: Ticket[] = [];
-    for (let i = 0; i < stock * 3; i++) tickets.push(await join(answers, app.url, `u${i}`));
-    const before = await Promise.all(tickets.map((t) => read(app.url, t)));
-    timeline(
-      'buyers queued',
-      `${n(tickets.length)} joined: ${n(before.filter((t) => t.state === 'admitted').length)} admitted, ${n(before.filter((t) => t.state === 'waiting').length)} waiting`,
-    );
-    await redis.stop();
-    timeline('redis stopped', 'SIGTERM with buyers in the queue');
-    redis = await startPrivateRedis({ appendonly: true, port: redis.port, dir: redis.dir });
-    await waitForHealth(app.url);
-    const after = await Promise.all(tickets.map((t) => read(app.url, t)));
-    const moved = after.filter((t, i) => t.position !== before[i].position || t.ticket !== before[i].ticket);
-    timeline(
-      'redis restarted',
-      `on its AOF, the app healthy again: ${n(tickets.length - moved.length)} of ${n(tickets.length)} tickets in the same place`,
-    );
-    if (moved.length > 0) problems.push(`${moved.length} tickets changed place across the restart`);
-    // The sale goes on: the admitted buy with the passes they were given before the restart.
-    let bought = 0;
-    for (const [i, t] of after.entries()) {
-      if (t.state !== 'admitted' || !t.pass) continue;
-      const res = await buy(answers, app.url, `u${i}`, t.pass);
-      if (res.status === 201) bought++;
-      else problems.push(`an admitted buyer after the restart was answered ${res.status} ${String(res.body.code)}`);
-    }
-    if (bought === 0) problems.push('nobody bought after the restart');
-    timeline('admitted buyers bought', `${n(bought)} bought with the passes given before the restart`);
-    const { sale } = await sold(client, problems);
-    return {
-      name: 'door: redis restarted with a queue',
-      load: answers.load,
-      sold: sale.initialStock - sale.stockLeft,
-      left: sale.stockLeft,
-      problems,
-      story:
+  return onPrivateRedis(
+    async ({ redis, client }) => {
+      const stock = ctx.quick ? 2 : 5;
+      const answers = new Answers();
+      const problems: string[] = [];
+      await noAofRewrite(client);
+      const [app] = await apps(1, 'fenced', redis.url);
+      // Passes that outlive the restart: every ticket's place must read the same after it.
+      if ((await queueSale(app.url, stock, 60_000)).status !== 200) throw new Error('PUT of the queued sale failed');
+      const tickets: Ticket[] = [];
+      for (let i = 0; i < stock * 3; i++) tickets.push(await join(answers, app.url, `u${i}`));
+      const before = await Promise.all(tickets.map((t) => read(app.url, t)));
+      timeline(
+        'buyers queued',
+        `${n(tickets.length)} joined: ${n(before.filter((t) => t.state === 'admitted').length)} admitted, ${n(before.filter((t) => t.state === 'waiting').length)} waiting`,
+      );
+      await redis.stop();
+      timeline('redis stopped', 'SIGTERM with buyers in the queue');
+      // Tracked: stopAll stops it.
+      await startPrivateRedis({ appendonly: true, port: redis.port, dir: redis.dir });
+      await waitForHealth(app.url);
+      const after = await Promise.all(tickets.map((t) => read(app.url, t)));
+      const moved = after.filter((t, i) => t.position !== before[i].position || t.ticket !== before[i].ticket);
+      timeline(
+        'redis restarted',
+        `on its AOF, the app healthy again: ${n(tickets.length - moved.length)} of ${n(tickets.length)} tickets in the same place`,
+      );
+      if (moved.length > 0) problems.push(`${moved.length} tickets changed place across the restart`);
+      // The sale goes on: the admitted buy with the passes they were given before the restart.
+      let bought = 0;
+      for (const [i, t] of after.entries()) {
+        if (t.state !== 'admitted' || !t.pass) continue;
+        const res = await buy(answers, app.url, `u${i}`, t.pass);
+        if (res.status === 201) bought++;
+        else problems.push(`an admitted buyer after the restart was answered ${res.status} ${String(res.body.code)}`);
+      }
+      if (bought === 0) problems.push('nobody bought after the restart');
+      timeline('admitted buyers bought', `${n(bought)} bought with the passes given before the restart`);
+      const { sale } = await sold(client, problems);
+      return answers.outcome(
+        'door: redis restarted with a queue',
+        sale,
+        problems,
         `${n(tickets.length)} joined (${n(before.filter((t) => t.state === 'admitted').length)} admitted, ` +
-        `${n(before.filter((t) => t.state === 'waiting').length)} waiting), Redis SIGTERMed and restarted on its AOF: ` +
-        `${n(tickets.length - moved.length)} of ${n(tickets.length)} tickets in the same place, ${n(bought)} admitted buyers bought after it`,
-    };
-  } finally {
-    await client.quit();
-    await stopAll();
-  }
+          `${n(before.filter((t) => t.state === 'waiting').length)} waiting), Redis SIGTERMed and restarted on its AOF: ` +
+          `${n(tickets.length - moved.length)} of ${n(tickets.length)} tickets in the same place, ${n(bought)} admitted buyers bought after it`,
+      );
+    },
+    { appendonly: true },
+  );
 }
 
 /**
@@ -260,70 +253,65 @@ export async function redisRestartedWithQueue(ctx: Context): Promise<Outcome> {
  * was written (the pass is the purchase's Idempotency-Key), never a second order.
  */
 export async function lostReplyOnPass(ctx: Context): Promise<Outcome> {
-  const stock = ctx.quick ? 3 : 6;
-  const redis = await startPrivateRedis();
-  const client = harnessClient(redis.url);
-  const answers = new Answers();
-  const problems: string[] = [];
   let proxy: TcpProxy | undefined;
-  try {
-    proxy = await startTcpProxy({ port: redis.port });
-    const [app] = await apps(1, 'fenced', proxy.url, { LOCK_TTL_MS: '1000' });
-    // A first sale through the proxy caches the scripts, so the marker hits the write itself.
-    const warm = await request(app.url, 'PUT', '/api/products/warm-up', { json: { stock: 1 }, token: TOKEN });
-    if (warm.status !== 200) throw new Error('warm-up sale failed');
-    await request(app.url, 'POST', '/api/orders', { json: { productId: 'warm-up', userId: 'w' } });
-    // Passes that outlive the lost answer's wait (a command timeout) and its retry.
-    if ((await queueSale(app.url, stock, 60_000)).status !== 200) throw new Error('PUT of the queued sale failed');
-    const tickets: Ticket[] = [];
-    for (let i = 0; i < stock; i++) tickets.push(await join(answers, app.url, `u${i}`));
-    const cut = armed(proxy.loseReplyTo(fencedWrite.sha1));
-    const lost = await buy(answers, app.url, 'u0', tickets[0].pass!);
-    timeline(
-      'reply lost',
-      `Redis applied u0's fenced write (its pass's purchase); the reply never came: u0 told ${String(lost.body.code)}`,
-      cut.fired() ? cut.at() : undefined,
-    );
-    if (!cut.fired()) problems.push('the fault never fired: no write carried the marker');
-    if (lost.body.code !== 'OUTCOME_UNKNOWN') {
-      problems.push(`the buyer whose reply was lost was told ${lost.status} ${String(lost.body.code)}`);
-    }
-    await proxy.idle();
-    const retry = await buy(answers, app.url, 'u0', tickets[0].pass!);
-    timeline(
-      'retried with the same pass',
-      `answered ${retry.status}${retry.headers.get('idempotent-replayed') === 'true' ? ', replayed: the order written, not a second' : ''}`,
-    );
-    const { sale, buyers } = await sold(client, problems);
-    const u0 = sale.orders.filter((o) => o.userId === 'u0');
-    if (u0.length !== 1) problems.push(`u0 has ${u0.length} orders, not 1`);
-    if (retry.status !== 201 || retry.body.orderId !== u0[0]?.orderId) {
-      problems.push(
-        `the retry with the pass was answered ${retry.status} ${JSON.stringify(retry.body)}, not u0's order`,
+  return onPrivateRedis(
+    async ({ redis, client }) => {
+      const stock = ctx.quick ? 3 : 6;
+      const answers = new Answers();
+      const problems: string[] = [];
+      proxy = await startTcpProxy({ port: redis.port });
+      const [app] = await apps(1, 'fenced', proxy.url, { LOCK_TTL_MS: '1000' });
+      // A first sale through the proxy caches the scripts, so the marker hits the write itself.
+      const warm = await request(app.url, 'PUT', '/api/products/warm-up', { json: { stock: 1 }, token: TOKEN });
+      if (warm.status !== 200) throw new Error('warm-up sale failed');
+      await request(app.url, 'POST', '/api/orders', { json: { productId: 'warm-up', userId: 'w' } });
+      // Passes that outlive the lost answer's wait (a command timeout) and its retry.
+      if ((await queueSale(app.url, stock, 60_000)).status !== 200) throw new Error('PUT of the queued sale failed');
+      const tickets: Ticket[] = [];
+      for (let i = 0; i < stock; i++) tickets.push(await join(answers, app.url, `u${i}`));
+      const cut = armed(proxy.loseReplyTo(fencedWrite.sha1));
+      const lost = await buy(answers, app.url, 'u0', tickets[0].pass!);
+      timeline(
+        'reply lost',
+        `Redis applied u0's fenced write (its pass's purchase); the reply never came: u0 told ${String(lost.body.code)}`,
+        cut.fired() ? cut.at() : undefined,
       );
-    }
-    // The others buy with theirs; the pass does not buy twice.
-    for (let i = 1; i < stock; i++) {
-      const res = await buy(answers, app.url, `u${i}`, tickets[i].pass!);
-      if (res.status !== 201) problems.push(`u${i} was answered ${res.status} ${String(res.body.code)}`);
-    }
-    const again = await sold(client, problems);
-    return {
-      name: 'door: lost reply on the pass-consuming write',
-      load: answers.load,
-      sold: again.sale.initialStock - again.sale.stockLeft,
-      left: again.sale.stockLeft,
-      problems,
-      story:
+      if (!cut.fired()) problems.push('the fault never fired: no write carried the marker');
+      if (lost.body.code !== 'OUTCOME_UNKNOWN') {
+        problems.push(`the buyer whose reply was lost was told ${lost.status} ${String(lost.body.code)}`);
+      }
+      await proxy.idle();
+      const retry = await buy(answers, app.url, 'u0', tickets[0].pass!);
+      timeline(
+        'retried with the same pass',
+        `answered ${retry.status}${retry.headers.get('idempotent-replayed') === 'true' ? ', replayed: the order written, not a second' : ''}`,
+      );
+      const { sale, buyers } = await sold(client, problems);
+      const u0 = sale.orders.filter((o) => o.userId === 'u0');
+      if (u0.length !== 1) problems.push(`u0 has ${u0.length} orders, not 1`);
+      if (retry.status !== 201 || retry.body.orderId !== u0[0]?.orderId) {
+        problems.push(
+          `the retry with the pass was answered ${retry.status} ${JSON.stringify(retry.body)}, not u0's order`,
+        );
+      }
+      // The others buy with theirs; the pass does not buy twice.
+      for (let i = 1; i < stock; i++) {
+        const res = await buy(answers, app.url, `u${i}`, tickets[i].pass!);
+        if (res.status !== 201) problems.push(`u${i} was answered ${res.status} ${String(res.body.code)}`);
+      }
+      const again = await sold(client, problems);
+      return answers.outcome(
+        'door: lost reply on the pass-consuming write',
+        again.sale,
+        problems,
         `the reply to u0's fenced write (its pass's purchase) lost after Redis applied it: u0 told ${String(lost.body.code)}; ` +
-        `the retry with the same pass answered ${retry.status} ${retry.headers.get('idempotent-replayed') === 'true' ? '(replayed)' : ''} ` +
-        `with the order written (${n(u0.length)} order for u0, ${n(buyers.length)} before the others bought)`,
-    };
-  } finally {
-    await client.quit();
-    await stopAll();
-    await proxy?.close();
-  }
+          `the retry with the same pass answered ${retry.status} ${retry.headers.get('idempotent-replayed') === 'true' ? '(replayed)' : ''} ` +
+          `with the order written (${n(u0.length)} order for u0, ${n(buyers.length)} before the others bought)`,
+      );
+    },
+    {},
+    async () => proxy?.close(),
+  );
 }
 
 export const DOOR_FAULTS = {

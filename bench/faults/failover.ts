@@ -1,8 +1,7 @@
 import type { Redis } from 'ioredis';
 import { waitForHealth } from '../../harness/http';
 import { ClusterNode } from '../../harness/redis';
-import { Context, merge, n, Outcome, waitUntil } from './kit';
-import type { LoadResult } from '../load';
+import { Context, merge, n, Outcome, tallied, waitUntil } from './kit';
 import { onClusterStage } from './cluster-stage';
 import { NETWORK_503 } from './network-stage';
 
@@ -134,7 +133,7 @@ export function failover(ctx: Context, variant: FailoverVariant): Promise<Outcom
           lostIsTheLesson: !wait,
           story:
             `both replicas SIGSTOPped after ${n(before.stalledAt)} sold; ` +
-            `master :${master.port} dropped them, then ${n(ALONE)} buyers were answered ${codesOf(alone)} and it wrote ${n(onlyOnMaster)} orders no replica can have; SIGKILL; ` +
+            `master :${master.port} dropped them, then ${n(ALONE)} buyers were answered ${tallied(alone.codes)} and it wrote ${n(onlyOnMaster)} orders no replica can have; SIGKILL; ` +
             `replica :${replica.port} took over (CLUSTER FAILOVER TAKEOVER) with ${n(after.orders)} of the master's ${n(before.orders)} orders ` +
             `(${n(before.orders - after.orders)} gone), fence back from ${n(before.fence)} to ${n(after.fence)}, ${lockStory}; ` +
             `acknowledged orders lost: ${n(lost)}${lost > 0 ? ' (201s not in the promoted stream: units sold twice)' : ''}; ` +
@@ -151,7 +150,7 @@ export function failover(ctx: Context, variant: FailoverVariant): Promise<Outcom
                     (alone.codes.OUTCOME_UNKNOWN ?? 0) === onlyOnMaster &&
                     (alone.codes.OUTCOME_UNKNOWN ?? 0) + (alone.codes.REDIS_UNAVAILABLE ?? 0) === ALONE
                       ? null
-                      : `${n(onlyOnMaster)} orders written while the replicas were cut off, but the buyers were told ${codesOf(alone)}`,
+                      : `${n(onlyOnMaster)} orders written while the replicas were cut off, but the buyers were told ${tallied(alone.codes)}`,
                 ]
               : [
                   () =>
@@ -160,7 +159,7 @@ export function failover(ctx: Context, variant: FailoverVariant): Promise<Outcom
                   () =>
                     (alone.codes.CREATED ?? 0) === onlyOnMaster
                       ? null
-                      : `${n(onlyOnMaster)} orders written while the replicas were cut off, but the buyers were told ${codesOf(alone)}`,
+                      : `${n(onlyOnMaster)} orders written while the replicas were cut off, but the buyers were told ${tallied(alone.codes)}`,
                 ]),
             () =>
               wait || lost === onlyOnMaster
@@ -171,13 +170,6 @@ export function failover(ctx: Context, variant: FailoverVariant): Promise<Outcom
       }
     },
   );
-}
-
-/** "CODE ×count, ..." of a load's answers. */
-function codesOf(load: LoadResult): string {
-  return Object.entries(load.codes)
-    .map(([code, x]) => `${code} ×${n(x)}`)
-    .join(', ');
 }
 
 /** The replicas of `master`, from their INFO replication (master_port). */

@@ -8,7 +8,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { startSale } from '../../harness/http';
 import { PAYMENT_SECRET } from '../afterlife';
 import { processState, RunningApp, startApp, stopAll } from '../../harness/processes';
-import { startPrivateRedis } from '../../harness/redis';
+import { PrivateRedis, PrivateRedisOptions, startPrivateRedis } from '../../harness/redis';
 import { KeyLayout } from '../../src/redis/key-layout';
 import { emit, sinceOrigin } from '../events';
 import { LoadOptions, LoadResult, mergeLoads, runLoad } from '../load';
@@ -195,6 +195,24 @@ export function codesSeen(load: LoadResult, codes: string[]): string {
   return codes.map((c) => `${c} ×${n(load.codes[c] ?? 0)}`).join(', ');
 }
 
+/** "CODE ×count, ..." of answers counted by code. */
+export const tallied = (counts: Record<string, number>) =>
+  Object.entries(counts)
+    .map(([code, x]) => `${code} ×${n(x)}`)
+    .join(', ');
+
+/**
+ * A proxy fault's promise: whether it has fired yet (a state to wait for, or to find
+ * never came), and when (Date.now(), NaN before).
+ */
+export function armed(fault: Promise<void>): { fired: () => boolean; at: () => number } {
+  let at = NaN;
+  void fault.then(() => {
+    at = Date.now();
+  });
+  return { fired: () => !Number.isNaN(at), at: () => at };
+}
+
 export const answered = (l: LoadResult) => Object.values(l.status).reduce((a, b) => a + b, 0);
 
 export const fiveXx = (l: LoadResult) =>
@@ -278,23 +296,53 @@ export function isFiveXxCode(code: string): boolean {
   return (ERROR_CODES.get(code)?.status ?? 0) >= 500 || code.startsWith('HTTP_5');
 }
 
-/** `size.buyers` fresh buyers of PRODUCT, one unit each, against `app`. */
-export function buyersOf(
-  app: RunningApp,
-  size: Size,
-  progress: LoadProgress,
+/** `buyers` fresh buyers of PRODUCT, one unit each, against the app at `url`. */
+export function buyersAt(
+  url: string,
+  buyers: number,
+  connections: number,
   more: Partial<LoadOptions> = {},
+  progress?: LoadProgress,
 ): Promise<LoadResult> {
-  const options: LoadOptions = {
-    url: app.url,
-    productId: PRODUCT,
-    buyers: size.buyers,
-    duplicates: 0,
-    connections: size.connections,
-    quantity: 1,
-    ...more,
-  };
-  return runLoad(options, progress);
+  return runLoad({ url, productId: PRODUCT, buyers, duplicates: 0, connections, quantity: 1, ...more }, progress);
+}
+
+/** What every scenario on a private Redis stands on: the server, the harness's client, the product's keys. */
+export interface RedisStage {
+  readonly redis: PrivateRedis;
+  readonly client: Redis;
+  readonly k: ProductKeys;
+}
+
+/**
+ * Starts a private Redis (with `options`) and a harness client, runs `scenario` on
+ * them, and stops everything afterwards: the client, every app and server started
+ * (stopAll), then `afterStop` (what stood between the apps and Redis, e.g. proxies:
+ * the apps first, so none is left reconnecting through a closed one).
+ */
+export async function onPrivateRedis<T>(
+  scenario: (stage: RedisStage) => Promise<T>,
+  options: PrivateRedisOptions = {},
+  afterStop: () => Promise<unknown> = async () => undefined,
+): Promise<T> {
+  const redis = await startPrivateRedis(options);
+  const client = harnessClient(redis.url);
+  try {
+    return await scenario({ redis, client, k: new KeyLayout(PREFIX).product(PRODUCT) });
+  } finally {
+    await client.quit().catch(() => undefined);
+    await stopAll();
+    await afterStop();
+  }
+}
+
+/** Runs `scenario` while the lab's live line of a sale (saleStarted) is drawn, and stops it after. */
+export async function watching<T>(watch: { stop(): void }, scenario: () => Promise<T>): Promise<T> {
+  try {
+    return await scenario();
+  } finally {
+    watch.stop();
+  }
 }
 
 /** Two apps selling one product on a private Redis; `stopper` stops itself at its `stopAtWrite`th write. */
@@ -319,14 +367,11 @@ export async function onHolderStage(
   const size: Size = ctx.quick
     ? { buyers: 1_500, stock: 200, connections: 50 }
     : { buyers: 5_000, stock: 600, connections: 100 };
-  const redis = await startPrivateRedis();
-  const client = harnessClient(redis.url);
-  try {
+  return onPrivateRedis(async ({ redis, client, k }) => {
     const env = { LOCK_TTL_MS: String(ttlMs) };
     const [stopper] = await apps(1, strategy, redis.url, { ...env, ...stopsAtWrite(stopAtWrite) });
     const [other] = await apps(1, strategy, redis.url, env);
     await startSale(other.url, TOKEN, PRODUCT, size.stock, 1);
-    const k = new KeyLayout(PREFIX).product(PRODUCT);
     // Both apps' answers, for the lab's live line (nothing without it).
     const progress: LoadProgress = { done: 0 };
     // The lab's time axis starts with the sale, as the bench's does.
@@ -339,14 +384,7 @@ export async function onHolderStage(
       `${n(size.stock)} units, two ${strategy} apps (pids ${stopper.pid}, ${other.pid})`,
     );
     const load = (app: RunningApp, userPrefix: string, signal?: AbortSignal) =>
-      buyersOf(app, size, progress, { userPrefix, signal });
-    try {
-      return await scenario({ size, client, k, stopper, other, load });
-    } finally {
-      watch.stop();
-    }
-  } finally {
-    await client.quit();
-    await stopAll();
-  }
+      buyersAt(app.url, size.buyers, size.connections, { userPrefix, signal }, progress);
+    return watching(watch, () => scenario({ size, client, k, stopper, other, load }));
+  });
 }

@@ -1,5 +1,5 @@
-import { codesSeen, n, Outcome, Context, timeline } from './kit';
-import { armed, NetworkStrategy, onNetworkStage, WRITE_MARKER, WRITE_NAME } from './network-stage';
+import { codesSeen, n, Outcome, Context, timeline, armed } from './kit';
+import { NetworkStrategy, onNetworkStage, WRITE_MARKER, WRITE_NAME } from './network-stage';
 
 /**
  * The reply to a write is lost after Redis applied it: the proxy passes the write

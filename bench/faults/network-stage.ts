@@ -8,31 +8,33 @@
 import type { Redis } from 'ioredis';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { request, startSale } from '../../harness/http';
-import { RunningApp, stopAll } from '../../harness/processes';
-import { startPrivateRedis } from '../../harness/redis';
+import type { RunningApp } from '../../harness/processes';
 import { startTcpProxy, TcpProxy } from '../../harness/tcp-proxy';
 import { COMMAND_TIMEOUT_MS } from '../../src/redis/create-client';
-import { KeyLayout, ProductKeys } from '../../src/redis/key-layout';
+import type { ProductKeys } from '../../src/redis/key-layout';
 import { fencedAcquire, fencedWrite, keyedWrite, purchase } from '../../src/redis/lua-scripts';
-import { Answer, LoadResult, runLoad } from '../load';
+import type { Answer, LoadResult } from '../load';
 import type { LoadProgress } from '../progress';
 import { readSale, SaleSnapshot } from '../verdict';
 import {
   apps,
+  armed,
+  buyersAt,
   codesSeen,
   holderPid,
   Context,
-  harnessClient,
   n,
+  onPrivateRedis,
   Outcome,
-  PREFIX,
   PRODUCT,
   saleStarted,
+  tallied,
   SaleVerdict,
   timeline,
   TOKEN,
   verdict,
   waitUntil,
+  watching,
 } from './kit';
 
 /** The strategies the network scenarios run: the default, the lock-free two, and plain `lock` for its lessons. */
@@ -194,49 +196,42 @@ export async function onNetworkStage(
   options: StageOptions,
   scenario: (stage: NetworkStage) => Promise<Outcome>,
 ): Promise<Outcome> {
-  const redis = await startPrivateRedis();
-  const client = harnessClient(redis.url);
   const proxies: TcpProxy[] = [];
-  try {
-    const env = { LOCK_TTL_MS: String(options.ttlMs), LOCK_WAIT_MS: String(WAIT_MS) };
-    const stageApps: NetworkApp[] = [];
-    for (let i = 0; i < options.apps; i++) {
-      const proxy = await startTcpProxy({ port: redis.port });
-      proxies.push(proxy);
-      const [app] = await apps(1, strategy, proxy.url, env);
-      stageApps.push({ app, proxy });
-    }
-    await startSale(stageApps[0].app.url, TOKEN, 'warm-up', stageApps.length, 1);
-    for (const [i, { app }] of stageApps.entries()) {
-      const warm = await request(app.url, 'POST', '/api/orders', { json: { productId: 'warm-up', userId: `w${i}` } });
-      if (warm.status !== 201) throw new Error(`warm-up purchase: ${warm.status} ${JSON.stringify(warm.body)}`);
-    }
-    await startSale(stageApps[0].app.url, TOKEN, PRODUCT, options.stock, 1);
-    const k = new KeyLayout(PREFIX).product(PRODUCT);
-    // Every load's answers, for the lab's live line (nothing without it).
-    const progress: LoadProgress = { done: 0 };
-    const watch = saleStarted(
-      `${strategy}, ${stageApps.length} app${stageApps.length === 1 ? '' : 's'}`,
-      options.stock,
-      0,
-      progress,
-      () => client.get(k.stock),
-      `${n(options.stock)} units, ${stageApps.map(({ app }, i) => `app ${'AB'[i]} (pid ${app.pid})`).join(' and ')}` +
-        (stageApps.length === 1
-          ? ', talking to Redis through a TCP proxy'
-          : ', each talking to Redis through a TCP proxy of its own'),
-    );
-    try {
-      return await scenario(stage(ctx, client, k, stageApps, progress));
-    } finally {
-      watch.stop();
-    }
-  } finally {
-    await client.quit();
-    // The apps first, so none is left reconnecting through a closed proxy.
-    await stopAll();
-    await Promise.all(proxies.map((p) => p.close()));
-  }
+  const closeProxies = () => Promise.all(proxies.map((p) => p.close()));
+  return onPrivateRedis(
+    async ({ redis, client, k }) => {
+      const env = { LOCK_TTL_MS: String(options.ttlMs), LOCK_WAIT_MS: String(WAIT_MS) };
+      const stageApps: NetworkApp[] = [];
+      for (let i = 0; i < options.apps; i++) {
+        const proxy = await startTcpProxy({ port: redis.port });
+        proxies.push(proxy);
+        const [app] = await apps(1, strategy, proxy.url, env);
+        stageApps.push({ app, proxy });
+      }
+      await startSale(stageApps[0].app.url, TOKEN, 'warm-up', stageApps.length, 1);
+      for (const [i, { app }] of stageApps.entries()) {
+        const warm = await request(app.url, 'POST', '/api/orders', { json: { productId: 'warm-up', userId: `w${i}` } });
+        if (warm.status !== 201) throw new Error(`warm-up purchase: ${warm.status} ${JSON.stringify(warm.body)}`);
+      }
+      await startSale(stageApps[0].app.url, TOKEN, PRODUCT, options.stock, 1);
+      // Every load's answers, for the lab's live line (nothing without it).
+      const progress: LoadProgress = { done: 0 };
+      const watch = saleStarted(
+        `${strategy}, ${stageApps.length} app${stageApps.length === 1 ? '' : 's'}`,
+        options.stock,
+        0,
+        progress,
+        () => client.get(k.stock),
+        `${n(options.stock)} units, ${stageApps.map(({ app }, i) => `app ${'AB'[i]} (pid ${app.pid})`).join(' and ')}` +
+          (stageApps.length === 1
+            ? ', talking to Redis through a TCP proxy'
+            : ', each talking to Redis through a TCP proxy of its own'),
+      );
+      return watching(watch, () => scenario(stage(ctx, client, k, stageApps, progress)));
+    },
+    {},
+    closeProxies,
+  );
 }
 
 function stage(
@@ -254,18 +249,11 @@ function stage(
     k,
     apps: stageApps,
     load: (target, buyers, userPrefix) =>
-      runLoad(
-        {
-          url: target.app.url,
-          productId: PRODUCT,
-          buyers,
-          duplicates: 0,
-          connections: Math.min(buyers, 20),
-          quantity: 1,
-          userPrefix,
-          idempotencyKeys: true,
-          onAnswer: (answer) => told.push({ ...answer, via: target }),
-        },
+      buyersAt(
+        target.app.url,
+        buyers,
+        Math.min(buyers, 20),
+        { userPrefix, idempotencyKeys: true, onAnswer: (answer) => told.push({ ...answer, via: target }) },
         progress,
       ),
     count: (code, target) => told.filter((t) => t.code === code && (!target || t.via === target)).length,
@@ -318,7 +306,7 @@ function stage(
       const unresolved = Object.values(r.unresolved).reduce((a, b) => a + b, 0);
       if (ctx.checkRetries && unresolved > 0) {
         v.problems.push(
-          `retry resolution: ${unresolved} of ${r.retried} OUTCOME_UNKNOWN retries unresolved (${tally(r.unresolved)})`,
+          `retry resolution: ${unresolved} of ${r.retried} OUTCOME_UNKNOWN retries unresolved (${tallied(r.unresolved)})`,
         );
       }
       if (options.oversellIsTheLesson && v.oversold === 0)
@@ -413,36 +401,19 @@ export function ordersByUser(sale: { orders: { userId: string; orderId: string }
   return by;
 }
 
-const tally = (counts: Record<string, number>) =>
-  Object.entries(counts)
-    .map(([code, k]) => `${code} ×${n(k)}`)
-    .join(', ');
-
 /** The figures every network line ends with. */
 function common(v: SaleVerdict, r: Retries, unresolved: number, checked: boolean): string {
   const retried =
     r.retried === 0
       ? 'nothing to retry'
       : `retried each once with its key and body: ${n(r.returned)} got their written order back, ${n(r.afresh)} bought afresh` +
-        (unresolved > 0 ? `, ${n(unresolved)} unresolved (${tally(r.unresolved)})` : '') +
+        (unresolved > 0 ? `, ${n(unresolved)} unresolved (${tallied(r.unresolved)})` : '') +
         (r.waitedInFlight > 0 ? `, ${n(r.waitedInFlight)} first told IDEMPOTENCY_KEY_IN_USE` : '');
   const resolution = checked ? 'retry resolution checked' : 'retry resolution not checked (--no-check-retries)';
   return (
     `${codesSeen(v.load, ['OUTCOME_UNKNOWN'])} (${n(r.written)} of them written); ${retried}; ${resolution}; ` +
     `slowest answer ${n(v.load.latency.max)} ms (bound ${n(MAX_ANSWER_MS)})`
   );
-}
-
-/**
- * A proxy fault's promise: whether it has fired yet (a state to wait for, or to find
- * never came), and when (Date.now(), NaN before).
- */
-export function armed(fault: Promise<void>): { fired: () => boolean; at: () => number } {
-  let at = NaN;
-  void fault.then(() => {
-    at = Date.now();
-  });
-  return { fired: () => !Number.isNaN(at), at: () => at };
 }
 
 /**

@@ -1,6 +1,6 @@
 import { COMMAND_TIMEOUT_MS } from '../../src/redis/create-client';
-import { Context, n, Outcome, waitUntil } from './kit';
-import { armed, NetworkStrategy, onNetworkStage, WRITE_MARKER, WRITE_NAME } from './network-stage';
+import { Context, n, Outcome, waitUntil, armed } from './kit';
+import { NetworkStrategy, onNetworkStage, WRITE_MARKER, WRITE_NAME } from './network-stage';
 
 /** A cap on the pause, should the scenario fail before it unpauses. */
 const PAUSE_CAP_MS = 30_000;

@@ -1,5 +1,4 @@
 import { health, startSale } from '../../harness/http';
-import { stopAll } from '../../harness/processes';
 import { PrivateRedis, REDLOCK_NODE, startPrivateRedis } from '../../harness/redis';
 import { CONFIG_DEFAULTS } from '../../src/config/app-config';
 import { redlockNodeTimeoutMs } from '../../src/locks/strategies/redlock.strategy';
@@ -14,7 +13,7 @@ import {
   codesSeen,
   Context,
   goneApps,
-  harnessClient,
+  onPrivateRedis,
   n,
   Outcome,
   PREFIX,
@@ -27,19 +26,17 @@ import {
 
 /** Redlock over three nodes: one paused under two contending apps, one killed mid-sale, then two down, then both back. */
 export async function redlockNodes(ctx: Context): Promise<Outcome[]> {
-  const size: Size = ctx.quick
-    ? { buyers: 3_000, stock: 400, connections: 50 }
-    : { buyers: 10_000, stock: 1_500, connections: 100 };
-  const redis = await startPrivateRedis();
-  // As `npm start` runs them: AOF with appendfsync always, so a node restarted on its
-  // folder still holds the locks it granted (REDLOCK_NODE says why).
-  const nodes: PrivateRedis[] = await Promise.all([0, 1, 2].map(() => startPrivateRedis(REDLOCK_NODE)));
-  const client = harnessClient(redis.url);
-  const keys = new KeyLayout(PREFIX);
-  const outcomes: Outcome[] = [];
-  const load = (url: string, productId: string, buyers: number, userPrefix?: string) =>
-    runLoad({ url, productId, buyers, duplicates: 0, connections: size.connections, quantity: 1, userPrefix });
-  try {
+  return onPrivateRedis(async ({ redis, client }) => {
+    const size: Size = ctx.quick
+      ? { buyers: 3_000, stock: 400, connections: 50 }
+      : { buyers: 10_000, stock: 1_500, connections: 100 };
+    // As `npm start` runs them: AOF with appendfsync always, so a node restarted on its
+    // folder still holds the locks it granted (REDLOCK_NODE says why).
+    const nodes: PrivateRedis[] = await Promise.all([0, 1, 2].map(() => startPrivateRedis(REDLOCK_NODE)));
+    const keys = new KeyLayout(PREFIX);
+    const outcomes: Outcome[] = [];
+    const load = (url: string, productId: string, buyers: number, userPrefix?: string) =>
+      runLoad({ url, productId, buyers, duplicates: 0, connections: size.connections, quantity: 1, userPrefix });
     const [app, other] = await apps(2, 'redlock', redis.url, { REDLOCK_URLS: nodes.map((x) => x.url).join(',') });
 
     // 0. One node paused (SIGSTOP: it holds its connections and answers nothing) while
@@ -140,8 +137,5 @@ export async function redlockNodes(ctx: Context): Promise<Outcome[]> {
       story: 'restarted nodes 1 and 2 on their ports; the same sale sold out',
     });
     return outcomes;
-  } finally {
-    await client.quit();
-    await stopAll();
-  }
+  });
 }

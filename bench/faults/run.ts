@@ -17,7 +17,7 @@
  * and what happened. Exit 1 if any scenario breaks a promise it must keep.
  */
 import { parseArgs } from 'node:util';
-import { stopAll } from '../../harness/processes';
+import { runToExit } from '../entry-point';
 import { emit } from '../events';
 import { delayedWrite } from './delayed-write';
 import { DOOR_FAULTS } from './door';
@@ -218,24 +218,10 @@ async function main(): Promise<number> {
 
 /** Entry point (scripts/faults.js). */
 export function cli(): void {
-  // A second signal (Ctrl-C pressed twice) is the same stop, not a reason to skip its clean-up.
-  let stopping = false;
-  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-    process.on(signal, () => {
-      if (stopping) return;
-      stopping = true;
-      void stopAll().finally(() => process.exit(130));
-    });
-  }
-  main().then(
-    async (code) => {
-      await stopAll();
-      process.exit(code);
-    },
-    async (err: Error) => {
+  runToExit(main, {
+    failed: (err) => {
       process.stderr.write(`[faults] failed: ${err.stack ?? err.message}\n`);
-      await stopAll();
-      process.exit(1);
+      return 1;
     },
-  );
+  });
 }

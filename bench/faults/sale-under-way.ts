@@ -6,7 +6,7 @@ import { LoadResult } from '../load';
 import type { LoadProgress } from '../progress';
 import {
   apps,
-  buyersOf,
+  buyersAt,
   Context,
   n,
   PRODUCT,
@@ -59,7 +59,7 @@ export async function saleUnderWay(
     () => client.get(k.stock),
     `${n(size.stock)} units, ${n(size.buyers)} buyers, one lock app (pid ${app.pid})`,
   );
-  const load = buyersOf(app, size, progress);
+  const load = buyersAt(app.url, size.buyers, size.connections, {}, progress);
   if (stopAtWrite) await waitForStop(app, `the app to stop itself at its write ${stopAtWrite}`);
   else
     await waitUntil(

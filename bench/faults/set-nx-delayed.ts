@@ -1,7 +1,7 @@
 import { COMMAND_TIMEOUT_MS } from '../../src/redis/create-client';
 import { readSale } from '../verdict';
-import { codesSeen, Context, n, Outcome, timeline, waitUntil } from './kit';
-import { ACQUIRE_MARKER, ACQUIRE_NAME, armed, NetworkStrategy, onNetworkStage, takesLock } from './network-stage';
+import { codesSeen, Context, n, Outcome, timeline, waitUntil, armed } from './kit';
+import { ACQUIRE_MARKER, ACQUIRE_NAME, NetworkStrategy, onNetworkStage, takesLock } from './network-stage';
 
 /** A lock an orphaning SET NX would leave: far longer than a buyer's wait, so the next buyers would all time out. */
 const TTL_MS = 10_000;

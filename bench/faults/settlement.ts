@@ -16,9 +16,10 @@ import { RunningApp, stopAll } from '../../harness/processes';
 import { PrivateRedis, startPrivateRedis } from '../../harness/redis';
 import { KeyLayout, ProductKeys } from '../../src/redis/key-layout';
 import { SETTLE_GROUP } from '../../src/settlement/settler';
-import { LoadResult, runLoad } from '../load';
+import type { LoadResult } from '../load';
 import { checkSettled, unsettled, waitForSettlement } from '../settled';
 import {
+  buyersAt,
   apps,
   Context,
   fiveXx,
@@ -75,16 +76,7 @@ async function onStage(
             ...env,
           })
         )[0],
-      load: (app, buyers, userPrefix) =>
-        runLoad({
-          url: app.url,
-          productId: PRODUCT,
-          buyers,
-          duplicates: 0,
-          connections: ctx.quick ? 50 : 100,
-          quantity: 1,
-          userPrefix,
-        }),
+      load: (app, buyers, userPrefix) => buyersAt(app.url, buyers, ctx.quick ? 50 : 100, { userPrefix }),
     };
     return await scenario(stage);
   } finally {

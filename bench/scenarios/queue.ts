@@ -1,0 +1,32 @@
+/**
+ * --queue RATE: the sale behind a waiting room admitting RATE buyers a second; each
+ * buyer joins, reads its ticket until admitted, and buys with its pass
+ * (bench/queue-load.ts). Every order must be an admitted buyer's.
+ */
+import { loadThroughQueue, queueVerdict } from '../queue-load';
+import { n, queued } from '../rows';
+import type { Sale, Scenario } from './scenario';
+import { broke } from './scenario';
+
+export function queue({ run, t, productId }: Sale): Scenario | undefined {
+  if (!t.queue) return undefined;
+  return {
+    put: queued(t),
+    async load(options, progress, figures) {
+      const r = await loadThroughQueue(options, t.queue, progress);
+      figures.queue = r.queue;
+      return r.load;
+    },
+    async judge(verdict, sale, { queue }) {
+      if (!queue) return;
+      // The waiting room's promise, read from Redis: every order an admitted buyer's.
+      const broken = await queueVerdict(run.client, t.keys.product(productId), sale.orders, sale.perUserLimit);
+      broke(verdict, 'queue', broken);
+      run.log(
+        `${t.label}: through the waiting room at ${n(queue.admitPerSecond)}/s: ${n(queue.joins)} joins, ${n(queue.reads)} ticket reads, ` +
+          `${n(queue.purchases)} purchases; ${n(queue.admitted)} buyers admitted, ${n(queue.turnedAway)} told sold out` +
+          (broken ? ` — ${broken}` : ", every order an admitted buyer's"),
+      );
+    },
+  };
+}
