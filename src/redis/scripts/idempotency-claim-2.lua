@@ -2,7 +2,8 @@
   Claim an Idempotency-Key for one request (IETF httpapi "The Idempotency-Key HTTP
   Header Field"), or say what became of it. A field of the product's idempotency
   hash holds, per key, a claim (a request is deciding it) or an outcome (its order was
-  written), as includes/idempotency-field.lua writes and reads them, and, beside an outcome, the field `<key> acknowledged` (a key never holds a space)
+  written), as includes/idempotency-field.lua writes and reads them, and, beside an
+  outcome, the field `<key> acknowledged` (a key never holds a space)
   says how many replicas acknowledged its order (idempotency-acknowledged-1.lua).
   The write that places the order replaces the claim with the outcome in the same
   script (includes/order-write.lua), only while the claim is its own.
