@@ -17,23 +17,15 @@
   ARGV[5..] per order, six values: userId, quantity (integer >= 1), orderId,
            Idempotency-Key and claim id ('' and '' for an order sent without a key),
            and the expiry (ms) of the Admission-Pass it was made with ('' for none)
-  Returns  {'OK', per order: the stock left after it, or why it was skipped (nothing of
-           it written): 'CLAIM_LOST' (its key's claim is no longer its request's),
-           'PASS_EXPIRED' (its pass lapsed by Redis's clock before this write)}; each
+  Returns  {'OK', per order: the stock left after it, or why it was skipped, nothing of it
+           written: 'CLAIM_LOST' or 'PASS_EXPIRED' (includes/order-batch.lua)}; each
            stream entry carries `fence` = our token, and meta's `fence` is set to it
-           {'STALE_LOCK', newest token}: a later holder exists; nothing written
-           {'SHORT', stock}: fewer units than the batch needs, which the holder's
-           own check rules out; nothing written
-           {'OVER_LIMIT', userId, units they have}: an order would take a buyer past
-           the per-user limit, which the holder's own check also rules out: another
-           holder wrote in between (a holder the fence missed: a lost counter, a
-           failover that lost the last acquisition); nothing written
-           {'STRATEGY_MISMATCH', soldBy}: the sale was started by another family;
-           nothing written
-           {'SALE_NOT_STARTED', startsAt, now} / {'SALE_ENDED', endsAt}: the window, judged
-           here by Redis's clock in the step that writes: a holder that read inside the
-           window and wrote after its end (paused, slow, its lock lost) sells nothing;
-           nothing written
+           {'STALE_LOCK', newest token}: a later holder exists
+           {'SHORT', stock} / {'OVER_LIMIT', userId, units they have}: a holder the
+           fence missed wrote in between (below)
+           {'STRATEGY_MISMATCH', soldBy}: the sale was started by another family
+           {'SALE_NOT_STARTED', startsAt, now} / {'SALE_ENDED', endsAt}: by Redis's clock
+           Nothing is written whenever the reply is not OK.
 ]]
 
 -- The fence. A holder that paused past its TTL (GC, SIGSTOP) may wake up and write after
@@ -52,8 +44,10 @@ end
 
 --- @include "includes/sale-window"
 --- @include "includes/sale-family"
---- @include "includes/order-write"
+--- @include "includes/order-batch"
 
+-- The window, judged here by Redis's clock in the step that writes: a holder that read
+-- inside it and writes after its end (paused, slow, its lock lost) sells nothing.
 local meta = redis.call('HMGET', KEYS[5], 'perUserLimit', 'soldBy', 'startsAt', 'endsAt', 'paymentTimeoutMs')
 local now = nowMs()
 local refused = familyRefusal(meta[2], ARGV[3]) or windowRefusal(meta[3], meta[4], tonumber(ARGV[4]) or now)
@@ -63,7 +57,9 @@ end
 local k = {stock = KEYS[2], buyers = KEYS[3], orders = KEYS[4], idem = KEYS[6], states = KEYS[7], deadlines = KEYS[8]}
 local orders = batchOrders(5, k, now)
 -- Stock and limits are checked here too, not only by the holder: whenever the fence
--- misses a second holder, this is what still stops an oversell and a limit exceeded.
+-- misses a second holder (a lost counter, a failover that lost the last acquisition),
+-- this is what still stops an oversell and a limit exceeded. The holder's own check
+-- rules both out, so SHORT or OVER_LIMIT means another holder wrote in between.
 local limit = tonumber(meta[1] or '0')
 local total = 0
 local owned = {}

@@ -26,7 +26,7 @@
            and writes after its end (paused, slow) sells nothing; nothing written
 ]]
 --- @include "includes/sale-window"
---- @include "includes/order-write"
+--- @include "includes/order-batch"
 
 local meta = redis.call('HMGET', KEYS[5], 'paymentTimeoutMs', 'startsAt', 'endsAt')
 local now = nowMs()
