@@ -1,4 +1,5 @@
 import { startSaleIn, useTestRedis } from '../../test/helpers/redis';
+import type { ProductKeys } from '../redis/key-layout';
 import {
   fencedWrite,
   fencedWriteKeys,
@@ -21,68 +22,30 @@ import { OUTCOME_TTL_MS } from './order';
 describe('Idempotency-Key claims in Redis', () => {
   const { client } = useTestRedis();
   const CLAIM_TTL_MS = 60_000;
+  /** idempotency-claim-2.lua: a claim on `key` by `claimId`, without a pass (fingerprint `fp-<key>` unless given). */
+  const claimFor = (
+    redis: ReturnType<typeof client>,
+    k: ProductKeys,
+    key: string,
+    claimId: string,
+    fingerprint = `fp-${key}`,
+    claimTtlMs = CLAIM_TTL_MS,
+  ) =>
+    idempotencyClaim.run(redis, idempotencyClaimKeys(k), key, claimId, fingerprint, claimTtlMs, OUTCOME_TTL_MS, '', '');
 
   it('claims once; a second claim with the same body is in flight, with another body a mismatch', async () => {
     const redis = client();
     const { k } = await startSaleIn(redis, 5, 1, 'claims');
-    expect(
-      await idempotencyClaim.run(
-        redis,
-        idempotencyClaimKeys(k),
-        'key',
-        'c1',
-        'fp',
-        CLAIM_TTL_MS,
-        OUTCOME_TTL_MS,
-        '',
-        '',
-      ),
-    ).toEqual(['CLAIMED', 0]);
-    const [inFlight, waitMs] = await idempotencyClaim.run(
-      redis,
-      idempotencyClaimKeys(k),
-      'key',
-      'c2',
-      'fp',
-      CLAIM_TTL_MS,
-      OUTCOME_TTL_MS,
-      '',
-      '',
-    );
+    expect(await claimFor(redis, k, 'key', 'c1', 'fp')).toEqual(['CLAIMED', 0]);
+    const [inFlight, waitMs] = await claimFor(redis, k, 'key', 'c2', 'fp');
     expect(inFlight).toBe('IN_FLIGHT');
     expect(waitMs).toBeGreaterThan(CLAIM_TTL_MS - 5_000);
-    expect(
-      await idempotencyClaim.run(
-        redis,
-        idempotencyClaimKeys(k),
-        'key',
-        'c3',
-        'other',
-        CLAIM_TTL_MS,
-        OUTCOME_TTL_MS,
-        '',
-        '',
-      ),
-    ).toEqual(['MISMATCH']);
+    expect(await claimFor(redis, k, 'key', 'c3', 'other')).toEqual(['MISMATCH']);
     // The claimer's deadline decides, not the retrier's settings.
-    expect(
-      (await idempotencyClaim.run(redis, idempotencyClaimKeys(k), 'key', 'c4', 'fp', 0, OUTCOME_TTL_MS, '', ''))[0],
-    ).toBe('IN_FLIGHT');
+    expect((await claimFor(redis, k, 'key', 'c4', 'fp', 0))[0]).toBe('IN_FLIGHT');
     // An abandoned claim (its process died) is taken over once its own deadline passed.
-    await idempotencyClaim.run(redis, idempotencyClaimKeys(k), 'short', 'c5', 'fp', 0, OUTCOME_TTL_MS, '', '');
-    expect(
-      await idempotencyClaim.run(
-        redis,
-        idempotencyClaimKeys(k),
-        'short',
-        'c6',
-        'fp',
-        CLAIM_TTL_MS,
-        OUTCOME_TTL_MS,
-        '',
-        '',
-      ),
-    ).toEqual(['CLAIMED', 0]);
+    await claimFor(redis, k, 'short', 'c5', 'fp', 0);
+    expect(await claimFor(redis, k, 'short', 'c6', 'fp')).toEqual(['CLAIMED', 0]);
     expect(await redis.hget(k.idem, 'short')).toMatch(/^P\|c6\|/);
     expect(await redis.pttl(k.idem)).toBeGreaterThan(OUTCOME_TTL_MS - 60_000);
   });
@@ -108,17 +71,7 @@ describe('Idempotency-Key claims in Redis', () => {
       ['lost', 'c-lost'],
       ['kept', 'c-kept'],
     ]) {
-      await idempotencyClaim.run(
-        redis,
-        idempotencyClaimKeys(k),
-        key,
-        id,
-        `fp-${key}`,
-        CLAIM_TTL_MS,
-        OUTCOME_TTL_MS,
-        '',
-        '',
-      );
+      await claimFor(redis, k, key, id);
     }
     expect(await idempotencyRelease.run(redis, [k.idem], 'lost', 'c-lost')).toBe(1);
     const reply = await fencedWrite.run(
@@ -149,17 +102,7 @@ describe('Idempotency-Key claims in Redis', () => {
       ['lost', 'c-lost'],
       ['late', 'c-late'],
     ]) {
-      await idempotencyClaim.run(
-        redis,
-        idempotencyClaimKeys(k),
-        key,
-        id,
-        `fp-${key}`,
-        CLAIM_TTL_MS,
-        OUTCOME_TTL_MS,
-        '',
-        '',
-      );
+      await claimFor(redis, k, key, id);
     }
     expect(await idempotencyRelease.run(redis, [k.idem], 'lost', 'c-lost')).toBe(1);
     const order = (userId: string, key: string, claimId: string) => ({
@@ -189,29 +132,9 @@ describe('Idempotency-Key claims in Redis', () => {
     const redis = client();
     const { k } = await startSaleIn(redis, 5, 2, 'atomic-claims');
     const keys = purchaseKeys(k);
-    await idempotencyClaim.run(
-      redis,
-      idempotencyClaimKeys(k),
-      'key',
-      'first',
-      'fp',
-      CLAIM_TTL_MS,
-      OUTCOME_TTL_MS,
-      '',
-      '',
-    );
+    await claimFor(redis, k, 'key', 'first', 'fp');
     await idempotencyRelease.run(redis, [k.idem], 'key', 'first'); // its answer was lost
-    await idempotencyClaim.run(
-      redis,
-      idempotencyClaimKeys(k),
-      'key',
-      'retry',
-      'fp',
-      CLAIM_TTL_MS,
-      OUTCOME_TTL_MS,
-      '',
-      '',
-    );
+    await claimFor(redis, k, 'key', 'retry', 'fp');
     expect(
       await purchase.run(redis, keys, 'ann', 1, 'o-retry', 'key', 'retry', OUTCOME_TTL_MS, 'lock-free', '', ''),
     ).toEqual(['OK', 4]);
@@ -221,44 +144,20 @@ describe('Idempotency-Key claims in Redis', () => {
     ).toEqual(['CLAIM_LOST']);
     expect(await redis.xlen(k.orders)).toBe(1);
     expect(await redis.get(k.stock)).toBe('4');
-    expect(
-      await idempotencyClaim.run(
-        redis,
-        idempotencyClaimKeys(k),
-        'key',
-        'again',
-        'fp',
-        CLAIM_TTL_MS,
-        OUTCOME_TTL_MS,
-        '',
-        '',
-      ),
-    ).toEqual(['DONE', 'o-retry', 1, 4, 0]);
+    expect(await claimFor(redis, k, 'key', 'again', 'fp')).toEqual(['DONE', 'o-retry', 1, 4, 0]);
   });
 
   it('idempotency-acknowledged-1.lua: notes replicas beside the order the key holds, which a retry then reads; no other order, no new hash', async () => {
     const redis = client();
     const { k } = await startSaleIn(redis, 5, 2, 'acknowledged');
     const keys = purchaseKeys(k);
-    await idempotencyClaim.run(redis, idempotencyClaimKeys(k), 'key', 'c1', 'fp', CLAIM_TTL_MS, OUTCOME_TTL_MS, '', '');
+    await claimFor(redis, k, 'key', 'c1', 'fp');
     // Only an outcome is noted, and only its own order.
     expect(await idempotencyAcknowledged.run(redis, [k.idem], 'key', 'o-1', 1)).toBe(0);
     await purchase.run(redis, keys, 'ann', 1, 'o-1', 'key', 'c1', OUTCOME_TTL_MS, 'lock-free', '', '');
     expect(await idempotencyAcknowledged.run(redis, [k.idem], 'key', 'o-other', 1)).toBe(0);
     expect(await idempotencyAcknowledged.run(redis, [k.idem], 'key', 'o-1', 2)).toBe(1);
-    expect(
-      await idempotencyClaim.run(
-        redis,
-        idempotencyClaimKeys(k),
-        'key',
-        'c2',
-        'fp',
-        CLAIM_TTL_MS,
-        OUTCOME_TTL_MS,
-        '',
-        '',
-      ),
-    ).toEqual(['DONE', 'o-1', 1, 4, 2]);
+    expect(await claimFor(redis, k, 'key', 'c2', 'fp')).toEqual(['DONE', 'o-1', 1, 4, 2]);
     // The note can never be taken for a key (a key holds no space), and keeps the hash's TTL.
     expect(await redis.hget(k.idem, 'key acknowledged')).toBe('2');
     expect(await redis.pttl(k.idem)).toBeGreaterThan(OUTCOME_TTL_MS - 60_000);
