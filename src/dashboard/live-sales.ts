@@ -4,7 +4,7 @@ import { TELEMETRY_CONFIG, TelemetryConfig } from '../telemetry/telemetry.config
 import { PurchasePath } from '../orders/purchases/purchase-path';
 import type { RedisClient } from '../redis/create-client';
 import { KeyLayout } from '../redis/key-layout';
-import { livePublish } from '../redis/lua-scripts';
+import { livePublish, livePublishKeys } from '../redis/lua-scripts';
 import { isOutcomeUnknown, isRedisUnavailable } from '../redis/redis-errors';
 import { REDIS_CLIENT } from '../redis/redis.constants';
 import { PurchaseListener, PurchaseTelemetry } from '../telemetry/purchase-telemetry';
@@ -114,7 +114,7 @@ export class LiveSales implements PurchaseListener, OnModuleInit, OnApplicationS
   }
 
   /**
-   * The reset script answered: the new sale's id (reset-sale-8.lua). What this
+   * The reset script answered: the new sale's id (reset-sale-10.lua). What this
    * instance counts from now on belongs to it; what another instance counted in the
    * last sale and publishes later carries the old id, and Redis drops it.
    */
@@ -210,7 +210,7 @@ export class LiveSales implements PurchaseListener, OnModuleInit, OnApplicationS
     try {
       const saleId = await livePublish.run(
         this.redis,
-        [k.meta, k.live],
+        livePublishKeys(k),
         this.instance,
         process.pid,
         Math.max(0, counts.waiting),

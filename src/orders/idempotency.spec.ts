@@ -1,12 +1,17 @@
 import { startSaleIn, useTestRedis } from '../../test/helpers/redis';
+import type { ProductKeys } from '../redis/key-layout';
 import {
   fencedWrite,
+  fencedWriteKeys,
   idempotencyAcknowledged,
   idempotencyClaim,
+  idempotencyClaimKeys,
   idempotencyRelease,
   purchase,
+  purchaseKeys,
 } from '../redis/lua-scripts';
-import { writeOrders } from './sale-store';
+import { withIncludes } from '../redis/lua-script';
+import { stillClaimed, writeOrders } from './sale-store';
 import { parseIdempotencyKey } from './idempotency';
 import { OUTCOME_TTL_MS } from './order';
 
@@ -17,40 +22,45 @@ import { OUTCOME_TTL_MS } from './order';
 describe('Idempotency-Key claims in Redis', () => {
   const { client } = useTestRedis();
   const CLAIM_TTL_MS = 60_000;
+  /** idempotency-claim-2.lua: a claim on `key` by `claimId`, without a pass (fingerprint `fp-<key>` unless given). */
+  const claimFor = (
+    redis: ReturnType<typeof client>,
+    k: ProductKeys,
+    key: string,
+    claimId: string,
+    fingerprint = `fp-${key}`,
+    claimTtlMs = CLAIM_TTL_MS,
+  ) =>
+    idempotencyClaim.run(redis, idempotencyClaimKeys(k), key, claimId, fingerprint, claimTtlMs, OUTCOME_TTL_MS, '', '');
 
   it('claims once; a second claim with the same body is in flight, with another body a mismatch', async () => {
     const redis = client();
     const { k } = await startSaleIn(redis, 5, 1, 'claims');
-    expect(
-      await idempotencyClaim.run(redis, [k.idem, k.queue], 'key', 'c1', 'fp', CLAIM_TTL_MS, OUTCOME_TTL_MS, '', ''),
-    ).toEqual(['CLAIMED', 0]);
-    const [inFlight, waitMs] = await idempotencyClaim.run(
-      redis,
-      [k.idem, k.queue],
-      'key',
-      'c2',
-      'fp',
-      CLAIM_TTL_MS,
-      OUTCOME_TTL_MS,
-      '',
-      '',
-    );
+    expect(await claimFor(redis, k, 'key', 'c1', 'fp')).toEqual(['CLAIMED', 0]);
+    const [inFlight, waitMs] = await claimFor(redis, k, 'key', 'c2', 'fp');
     expect(inFlight).toBe('IN_FLIGHT');
     expect(waitMs).toBeGreaterThan(CLAIM_TTL_MS - 5_000);
-    expect(
-      await idempotencyClaim.run(redis, [k.idem, k.queue], 'key', 'c3', 'other', CLAIM_TTL_MS, OUTCOME_TTL_MS, '', ''),
-    ).toEqual(['MISMATCH']);
+    expect(await claimFor(redis, k, 'key', 'c3', 'other')).toEqual(['MISMATCH']);
     // The claimer's deadline decides, not the retrier's settings.
-    expect(
-      (await idempotencyClaim.run(redis, [k.idem, k.queue], 'key', 'c4', 'fp', 0, OUTCOME_TTL_MS, '', ''))[0],
-    ).toBe('IN_FLIGHT');
+    expect((await claimFor(redis, k, 'key', 'c4', 'fp', 0))[0]).toBe('IN_FLIGHT');
     // An abandoned claim (its process died) is taken over once its own deadline passed.
-    await idempotencyClaim.run(redis, [k.idem, k.queue], 'short', 'c5', 'fp', 0, OUTCOME_TTL_MS, '', '');
-    expect(
-      await idempotencyClaim.run(redis, [k.idem, k.queue], 'short', 'c6', 'fp', CLAIM_TTL_MS, OUTCOME_TTL_MS, '', ''),
-    ).toEqual(['CLAIMED', 0]);
+    await claimFor(redis, k, 'short', 'c5', 'fp', 0);
+    expect(await claimFor(redis, k, 'short', 'c6', 'fp')).toEqual(['CLAIMED', 0]);
     expect(await redis.hget(k.idem, 'short')).toMatch(/^P\|c6\|/);
     expect(await redis.pttl(k.idem)).toBeGreaterThan(OUTCOME_TTL_MS - 60_000);
+  });
+
+  it("the holder's early claim check (stillClaimed) says what the scripts' (isClaimOf) says, field for field", async () => {
+    const redis = client();
+    const lua = withIncludes(
+      '--- @include "includes/idempotency-field"\nreturn isClaimOf(ARGV[1] ~= "" and ARGV[1] or false, ARGV[2]) and 1 or 0',
+      'claim-check',
+    );
+    const claim = { key: 'k', claimId: 'c1', fingerprint: 'fp' };
+    for (const held of ['P|c1|99|fp', 'P|c1|', 'P|c10|99|fp', 'P|c|99|fp', 'D|fp|o|1|4', 'P|c1', '']) {
+      const inLua = (await redis.eval(lua, 0, held, claim.claimId)) === 1;
+      expect([held, stillClaimed(held === '' ? null : held, claim)]).toEqual([held, inLua]);
+    }
   });
 
   it('fenced-write-8.lua: an order whose claim was given up writes nothing; the others are written', async () => {
@@ -61,12 +71,12 @@ describe('Idempotency-Key claims in Redis', () => {
       ['lost', 'c-lost'],
       ['kept', 'c-kept'],
     ]) {
-      await idempotencyClaim.run(redis, [k.idem, k.queue], key, id, `fp-${key}`, CLAIM_TTL_MS, OUTCOME_TTL_MS, '', '');
+      await claimFor(redis, k, key, id);
     }
     expect(await idempotencyRelease.run(redis, [k.idem], 'lost', 'c-lost')).toBe(1);
     const reply = await fencedWrite.run(
       redis,
-      [k.fence, k.stock, k.buyers, k.orders, k.meta, k.idem, k.states, k.deadlines],
+      fencedWriteKeys(k),
       1,
       OUTCOME_TTL_MS,
       'lock',
@@ -77,7 +87,8 @@ describe('Idempotency-Key claims in Redis', () => {
       // Made with an Admission-Pass that lapsed (by Redis's clock) before this write.
       ...['dan', 1, 'o-dan', '', '', 1],
     );
-    expect(reply).toEqual(['OK', -1, 4, 3, -2]);
+    // The two orders skipped say why, as every write script says it (OrderSkipped).
+    expect(reply).toEqual(['OK', 'CLAIM_LOST', 4, 3, 'PASS_EXPIRED']);
     expect((await redis.xrange(k.orders, '-', '+')).map(([, f]) => f[1])).toEqual(['o-bob', 'o-cid']);
     expect(await redis.hgetall(k.buyers)).toEqual({ bob: '1', cid: '1' });
     expect(await redis.hget(k.idem, 'kept')).toBe('D|fp-kept|o-bob|1|4');
@@ -91,7 +102,7 @@ describe('Idempotency-Key claims in Redis', () => {
       ['lost', 'c-lost'],
       ['late', 'c-late'],
     ]) {
-      await idempotencyClaim.run(redis, [k.idem, k.queue], key, id, `fp-${key}`, CLAIM_TTL_MS, OUTCOME_TTL_MS, '', '');
+      await claimFor(redis, k, key, id);
     }
     expect(await idempotencyRelease.run(redis, [k.idem], 'lost', 'c-lost')).toBe(1);
     const order = (userId: string, key: string, claimId: string) => ({
@@ -111,7 +122,7 @@ describe('Idempotency-Key claims in Redis', () => {
       order('cid', 'late', 'c-late'),
       lapsed,
     ]);
-    expect(left).toEqual([null, -1, 'PASS_EXPIRED']);
+    expect(left).toEqual(['CLAIM_LOST', -1, 'PASS_EXPIRED']);
     expect((await redis.xrange(k.orders, '-', '+')).map(([, f]) => f[1])).toEqual(['o-cid']);
     expect(await redis.hget(k.idem, 'late')).toBe('D|fp-late|o-cid|1|-1');
     expect(await redis.hexists(k.idem, 'lost')).toBe(0);
@@ -120,18 +131,10 @@ describe('Idempotency-Key claims in Redis', () => {
   it('purchase-7.lua: a late purchase whose claim was taken over by a retry writes nothing', async () => {
     const redis = client();
     const { k } = await startSaleIn(redis, 5, 2, 'atomic-claims');
-    const keys = [k.meta, k.stock, k.buyers, k.orders, k.idem, k.states, k.deadlines] as [
-      string,
-      string,
-      string,
-      string,
-      string,
-      string,
-      string,
-    ];
-    await idempotencyClaim.run(redis, [k.idem, k.queue], 'key', 'first', 'fp', CLAIM_TTL_MS, OUTCOME_TTL_MS, '', '');
+    const keys = purchaseKeys(k);
+    await claimFor(redis, k, 'key', 'first', 'fp');
     await idempotencyRelease.run(redis, [k.idem], 'key', 'first'); // its answer was lost
-    await idempotencyClaim.run(redis, [k.idem, k.queue], 'key', 'retry', 'fp', CLAIM_TTL_MS, OUTCOME_TTL_MS, '', '');
+    await claimFor(redis, k, 'key', 'retry', 'fp');
     expect(
       await purchase.run(redis, keys, 'ann', 1, 'o-retry', 'key', 'retry', OUTCOME_TTL_MS, 'lock-free', '', ''),
     ).toEqual(['OK', 4]);
@@ -141,32 +144,20 @@ describe('Idempotency-Key claims in Redis', () => {
     ).toEqual(['CLAIM_LOST']);
     expect(await redis.xlen(k.orders)).toBe(1);
     expect(await redis.get(k.stock)).toBe('4');
-    expect(
-      await idempotencyClaim.run(redis, [k.idem, k.queue], 'key', 'again', 'fp', CLAIM_TTL_MS, OUTCOME_TTL_MS, '', ''),
-    ).toEqual(['DONE', 'o-retry', 1, 4, 0]);
+    expect(await claimFor(redis, k, 'key', 'again', 'fp')).toEqual(['DONE', 'o-retry', 1, 4, 0]);
   });
 
   it('idempotency-acknowledged-1.lua: notes replicas beside the order the key holds, which a retry then reads; no other order, no new hash', async () => {
     const redis = client();
     const { k } = await startSaleIn(redis, 5, 2, 'acknowledged');
-    const keys = [k.meta, k.stock, k.buyers, k.orders, k.idem, k.states, k.deadlines] as [
-      string,
-      string,
-      string,
-      string,
-      string,
-      string,
-      string,
-    ];
-    await idempotencyClaim.run(redis, [k.idem, k.queue], 'key', 'c1', 'fp', CLAIM_TTL_MS, OUTCOME_TTL_MS, '', '');
+    const keys = purchaseKeys(k);
+    await claimFor(redis, k, 'key', 'c1', 'fp');
     // Only an outcome is noted, and only its own order.
     expect(await idempotencyAcknowledged.run(redis, [k.idem], 'key', 'o-1', 1)).toBe(0);
     await purchase.run(redis, keys, 'ann', 1, 'o-1', 'key', 'c1', OUTCOME_TTL_MS, 'lock-free', '', '');
     expect(await idempotencyAcknowledged.run(redis, [k.idem], 'key', 'o-other', 1)).toBe(0);
     expect(await idempotencyAcknowledged.run(redis, [k.idem], 'key', 'o-1', 2)).toBe(1);
-    expect(
-      await idempotencyClaim.run(redis, [k.idem, k.queue], 'key', 'c2', 'fp', CLAIM_TTL_MS, OUTCOME_TTL_MS, '', ''),
-    ).toEqual(['DONE', 'o-1', 1, 4, 2]);
+    expect(await claimFor(redis, k, 'key', 'c2', 'fp')).toEqual(['DONE', 'o-1', 1, 4, 2]);
     // The note can never be taken for a key (a key holds no space), and keeps the hash's TTL.
     expect(await redis.hget(k.idem, 'key acknowledged')).toBe('2');
     expect(await redis.pttl(k.idem)).toBeGreaterThan(OUTCOME_TTL_MS - 60_000);
@@ -184,7 +175,7 @@ describe('Idempotency-Key claims in Redis', () => {
     // As queue-5.lua admits: x:<pass> -> <ticket>|<buyer>|<expires at>.
     await redis.hset(k.queue, 'x:live', `t1|ann|${now + 60_000}`, 'x:lapsed', `t2|bob|${now - 1}`);
     const claim = (key: string, pass: string, userId: string) =>
-      idempotencyClaim.run(redis, [k.idem, k.queue], key, 'c', 'fp', CLAIM_TTL_MS, OUTCOME_TTL_MS, pass, userId);
+      idempotencyClaim.run(redis, idempotencyClaimKeys(k), key, 'c', 'fp', CLAIM_TTL_MS, OUTCOME_TTL_MS, pass, userId);
     expect(await claim('pass forged', 'forged', 'ann')).toEqual(['PASS_INVALID', 'unknown']);
     // A record with no readable expiry vouches for nothing (and is no script error).
     await redis.hset(k.queue, 'x:broken', 't3|ann|');

@@ -10,7 +10,12 @@ import {
   ValidationFailedError,
 } from '../errors/errors';
 import { KeyLayout } from '../redis/key-layout';
-import { idempotencyAcknowledged, idempotencyClaim, idempotencyRelease } from '../redis/lua-scripts';
+import {
+  idempotencyAcknowledged,
+  idempotencyClaim,
+  idempotencyClaimKeys,
+  idempotencyRelease,
+} from '../redis/lua-scripts';
 import { REDIS_CLIENT } from '../redis/redis.constants';
 import { Claim, Order, OrderLine, OrderRequest, OUTCOME_TTL_MS } from './order';
 import { OrderOutcomes } from './order-outcomes';
@@ -113,7 +118,7 @@ export class Idempotency {
     const claim: Claim = { key, claimId: randomBytes(12).toString('base64url'), fingerprint: fingerprintOf(line) };
     const [status, a, b, c, d] = await idempotencyClaim.run(
       this.redis,
-      [k.idem, k.queue],
+      idempotencyClaimKeys(k),
       key,
       claim.claimId,
       claim.fingerprint,

@@ -59,11 +59,6 @@ export function acknowledge(order: OrderLine, orderId: string, remaining: number
 /** How long an Idempotency-Key's outcome is kept after the product's last keyed request: a day. */
 export const OUTCOME_TTL_MS = 24 * 60 * 60 * 1000;
 
-/** An order's outcome as the idempotency hash keeps it (D|fingerprint|orderId|quantity|remaining). */
-export function outcomeRecord(claim: Claim, orderId: string, quantity: number, remaining: number): string {
-  return `D|${claim.fingerprint}|${orderId}|${quantity}|${remaining}`;
-}
-
 /**
  * A new order's id: `<productId>.<uuid>`. The product comes first so that a payment or a
  * cancel, which names only the order, finds the product's keys (one hash slot on a

@@ -1,5 +1,8 @@
 import { Cluster, type Redis } from 'ioredis';
 import {
+  AdmissionInvalidError,
+  AppError,
+  IdempotencyKeyInUseError,
   LockBypassedError,
   OutcomeUnknownError,
   SaleEndedError,
@@ -8,8 +11,15 @@ import {
   StrategyMismatchError,
 } from '../errors/errors';
 import { execAll } from '../redis/exec-all';
-import type { ProductKeys } from '../redis/key-layout';
-import { fencedWrite, keyedWrite, ScriptClient } from '../redis/lua-scripts';
+import { productIdOf, type ProductKeys } from '../redis/key-layout';
+import {
+  fencedWrite,
+  fencedWriteKeys,
+  keyedWrite,
+  keyedWriteKeys,
+  OrderSkipped,
+  ScriptClient,
+} from '../redis/lua-scripts';
 import { isOutcomeUnknown } from '../redis/redis-errors';
 import { Claim, OrderRequest, OUTCOME_TTL_MS } from './order';
 import type { SaleState } from './sale-rules';
@@ -66,7 +76,7 @@ export async function readSale(
   const [[limit, soldBy, saleId, startsAt, endsAt, queueRate], stock, time, bought, claims] = (await execAll(
     pipeline,
   )) as [(string | null)[], string | null, [string, string], (string | null)[], (string | null)[] | undefined];
-  if (soldBy && soldBy !== family) throw new StrategyMismatchError(productIdOf(k), soldBy, family);
+  if (soldBy && soldBy !== family) throw new StrategyMismatchError(productOf(k), soldBy, family);
   return {
     sale:
       limit === null || stock === null
@@ -85,12 +95,17 @@ export async function readSale(
   };
 }
 
-/** The product id in a product's keys (`<prefix>{p:<id>}:stock`), for a message. */
-function productIdOf(k: ProductKeys): string {
-  return /\{p:([^}]*)\}/.exec(k.stock)?.[1] ?? k.stock;
+/** The product id in a product's keys, for a message. */
+function productOf(k: ProductKeys): string {
+  return productIdOf(k.stock) ?? k.stock;
 }
 
-/** Whether a claim field read from Redis is still `claim`'s (not given up, taken over or decided). */
+/**
+ * Whether a claim field read from Redis is still `claim`'s (not given up, taken over or
+ * decided): the holder's early look, so a lapsed claim's order takes no units from the
+ * decision; the write checks it again in Redis (isClaimOf, includes/idempotency-field.lua,
+ * which defines the field; lua-scripts.spec.ts runs both on the same fields).
+ */
 export function stillClaimed(held: string | null | undefined, claim: Claim): boolean {
   return held?.startsWith(`P|${claim.claimId}|`) ?? false;
 }
@@ -98,11 +113,6 @@ export function stillClaimed(held: string | null | undefined, claim: Claim): boo
 /** The state the rules see for the `i`th buyer of a read (null: the product has no sale). */
 export function buyerState(read: SaleRead, i: number): SaleState | null {
   return read.sale && { ...read.sale, bought: read.bought[i] };
-}
-
-/** The KEYS of keyed-write-7.lua for a product. */
-export function keyedWriteKeys(k: ProductKeys): [string, string, string, string, string, string, string] {
-  return [k.stock, k.buyers, k.orders, k.idem, k.meta, k.states, k.deadlines];
 }
 
 /**
@@ -128,11 +138,20 @@ function orderArgs(accepted: readonly AcceptedOrder[]): (string | number)[] {
   ]);
 }
 
-/** What a write says of an order it skipped for its lapsed Admission-Pass (nothing of it written). */
-export const PASS_EXPIRED = 'PASS_EXPIRED';
+/** The stock left after an order, or why the write skipped it (nothing of it written). */
+export type Written = number | OrderSkipped;
 
-/** The stock left after an order, null for one skipped for its claim, PASS_EXPIRED for one skipped for its pass. */
-export type Written = number | null | typeof PASS_EXPIRED;
+/** The refusal of an order a write skipped: the same whichever script skipped it. */
+export function skippedError(why: OrderSkipped): AppError {
+  // CLAIM_LOST: another request decides its Idempotency-Key (its claim lapsed or was taken
+  // over); PASS_EXPIRED: its Admission-Pass lapsed while it waited for the write.
+  return why === 'CLAIM_LOST' ? new IdempotencyKeyInUseError(0) : new AdmissionInvalidError('has expired');
+}
+
+/** A write script's entry for one order: the stock left after it, or why it was skipped. */
+function writtenOf(entry: number | string): Written {
+  return entry === 'CLAIM_LOST' || entry === 'PASS_EXPIRED' ? entry : Number(entry);
+}
 
 /**
  * keyed-write-7.lua's reply: the stock left after each order, or why one was skipped;
@@ -140,9 +159,7 @@ export type Written = number | null | typeof PASS_EXPIRED;
  */
 export function keyedWriteLeft(k: ProductKeys, left: readonly (number | string)[]): Written[] {
   windowRefusal(k, left);
-  // Not -1 for a skipped order, as in fenced-write-8.lua: here nothing checks the
-  // stock, and a late write that oversold leaves -1 for real.
-  return left.map((l) => (l === 'CLAIM_LOST' ? null : l === PASS_EXPIRED ? PASS_EXPIRED : Number(l)));
+  return left.map(writtenOf);
 }
 
 /**
@@ -151,9 +168,9 @@ export function keyedWriteLeft(k: ProductKeys, left: readonly (number | string)[
  * sells nothing), if it said anything.
  */
 function windowRefusal(k: ProductKeys, reply: readonly (number | string)[]): void {
-  if (reply[0] === 'SALE_ENDED') throw new SaleEndedError(productIdOf(k), Number(reply[1]));
+  if (reply[0] === 'SALE_ENDED') throw new SaleEndedError(productOf(k), Number(reply[1]));
   if (reply[0] === 'SALE_NOT_STARTED') {
-    throw new SaleNotStartedError(productIdOf(k), Number(reply[1]), Number(reply[2]));
+    throw new SaleNotStartedError(productOf(k), Number(reply[1]), Number(reply[2]));
   }
 }
 
@@ -181,9 +198,9 @@ export interface AcceptedOrder {
 
 /**
  * Writes accepted orders in one round trip and returns the stock left after each, or
- * null for an order whose Idempotency-Key claim was no longer its request's (not
- * written: another request decides that key), or PASS_EXPIRED for one whose
- * Admission-Pass lapsed before the write (not written). Each order is written as a reservation
+ * why one was skipped (nothing of it written, skippedError()): CLAIM_LOST, its
+ * Idempotency-Key claim was no longer its request's (another request decides that
+ * key), or PASS_EXPIRED, its Admission-Pass lapsed before the write. Each order is written as a reservation
  * (its state and its payment deadline, order-outcome-6.lua) in the same step. Under a
  * plain hold: keyed-write-7.lua, which checks each keyed order's claim as it writes.
  * Under a fenced hold (`fence` given): fenced-write-8.lua, which applies them only if
@@ -207,7 +224,7 @@ export async function writeOrders(
   const reply = await orderWrite(
     fencedWrite.run(
       redis,
-      [k.fence, k.stock, k.buyers, k.orders, k.meta, k.idem, k.states, k.deadlines],
+      fencedWriteKeys(k),
       fence,
       OUTCOME_TTL_MS,
       family,
@@ -218,10 +235,10 @@ export async function writeOrders(
   const [status, ...rest] = reply;
   if (status === 'STALE_LOCK') throw new StaleLockError(fence, Number(rest[0]));
   windowRefusal(k, reply);
-  if (status === 'STRATEGY_MISMATCH') throw new StrategyMismatchError(productIdOf(k), String(rest[0]), family);
+  if (status === 'STRATEGY_MISMATCH') throw new StrategyMismatchError(productOf(k), String(rest[0]), family);
   // The holder checked the stock and the limits under this very hold: a shortfall or
   // a limit exceeded means someone wrote outside it (a holder the fence missed).
   if (status === 'SHORT' || status === 'OVER_LIMIT') throw new LockBypassedError();
   if (status !== 'OK') throw new Error(`fenced write refused: ${status} ${rest.join(' ')}; nothing was written`);
-  return rest.map((left) => (Number(left) === -1 ? null : Number(left) === -2 ? PASS_EXPIRED : Number(left)));
+  return rest.map(writtenOf);
 }

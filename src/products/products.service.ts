@@ -19,7 +19,7 @@ import { DoorRefusals } from '../door/door-refusals';
 import { OrderOutcomes } from '../orders/order-outcomes';
 import { PurchasePath } from '../orders/purchases/purchase-path';
 import { KeyLayout } from '../redis/key-layout';
-import { closeSale, productRead, resetSale, resetSaleKeys } from '../redis/lua-scripts';
+import { closeSale, productRead, productReadKeys, resetSale, resetSaleKeys } from '../redis/lua-scripts';
 import { REDIS_CLIENT } from '../redis/redis.constants';
 import { SettlementLag } from '../settlement/settlement-lag';
 import { Settler } from '../settlement/settler';
@@ -203,7 +203,7 @@ export class ProductsService {
     const k = this.keys.product(productId);
     // One read-only script: one sale's fields, never half of two, and answered while
     // Redis refuses writes for memory (a MULTI is refused whole then).
-    const read = await productRead.run(this.redis, [k.meta, k.stock, k.states], '');
+    const read = await productRead.run(this.redis, productReadKeys(k), '');
     const meta = read.slice(0, 7);
     const [stock, orders, now] = [read[7], Number(read[8]), Number(read[9])];
     const [initialStock, perUserLimit, paymentTimeoutMs, startsAt, endsAt, queueRate, passTtlMs] = meta;

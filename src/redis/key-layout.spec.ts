@@ -1,4 +1,4 @@
-import { KeyLayout } from './key-layout';
+import { KeyLayout, productIdOf, productKeysOf } from './key-layout';
 
 describe('KeyLayout', () => {
   it('puts every key of a product under the prefix and one hash tag', () => {
@@ -21,6 +21,14 @@ describe('KeyLayout', () => {
     // Redis Cluster hashes only the text between the first { and the next }.
     const tags = Object.values(keys).map((k) => k.slice(k.indexOf('{') + 1, k.indexOf('}')));
     expect(new Set(tags)).toEqual(new Set(['p:sku-1']));
+  });
+
+  it("reads a product's keys back from any one of them, and nothing from another key", () => {
+    const keys = new KeyLayout('seckill:').product('sku-1');
+    expect(productKeysOf(keys.lock)).toEqual(keys);
+    expect(productIdOf(keys.stock)).toBe('sku-1');
+    expect(productIdOf('seckill:products')).toBeNull();
+    expect(() => productKeysOf('seckill:products')).toThrow('not a product key: seckill:products');
   });
 
   it('keeps products apart', () => {

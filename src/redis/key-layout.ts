@@ -36,19 +36,24 @@ export interface ProductKeys {
   readonly admitted: string;
 }
 
-/** The fencing counter that goes with a product's lock key (`...:lock` -> `...:fence`). */
-export function fenceKeyFor(lockKey: string): string {
-  return siblingOf(lockKey, 'fence');
+/** A product's key read back: `<prefix>{p:<productId>}:<part>` (KeyLayout.product()). */
+const PRODUCT_KEY = /^(.*)\{p:([^}]*)\}:[a-z]+$/;
+
+/** The product id in one of its keys, or null when the key is no product's. */
+export function productIdOf(key: string): string | null {
+  return PRODUCT_KEY.exec(key)?.[2] ?? null;
 }
 
-/** The meta hash that goes with a product's lock key (`...:lock` -> `...:meta`): it records the last token applied. */
-export function metaKeyFor(lockKey: string): string {
-  return siblingOf(lockKey, 'meta');
-}
-
-function siblingOf(lockKey: string, part: string): string {
-  if (!lockKey.endsWith(':lock')) throw new Error(`not a product lock key: ${lockKey}`);
-  return `${lockKey.slice(0, -':lock'.length)}:${part}`;
+/**
+ * All the keys of the product that `key` is one of, built by KeyLayout.product() like
+ * every other product key: for a lock, which is given only its own key and needs the
+ * ones that go with it (the fenced lock's counter and the meta hash that records the
+ * last token applied).
+ */
+export function productKeysOf(key: string): ProductKeys {
+  const parts = PRODUCT_KEY.exec(key);
+  if (!parts) throw new Error(`not a product key: ${key}`);
+  return new KeyLayout(parts[1]).product(parts[2]);
 }
 
 /**

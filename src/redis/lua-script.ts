@@ -14,15 +14,34 @@ const INCLUDE = /^--- @include "(includes\/[a-z][a-z-]*)"[ \t]*$/gm;
 
 /**
  * A script's source with its includes resolved, before it is hashed (so EVALSHA, a
- * cluster's every master and the ACL lines see one ordinary script): each include line
- * becomes that file, once per script however often it is named, so a rule shared by
- * several scripts is written once.
+ * cluster's every master and the ACL lines see one ordinary script), as bullmq's
+ * ScriptLoader resolves them: each include line becomes that file, itself resolved;
+ * an include reached twice (two includes that share one) is emitted once, at its first
+ * place, so a rule shared by several scripts is written once and defined once in each.
+ * Throws, naming the script, for an include that is not there, one named twice in the
+ * same file, and a cycle: at start-up, never at a purchase.
  */
-export function withIncludes(source: string, included = new Set<string>()): string {
+export function withIncludes(source: string, from: string, dir = DIR): string {
+  return resolve(source, from, dir, new Set(), [from]);
+}
+
+function resolve(source: string, from: string, dir: string, emitted: Set<string>, stack: string[]): string {
+  const named = [...source.matchAll(INCLUDE)].map((m) => m[1]);
+  const twice = named.find((name, i) => named.indexOf(name) !== i);
+  if (twice) throw new Error(`${from}: "${twice}" is included twice`);
   return source.replace(INCLUDE, (_line, name: string) => {
-    if (included.has(name)) return '';
-    included.add(name);
-    return withIncludes(readFileSync(join(DIR, `${name}.lua`), 'utf8'), included).trimEnd();
+    if (stack.includes(name)) throw new Error(`${stack[0]}: include cycle ${[...stack, name].join(' -> ')}`);
+    if (emitted.has(name)) return '';
+    emitted.add(name);
+    const file = join(dir, `${name}.lua`);
+    let text: string;
+    try {
+      text = readFileSync(file, 'utf8');
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+      throw new Error(`${from}: include not found: "${name}" (no ${file})`, { cause: err });
+    }
+    return resolve(text, name, dir, emitted, [...stack, name]).trimEnd();
   });
 }
 
@@ -46,19 +65,21 @@ export class LuaScript<Keys extends readonly string[], Args extends readonly (st
   readonly lua: string;
   readonly sha1: string;
 
-  constructor(readonly name: string) {
-    const file = readdirSync(DIR).find((f) => FILE.exec(f)?.[1] === name);
-    if (!file) throw new Error(`no ${name}-<numberOfKeys>.lua in ${DIR}`);
+  /** `dir`: the scripts folder (another only in the loader's own tests). */
+  constructor(
+    readonly name: string,
+    dir = DIR,
+  ) {
+    const file = readdirSync(dir).find((f) => FILE.exec(f)?.[1] === name);
+    if (!file) throw new Error(`no ${name}-<numberOfKeys>.lua in ${dir}`);
     this.file = file;
     this.numberOfKeys = Number(FILE.exec(file)![2]);
-    this.lua = withIncludes(readFileSync(join(DIR, file), 'utf8'));
+    this.lua = withIncludes(readFileSync(join(dir, file), 'utf8'), file, dir);
     this.sha1 = createHash('sha1').update(this.lua).digest('hex');
   }
 
   async run(client: ScriptClient, keys: Keys, ...args: Args): Promise<Reply> {
-    if (keys.length !== this.numberOfKeys) {
-      throw new Error(`${this.file} takes ${this.numberOfKeys} keys, got ${keys.length}`);
-    }
+    this.checkKeys(keys);
     try {
       return (await client.evalsha(this.sha1, this.numberOfKeys, ...keys, ...args)) as Reply;
     } catch (err) {
@@ -74,7 +95,19 @@ export class LuaScript<Keys extends readonly string[], Args extends readonly (st
    * sent after a command timed out.
    */
   async runInFull(client: ScriptClient, keys: Keys, ...args: Args): Promise<Reply> {
-    return (await client.eval(this.lua, this.numberOfKeys, ...keys, ...args)) as Reply;
+    return (await client.eval(...this.inFull(keys, ...args))) as Reply;
+  }
+
+  /** EVAL's arguments with the whole script, for a MULTI (where an EVALSHA the server does not know fails at EXEC). */
+  inFull(keys: Keys, ...args: Args): [lua: string, numberOfKeys: number, ...keysAndArgs: (string | number)[]] {
+    this.checkKeys(keys);
+    return [this.lua, this.numberOfKeys, ...keys, ...args];
+  }
+
+  private checkKeys(keys: Keys): void {
+    if (keys.length !== this.numberOfKeys) {
+      throw new Error(`${this.file} takes ${this.numberOfKeys} keys, got ${keys.length}`);
+    }
   }
 }
 

@@ -5,7 +5,10 @@ export type { ScriptClient } from './lua-script';
 
 /**
  * The Lua scripts, typed: KEYS, then ARGV, then the reply, as each file's header
- * documents them (src/redis/scripts/<name>-<numberOfKeys>.lua).
+ * documents them (src/redis/scripts/<name>-<numberOfKeys>.lua). A script of a product's
+ * keys has its KEYS built by one function beside its handle, `<handle>Keys(k)`, as
+ * bullmq's Scripts class builds each list once: no caller writes a key list of its own
+ * (lua-scripts.spec.ts checks both).
  */
 
 /** Compare-and-delete of a lock, announced on `channel`. 1 if ours and deleted, 0 if not ours. */
@@ -63,6 +66,11 @@ export const productRead = new LuaScript<
   [...meta: (string | null)[]]
 >('product-read');
 
+/** product-read-3.lua's KEYS for a product. */
+export function productReadKeys(k: ProductKeys): Parameters<typeof productRead.run>[1] {
+  return [k.meta, k.stock, k.states];
+}
+
 /** The whole purchase (strategy `atomic`). */
 export const purchase = new LuaScript<
   [meta: string, stock: string, buyers: string, orders: string, idem: string, states: string, deadlines: string],
@@ -112,6 +120,11 @@ export const fencedAcquire = new LuaScript<
   number | null
 >('fenced-acquire');
 
+/** fenced-acquire-3.lua's KEYS for a product. */
+export function fencedAcquireKeys(k: ProductKeys): Parameters<typeof fencedAcquire.run>[1] {
+  return [k.lock, k.fence, k.meta];
+}
+
 /** A batch of orders under a fenced hold: per order userId, quantity, orderId, Idempotency-Key, claim id. */
 export const fencedWrite = new LuaScript<
   [
@@ -128,12 +141,29 @@ export const fencedWrite = new LuaScript<
   [status: string, ...values: (number | string)[]]
 >('fenced-write');
 
+/** fenced-write-8.lua's KEYS for a product. */
+export function fencedWriteKeys(k: ProductKeys): Parameters<typeof fencedWrite.run>[1] {
+  return [k.fence, k.stock, k.buyers, k.orders, k.meta, k.idem, k.states, k.deadlines];
+}
+
 /** A batch of orders under an unfenced hold, keyed ones only while their claim is theirs, inside the window: the stock left after each, or why one was skipped. */
 export const keyedWrite = new LuaScript<
   [stock: string, buyers: string, orders: string, idem: string, meta: string, states: string, deadlines: string],
   [outcomeTtlMs: number, appClock: number | '', ...orders: (string | number)[]],
-  (number | 'CLAIM_LOST' | 'PASS_EXPIRED')[] | ['SALE_ENDED', number] | ['SALE_NOT_STARTED', number, number]
+  (number | OrderSkipped)[] | ['SALE_ENDED', number] | ['SALE_NOT_STARTED', number, number]
 >('keyed-write');
+
+/** keyed-write-7.lua's KEYS for a product. */
+export function keyedWriteKeys(k: ProductKeys): Parameters<typeof keyedWrite.run>[1] {
+  return [k.stock, k.buyers, k.orders, k.idem, k.meta, k.states, k.deadlines];
+}
+
+/**
+ * Why a write script skipped an order, nothing of it written, said the same way by all
+ * three (a purchase-7.lua status, a batch's entry in place of the stock left): its key's
+ * claim is no longer its request's, or its Admission-Pass lapsed by Redis's clock.
+ */
+export type OrderSkipped = 'CLAIM_LOST' | 'PASS_EXPIRED';
 
 /** Claims an Idempotency-Key (checking an Admission-Pass with it), or says what became of it. */
 export const idempotencyClaim = new LuaScript<
@@ -153,6 +183,11 @@ export const idempotencyClaim = new LuaScript<
   | ['IN_FLIGHT', number]
   | ['PASS_INVALID', 'unknown' | 'owner' | 'expired']
 >('idempotency-claim');
+
+/** idempotency-claim-2.lua's KEYS for a product. */
+export function idempotencyClaimKeys(k: ProductKeys): Parameters<typeof idempotencyClaim.run>[1] {
+  return [k.idem, k.queue];
+}
 
 /** Notes that `replicas` replicas acknowledged the order a key holds: 1 if noted, 0 if the key holds no such order. */
 export const idempotencyAcknowledged = new LuaScript<
@@ -185,6 +220,11 @@ export const livePublish = new LuaScript<
   string | null
 >('live-publish');
 
+/** live-publish-2.lua's KEYS for a product. */
+export function livePublishKeys(k: ProductKeys): Parameters<typeof livePublish.run>[1] {
+  return [k.meta, k.live];
+}
+
 /** Trims an order stream of what every consumer group has settled (acknowledged): the entries trimmed. */
 export const trimSettled = new LuaScript<[orders: string], [unused: ''], number>('trim-settled');
 
@@ -194,6 +234,11 @@ export const permissionCheck = new LuaScript<
   [channel: string, settle: '1' | '0'],
   string[]
 >('permission-check');
+
+/** permission-check-4.lua's KEYS: throwaway keys of each type, in one product's slot. */
+export function permissionCheckKeys(k: ProductKeys): Parameters<typeof permissionCheck.run>[1] {
+  return [k.stock, k.meta, k.orders, k.deadlines];
+}
 
 /** A reservation paid, cancelled, expired (its deadline passed) or read: exactly one outcome, units back once. */
 export const orderOutcome = new LuaScript<

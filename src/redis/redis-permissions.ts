@@ -1,7 +1,7 @@
 import { ReplyError } from 'ioredis';
 import { closeRedisClient, duplicateClient, whenReady, type RedisClient } from './create-client';
 import type { KeyLayout } from './key-layout';
-import { permissionCheck } from './lua-scripts';
+import { permissionCheck, permissionCheckKeys } from './lua-scripts';
 
 /** How long the check waits for its own connections (WATCH, SSUBSCRIBE). */
 const PROBE_CONNECT_MS = 5_000;
@@ -30,7 +30,7 @@ export async function permissionProblem(
   } = {},
 ): Promise<string | null> {
   const k = keys.product('~permission-check');
-  const scriptKeys: [string, string, string, string] = [k.stock, k.meta, k.orders, k.deadlines];
+  const scriptKeys = permissionCheckKeys(k);
   const channel = `${k.lock}:released`;
   const denied = new Set<string>();
   /**
@@ -94,7 +94,9 @@ export async function permissionProblem(
   // The script, sent whole (EVAL), then by its hash (EVALSHA) as LuaScript.run sends it.
   const settle = options.settle || options.makesGroups ? '1' : '0';
   const inScript = await tryIt('EVAL', () => permissionCheck.runInFull(client, scriptKeys, channel, settle));
-  await tryIt('EVALSHA', () => client.evalsha(permissionCheck.sha1, 4, ...scriptKeys, channel, settle));
+  await tryIt('EVALSHA', () =>
+    client.evalsha(permissionCheck.sha1, permissionCheck.numberOfKeys, ...scriptKeys, channel, settle),
+  );
   for (const command of inScript ?? []) denied.add(command);
   if ((options.waitReplicas ?? 0) > 0) await tryIt('WAIT', () => client.call('WAIT', '0', '0'));
   await onItsOwn(client, {}, async (c) => {

@@ -1,7 +1,7 @@
 import type { RedisClient } from '../../redis/create-client';
 import { StaleLockError } from '../../errors/errors';
-import { fenceKeyFor, metaKeyFor } from '../../redis/key-layout';
-import { fencedAcquire } from '../../redis/lua-scripts';
+import { productKeysOf } from '../../redis/key-layout';
+import { fencedAcquire, fencedAcquireKeys } from '../../redis/lua-scripts';
 import { Hold, UsingOptions } from '../lock';
 import { LockLease, LockOptions, SetNxLockStrategy } from './lock.strategy';
 
@@ -36,7 +36,7 @@ export class FencedLockStrategy extends SetNxLockStrategy {
   }
 
   protected override take(key: string, token: string): Promise<number | null> {
-    return fencedAcquire.run(this.fencing, [key, fenceKeyFor(key), metaKeyFor(key)], token, this.options.ttlMs);
+    return fencedAcquire.run(this.fencing, fencedAcquireKeys(productKeysOf(key)), token, this.options.ttlMs);
   }
 
   /** Holds whose write the fence refused, by `key#fence`, until their release reports them. */

@@ -3,7 +3,7 @@ import type { RedisClient } from '../../redis/create-client';
 import { saleClock } from '../../settings/lessons.config';
 import { strategyFamily } from '../../settings/strategy.config';
 import { PURCHASE_CONFIG, PurchaseConfig } from '../orders.config';
-import { AdmissionInvalidError, IdempotencyKeyInUseError, LockTimeoutError } from '../../errors/errors';
+import { IdempotencyKeyInUseError, LockTimeoutError } from '../../errors/errors';
 import { Hold, Lock } from '../../locks/lock';
 import { KeyLayout, ProductKeys } from '../../redis/key-layout';
 import { REDIS_CLIENT } from '../../redis/redis.constants';
@@ -11,7 +11,7 @@ import { Metrics } from '../../telemetry/metrics';
 import { FaultStop } from '../fault-stop';
 import { acknowledge, newOrderId, Order, OrderRequest } from '../order';
 import { refusal } from '../sale-rules';
-import { buyerState, PASS_EXPIRED, readSale, SaleRead, stillClaimed, writeOrders } from '../sale-store';
+import { buyerState, readSale, SaleRead, skippedError, stillClaimed, writeOrders } from '../sale-store';
 import { LockedPurchases } from './purchase-path';
 
 /** Most buyers served by one hold: bounds the write and keeps the hold far inside the TTL. */
@@ -293,10 +293,9 @@ export class BatchedPurchases extends LockedPurchases implements BeforeApplicati
     );
     accepted.forEach(({ buyer, orderId }, i) => {
       const left = remaining[i];
-      // Not written: its Idempotency-Key's claim passed to another request.
-      if (left === null) answers.push(() => buyer.reject(new IdempotencyKeyInUseError(0)));
-      // Not written: its Admission-Pass lapsed while it waited for the lock.
-      else if (left === PASS_EXPIRED) answers.push(() => buyer.reject(new AdmissionInvalidError('has expired')));
+      // Not written: its Idempotency-Key's claim passed to another request, or its
+      // Admission-Pass lapsed while it waited for the lock.
+      if (typeof left === 'string') answers.push(() => buyer.reject(skippedError(left)));
       else answers.push(() => buyer.resolve(acknowledge(buyer.order, orderId, left)));
     });
     return answers;

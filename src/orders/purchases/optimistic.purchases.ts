@@ -4,7 +4,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { saleClock } from '../../settings/lessons.config';
 import { strategyFamily } from '../../settings/strategy.config';
 import { PURCHASE_CONFIG, PurchaseConfig } from '../orders.config';
-import { AdmissionInvalidError, ContentionError, IdempotencyKeyInUseError } from '../../errors/errors';
+import { ContentionError, IdempotencyKeyInUseError } from '../../errors/errors';
 import { backoffMs } from '../../locks/backoff';
 import { LocalQueue } from '../../locks/local-queue';
 import type { RedisClient } from '../../redis/create-client';
@@ -14,16 +14,15 @@ import { moved, WatchConnections } from '../../redis/watch-connections';
 import { FaultStop } from '../fault-stop';
 import { acknowledge, newOrderId, Order, OrderRequest } from '../order';
 import { refusal } from '../sale-rules';
-import { keyedWrite } from '../../redis/lua-scripts';
+import { keyedWrite, keyedWriteKeys } from '../../redis/lua-scripts';
 import {
   buyerState,
   keyedWriteArgs,
-  keyedWriteKeys,
   keyedWriteLeft,
-  PASS_EXPIRED,
   orderWrite,
   readSale,
   SaleRead,
+  skippedError,
   stillClaimed,
 } from '../sale-store';
 import { PurchasePath, PurchaseStatus } from './purchase-path';
@@ -185,17 +184,14 @@ export class OptimisticPurchases extends PurchasePath implements OnApplicationSh
     // Decided, not yet written: the WATCH sees keys change, never time pass, so the write
     // itself judges the window again (keyed-write-7.lua).
     this.faults.reached('before-write');
-    const multi = c
-      .multi()
-      .eval(keyedWrite.lua, keyedWrite.numberOfKeys, ...keyedWriteKeys(k), ...keyedWriteArgs(accepted, this.clock));
+    const multi = c.multi().eval(...keyedWrite.inFull(keyedWriteKeys(k), ...keyedWriteArgs(accepted, this.clock)));
     const replies = await orderWrite(multi.exec());
     if (replies === null) return null;
     const failed = replies.find(([err]) => err);
     if (failed) throw failed[0];
     const [left] = keyedWriteLeft(k, replies[0][1] as (number | string)[]);
     // The WATCH saw the claim ours, and EXEC ran only if nothing it watched changed.
-    if (left === null) throw new IdempotencyKeyInUseError(0);
-    if (left === PASS_EXPIRED) throw new AdmissionInvalidError('has expired');
+    if (typeof left === 'string') throw skippedError(left);
     return { remaining: left, saleId: read.sale!.saleId };
   }
 

@@ -7,10 +7,10 @@ import { saleClock } from '../../settings/lessons.config';
 import { strategyFamily } from '../../settings/strategy.config';
 import { PURCHASE_CONFIG, PurchaseConfig } from '../orders.config';
 import { FaultStop } from '../fault-stop';
-import { AdmissionInvalidError, IdempotencyKeyInUseError } from '../../errors/errors';
+import { IdempotencyKeyInUseError } from '../../errors/errors';
 import { acknowledge, newOrderId, Order, OrderRequest } from '../order';
 import { refusal } from '../sale-rules';
-import { buyerState, PASS_EXPIRED, readSale, stillClaimed, writeOrders } from '../sale-store';
+import { buyerState, readSale, skippedError, stillClaimed, writeOrders } from '../sale-store';
 import { LockedPurchases } from './purchase-path';
 import { SoldOutSignals } from './sold-out-signals';
 
@@ -79,8 +79,7 @@ export class PerBuyerPurchases extends LockedPurchases {
       hold.fence,
       this.clock,
     );
-    if (remaining === null) throw new IdempotencyKeyInUseError(0);
-    if (remaining === PASS_EXPIRED) throw new AdmissionInvalidError('has expired');
+    if (typeof remaining === 'string') throw skippedError(remaining);
     if (remaining <= 0) this.soldOut.soldOut(order.productId, saleId);
     return acknowledge(order, orderId, remaining);
   }

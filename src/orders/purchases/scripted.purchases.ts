@@ -1,10 +1,8 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { RedisClient } from '../../redis/create-client';
 import {
-  AdmissionInvalidError,
   AdmissionRequiredError,
   AppError,
-  IdempotencyKeyInUseError,
   InsufficientStockError,
   LimitReachedError,
   SaleEndedError,
@@ -20,7 +18,7 @@ import { KeyLayout } from '../../redis/key-layout';
 import { purchase, purchaseKeys } from '../../redis/lua-scripts';
 import { REDIS_CLIENT } from '../../redis/redis.constants';
 import { acknowledge, newOrderId, Order, OrderRequest, OUTCOME_TTL_MS } from '../order';
-import { orderWrite } from '../sale-store';
+import { orderWrite, skippedError } from '../sale-store';
 import { PurchasePath, PurchaseStatus } from './purchase-path';
 
 /**
@@ -94,15 +92,14 @@ function refusalOf(order: OrderRequest, status: string, a: number, b: number): A
     case 'LIMIT_REACHED':
       return new LimitReachedError(order.userId, a, b, order.quantity);
     case 'CLAIM_LOST':
-      return new IdempotencyKeyInUseError(0);
+    case 'PASS_EXPIRED':
+      return skippedError(status);
     case 'SALE_NOT_STARTED':
       return new SaleNotStartedError(order.productId, a, b);
     case 'SALE_ENDED':
       return new SaleEndedError(order.productId, a);
     case 'ADMISSION_REQUIRED':
       return new AdmissionRequiredError(order.productId);
-    case 'PASS_EXPIRED':
-      return new AdmissionInvalidError('has expired');
     case 'SOLD_OUT':
       return new SoldOutError(order.productId);
     case 'INSUFFICIENT_STOCK':

@@ -11,7 +11,7 @@
   Returns  {'OK', endsAt ms}: the sale's end, now or earlier
            {'UNKNOWN_PRODUCT'}: the product has no sale; nothing changed
 ]]
---- @include "includes/sale-window"
+--- @include "includes/clock"
 
 local meta = redis.call('HMGET', KEYS[1], 'initialStock', 'startsAt', 'endsAt')
 if not meta[1] then

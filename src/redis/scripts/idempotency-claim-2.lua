@@ -1,13 +1,12 @@
 --[[
   Claim an Idempotency-Key for one request (IETF httpapi "The Idempotency-Key HTTP
   Header Field"), or say what became of it. A field of the product's idempotency
-  hash holds, per key, either
-    P|<claim id>|<in flight until, ms>|<fingerprint>   a request is deciding it
-    D|<fingerprint>|<orderId>|<quantity>|<remaining>   its order was written
-  and, beside an outcome, the field `<key> acknowledged` (a key never holds a space)
+  hash holds, per key, a claim (a request is deciding it) or an outcome (its order was
+  written), as includes/idempotency-field.lua writes and reads them, and, beside an
+  outcome, the field `<key> acknowledged` (a key never holds a space)
   says how many replicas acknowledged its order (idempotency-acknowledged-1.lua).
   The write that places the order replaces the claim with the outcome in the same
-  script (fenced-write-8.lua, purchase-7.lua) or MULTI, only while the claim is its own.
+  script (includes/order-write.lua), only while the claim is its own.
 
   KEYS[1]  idempotency hash
   KEYS[2]  waiting-room hash (queue-5.lua: x:<pass> -> <place>|<userId>|<expires at, ms>)
@@ -30,25 +29,26 @@
            {'MISMATCH'}: the key was used with another request
            {'IN_FLIGHT', ms}: another request with this key is still being decided
 ]]
-local now = redis.call('TIME')
-local nowMs = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+--- @include "includes/clock"
+--- @include "includes/idempotency-field"
+
+local now = nowMs()
 local held = redis.call('HGET', KEYS[1], ARGV[1])
 if held then
-  local kind = string.sub(held, 1, 1)
-  if kind == 'D' then
-    local fingerprint, orderId, quantity, remaining = string.match(held, '^D|([^|]*)|([^|]*)|([^|]*)|(.*)$')
+  if isOutcome(held) then
+    local fingerprint, orderId, quantity, remaining = parseOutcome(held)
     if fingerprint ~= ARGV[3] then
       return {'MISMATCH'}
     end
     local acknowledged = tonumber(redis.call('HGET', KEYS[1], ARGV[1] .. ' acknowledged')) or 0
     return {'DONE', orderId, tonumber(quantity), tonumber(remaining), acknowledged}
   end
-  local untilMs, fingerprint = string.match(held, '^P|[^|]*|([^|]*)|(.*)$')
+  local untilMs, fingerprint = parseClaim(held)
   if fingerprint ~= ARGV[3] then
     return {'MISMATCH'}
   end
-  if nowMs < tonumber(untilMs) then
-    return {'IN_FLIGHT', tonumber(untilMs) - nowMs}
+  if now < tonumber(untilMs) then
+    return {'IN_FLIGHT', tonumber(untilMs) - now}
   end
   -- Abandoned (its process died mid-purchase): this request takes it over, and the
   -- old claim's write, should it still arrive, no longer matches.
@@ -68,10 +68,10 @@ if ARGV[6] ~= '' then
     return {'PASS_INVALID', 'owner'}
   end
   passExpiresAt = tonumber(expires)
-  if nowMs >= passExpiresAt then
+  if now >= passExpiresAt then
     return {'PASS_INVALID', 'expired'}
   end
 end
-redis.call('HSET', KEYS[1], ARGV[1], 'P|' .. ARGV[2] .. '|' .. (nowMs + tonumber(ARGV[4])) .. '|' .. ARGV[3])
+redis.call('HSET', KEYS[1], ARGV[1], claimRecord(ARGV[2], now + tonumber(ARGV[4]), ARGV[3]))
 redis.call('PEXPIRE', KEYS[1], ARGV[5])
 return {'CLAIMED', passExpiresAt}

@@ -9,9 +9,9 @@
   ARGV[1]  Idempotency-Key   ARGV[2]  claim id
   Returns  1 if the claim was given up; 0 if it was no longer this request's
 ]]
-local held = redis.call('HGET', KEYS[1], ARGV[1])
-local mine = 'P|' .. ARGV[2] .. '|'
-if held and string.sub(held, 1, #mine) == mine then
+--- @include "includes/idempotency-field"
+
+if isClaimOf(redis.call('HGET', KEYS[1], ARGV[1]), ARGV[2]) then
   redis.call('HDEL', KEYS[1], ARGV[1])
   return 1
 end

@@ -9,7 +9,7 @@
   instance restarted it since): they were counted in the last sale, which is gone.
 
   KEYS[1]  meta hash (its presence is what makes a product known; its saleId field
-           the sale that is on, reset-sale-8.lua)
+           the sale that is on, reset-sale-10.lua)
   KEYS[2]  live hash: <instance>|<CODE> -> answers in this sale, and
            <instance>|pid, <instance>|waiting, <instance>|lostLocks, <instance>|seen
   ARGV[1]  instance id (<hostname>/<pid>)

@@ -8,8 +8,7 @@
   passed (the sweeper, a late payment, a cancel) expires it here first, so a payment
   can never win after the deadline, whatever an app's clock says.
 
-  KEYS[1]  order states hash: orderId -> R|userId|quantity (reserved), P|...|paymentId,
-           C|... (cancelled), E|... (expired)
+  KEYS[1]  order states hash: orderId -> its state (includes/order-state.lua)
   KEYS[2]  deadlines zset: orderId -> payment deadline (ms, Redis's clock), reserved ones only
   KEYS[3]  stock   KEYS[4]  buyers hash   KEYS[5]  orders stream (the event is appended)
   KEYS[6]  meta hash: ordersCancelled, ordersExpired, unitsReturned, the sale's returns
@@ -23,11 +22,14 @@
            A 'pay' of a paid order returns P with 0 and the paymentId that paid it:
            the same id is a retry, another is a second payment to refund.
 ]]
+--- @include "includes/clock"
+--- @include "includes/order-state"
+
 local state = redis.call('HGET', KEYS[1], ARGV[1])
 if not state then
   return {'UNKNOWN_ORDER'}
 end
-local status, user, quantity, payment = string.match(state, '^(%u)|([^|]*)|(%d+)|?(.*)$')
+local status, user, quantity, payment = parseState(state)
 local deadline = redis.call('ZSCORE', KEYS[2], ARGV[1])
 local changed = 0
 
@@ -37,7 +39,7 @@ local function giveBack(to, event)
   if redis.call('HINCRBY', KEYS[4], user, -tonumber(quantity)) <= 0 then
     redis.call('HDEL', KEYS[4], user)
   end
-  redis.call('HSET', KEYS[1], ARGV[1], to .. '|' .. user .. '|' .. quantity)
+  redis.call('HSET', KEYS[1], ARGV[1], stateRecord(to, user, quantity))
   redis.call('ZREM', KEYS[2], ARGV[1])
   redis.call('XADD', KEYS[5], '*', 'event', event, 'orderId', ARGV[1], 'userId', user, 'quantity', quantity)
   -- Counted in the same step as the return, so the counts are exact; a sale started
@@ -51,14 +53,13 @@ local function giveBack(to, event)
 end
 
 if status == 'R' and deadline then
-  local now = redis.call('TIME')
-  if tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) >= tonumber(deadline) then
+  if nowMs() >= tonumber(deadline) then
     giveBack('E', 'expired')
   end
 end
 if status == 'R' and ARGV[2] == 'pay' then
   payment = ARGV[3]
-  redis.call('HSET', KEYS[1], ARGV[1], 'P|' .. user .. '|' .. quantity .. '|' .. payment)
+  redis.call('HSET', KEYS[1], ARGV[1], stateRecord('P', user, quantity, payment))
   redis.call('ZREM', KEYS[2], ARGV[1])
   redis.call('XADD', KEYS[5], '*', 'event', 'paid', 'orderId', ARGV[1], 'userId', user, 'quantity', quantity,
     'paymentId', payment)

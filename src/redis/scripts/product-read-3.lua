@@ -11,10 +11,11 @@
             passTtlMs (each false when absent), stock (false: no sale), orders (the
             states hash's length), Redis's clock in ms}
 ]]
+--- @include "includes/clock"
+
 local meta = redis.call('HMGET', KEYS[1], 'initialStock', 'perUserLimit', 'paymentTimeoutMs', 'startsAt', 'endsAt',
   'queueRate', 'passTtlMs')
-local time = redis.call('TIME')
 meta[8] = redis.call('GET', KEYS[2])
 meta[9] = redis.call('HLEN', KEYS[3])
-meta[10] = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+meta[10] = nowMs()
 return meta

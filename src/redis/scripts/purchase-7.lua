@@ -6,8 +6,8 @@
 
   KEYS[1]  meta hash (perUserLimit, soldBy; startsAt, endsAt, queueRate)   KEYS[2]  stock
   KEYS[3]  buyers hash                KEYS[4]  orders stream
-  KEYS[5]  idempotency hash (idempotency-claim-2.lua)
-  KEYS[6]  order states hash   KEYS[7]  deadlines zset (the reservation: keyed-write-7.lua)
+  KEYS[5]  idempotency hash (includes/idempotency-field.lua)
+  KEYS[6]  order states hash   KEYS[7]  deadlines zset (the reservation: includes/order-write.lua)
   ARGV[1]  userId   ARGV[2]  quantity (integer >= 1)   ARGV[3]  orderId
   ARGV[4]  Idempotency-Key ('' without one)   ARGV[5]  claim id   ARGV[6]  outcome TTL in ms
   ARGV[7]  this instance's strategy family (a sale started by another is not ours to sell)
@@ -20,6 +20,7 @@
            {'STRATEGY_MISMATCH', soldBy}: the sale's family is another; nothing written
            {'CLAIM_LOST'}: the key's claim is no longer this request's (given up
            after a lost answer, or taken over by a retry); nothing written
+           (includes/idempotency-field.lua)
            {'UNKNOWN_PRODUCT'}
            {'SALE_NOT_STARTED', startsAt, now} / {'SALE_ENDED', endsAt}: by Redis's clock
            {'ADMISSION_REQUIRED'}: the sale has a waiting room and this purchase no pass
@@ -30,12 +31,13 @@
            {'INSUFFICIENT_STOCK', remaining}
 ]]
 --- @include "includes/sale-window"
+--- @include "includes/sale-family"
+--- @include "includes/order-write"
 
-local claim = false
+local held = false
 if ARGV[4] ~= '' then
-  claim = redis.call('HGET', KEYS[5], ARGV[4])
-  local mine = 'P|' .. ARGV[5] .. '|'
-  if claim == false or string.sub(claim, 1, #mine) ~= mine then
+  held = redis.call('HGET', KEYS[5], ARGV[4])
+  if not isClaimOf(held, ARGV[5]) then
     return {'CLAIM_LOST'}
   end
 end
@@ -45,8 +47,9 @@ local stock = redis.call('GET', KEYS[2])
 if not limit or not stock then
   return {'UNKNOWN_PRODUCT'}
 end
-if meta[2] and meta[2] ~= ARGV[7] then
-  return {'STRATEGY_MISMATCH', meta[2]}
+local refused = familyRefusal(meta[2], ARGV[7])
+if refused then
+  return refused
 end
 -- The window, by this Redis's clock, in the same step as the write: an app whose clock
 -- runs ahead cannot sell early.
@@ -73,26 +76,6 @@ end
 if stock < quantity then
   return {'INSUFFICIENT_STOCK', stock}
 end
--- Reservation: the order holds its units until it is paid, cancelled or its payment
--- deadline passes (order-outcome-6.lua); the deadline is Redis's clock, not an app's.
-local timeout = tonumber(meta[6] or '')
-local deadline = false
-if timeout then
-  deadline = now + timeout
-end
-local function reserve(orderId, userId, quantity)
-  redis.call('HSET', KEYS[6], orderId, 'R|' .. userId .. '|' .. quantity)
-  if deadline then
-    redis.call('ZADD', KEYS[7], deadline, orderId)
-  end
-end
-local remaining = redis.call('DECRBY', KEYS[2], quantity)
-redis.call('HINCRBY', KEYS[3], ARGV[1], quantity)
-redis.call('XADD', KEYS[4], '*', 'orderId', ARGV[3], 'userId', ARGV[1], 'quantity', ARGV[2])
-reserve(ARGV[3], ARGV[1], ARGV[2])
-if claim then
-  local fingerprint = string.match(claim, '^P|[^|]*|[^|]*|(.*)$')
-  redis.call('HSET', KEYS[5], ARGV[4], 'D|' .. fingerprint .. '|' .. ARGV[3] .. '|' .. ARGV[2] .. '|' .. remaining)
-  redis.call('PEXPIRE', KEYS[5], ARGV[6])
-end
-return {'OK', remaining}
+local k = {stock = KEYS[2], buyers = KEYS[3], orders = KEYS[4], idem = KEYS[5], states = KEYS[6], deadlines = KEYS[7]}
+local order = {userId = ARGV[1], quantity = ARGV[2], orderId = ARGV[3], key = ARGV[4], held = held}
+return {'OK', writeOrder(k, order, paymentDeadline(meta[6], now), ARGV[6])}

@@ -36,6 +36,9 @@
            {'UNKNOWN_PRODUCT'}   {'NO_QUEUE'}   {'UNKNOWN_TICKET'}   {'SOLD_OUT'} (join only)
            {'SALE_ENDED', endsAt} (join only: a buyer with no ticket after the end)
 ]]
+--- @include "includes/clock"
+--- @include "includes/idempotency-field"
+
 local meta = redis.call('HMGET', KEYS[1], 'initialStock', 'queueRate', 'passTtlMs',
   'queueJoined', 'queueAdmitted', 'queueTokens', 'queueAt', 'perUserLimit', 'startsAt', 'endsAt')
 if not meta[1] then
@@ -48,8 +51,7 @@ local rate = tonumber(meta[2])
 local ttl = tonumber(meta[3])
 local joined = tonumber(meta[4] or '0')
 local admitted = tonumber(meta[5] or '0')
-local time = redis.call('TIME')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local now = nowMs()
 -- The bucket starts full: the first second's buyers go in at once.
 local tokens = tonumber(meta[6] or tostring(rate))
 local at = tonumber(meta[7] or tostring(now))
@@ -106,7 +108,7 @@ local position, owner, pass = string.match(record, '^([^|]*)|([^|]*)|(.*)$')
 position = tonumber(position)
 if position <= admitted then
   local outcome = redis.call('HGET', KEYS[5], 'pass ' .. pass)
-  if outcome and string.sub(outcome, 1, 2) == 'D|' then
+  if outcome and isOutcome(outcome) then
     -- Used: its order was written. Whatever the stock or the time, the pass has bought.
     return {'used', ticket, 0, '', 0, rate, owner}
   end

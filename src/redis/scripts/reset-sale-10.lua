@@ -52,9 +52,14 @@
            Redis user may not make it (a user without the DATABASE_URL ACL line, in a
            deployment that settles); nothing changed
 ]]
-local soldBy = redis.call('HGET', KEYS[1], 'soldBy')
-if soldBy and ARGV[4] ~= '' and soldBy ~= ARGV[4] and ARGV[5] ~= '1' then
-  return {'STRATEGY_MISMATCH', soldBy}
+--- @include "includes/sale-family"
+
+-- ARGV[4] '' records no family (anyone's), and ARGV[5] takes the sale over: no refusal.
+if ARGV[4] ~= '' and ARGV[5] ~= '1' then
+  local refused = familyRefusal(redis.call('HGET', KEYS[1], 'soldBy'), ARGV[4])
+  if refused then
+    return refused
+  end
 end
 -- Orders: the stream's, or the states hash's when the stream was trimmed of settled ones.
 local orders = math.max(redis.call('XLEN', KEYS[4]), redis.call('HLEN', KEYS[7]))

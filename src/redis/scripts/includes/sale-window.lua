@@ -3,11 +3,7 @@
   app's clock, which may run ahead): an order decided inside the window and written
   after its end sells nothing. Shared by every script that writes an order.
 ]]
--- Redis's clock, in ms.
-local function nowMs()
-  local time = redis.call('TIME')
-  return tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-end
+--- @include "includes/clock"
 
 -- The refusal when `now` (ms) is outside [startsAt, endsAt) (meta's fields, nil when the
 -- sale has none), else nil: {'SALE_NOT_STARTED', startsAt, now} or {'SALE_ENDED', endsAt}.
