@@ -11,5 +11,7 @@ module.exports = {
   },
   // Each file starts its own redis-server processes; two workers match two cores.
   maxWorkers: 2,
+  // Notes each file's wall time for `npm test`'s slowest-files list (scripts/test.js).
+  reporters: ['default', '<rootDir>/scripts/test-timings.js'],
   testTimeout: 30_000,
 };

@@ -3,14 +3,18 @@
  * `npm test`: install and build if needed, make sure redis-server exists (the tests
  * start their own on free ports) and Chromium if it can (the browser tests are skipped
  * without it), then run every Jest test. Extra arguments go to Jest:
- * `npm test -- test/api.e2e-spec.ts`.
+ * `npm test -- test/api.e2e-spec.ts`. Either way it ends by naming the 10 slowest test
+ * files, with their seconds.
  */
 const { spawn, spawnSync } = require('node:child_process');
+const fs = require('node:fs');
+const os = require('node:os');
 const path = require('node:path');
 const { ROOT, log, relaunchOnSupportedNode, ensureDependencies, ensureBuilt } = require('./setup');
 const { provideChromium } = require('./chromium');
 const { provideRedisServerOrExit } = require('./redis-server');
 const { ensurePostgres } = require('./postgres-server');
+const { slowest, TIMINGS_ENV } = require('./test-timings');
 
 function main() {
   ensureDependencies();
@@ -25,13 +29,27 @@ function main() {
   // (Node 24.9+), which needs vm.SourceTextModule: --experimental-vm-modules. Its one
   // warning per worker says nothing the run needs.
   const node = ['--experimental-vm-modules', '--disable-warning=ExperimentalWarning'];
+  // Every Jest run notes its files' wall times here (scripts/test-timings.js, a reporter).
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'seckill-test-'));
+  const timings = path.join(dir, 'timings.tsv');
+  const env = { ...process.env, [TIMINGS_ENV]: timings };
   const run = (args) =>
-    spawnSync(process.execPath, [...node, jest, ...args], { cwd: ROOT, stdio: 'inherit' }).status ?? 1;
+    spawnSync(process.execPath, [...node, jest, ...args], { cwd: ROOT, stdio: 'inherit', env }).status ?? 1;
+  const start = (args, stdio) => spawn(process.execPath, [...node, jest, ...args], { cwd: ROOT, stdio, env });
+  const began = Date.now();
+  const finish = (status) => {
+    const lines = slowest(timings, 10);
+    fs.rmSync(dir, { recursive: true, force: true });
+    if (lines.length > 0) {
+      process.stderr.write(`\n${lines.join('\n')}\n`);
+      log(`tests ran in ${Math.round((Date.now() - began) / 1000)} s`);
+    }
+    process.exit(status);
+  };
 
   const args = process.argv.slice(2);
-  if (args.length > 0) process.exit(run(args));
-  const start = (args, stdio) => spawn(process.execPath, [...node, jest, ...args], { cwd: ROOT, stdio });
-  runEverything(run, start);
+  if (args.length > 0) finish(run(args));
+  else void runEverything(run, start).then(finish);
 }
 
 // Everything, in three passes, arranged so that no core idles while a suite sleeps:
@@ -67,6 +85,7 @@ const WATCH = 'test/watch.e2e-spec.ts';
 /** Apps in the test process and Redis only: nothing from dist/ or scripts/start.js. */
 const WITHOUT_DIST = ['test/cluster.e2e-spec.ts'];
 
+/** Runs the three passes; resolves to the run's exit status. */
 async function runEverything(run, start) {
   const rest = run([
     '--testPathIgnorePatterns',
@@ -84,7 +103,7 @@ async function runEverything(run, start) {
   process.stdout.write(beside.stdout);
   process.stderr.write(beside.stderr);
   const last = run([WATCH, ...WITHOUT_DIST]);
-  process.exit(rest || heavy || beside.status || last);
+  return rest || heavy || beside.status || last;
 }
 
 /** A child's exit status, once it has exited. */
