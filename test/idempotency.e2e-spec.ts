@@ -1,9 +1,19 @@
 import { Redis } from 'ioredis';
 import { startTcpProxy, TcpProxy } from '../harness/tcp-proxy';
+import { Idempotency } from '../src/orders/idempotency';
 import { KeyLayout, ProductKeys } from '../src/redis/key-layout';
 import { request, startSale, startTestApp, TestApp } from './helpers/app';
 import { KEYED_WRITE_MARKER, portOf } from './helpers/network';
 import { startTestRedis, TestRedis, uniquePrefix, useTestRedis } from './helpers/redis';
+
+/**
+ * How long a claim stays in flight here. The service's is LOCK_WAIT_MS + 7 s (each step
+ * of a purchase bounded by the 2 s command timeout, plus slack), which the held write's
+ * test below would wait out for each strategy. The retry that must hear 409 is sent the
+ * moment the write is held, so 3 s keeps it inside the window with seconds to spare, and
+ * Redis's clock still decides the lapse: the claim carries its deadline.
+ */
+const CLAIM_MS = 3_000;
 
 /**
  * POST /api/orders with an Idempotency-Key, on real apps and a real Redis, with the
@@ -42,7 +52,7 @@ describe('Idempotency-Key', () => {
       proxies = await Promise.all([0, 1].map(() => startTcpProxy({ port: portOf(redis.url()) })));
       apps = await Promise.all(
         proxies.map((p) =>
-          // A short wait keeps the claim's in-flight window (LOCK_WAIT_MS + 7 s) short.
+          // A short wait for the lock: a purchase stays well inside the claim's window.
           startTestApp({
             REDIS_URL: p.url,
             KEY_PREFIX: prefix,
@@ -52,6 +62,7 @@ describe('Idempotency-Key', () => {
           }),
         ),
       );
+      for (const a of apps) Object.assign(a.app.get(Idempotency), { claimTtlMs: CLAIM_MS });
       keysOf = new KeyLayout(prefix);
     });
     let keysOf: KeyLayout;
@@ -128,6 +139,12 @@ describe('Idempotency-Key', () => {
       expect(await client.get(k.stock)).toBe('3');
     });
 
+    /** Redis's clock, in ms. */
+    async function redisNow(): Promise<number> {
+      const [seconds, micros] = await client.time();
+      return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+    }
+
     /**
      * Until the key's claim is no longer in flight: given up (a give-up that reached
      * Redis), decided, or past the deadline it carries (Redis's clock decides it).
@@ -136,8 +153,7 @@ describe('Idempotency-Key', () => {
       for (;;) {
         const held = await client.hget(k.idem, key);
         const until = held?.startsWith('P|') ? Number(held.split('|')[2]) : 0;
-        const [seconds, micros] = await client.time();
-        const now = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+        const now = await redisNow();
         if (now >= until) return;
         await new Promise((resolve) => setTimeout(resolve, until - now + 5));
       }
@@ -150,6 +166,10 @@ describe('Idempotency-Key', () => {
       // App 0 still decides the key: a retry is told so, and buys nothing.
       const during = await buy(1, 'eve', 'key-eve');
       expect(during.body).toMatchObject({ statusCode: 409, code: 'IDEMPOTENCY_KEY_IN_USE' });
+      // The claim carries the short window set above (not the service's 8 s here).
+      const claim = (await client.hget(k.idem, 'key-eve'))!.split('|');
+      expect(claim[0]).toBe('P');
+      expect(Number(claim[2]) - (await redisNow())).toBeLessThanOrEqual(CLAIM_MS);
       expect((await lost).body).toMatchObject({ code: 'OUTCOME_UNKNOWN' });
       // The stalled request's claim lapses (a reentrant holder's watchdog can keep its
       // hold alive longer than that): a retry then takes the key over and buys.
