@@ -52,12 +52,15 @@ describe('Idempotency-Key', () => {
       proxies = await Promise.all([0, 1].map(() => startTcpProxy({ port: portOf(redis.url()) })));
       apps = await Promise.all(
         proxies.map((p) =>
-          // A short wait for the lock: a purchase stays well inside the claim's window.
+          // A short wait for the lock: a purchase stays well inside the claim's window. A
+          // short TTL: the lock a held write's purchase took lapses before its claim does
+          // (its release and renewals wait in the proxy behind the write).
           startTestApp({
             REDIS_URL: p.url,
             KEY_PREFIX: prefix,
             LOCK_STRATEGY: strategy,
             LOCK_WAIT_MS: '1000',
+            LOCK_TTL_MS: '2000',
             ...redlock,
           }),
         ),
@@ -170,17 +173,19 @@ describe('Idempotency-Key', () => {
       const claim = (await client.hget(k.idem, 'key-eve'))!.split('|');
       expect(claim[0]).toBe('P');
       expect(Number(claim[2]) - (await redisNow())).toBeLessThanOrEqual(CLAIM_MS);
-      expect((await lost).body).toMatchObject({ code: 'OUTCOME_UNKNOWN' });
-      // The stalled request's claim lapses (a reentrant holder's watchdog can keep its
-      // hold alive longer than that): a retry then takes the key over and buys.
+      // The stalled request's claim lapses, and the lock it took with it: a retry then
+      // takes the key over and buys, while app 0 still waits on the held connection (each
+      // command queued behind the write times out in turn, 2 s apiece).
       await claimLapsed('key-eve');
       const retry = await buy(1, 'eve', 'key-eve');
       expect(retry.status).toBe(201);
       expect(retry.headers.get('idempotent-replayed')).toBeNull();
       // The held write, delivered now, finds its claim taken over and writes nothing:
-      // one order for the key, not two (every strategy's write checks the claim).
+      // one order for the key, not two (every strategy's write checks the claim). Its
+      // request had timed out before the claim lapsed: it answers OUTCOME_UNKNOWN.
       proxies[0].release();
       await proxies[0].idle();
+      expect((await lost).body).toMatchObject({ code: 'OUTCOME_UNKNOWN' });
       expect(await ordersOf('eve')).toEqual([retry.body.orderId]);
       expect(await client.get(k.stock)).toBe('3');
       const again = await buy(0, 'eve', 'key-eve');
