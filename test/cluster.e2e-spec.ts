@@ -10,6 +10,7 @@ import { releaseLock } from '../src/redis/lua-scripts';
 import { moved, WatchConnections } from '../src/redis/watch-connections';
 import { request, startSale, startTestApp, TestApp } from './helpers/app';
 import {
+  clusterReady,
   readSlotMap,
   SlotMap,
   startTestCluster,
@@ -41,7 +42,7 @@ beforeAll(async () => {
     { nodes: cluster.clusterNodes.split(',').map(hostPort), tls: false },
     'test cluster client',
   );
-  await new Promise<void>((resolve) => client.once('ready', () => resolve()));
+  await clusterReady(client);
   slots = await readSlotMap(client);
   masters = [...slots.masters];
   masterOfSlot = slots.masterOfSlot;

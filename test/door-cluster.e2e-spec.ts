@@ -2,7 +2,7 @@ import { Cluster } from 'ioredis';
 import { createRedisCluster } from '../src/redis/create-client';
 import { KeyLayout } from '../src/redis/key-layout';
 import { request, startTestApp, TestApp } from './helpers/app';
-import { readSlotMap, startTestCluster, TestCluster, uniquePrefix } from './helpers/redis';
+import { clusterReady, readSlotMap, startTestCluster, TestCluster, uniquePrefix } from './helpers/redis';
 
 const hostPort = (s: string) => {
   const [host, port] = s.split(':');
@@ -23,7 +23,7 @@ describe('the door on a Redis Cluster', () => {
   beforeAll(async () => {
     cluster = await startTestCluster({ masters: 3 });
     client = createRedisCluster({ nodes: cluster.clusterNodes.split(',').map(hostPort), tls: false }, 'test');
-    await new Promise<void>((resolve) => client.once('ready', () => resolve()));
+    await clusterReady(client);
   }, 60_000);
 
   afterEach(async () => {

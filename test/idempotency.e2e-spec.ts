@@ -1,9 +1,19 @@
 import { Redis } from 'ioredis';
 import { startTcpProxy, TcpProxy } from '../harness/tcp-proxy';
+import { Idempotency } from '../src/orders/idempotency';
 import { KeyLayout, ProductKeys } from '../src/redis/key-layout';
 import { request, startSale, startTestApp, TestApp } from './helpers/app';
 import { KEYED_WRITE_MARKER, portOf } from './helpers/network';
 import { startTestRedis, TestRedis, uniquePrefix, useTestRedis } from './helpers/redis';
+
+/**
+ * How long a claim stays in flight here. The service's is LOCK_WAIT_MS + 7 s (each step
+ * of a purchase bounded by the 2 s command timeout, plus slack), which the held write's
+ * test below would wait out for each strategy. The retry that must hear 409 is sent the
+ * moment the write is held, so 3 s keeps it inside the window with seconds to spare, and
+ * Redis's clock still decides the lapse: the claim carries its deadline.
+ */
+const CLAIM_MS = 3_000;
 
 /**
  * POST /api/orders with an Idempotency-Key, on real apps and a real Redis, with the
@@ -42,16 +52,20 @@ describe('Idempotency-Key', () => {
       proxies = await Promise.all([0, 1].map(() => startTcpProxy({ port: portOf(redis.url()) })));
       apps = await Promise.all(
         proxies.map((p) =>
-          // A short wait keeps the claim's in-flight window (LOCK_WAIT_MS + 7 s) short.
+          // A short wait for the lock: a purchase stays well inside the claim's window. A
+          // short TTL: the lock a held write's purchase took lapses before its claim does
+          // (its release and renewals wait in the proxy behind the write).
           startTestApp({
             REDIS_URL: p.url,
             KEY_PREFIX: prefix,
             LOCK_STRATEGY: strategy,
             LOCK_WAIT_MS: '1000',
+            LOCK_TTL_MS: '2000',
             ...redlock,
           }),
         ),
       );
+      for (const a of apps) Object.assign(a.app.get(Idempotency), { claimTtlMs: CLAIM_MS });
       keysOf = new KeyLayout(prefix);
     });
     let keysOf: KeyLayout;
@@ -128,6 +142,12 @@ describe('Idempotency-Key', () => {
       expect(await client.get(k.stock)).toBe('3');
     });
 
+    /** Redis's clock, in ms. */
+    async function redisNow(): Promise<number> {
+      const [seconds, micros] = await client.time();
+      return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+    }
+
     /**
      * Until the key's claim is no longer in flight: given up (a give-up that reached
      * Redis), decided, or past the deadline it carries (Redis's clock decides it).
@@ -136,8 +156,7 @@ describe('Idempotency-Key', () => {
       for (;;) {
         const held = await client.hget(k.idem, key);
         const until = held?.startsWith('P|') ? Number(held.split('|')[2]) : 0;
-        const [seconds, micros] = await client.time();
-        const now = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+        const now = await redisNow();
         if (now >= until) return;
         await new Promise((resolve) => setTimeout(resolve, until - now + 5));
       }
@@ -150,17 +169,23 @@ describe('Idempotency-Key', () => {
       // App 0 still decides the key: a retry is told so, and buys nothing.
       const during = await buy(1, 'eve', 'key-eve');
       expect(during.body).toMatchObject({ statusCode: 409, code: 'IDEMPOTENCY_KEY_IN_USE' });
-      expect((await lost).body).toMatchObject({ code: 'OUTCOME_UNKNOWN' });
-      // The stalled request's claim lapses (a reentrant holder's watchdog can keep its
-      // hold alive longer than that): a retry then takes the key over and buys.
+      // The claim carries the short window set above (not the service's 8 s here).
+      const claim = (await client.hget(k.idem, 'key-eve'))!.split('|');
+      expect(claim[0]).toBe('P');
+      expect(Number(claim[2]) - (await redisNow())).toBeLessThanOrEqual(CLAIM_MS);
+      // The stalled request's claim lapses, and the lock it took with it: a retry then
+      // takes the key over and buys, while app 0 still waits on the held connection (each
+      // command queued behind the write times out in turn, 2 s apiece).
       await claimLapsed('key-eve');
       const retry = await buy(1, 'eve', 'key-eve');
       expect(retry.status).toBe(201);
       expect(retry.headers.get('idempotent-replayed')).toBeNull();
       // The held write, delivered now, finds its claim taken over and writes nothing:
-      // one order for the key, not two (every strategy's write checks the claim).
+      // one order for the key, not two (every strategy's write checks the claim). Its
+      // request had timed out before the claim lapsed: it answers OUTCOME_UNKNOWN.
       proxies[0].release();
       await proxies[0].idle();
+      expect((await lost).body).toMatchObject({ code: 'OUTCOME_UNKNOWN' });
       expect(await ordersOf('eve')).toEqual([retry.body.orderId]);
       expect(await client.get(k.stock)).toBe('3');
       const again = await buy(0, 'eve', 'key-eve');

@@ -1,7 +1,7 @@
 import { Redis } from 'ioredis';
 import { createRedisCluster } from '../src/redis/create-client';
 import { checkRedisVersion, parseRedisVersion } from '../src/redis/redis-version';
-import { closeClient, startTestCluster, startTestRedis } from './helpers/redis';
+import { closeClient, clusterReady, startTestCluster, startTestRedis } from './helpers/redis';
 
 /**
  * The version check against the real redis-server installed here (7.0.15), standalone and
@@ -32,7 +32,7 @@ describe('checkRedisVersion on a real Redis', () => {
       'version',
     );
     try {
-      await new Promise<void>((resolve) => client.once('ready', () => resolve()));
+      await clusterReady(client);
       expect(await checkRedisVersion(client)).toBeNull();
     } finally {
       await client.quit();

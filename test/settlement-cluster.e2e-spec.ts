@@ -5,7 +5,7 @@ import { PrivatePostgres, startPrivatePostgres } from '../harness/postgres';
 import { createRedisCluster } from '../src/redis/create-client';
 import { KeyLayout } from '../src/redis/key-layout';
 import { pay, request, startTestApp } from './helpers/app';
-import { readSlotMap, startTestCluster, TestCluster, uniquePrefix } from './helpers/redis';
+import { clusterReady, readSlotMap, startTestCluster, TestCluster, uniquePrefix } from './helpers/redis';
 
 const hostPort = (s: string) => {
   const [host, port] = s.split(':');
@@ -25,7 +25,7 @@ describe('settlement on a Redis Cluster', () => {
   beforeAll(async () => {
     [cluster, pg] = await Promise.all([startTestCluster({ masters: 3 }), startPrivatePostgres()]);
     client = createRedisCluster({ nodes: cluster.clusterNodes.split(',').map(hostPort), tls: false }, 'test');
-    await new Promise<void>((resolve) => client.once('ready', () => resolve()));
+    await clusterReady(client);
   }, 60_000);
 
   afterAll(async () => {

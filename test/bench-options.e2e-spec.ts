@@ -1,0 +1,190 @@
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { expectCost, expectRounded, listening, ports, runBench, useBenchDir } from './helpers/bench';
+
+const ROOT = join(__dirname, '..');
+const BENCH = join(ROOT, 'scripts', 'bench.js');
+
+/**
+ * `npm run bench`'s options end to end at a tiny size: real processes, real Redis, the
+ * report read back from the JSON file it writes. None of these sales needs a race to be
+ * won or lost (bench.e2e-spec.ts has those), so the file runs beside others.
+ */
+describe('bench (scripts/bench.js): its options', () => {
+  jest.setTimeout(120_000);
+  const benchDir = useBenchDir();
+
+  it('--telemetry on,off runs each strategy with TELEMETRY on and off, and states the off/on throughput ratio', () => {
+    const out = join(benchDir(), 'telemetry.json');
+    const { run, report } = runBench(
+      [
+        '--strategy',
+        'lock',
+        '--telemetry',
+        'on,off',
+        '--buyers',
+        '1000',
+        '--stock',
+        '20',
+        '--connections',
+        '50',
+        '--warmup',
+        '0',
+      ],
+      out,
+      60_000,
+    );
+    const [on, off] = report.rows;
+    expect(on).toMatchObject({ strategy: 'lock', label: 'lock', telemetry: true, pass: true, sold: 20 });
+    expect(on).not.toHaveProperty('vsTelemetryOn');
+    expect(off).toMatchObject({
+      strategy: 'lock',
+      label: 'lock telemetry-off',
+      telemetry: false,
+      pass: true,
+      sold: 20,
+    });
+    expectRounded(off.vsTelemetryOn.throughput, off.throughput / on.throughput, 2);
+    expect(run.stdout).toContain('| lock telemetry-off | PASS |');
+    expect(run.stdout).toMatch(
+      /telemetry: lock telemetry-off served [\d,]+ req\/s, with it on [\d,]+: off\/on throughput [\d.]+x \(same run\)/,
+    );
+    expect(existsSync(join(benchDir(), 'telemetry.html'))).toBe(true);
+  });
+
+  it('--auth off,es256 runs a row with buyer tokens: every buyer sends its own, and the cost table prices them', () => {
+    const out = join(benchDir(), 'auth.json');
+    const { run, report } = runBench(
+      [
+        '--strategy',
+        'fenced',
+        '--auth',
+        'off,es256',
+        '--settle',
+        'off',
+        '--buyers',
+        '1000',
+        '--stock',
+        '20',
+        '--connections',
+        '50',
+        '--warmup',
+        '200',
+      ],
+      out,
+      60_000,
+    );
+    const [off, es256] = report.rows;
+    expect(off).toMatchObject({ label: 'fenced settle-off', pass: true, sold: 20 });
+    expect(off).not.toHaveProperty('auth');
+    // Every token verified and bought as its buyer: no refusal at the door.
+    expect(es256).toMatchObject({ label: 'fenced settle-off auth-es256', auth: 'es256', pass: true, sold: 20 });
+    expect(es256.codes).toEqual({ CREATED: 20, SOLD_OUT: 980 });
+    expectCost(es256, 20);
+    expect(run.stdout).toMatch(/\| fenced settle-off auth-es256 \| [\d.,]+ \|/);
+  });
+
+  it("--queue off,10 sells through the waiting room: joins, reads and purchases with passes, every order an admitted buyer's (from Redis), its app CPU per request beside the row without", () => {
+    const out = join(benchDir(), 'queue.json');
+    const { run, report } = runBench(
+      [
+        '--strategy',
+        'fenced',
+        '--queue',
+        'off,10',
+        '--settle',
+        'off',
+        '--buyers',
+        '100',
+        '--stock',
+        '20',
+        '--connections',
+        '50',
+        '--warmup',
+        '50',
+      ],
+      out,
+      60_000,
+    );
+    const [off, queued] = report.rows;
+    expect(off).toMatchObject({ label: 'fenced settle-off', pass: true, sold: 20 });
+    expect(off).not.toHaveProperty('queue');
+    expect(queued).toMatchObject({ label: 'fenced settle-off queue-10/s', pass: true, sold: 20 });
+    expect(queued.invariants.queue).toBe(true);
+    // Every buyer joined once; 20 were admitted and bought; the rest were told it is sold out.
+    expect(queued.queue).toMatchObject({
+      admitPerSecond: 10,
+      joins: 100,
+      purchases: 20,
+      admitted: 20,
+      turnedAway: 80,
+    });
+    expect(queued.codes.CREATED).toBe(20);
+    // 10 a second: the second ten were admitted while they waited, and learnt it by reading their tickets.
+    expect(queued.queue.reads).toBeGreaterThan(0);
+    expect(queued.codes.QUEUE_ADMITTED).toBe(20);
+    // Each of the other 80 was told so once: a join refused SOLD_OUT or a ticket read sold_out.
+    expect((queued.codes.SOLD_OUT ?? 0) + (queued.codes.QUEUE_SOLD_OUT ?? 0)).toBe(80);
+    expect(queued.requests).toBe(100 + queued.queue.reads + 20);
+    expectCost(queued, 20);
+    expect(queued.vsNoQueue.appCpuPerRequest).toBeGreaterThan(0);
+    expect(run.stderr).toMatch(
+      /fenced settle-off queue-10\/s: app CPU per request [\d.]+x the same sale's without a waiting room/,
+    );
+    expect(run.stderr).toMatch(/every order an admitted buyer's/);
+    // Both figures as measured: the row without the queue's own, not one worked back from the rounded ratio.
+    expect(run.stderr).toContain(
+      `(${queued.cost.appCpuUsPerRequest.toFixed(1)} vs ${off.cost.appCpuUsPerRequest.toFixed(1)} µs; ${queued.requests.toLocaleString('en-US')} requests vs 100)`,
+    );
+  });
+
+  it('on Ctrl-C (SIGINT) stops the app and Redis it started', async () => {
+    const child = spawn(
+      process.execPath,
+      [BENCH, '--buyers', '200000', '--connections', '50', '--warmup', '0', '--out', join(benchDir(), 'x.json')],
+      {
+        cwd: ROOT,
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
+    let output = '';
+    child.stdout.on('data', (d) => (output += d));
+    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+    await new Promise<void>((resolve, reject) => {
+      child.stderr.on('data', (d) => {
+        output += d;
+        if (/app up/.test(output)) resolve();
+      });
+      void exited.then(() => reject(new Error(`bench exited before the app was up:\n${output}`)));
+    });
+    child.kill('SIGINT');
+    expect(await exited).toBe(130);
+    expect(output).toContain('SIGINT: stopping everything the bench started');
+    const started = [
+      ...ports(output, /private Redis at redis:\/\/127\.0\.0\.1:(\d+)/g),
+      ...ports(output, /app up .* at http:\/\/127\.0\.0\.1:(\d+)/g),
+    ];
+    expect(started).toHaveLength(2);
+    for (const port of started) expect(await listening(port)).toBe(false);
+  });
+
+  it('refuses bad options with exit 2 and the usage', () => {
+    const run = spawnSync(process.execPath, [BENCH, '--strategy', 'lock,bogus'], { cwd: ROOT, encoding: 'utf8' });
+    expect(run.status).toBe(2);
+    expect(run.stderr).toContain('--strategy: unknown "bogus"');
+    expect(run.stderr).toContain('usage: npm run bench');
+    const soldOut = spawnSync(process.execPath, [BENCH, '--sold-out-path', '--stock', '5'], {
+      cwd: ROOT,
+      encoding: 'utf8',
+    });
+    expect(soldOut.status).toBe(2);
+    expect(soldOut.stderr).toContain('--sold-out-path measures a sold-out product: --stock must be 0, got 5');
+    const unsafe = spawnSync(process.execPath, [BENCH, '--sold-out-path', '--strategy', 'fenced,none'], {
+      cwd: ROOT,
+      encoding: 'utf8',
+    });
+    expect(unsafe.status).toBe(2);
+    expect(unsafe.stderr).toContain('none cannot oversell a sold-out product');
+  });
+});
