@@ -230,7 +230,12 @@ describe('Redis Cluster over TLS, certificate for a host name only', () => {
       const said = () => warn.mock.calls.map(([message]) => String(message));
       while (!said().some((m) => m.startsWith('unavailable:')) && Date.now() < deadline) await sleep(50);
       const line = said().find((m) => m.startsWith('unavailable:'));
-      expect(line).toMatch(/^unavailable: Failed to refresh slots cache\. \(localhost:\d+: self-signed certificate/);
+      // Each node's last reason is listed; on a loaded machine one handshake can end
+      // another way first (once: "tlsv1 alert decode error"), so the certificate is looked
+      // for among them, not only first.
+      expect(line).toMatch(
+        /^unavailable: Failed to refresh slots cache\. \((.*; )?localhost:\d+: self-signed certificate/,
+      );
     } finally {
       await closeRedisClient(client);
       warn.mockRestore();

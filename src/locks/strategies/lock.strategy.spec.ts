@@ -111,22 +111,35 @@ describe('SetNxLockStrategy (lock) against a real Redis', () => {
 
   it('wakes a contender in another process by the release message, not by polling', async () => {
     const holder = closing(new SetNxLockStrategy(client(), { ttlMs: 10_000, waitMs: 0 }));
-    const waiter = closing(new SetNxLockStrategy(client(), { ttlMs: 10_000, waitMs: 5_000 }));
+    const waiter = closing(new SetNxLockStrategy(client(), { ttlMs: 10_000, waitMs: 30_000 }));
     const held = await holder.acquire(key);
     const admin = client();
-    const sets = await commandCalls(admin, 'set');
     const taken = waiter.acquire(key);
-    // Not a fixed sleep (a loaded machine outlasts any): the waiter is subscribed, has
-    // tried often enough that its fallback waits are long (2 ms doubling, up to 250 ms),
-    // and is waiting now, so only the message can end this wait in time.
     const channel = releasedChannel(key);
     const subscribed = async () => Number(((await admin.call('PUBSUB', 'SHARDNUMSUB', channel)) as unknown[])[1]);
     const waiting = () => ((waiter as any).subscriber.channels.get(channel)?.wake.size ?? 0) > 0;
-    while ((await subscribed()) < 1 || (await commandCalls(admin, 'set')) - sets < 7 || !waiting()) await sleep(1);
-    await holder.release(held);
-    const lease = await taken;
-    expect(await client().get(key)).toBe(lease.token);
+    while ((await subscribed()) < 1 || !waiting()) await sleep(1);
+    // The message alone, with the lock still held: whatever its fallback poll does, only
+    // the message counts a wake-up, and the waiter, finding the lock taken, waits again.
+    // A jittered poll can fall between `waiting()` and the message (a loaded machine
+    // stretches that gap), so the message is sent again until it finds the waiter waiting.
+    for (let sent = 0; waiter.wakeups === 0 && sent < 500; sent++) {
+      while (!waiting()) await sleep(1);
+      await admin.spublish(channel, 'released');
+      await sleep(5);
+    }
     expect(waiter.wakeups).toBeGreaterThanOrEqual(1);
+    expect(await admin.get(key)).toBe(held.token);
+    // And the release sends that message (release-lock-1.lua), heard by another subscriber.
+    const listener = client();
+    const heard = new Promise<string>((resolve) =>
+      listener.on('smessage', (_channel: string, message: string) => resolve(message)),
+    );
+    await listener.ssubscribe(channel);
+    await holder.release(held);
+    expect(await heard).toBe('released');
+    const lease = await taken;
+    expect(await admin.get(key)).toBe(lease.token);
     await waiter.release(lease);
   });
 
