@@ -95,6 +95,26 @@ describe('Idempotency-Key claims in Redis', () => {
     expect(await redis.hexists(k.idem, 'lost')).toBe(0);
   });
 
+  it('fenced-write-8.lua and keyed-write-7.lua: one key answers one order, even sent twice in one batch', async () => {
+    const redis = client();
+    const { k } = await startSaleIn(redis, 10, 5, 'one-key-one-order');
+    await redis.set(k.fence, 1);
+    await claimFor(redis, k, 'k1', 'c1');
+    const twice = [...['u1', 1, 'o1', 'k1', 'c1', ''], ...['u2', 2, 'o2', 'k1', 'c1', '']];
+    const fenced = await fencedWrite.run(redis, fencedWriteKeys(k), 1, OUTCOME_TTL_MS, 'lock', '', ...twice);
+    expect(fenced).toEqual(['OK', 9, 'CLAIM_LOST']);
+    expect(await redis.hget(k.idem, 'k1')).toBe('D|fp-k1|o1|1|9');
+    await claimFor(redis, k, 'k2', 'c2');
+    const order = (userId: string, quantity: number) => ({
+      order: { productId: 'phone', userId, quantity, claim: { key: 'k2', claimId: 'c2', fingerprint: 'fp-k2' } },
+      orderId: `o-${userId}`,
+      remaining: 0,
+    });
+    expect(await writeOrders(redis, k, 'lock', [order('u3', 1), order('u4', 2)])).toEqual([8, 'CLAIM_LOST']);
+    expect((await redis.xrange(k.orders, '-', '+')).map(([, f]) => f[1])).toEqual(['o1', 'o-u3']);
+    expect(await redis.hget(k.idem, 'k2')).toBe('D|fp-k2|o-u3|1|8');
+  });
+
   it('keyed-write-7.lua (unfenced holds): skips an order whose claim was given up, and a late write past 0 says the -1 it left', async () => {
     const redis = client();
     const { k } = await startSaleIn(redis, 1, 2, 'keyed-claims');

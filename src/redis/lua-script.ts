@@ -25,7 +25,18 @@ export function withIncludes(source: string, from: string, dir = DIR): string {
   return resolve(source, from, dir, new Set(), [from]);
 }
 
+/**
+ * Any line that names `@include`: one not in INCLUDE's exact form (another quote, a `.lua`,
+ * indented inside a block) would stay a comment and fail only at its first EVAL.
+ */
+const ANY_INCLUDE = /^.*@include.*$/gm;
+
 function resolve(source: string, from: string, dir: string, emitted: Set<string>, stack: string[]): string {
+  const odd = [...source.matchAll(ANY_INCLUDE)].map((m) => m[0]).find((line) => !new RegExp(INCLUDE.source).test(line));
+  if (odd !== undefined)
+    throw new Error(`${from}: not an include line (--- @include "includes/<name>"): ${odd.trim()}`);
+  // An include is definitions only: a top-level `return` would end every script that includes it.
+  if (stack.length > 1 && /^return\b/m.test(source)) throw new Error(`${from}: an include returns at its top level`);
   const named = [...source.matchAll(INCLUDE)].map((m) => m[1]);
   const twice = named.find((name, i) => named.indexOf(name) !== i);
   if (twice) throw new Error(`${from}: "${twice}" is included twice`);

@@ -154,6 +154,24 @@ describe('LuaScript loader (`--- @include`)', () => {
     );
   });
 
+  it('refuses an include line in another form, which would stay a comment until its first EVAL', () => {
+    for (const line of [
+      '--- @include "includes/clock.lua"',
+      "--- @include 'includes/clock'",
+      '---@include "includes/clock"',
+      '  --- @include "includes/clock"',
+    ]) {
+      write('odd-1.lua', `${line}\nreturn 1\n`);
+      expect(() => new LuaScript('odd', dir)).toThrow(`odd-1.lua: not an include line`);
+    }
+  });
+
+  it('refuses an include that returns at its top level', () => {
+    write('includes/early.lua', 'local x = 1\nreturn x\n');
+    write('early-1.lua', '--- @include "includes/early"\nreturn 2\n');
+    expect(() => new LuaScript('early', dir)).toThrow('includes/early: an include returns at its top level');
+  });
+
   it('hashes the resolved script: an include changed is a new sha1', () => {
     write('user-1.lua', '--- @include "includes/window"\nreturn KEYS[1]\n');
     const before = new LuaScript('user', dir);

@@ -29,6 +29,15 @@ describe('FencedLockStrategy (fenced) against a real Redis', () => {
     expect(await redis.get(k.fence)).toBe('2');
   });
 
+  it("takes only a product's own lock key, the key it releases: another of the product's keys is refused", async () => {
+    const { redis, k } = await product(1);
+    const lock = closing(new FencedLockStrategy(redis, { ttlMs: 5_000, waitMs: 0 }));
+    await expect(lock.tryAcquire(k.stock)).rejects.toThrow(`not a product's lock key: ${k.stock}`);
+    await expect(lock.tryAcquire(`${k.lock}x`)).rejects.toThrow("not a product's lock key");
+    expect(await redis.exists(k.lock)).toBe(0);
+    expect(await redis.get(k.fence)).toBeNull();
+  });
+
   it('a fenced acquisition that timed out but ran afterwards leaves no orphaned lock', async () => {
     const { redis: admin, k } = await product(1);
     const buyer = client({ commandTimeout: 200 }); // gives up after 200 ms, as the app's does after 2 s

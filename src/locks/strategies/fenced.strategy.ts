@@ -36,7 +36,10 @@ export class FencedLockStrategy extends SetNxLockStrategy {
   }
 
   protected override take(key: string, token: string): Promise<number | null> {
-    return fencedAcquire.run(this.fencing, fencedAcquireKeys(productKeysOf(key)), token, this.options.ttlMs);
+    const k = productKeysOf(key);
+    // The lock taken is the key released and renewed: only a product's own lock key has a fence.
+    if (k.lock !== key) throw new Error(`not a product's lock key: ${key}`);
+    return fencedAcquire.run(this.fencing, fencedAcquireKeys(k), token, this.options.ttlMs);
   }
 
   /** Holds whose write the fence refused, by `key#fence`, until their release reports them. */
