@@ -122,7 +122,11 @@ async function oneSale(run: Run, t: RowApp, attempt: number): Promise<Measured> 
     ...(listeners.length > 0 && { onAnswer: (a: Answer) => listeners.forEach((listen) => listen(a)) }),
   };
   const figures: Figures = {};
-  const pass = kinds.find((k) => k.load);
+  // One kind at most fires the buyers its own way (options.ts refuses the combinations):
+  // a second would be silently skipped, and its verdict never checked.
+  const loaders = kinds.filter((k) => k.load);
+  if (loaders.length > 1) throw new Error(`${loaders.length} kinds of sale each fire the buyers: one at most`);
+  const pass = loaders[0];
   const first = await (pass ? pass.load!(loadOptions, progress, figures) : runLoad(loadOptions, progress)).finally(() =>
     reporter.stop(),
   );

@@ -243,8 +243,10 @@ export async function cleanUp(run: Run, t: RowApp): Promise<void> {
     await quiesce(t.databaseUrl).catch((err: Error) => run.log(`${t.label}: PostgreSQL not quiesced: ${err.message}`));
   }
   if (!run.options.redis) return;
-  // One DEL per product: its keys share a slot, different products' may not.
+  // One DEL per product: its keys share a slot, different products' may not. Then the
+  // row's list of products, under the row's own prefix: nothing of the row is left.
   for (const id of t.products) await run.client.del(...Object.values(t.keys.product(id)));
+  await run.client.del(t.keys.products);
 }
 
 /** Every buyer once, plus the duplicates. */
