@@ -2,6 +2,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { expectCost, expectRounded, listening, ports, runBench, useBenchDir } from './helpers/bench';
+import { useTestRedis } from './helpers/redis';
 
 const ROOT = join(__dirname, '..');
 const BENCH = join(ROOT, 'scripts', 'bench.js');
@@ -14,6 +15,17 @@ const BENCH = join(ROOT, 'scripts', 'bench.js');
 describe('bench (scripts/bench.js): its options', () => {
   jest.setTimeout(120_000);
   const benchDir = useBenchDir();
+  const redis = useTestRedis();
+
+  it('--redis URL sells on that Redis and leaves nothing of its rows there, a key of its own included', async () => {
+    const admin = redis.client();
+    await admin.set('canary', 'theirs');
+    const out = join(benchDir(), 'redis.json');
+    const args = ['--redis', redis.url(), '--settle', 'off', '--strategy', 'lock', '--buyers', '300', '--stock', '30'];
+    const { report } = runBench([...args, '--connections', '20', '--warmup', '0'], out, 60_000);
+    expect(report.rows[0]).toMatchObject({ strategy: 'lock', pass: true, sold: 30 });
+    expect(await admin.keys('*')).toEqual(['canary']);
+  });
 
   it('--telemetry on,off runs each strategy with TELEMETRY on and off, and states the off/on throughput ratio', () => {
     const out = join(benchDir(), 'telemetry.json');
