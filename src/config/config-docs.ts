@@ -24,7 +24,8 @@ export function settingsTable(kind: 'service' | 'lessons'): string {
 
 export function withSettingsTables(markdown: string): string {
   return markdown.replace(
-    /(<!-- settings:(service|lessons) -->\n)[^]*?(\n<!-- \/settings -->)/g,
-    (_all, open: string, kind: 'service' | 'lessons', close: string) => `${open}${settingsTable(kind)}${close}`,
+    // An empty place (the two markers alone) is filled as a written one is.
+    /(<!-- settings:(service|lessons) -->\n)[^]*?(<!-- \/settings -->)/g,
+    (_all, open: string, kind: 'service' | 'lessons', close: string) => `${open}${settingsTable(kind)}\n${close}`,
   );
 }
