@@ -13,7 +13,7 @@ import { PAYMENT_SIGNATURE_SCHEME } from './door/payment-signature';
 import { installDoorChecks } from './door/door-checks';
 import { answerQueueInHooks } from './door/queue-hooks';
 import { Checkout } from './orders/checkout';
-import { answerPurchasesInHooks } from './orders/purchase-hooks';
+import { answerPurchasesInHooks } from './orders/orders.controller';
 import { WaitingRoom } from './door/waiting-room';
 import { REDIS_CLIENT } from './redis/redis.constants';
 import { Metrics } from './telemetry/metrics';
@@ -170,7 +170,7 @@ export async function createApp(config: AppConfig, options: { logger?: false } =
   await installDoorChecks(fastify, config, app.get(REDIS_CLIENT), metrics);
   // The waiting room's joins and ticket reads, answered from the hook after those checks.
   answerQueueInHooks(fastify, app.get(WaitingRoom), refusals);
-  // And the purchases, on both routes (src/orders/purchase-hooks.ts).
+  // And the purchases, on both routes (src/orders/orders.controller.ts).
   answerPurchasesInHooks(fastify, app.get(Checkout));
   setupOpenApi(app, {
     buyerAuth: config.buyerAuth,

@@ -14,7 +14,7 @@ import { passClaimKey } from './sale-rules';
 import { StrategyMismatches } from './strategy-mismatches';
 
 /**
- * A purchase as both purchase routes make it, from their hook (purchase-hooks.ts) or
+ * A purchase as both purchase routes make it, from their hook (orders.controller.ts) or
  * from the route itself (OrdersController): the key or pass, the purchase path
  * LOCK_STRATEGY chose, replica acknowledgements, telemetry, and the refusals the door
  * learns.

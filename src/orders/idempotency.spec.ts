@@ -10,7 +10,7 @@ import {
   purchase,
   purchaseKeys,
 } from '../redis/lua-scripts';
-import { withIncludes } from '../redis/lua-script';
+import { withIncludes } from '../redis/lua-scripts';
 import { stillClaimed, writeOrders } from './sale-store';
 import { parseIdempotencyKey } from './idempotency';
 import { OUTCOME_TTL_MS } from './order';

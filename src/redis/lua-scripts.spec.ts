@@ -2,7 +2,7 @@ import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSyn
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { KeyLayout } from './key-layout';
-import { LuaScript, scriptFiles, withIncludes } from './lua-script';
+import { LuaScript, scriptFiles, withIncludes } from './lua-scripts';
 import * as scripts from './lua-scripts';
 
 const handles = Object.values(scripts).filter((s) => s instanceof LuaScript);

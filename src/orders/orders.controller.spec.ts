@@ -1,7 +1,7 @@
 import Fastify from 'fastify';
 import type { Checkout } from './checkout';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { answerPurchasesInHooks, purchaseLeftToTheRoute } from './purchase-hooks';
+import { answerPurchasesInHooks, purchaseLeftToTheRoute } from './orders.controller';
 
 describe('answerPurchasesInHooks', () => {
   // Never called here: the hooks are only installed, no request is served.
