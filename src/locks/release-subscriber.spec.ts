@@ -1,7 +1,7 @@
 import { Redis } from 'ioredis';
 import calculateSlot from 'cluster-key-slot';
 import { startPrivateCluster, startPrivateRedis } from '../../harness/redis';
-import { useTestRedis } from '../../test/helpers/redis';
+import { clusterReady, useTestRedis } from '../../test/helpers/redis';
 import { createRedisClient, createRedisCluster } from '../redis/create-client';
 import { ReleaseSubscriber } from './release-subscriber';
 
@@ -89,7 +89,9 @@ describe('ReleaseSubscriber against a real Redis', () => {
     client.on('error', () => undefined);
     const rs = ReleaseSubscriber.of(client);
     try {
-      await new Promise((resolve) => client.once('ready', resolve));
+      // Every master's connection up, not only the slot map: the one killed below is then
+      // a master the client knew, whatever the machine's load.
+      await clusterReady(client);
       const channel = 'c:{p:phone}:lock:released';
       // Its master dies before anyone subscribed there: the shard subscriber's connect fails.
       (await cluster.masterOfSlot(calculateSlot(channel))).kill();
