@@ -1,5 +1,6 @@
 import autocannon from 'autocannon';
 import { randomBytes } from 'node:crypto';
+import type { RequestRecord } from './history/history';
 import { LatencyPoint, latencyCurve } from './latency-curve';
 import type { LoadProgress } from './progress';
 
@@ -74,6 +75,12 @@ export interface LoadResult {
   readonly latencyCurve?: LatencyPoint[];
   /** With `productIds`: what each product's buyers were answered. */
   readonly byProduct?: Readonly<Record<string, ProductLoad>>;
+  /**
+   * Every request sent, in sending order, with its answer (none when it never came):
+   * the client's half of the sale's history (bench/history/). Absent from a load that
+   * did not keep it.
+   */
+  readonly requests?: readonly RequestRecord[];
 }
 
 /**
@@ -84,8 +91,11 @@ export interface LoadResult {
  */
 export type ProductLoad = Pick<
   LoadResult,
-  'sent' | 'status' | 'codes' | 'errors' | 'timeouts' | 'orderIds' | 'distinctBuyers' | 'startedAt'
+  'sent' | 'status' | 'codes' | 'errors' | 'timeouts' | 'orderIds' | 'distinctBuyers' | 'startedAt' | 'requests'
 >;
+
+/** A request's record while it is in flight: its answer is filled in when it comes. */
+type Recording = { -readonly [K in keyof RequestRecord]: RequestRecord[K] };
 
 /** autocannon's per-connection context: the request in flight. */
 interface BuyerContext {
@@ -93,6 +103,7 @@ interface BuyerContext {
   productId: string;
   idempotencyKey?: string;
   sentAt: number;
+  record: Recording;
 }
 
 /** One product's tally while the load runs. */
@@ -102,9 +113,10 @@ interface Tally {
   readonly codes: Record<string, number>;
   readonly orderIds: string[];
   readonly answered: Set<string>;
+  readonly requests: RequestRecord[];
 }
 
-const tally = (): Tally => ({ sent: 0, status: {}, codes: {}, orderIds: [], answered: new Set() });
+const tally = (): Tally => ({ sent: 0, status: {}, codes: {}, orderIds: [], answered: new Set(), requests: [] });
 
 /** The userIds to send, in sending order: every buyer once, plus duplicates, shuffled. */
 export function buyerSequence(buyers: number, duplicates: number, random = Math.random, prefix = 'b'): string[] {
@@ -143,6 +155,7 @@ export async function runLoad(options: LoadOptions, progress: LoadProgress = { d
   let lastAnswerAt = Date.now();
   // Every answer's, in ms (autocannon times each request with hrtime): for the full curve.
   const latencies: number[] = [];
+  const records: RequestRecord[] = [];
 
   const startedAt = Date.now();
   const result = await cannon(options.signal, (ms) => latencies.push(ms), {
@@ -162,8 +175,21 @@ export async function runLoad(options: LoadOptions, progress: LoadProgress = { d
           buyer.userId = userId;
           buyer.sentAt = Date.now();
           buyer.productId = productOf.get(userId) ?? options.productId;
+          buyer.record = {
+            userId,
+            productId: buyer.productId,
+            quantity: options.quantity,
+            sentAt: buyer.sentAt,
+            answeredAt: null,
+            status: null,
+            code: null,
+          };
+          records.push(buyer.record);
           const product = tallies.get(buyer.productId);
-          if (product) product.sent++;
+          if (product) {
+            product.sent++;
+            product.requests.push(buyer.record);
+          }
           buyer.idempotencyKey = options.idempotencyKeys ? `${run}-${next}` : undefined;
           const token = options.tokens?.get(userId);
           const headers = {
@@ -193,7 +219,8 @@ export async function runLoad(options: LoadOptions, progress: LoadProgress = { d
           if (progress.codes) progress.codes[key] = (progress.codes[key] ?? 0) + 1;
           const orderId = code === 201 && typeof parsed.orderId === 'string' ? parsed.orderId : undefined;
           if (orderId) orderIds.push(orderId);
-          const { userId, productId, idempotencyKey, sentAt } = context as BuyerContext;
+          const { userId, productId, idempotencyKey, sentAt, record } = context as BuyerContext;
+          Object.assign(record, { answeredAt: lastAnswerAt, status: code, code: key }, orderId && { orderId });
           const product = tallies.get(productId);
           if (product) {
             product.status[code] = (product.status[code] ?? 0) + 1;
@@ -220,6 +247,7 @@ export async function runLoad(options: LoadOptions, progress: LoadProgress = { d
     durationMs: Math.max(lastAnswerAt - startedAt, 1),
     latency: { p50: result.latency.p50, p90: result.latency.p90, p99: result.latency.p99, max: result.latency.max },
     latencyCurve: latencyCurve(latencies),
+    requests: records,
     ...(spread && {
       byProduct: Object.fromEntries(
         [...tallies].map(([id, t]): [string, ProductLoad] => [
@@ -233,6 +261,7 @@ export async function runLoad(options: LoadOptions, progress: LoadProgress = { d
             orderIds: t.orderIds,
             distinctBuyers: t.answered.size,
             startedAt,
+            requests: t.requests,
           },
         ]),
       ),
@@ -278,6 +307,8 @@ export function mergeLoads(loads: readonly LoadResult[]): LoadResult {
     errors: loads.reduce((a, l) => a + l.errors, 0),
     timeouts: loads.reduce((a, l) => a + l.timeouts, 0),
     orderIds: loads.flatMap((l) => l.orderIds),
+    // A load that kept no history makes the sum's partial: none, rather than a history with holes.
+    ...(loads.every((l) => l.requests) && { requests: loads.flatMap((l) => l.requests!) }),
     distinctBuyers: loads.reduce((a, l) => a + l.distinctBuyers, 0),
     startedAt: Math.min(...loads.map((l) => l.startedAt)),
     durationMs: Math.max(...loads.map((l) => l.durationMs)),

@@ -24,6 +24,8 @@ export interface LogEntry {
 /** One purchase request, as the load generator saw it (its own clock, Date.now()). */
 export interface RequestRecord {
   readonly userId: string;
+  /** The product bought, when a load spreads its buyers over several. */
+  readonly productId?: string;
   /** Units asked for. */
   readonly quantity: number;
   /** Handed to its socket. */
