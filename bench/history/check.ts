@@ -22,7 +22,10 @@ export interface OrderState {
  * order, so a reader can page through a stream of any length (`npm run audit`).
  */
 export class LogCheck {
-  constructor(readonly stock: number, readonly perUserLimit: number) {
+  constructor(
+    readonly stock: number,
+    readonly perUserLimit: number,
+  ) {
     throw new Error('not yet');
   }
   add(_entry: LogEntry): void {}
