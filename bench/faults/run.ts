@@ -14,7 +14,8 @@
  *   FAULTS_CHECK_RETRIES=0) only reports it.
  *
  * One line per scenario: name, requests, 201s, 5xx, sold, stock left, invariants,
- * and what happened. Exit 1 if any scenario breaks a promise it must keep.
+ * what happened, and the sale judged as a history (bench/history/: the peak held, each
+ * check's state). Exit 1 if any scenario breaks a promise it must keep.
  */
 import { parseArgs } from 'node:util';
 import { runToExit } from '../entry-point';
@@ -142,7 +143,8 @@ export function formatLine(o: Outcome): string {
           : 'hold';
   return (
     `${o.problems.length === 0 ? 'PASS' : 'FAIL'} ${o.name}: ${n(load.sent)} requests, ${n(load.status['201'] ?? 0)} × 201, ` +
-    `${n(fiveXx(load))} × 5xx, sold ${n(o.sold)}, stock left ${n(o.left)}, invariants ${invariants} — ${o.story}`
+    `${n(fiveXx(load))} × 5xx, sold ${n(o.sold)}, stock left ${n(o.left)}, invariants ${invariants} — ${o.story}` +
+    (o.history ? `; history: ${o.history}` : '')
   );
 }
 
@@ -159,6 +161,7 @@ function emitOutcome(o: Outcome): void {
     left: o.left,
     ...(o.oversold !== undefined && { oversold: o.oversold }),
     story: o.story,
+    ...(o.history && { history: o.history }),
   });
 }
 
