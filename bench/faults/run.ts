@@ -38,6 +38,7 @@ import { redlockNodes } from './redlock-nodes';
 import { setNxDelayed } from './set-nx-delayed';
 import { payVersusExpiry, postgresDown, redisRestartedSettling, settlerKilled, sweeperKilled } from './settlement';
 import { slotMoved } from './slot-moved';
+import { wholeSale } from './whole-sale';
 
 type Scenario = (ctx: Context) => Promise<Outcome | Outcome[]>;
 
@@ -108,6 +109,8 @@ const SCENARIOS: Record<string, Scenario> = {
   ...NETWORK_FAULTS,
   ...CLUSTER_FAULTS,
   ...SETTLEMENT_FAULTS,
+  // Every stage at once: a window, a waiting room, the afterlife, an app killed and PostgreSQL stopped.
+  'whole-sale': wholeSale,
 };
 
 /** Every scenario's name, in the order the full suite runs them: what the lab offers. */
