@@ -17,7 +17,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { pay, request } from '../../harness/http';
+import { JsonResponse, pay, request } from '../../harness/http';
 import { startPrivatePostgres } from '../../harness/postgres';
 import { stopAll } from '../../harness/processes';
 import { startPrivateRedis } from '../../harness/redis';
@@ -114,7 +114,7 @@ class Shop {
    * its cached SOLD_OUT and units are coming back), read the ticket until admitted,
    * buy with the pass; then, for wave 1, the order's fate. Gives up after PATIENCE_MS.
    */
-  async shop(i: number, userId: string, fate: (orderId: string, url: string) => Promise<void>): Promise<void> {
+  async shop(i: number, userId: string, fate: (orderId: string, i: number) => Promise<void>): Promise<void> {
     const deadline = Date.now() + PATIENCE_MS;
     let ticket: string | null = null;
     while (Date.now() < deadline) {
@@ -130,7 +130,7 @@ class Shop {
         ticket = String(body.ticket);
         if (body.state === 'admitted') {
           const bought = await this.buy(url, userId, String(body.pass));
-          if (bought?.orderId) await fate(bought.orderId, url);
+          if (bought?.orderId) await fate(bought.orderId, i);
           return;
         }
         if (body.state !== 'waiting') {
@@ -144,15 +144,24 @@ class Shop {
   }
 
   /** Wave 1's afterlife: its nth 201 paid, cancelled, or left to expire (FATE). */
-  async decide(orderId: string, url: string): Promise<void> {
+  async decide(orderId: string, i: number): Promise<void> {
     const fate = FATE[this.afterlife++ % FATE.length];
     this.fates[fate] = (this.fates[fate] ?? 0) + 1;
     if (fate === 'expire') return;
-    const res =
+    await this.after(fate, i, (url) =>
       fate === 'pay'
-        ? await pay(url, orderId, `pay-${orderId}`, PAYMENT_SECRET)
-        : await request(url, 'POST', `/api/orders/${orderId}/cancel`);
-    if (res.status !== 200) this.count(`${fate.toUpperCase()}_${String(res.body?.code ?? res.status)}`, res.status);
+        ? pay(url, orderId, `pay-${orderId}`, PAYMENT_SECRET)
+        : request(url, 'POST', `/api/orders/${orderId}/cancel`),
+    );
+  }
+
+  /**
+   * A payment or a cancel through a live app; sent again (the same paymentId: the same
+   * payment) through the other when its app was killed under it. Answers other than 200 counted.
+   */
+  async after(what: string, i: number, send: (url: string) => Promise<JsonResponse>): Promise<void> {
+    const res = await send(this.app(i)).catch(() => send(this.app(i)));
+    if (res.status !== 200) this.count(`${what.toUpperCase()}_${String(res.body?.code ?? res.status)}`, res.status);
   }
 
   count(code: string, status: number): void {
@@ -243,7 +252,7 @@ export async function wholeSale(ctx: Context): Promise<Outcome> {
     // Wave 1: one and a half times the stock, through both apps' doors.
     const wave1Buyers = Math.round(stock * 1.5);
     const wave1 = Promise.all(
-      Array.from({ length: wave1Buyers }, (_, i) => shop.shop(i, `w1-${i}`, (id, url) => shop.decide(id, url))),
+      Array.from({ length: wave1Buyers }, (_, i) => shop.shop(i, `w1-${i}`, (id, j) => shop.decide(id, j))),
     );
     await waitForStop(b, `app B to stop at its write ${KILL_AT_WRITE}`, 30_000);
     const soldAtKill = stock - Number(await client.get(k.stock));
@@ -275,10 +284,7 @@ export async function wholeSale(ctx: Context): Promise<Outcome> {
     const firstOfWave2 = shop.requests.length;
     await Promise.all(
       Array.from({ length: wave2Buyers }, (_, i) =>
-        shop.shop(i, `w2-${i}`, async (id, url) => {
-          const res = await pay(url, id, `pay-${id}`, PAYMENT_SECRET);
-          if (res.status !== 200) shop.count(`PAY_${String(res.body?.code ?? res.status)}`, res.status);
-        }),
+        shop.shop(i, `w2-${i}`, (id, j) => shop.after('pay', j, (url) => pay(url, id, `pay-${id}`, PAYMENT_SECRET))),
       ),
     );
     const wave2Sold = shop.requests.slice(firstOfWave2).filter((r) => r.code === 'CREATED').length;
