@@ -226,10 +226,14 @@ async function judge(
     const broken = check(sale);
     if (broken) problems.push(broken);
   }
+  // The log judged is the one the master serving the slot now kept: after a failover
+  // without WAIT it lacks acknowledged orders, which the history shows as orders not
+  // written once (acknowledged, not in the log): the lesson, required to show.
   const history = await judgeHistory(master, k, requestsOf(loads), {
     ...options.history,
     start: clock,
     retries: r.requests,
+    lessons: [...(options.lostIsTheLesson ? (['ordersOnce'] as const) : []), ...(options.history?.lessons ?? [])],
   });
   problems.push(...history.problems);
   const retried =

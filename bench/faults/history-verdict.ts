@@ -72,17 +72,21 @@ export async function judgeHistory(
   const [initialStock, perUserLimit] = await client.hmget(k.meta, 'initialStock', 'perUserLimit');
   const log = [];
   for await (const entry of readLog(client, k.orders)) log.push(entry);
+  const mine = requests.filter((r) => (r.productId ?? productId) === productId);
+  const clock = linkClocks(feed.start, await readClock(client));
   const report = checkHistory({
     productId,
     stock: Number(initialStock),
     perUserLimit: Number(perUserLimit),
     log,
     logComplete: await logComplete(client, k.orders),
-    requests: requests.filter((r) => (r.productId ?? productId) === productId),
-    clock: linkClocks(feed.start, await readClock(client)),
+    requests: mine,
+    clock,
     ...(feed.settled && { settled: feed.settled }),
   });
-  return { report, line: historyLine(report), problems: historyProblems(report, feed) };
+  // Times on the line count from the first request, on Redis's clock.
+  const origin = mine.length > 0 ? Math.min(...mine.map((r) => r.sentAt)) + clock.offsetMs : undefined;
+  return { report, line: historyLine(report, origin), problems: historyProblems(report, feed) };
 }
 
 /** What a report breaks of a scenario's promise (see HistoryFeed). */

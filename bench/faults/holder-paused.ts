@@ -1,5 +1,16 @@
 import { health } from '../../harness/http';
-import { codesSeen, Context, holderPid, n, onHolderStage, Outcome, timeline, verdict, waitForStop } from './kit';
+import {
+  codesSeen,
+  Context,
+  holderPid,
+  lateWriteNamed,
+  n,
+  onHolderStage,
+  Outcome,
+  timeline,
+  verdict,
+  waitForStop,
+} from './kit';
 
 /** The paused app stops itself at this hold that reaches its write: it has sold for one hold before. */
 const STOP_AT_WRITE = 2;
@@ -64,6 +75,10 @@ export function holderPaused(ctx: Context, strategy: 'lock' | 'fenced'): Promise
       if (lost === 0) v.problems.push('the paused app never noticed it had lost the lock');
       if (strategy === 'lock' && v.oversold === 0)
         v.problems.push('the late write did not oversell: the lesson was not shown');
+      // The history names it: the first order held above the stock is the paused holder's
+      // late write. Not a write outside its request: its buyers are answered 201 after it.
+      if (strategy === 'lock' && !lateWriteNamed(v.report, 'p-'))
+        v.problems.push("the history's oversell does not name the paused holder's late write");
       if (strategy === 'fenced' && !pausedResult.codes.STALE_LOCK) v.problems.push('the fence refused nothing');
       const late =
         strategy === 'fenced'

@@ -17,6 +17,7 @@ import { Invariants, judge, readSale } from '../verdict';
 import { ERROR_CODES } from '../../src/errors/errors';
 import { clockAtStart, HistoryFeed, judgeHistory, requestsOf } from './history-verdict';
 import type { ClockReading } from '../history/clock';
+import type { HistoryReport } from '../history/history';
 import type { ProductKeys } from '../../src/redis/key-layout';
 
 export interface Size {
@@ -174,6 +175,14 @@ export function lateWrite(outcome: Outcome, at: number): void {
 }
 
 /**
+ * Whether the history's oversell names a late write: the first order held above the
+ * stock is one of the late writer's buyers (userId prefix).
+ */
+export function lateWriteNamed(report: HistoryReport, userPrefix: string): boolean {
+  return report.findings.some((f) => f.check === 'oversell' && f.userId?.startsWith(userPrefix));
+}
+
+/**
  * For the lab: a scenario's sale begins. Its time axis starts here, the live sold
  * line (Redis's stock key, sampled; `progress` counts the answers) until stopped,
  * and the first step. Nothing, and no reads, when no lab listens.
@@ -237,6 +246,7 @@ export interface SaleVerdict {
   readonly unacknowledged: number;
   /** The sale judged as a history (history-verdict.ts): its line; its broken checks are in `problems`. */
   readonly history: string;
+  readonly report: HistoryReport;
 }
 
 /**
@@ -296,6 +306,7 @@ export async function verdict(
   problems.push(...history.problems);
   return {
     history: history.line,
+    report: history.report,
     sold: sale.initialStock - sale.stockLeft,
     left: sale.stockLeft,
     oversold: v.oversold,

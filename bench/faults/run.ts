@@ -147,7 +147,7 @@ export function formatLine(o: Outcome): string {
   return (
     `${o.problems.length === 0 ? 'PASS' : 'FAIL'} ${o.name}: ${n(load.sent)} requests, ${n(load.status['201'] ?? 0)} × 201, ` +
     `${n(fiveXx(load))} × 5xx, sold ${n(o.sold)}, stock left ${n(o.left)}, invariants ${invariants} — ${o.story}` +
-    (o.history ? `; history: ${o.history}` : '')
+    (o.history ? `; ${o.history}` : '')
   );
 }
 
