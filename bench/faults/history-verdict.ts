@@ -85,7 +85,7 @@ export async function judgeHistory(
     ...(feed.settled && { settled: feed.settled }),
   });
   // Times on the line count from the first request, on Redis's clock.
-  const origin = mine.length > 0 ? Math.min(...mine.map((r) => r.sentAt)) + clock.offsetMs : undefined;
+  const origin = mine.length > 0 ? Math.round(Math.min(...mine.map((r) => r.sentAt)) + clock.offsetMs) : undefined;
   return { report, line: historyLine(report, origin), problems: historyProblems(report, feed) };
 }
 

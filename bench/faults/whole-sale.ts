@@ -187,8 +187,9 @@ class Shop {
 }
 
 /**
- * `npm run audit -- --redis URL --database URL --product ID` on the stores once the
- * sale is over (scripts/audit.js): its exit code, and what it printed.
+ * `npm run audit -- --redis URL --database URL --product ID --key-prefix P` on the
+ * stores once the sale is over (scripts/audit.js, on the Node running this): its exit
+ * code, and what it printed.
  *
  * TODO(audit): `npm run audit` is being written on branch h-audit and is not on main
  * yet; until scripts/audit.js exists this step reports "audit not run" and fails nothing.
@@ -199,7 +200,7 @@ function runAudit(redisUrl: string, databaseUrl: string): { ran: boolean; ok: bo
   if (!existsSync(script)) return { ran: false, ok: true, output: 'npm run audit not on this branch yet' };
   const res = spawnSync(
     process.execPath,
-    [script, '--redis', redisUrl, '--database', databaseUrl, '--product', PRODUCT, '--prefix', PREFIX],
+    [script, '--redis', redisUrl, '--database', databaseUrl, '--product', PRODUCT, '--key-prefix', PREFIX],
     { encoding: 'utf8', timeout: 60_000 },
   );
   return { ran: true, ok: res.status === 0, output: `${res.stdout ?? ''}${res.stderr ?? ''}`.trim() };
