@@ -307,6 +307,7 @@ export async function wholeSale(ctx: Context): Promise<Outcome> {
       problems.push(`a purchase before the opening was answered ${early?.status ?? 'nothing'}`);
     if (sale.orders.some((o) => o.ms < startsAt)) problems.push("an order older than the sale's start");
     if (soldAtKill <= 0) problems.push('nothing was sold before app B was killed');
+    if (lagAtReturn <= 0) problems.push('nothing waited for PostgreSQL while it was stopped');
     if (!(shop.fates.cancel > 0 && shop.fates.expire > 0 && shop.fates.pay > 0))
       problems.push(`wave 1 did not pay, cancel and let expire (${tallied(shop.fates)})`);
     if (wave2Sold === 0) problems.push('the second wave bought nothing');
