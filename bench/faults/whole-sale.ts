@@ -329,7 +329,7 @@ export async function wholeSale(ctx: Context): Promise<Outcome> {
         `${n(returned)} units back, ${n(wave2Buyers)} buyers in wave 2 bought ${n(wave2Sold)}; answers ${tallied(shop.codes)}; ` +
         `statuses ${tallied(sale.statuses ?? {})}; ${n(check.rows)} orders in PostgreSQL as Redis has them, drained ${drainMs === null ? 'never' : `${n(drainMs)} ms`} after; ` +
         (audit.ran
-          ? `npm run audit: ${audit.ok ? 'exit 0' : 'FAILED'}`
+          ? `npm run audit: ${audit.ok ? 'exit 0' : 'FAILED'} (${audit.output.split('\n').at(-1)})`
           : 'npm run audit: not run (not on this branch yet)'),
     };
   } finally {
