@@ -29,6 +29,8 @@ import {
   Size,
   TOKEN,
 } from './kit';
+import type { ClockReading } from '../history/clock';
+import { clockAtStart, HistoryFeed, judgeHistory, requestsOf } from './history-verdict';
 import { Heard, MAX_ANSWER_MS, NOT_WRITTEN, Retries, retryUnknown, WAIT_MS } from './network-stage';
 
 /** An answer, the app that gave it, and when it came (Date.now()). */
@@ -67,6 +69,8 @@ export interface ClusterJudgeOptions {
   readonly lostIsTheLesson?: boolean;
   /** Checks of the scenario's own: each returns a broken promise, or null. */
   readonly checks?: ((sale: SaleSnapshot) => string | null)[];
+  /** What the history checker is fed and what the line's promise covers (history-verdict.ts); `start` is the stage's. */
+  readonly history?: Omit<HistoryFeed, 'start' | 'retries'>;
 }
 
 export interface ClusterStageOptions extends PrivateClusterOptions {
@@ -92,6 +96,11 @@ export async function onClusterStage(
     const stageApps = await apps(2, strategy, cluster, { LOCK_WAIT_MS: String(WAIT_MS), ...env });
     await startSale(stageApps[0].url, TOKEN, PRODUCT, size.stock, 1);
     const k = new KeyLayout(PREFIX).product(PRODUCT);
+    // Redis's clock, from the master serving the product's slot, before the sale: every
+    // node is a process on this host, so the master that serves it at the end reads the same clock.
+    const first = harnessClient((await cluster.masterOfSlot(calculateSlot(k.stock))).url);
+    clients.push(first);
+    const clock = await clockAtStart(first);
     const heard: Timed[] = [];
     const retryAnswers: Answer[] = [];
     const stage: ClusterStage = {
@@ -118,7 +127,7 @@ export async function onClusterStage(
         return retries;
       },
       judge: (master, loads, retries, judgeOptions) =>
-        judge(ctx, master, k, loads, retries, [...heard, ...retryAnswers], judgeOptions),
+        judge(ctx, master, k, clock, loads, retries, [...heard, ...retryAnswers], judgeOptions),
     };
     const outcome = await scenario(stage);
     // A load's socket errors mean an app went away: say what it printed last.
@@ -151,6 +160,7 @@ async function judge(
   ctx: Context,
   master: Redis,
   k: ProductKeys,
+  clock: ClockReading,
   loads: LoadResult[],
   r: Retries,
   told: readonly Answer[],
@@ -216,6 +226,16 @@ async function judge(
     const broken = check(sale);
     if (broken) problems.push(broken);
   }
+  // The log judged is the one the master serving the slot now kept: after a failover
+  // without WAIT it lacks acknowledged orders, which the history shows as orders not
+  // written once (acknowledged, not in the log): the lesson, required to show.
+  const history = await judgeHistory(master, k, requestsOf(loads), {
+    ...options.history,
+    start: clock,
+    retries: r.requests,
+    lessons: [...(options.lostIsTheLesson ? (['ordersOnce'] as const) : []), ...(options.history?.lessons ?? [])],
+  });
+  problems.push(...history.problems);
   const retried =
     r.retried === 0
       ? 'nothing to retry'
@@ -227,6 +247,7 @@ async function judge(
     sold: sale.initialStock - sale.stockLeft,
     left: sale.stockLeft,
     problems,
+    history: history.line,
     ...(options.lostIsTheLesson && lost > 0
       ? {
           lesson:
