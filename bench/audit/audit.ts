@@ -150,14 +150,13 @@ function productLines(a: Audited): string[] {
         (s.afterRead > 0 ? `; ${s.afterRead} written after the log was read (not judged)` : ''),
     );
   }
-  for (const f of r.findings) {
-    const when = f.ms === null ? '' : ` at ${new Date(f.ms).toISOString()}`;
-    lines.push(`  ${f.check}${when}: ${f.detail}`);
-    if (f.orderIds.length > 0) lines.push(`    orders: ${f.orderIds.join(', ')}`);
-  }
   for (const check of CHECKS.filter((c) => r.counts[c] > 0)) {
-    const shown = r.findings.filter((f) => f.check === check).length;
-    if (shown < r.counts[check]) lines.push(`  ${check}: ${r.counts[check] - shown} more found, not listed`);
+    const found = check === 'totalQueue' ? a.totalQueue : r.findings.filter((f) => f.check === check);
+    for (const f of found) {
+      lines.push(`  ${check}${f.ms === null ? '' : ` at ${new Date(f.ms).toISOString()}`}: ${f.detail}`);
+      if (f.orderIds.length > 1) lines.push(`    orders: ${f.orderIds.join(', ')}`);
+    }
+    if (found.length < r.counts[check]) lines.push(`  ${check}: ${r.counts[check] - found.length} more, not listed`);
     lines.push(`  what a ${check} finding means: ${MEANING[check]}`);
   }
   for (const line of r.notProven) lines.push(`  not proven: ${line}`);
@@ -187,6 +186,8 @@ function document(options: AuditOptions, redis: RedisClient, audited: readonly A
       perUserLimit: a.perUserLimit,
       log: a.log,
       settled: a.settled,
+      // Every order of the total-queue check named, not only the report's first few.
+      totalQueue: a.totalQueue,
       ...(a.repair && { repair: a.repair }),
     })),
     exitCode: code,

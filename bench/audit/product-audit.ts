@@ -29,6 +29,11 @@ export interface ProductAudit {
   };
   /** What PostgreSQL held, and what of it was not judged and why; null without --database. */
   readonly settled: SettledSide | null;
+  /**
+   * Every total-queue finding (the report keeps the first few of each check): each is an
+   * order someone must settle by hand, so the audit names them all.
+   */
+  readonly totalQueue: readonly Finding[];
 }
 
 export interface SettledSide {
@@ -85,7 +90,7 @@ export async function auditProduct(
       unsettled.add(entry.orderId);
   }
   const log = { entries, first: first?.id ?? null, last: last?.id ?? null, complete };
-  if (!db) return { report: check.report(productId), perUserLimit, log, settled: null };
+  if (!db) return { report: check.report(productId), perUserLimit, log, settled: null, totalQueue: [] };
   const { findings, side } = await totalQueue(redis, db, productId, k, check.states, {
     first,
     last,
@@ -99,6 +104,7 @@ export async function auditProduct(
     perUserLimit,
     log,
     settled: side,
+    totalQueue: findings,
   };
 }
 
