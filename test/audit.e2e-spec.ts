@@ -134,7 +134,7 @@ describe('npm run audit', () => {
     const run = await audit('--redis', redis.url(), '--database', db, '--key-prefix', prefix, '--product', 'safe');
     expectExit(run, 0);
     expect(run.stdout).toMatch(
-      /^product safe: stock 3, per-user limit 1; log 6 entries \(4 orders, 1 returns?, 1 paid\)/m,
+      /^product safe: stock 3, per-user limit 1; log 6 entries \(orders 4, returns 1, paid 1\) from \d+-\d+ to \d+-\d+$/m,
     );
     expect(run.stdout).toMatch(/^ {2}history holds: peak 3 of 3 held/m);
     for (const check of ['oversell', 'perUserLimit', 'returns', 'ordersOnce', 'totalQueue'])
@@ -230,23 +230,42 @@ describe('npm run audit', () => {
     expect(repaired.stdout).toContain(`order ${lostId} of u9`);
   }, 90_000);
 
-  it('says "not proven" for a log trimmed of its head, without PostgreSQL to rebuild it', async () => {
+  it('rebuilds a log trimmed of its head from PostgreSQL, and says "not proven" without it or when PostgreSQL lacks part of it', async () => {
     const prefix = uniquePrefix('audit-trim');
     const db = await database();
-    const { buy, k } = await settlingSale(prefix, db, 'trim', 5, { SETTLE_TRIM: '1' });
-    for (const user of ['u1', 'u2', 'u3']) await buy(user);
+    const { app, buy, k } = await settlingSale(prefix, db, 'trim', 5, { SETTLE_TRIM: '1' });
+    const ids = [];
+    for (const user of ['u1', 'u2', 'u3']) ids.push((await buy(user)).orderId!);
+    expect((await request(app.url, 'POST', `/api/orders/${ids[0]}/cancel`)).status).toBe(200);
     await settled(k);
     for (let i = 0; (await client.xlen(k.orders)) > 0; i++) {
       expect(i).toBeLessThan(100);
       await new Promise((r) => setTimeout(r, 50));
     }
-    const run = await audit('--redis', redis.url(), '--key-prefix', prefix, '--product', 'trim');
-    expectExit(run, 3);
-    expect(run.stdout).toMatch(/its head trimmed \(SETTLE_TRIM\)/);
-    expect(run.stdout).toMatch(/^ {2}oversell +not proven$/m);
-    expect(run.stdout).toMatch(/^ {2}not proven: the log was trimmed/m);
-    expect(run.stdout).toMatch(
+    const args = ['--redis', redis.url(), '--key-prefix', prefix, '--product', 'trim'];
+    const alone = await audit(...args);
+    expectExit(alone, 3);
+    expect(alone.stdout).toMatch(/its head trimmed \(SETTLE_TRIM\)$/m);
+    expect(alone.stdout).toMatch(/^ {2}oversell +not proven$/m);
+    expect(alone.stdout).toMatch(/^ {2}not proven: the log was trimmed/m);
+    expect(alone.stdout).toMatch(
       /^summary: 1 products audited: 0 hold, 0 with findings, 1 not proven \(trim\); exit 3$/m,
+    );
+
+    // PostgreSQL has every entry the settler trimmed: the head is rebuilt, and the log is whole again.
+    const rebuilt = await audit(...args, '--database', db);
+    expectExit(rebuilt, 0);
+    expect(rebuilt.stdout).toMatch(
+      /^product trim: stock 5, per-user limit 1; log 4 entries \(orders 3, returns 1, paid 0\) from \d+-\d+ to \d+-\d+, its head trimmed \(SETTLE_TRIM\) and rebuilt from PostgreSQL's order_events \(4 entries\)$/m,
+    );
+    expect(rebuilt.stdout).toMatch(/^ {2}history holds: peak 3 of 5 held/m);
+
+    // A PostgreSQL restored without one of them cannot rebuild it.
+    await query(db, `DELETE FROM order_events WHERE order_id = $1 AND event = 'cancelled'`, [ids[0]]);
+    const short = await audit(...args, '--database', db);
+    expectExit(short, 3);
+    expect(short.stdout).toMatch(
+      /^ {2}not proven: 4 entries were trimmed from the log's head and PostgreSQL holds 3 of them: it cannot rebuild the log$/m,
     );
   }, 60_000);
 

@@ -128,9 +128,13 @@ function productLines(a: Audited): string[] {
   const lines = [
     '',
     `product ${a.productId}: stock ${r.stock}, per-user limit ${a.perUserLimit}; ` +
-      `log ${log.entries} entries (${r.orders} orders, ${r.returns} returns, ${r.paid} paid)` +
+      `log ${log.entries + log.fromDatabase} entries (orders ${r.orders}, returns ${r.returns}, paid ${r.paid})` +
       (log.first ? ` from ${log.first} to ${log.last}` : '') +
-      (log.complete ? '' : ', its head trimmed (SETTLE_TRIM)'),
+      (log.fromDatabase > 0
+        ? `, its head trimmed (SETTLE_TRIM) and rebuilt from PostgreSQL's order_events (${log.fromDatabase} entries)`
+        : log.complete
+          ? ''
+          : ', its head trimmed (SETTLE_TRIM)'),
     `  ${historyLine(r)}`,
   ];
   for (const check of CHECKS) {

@@ -10,7 +10,7 @@ import { SETTLE_GROUP } from '../../src/settlement/settler';
 import { checkTotalQueue, LogCheck, type OrderState } from '../history/check';
 import type { CheckState, Finding, HistoryReport, LogEntry, SettledOrder } from '../history/history';
 import { logComplete, readLog } from '../history/read-log';
-import { readSettled, settledNow } from './settled-orders';
+import { readSettled, readSettledEntries, settledNow } from './settled-orders';
 
 /** Entries, pending ids or hash fields per Redis read. */
 export const PAGE = 1_000;
@@ -24,7 +24,9 @@ export interface ProductAudit {
     /** The first and last entries read (stream ids); null for an empty log. */
     readonly first: string | null;
     readonly last: string | null;
-    /** False when the stream's head was trimmed (SETTLE_TRIM). */
+    /** Entries of the head trimmed from the stream (SETTLE_TRIM), rebuilt from PostgreSQL and judged before it. */
+    readonly fromDatabase: number;
+    /** False when the stream's head was trimmed (SETTLE_TRIM) and not rebuilt whole. */
     readonly complete: boolean;
   };
   /** What PostgreSQL held, and what of it was not judged and why; null without --database. */
@@ -75,22 +77,44 @@ export async function auditProduct(
   // The settle group before the log: an entry it has acknowledged by now is in PostgreSQL
   // (the settler commits before XACK), and one written later is after its last delivered.
   const group = db ? await settleGroup(redis, k.orders) : null;
-  const complete = await logComplete(redis, k.orders);
-  const check = new LogCheck(stock, perUserLimit, complete);
+  const whole = await logComplete(redis, k.orders);
+  const trimmed = whole || !db ? null : await trimmedSoFar(redis, k.orders);
+  // The first page of the stream read (and held) before PostgreSQL is asked for what
+  // precedes it: entries trimmed meanwhile are still in that page, never in neither.
+  const stream = readLog(redis, k.orders, PAGE);
+  const opening = await stream.next();
+  // The head fed into a check that takes the log as whole: dropped for one that does not
+  // if PostgreSQL cannot give all of it.
+  let check = new LogCheck(stock, perUserLimit, whole || trimmed !== null);
+  const rebuilt =
+    trimmed && db
+      ? await rebuildHead(redis, db, productId, k, trimmed, opening.done ? null : opening.value.id, check)
+      : null;
+  const complete = whole || rebuilt?.whole === true;
+  if (!complete && trimmed !== null) check = new LogCheck(stock, perUserLimit, false);
+  let first: LogEntry | null = rebuilt?.whole ? rebuilt.first : null;
   const unsettled = new Set<string>();
-  let first: LogEntry | null = null;
-  let last: LogEntry | null = null;
+  let last: LogEntry | null = rebuilt?.whole ? rebuilt.last : null;
   let entries = 0;
-  for await (const entry of readLog(redis, k.orders, PAGE)) {
+  const judge = (entry: LogEntry) => {
     check.add(entry);
     first ??= entry;
     last = entry;
     entries++;
     if (group && (compareIds(entry.id, group.lastDelivered) > 0 || group.pending.has(entry.id)))
       unsettled.add(entry.orderId);
-  }
-  const log = { entries, first: first?.id ?? null, last: last?.id ?? null, complete };
-  if (!db) return { report: check.report(productId), perUserLimit, log, settled: null, totalQueue: [] };
+  };
+  if (!opening.done) judge(opening.value);
+  for await (const entry of stream) judge(entry);
+  const log = {
+    entries,
+    fromDatabase: rebuilt?.whole ? rebuilt.entries : 0,
+    first: (first as LogEntry | null)?.id ?? null,
+    last: (last as LogEntry | null)?.id ?? null,
+    complete,
+  };
+  const notProven = rebuilt && !rebuilt.whole ? [rebuilt.why] : [];
+  if (!db) return { report: check.report(productId, { notProven }), perUserLimit, log, settled: null, totalQueue: [] };
   const { findings, side } = await totalQueue(redis, db, productId, k, check.states, {
     first,
     last,
@@ -98,9 +122,13 @@ export async function auditProduct(
     unsettled,
     grouped: group !== null,
   });
-  const { state, notProven } = totalQueueState(findings, side, entries);
+  const queue = totalQueueState(findings, side, entries);
   return {
-    report: check.report(productId, { findings, checks: { totalQueue: state }, notProven }),
+    report: check.report(productId, {
+      findings,
+      checks: { totalQueue: queue.state },
+      notProven: [...notProven, ...queue.notProven],
+    }),
     perUserLimit,
     log,
     settled: side,
@@ -210,6 +238,79 @@ function totalQueueState(
     };
   }
   return { state: 'pass', notProven: [] };
+}
+
+/**
+ * How many entries have left the stream's head (XINFO STREAM: added less held), and the
+ * first it holds (null for none): every entry before that one is gone.
+ */
+async function trimmedSoFar(
+  redis: RedisClient,
+  stream: string,
+): Promise<{ count: number; firstId: string | null } | null> {
+  const info = (await redis.xinfo('STREAM', stream)) as unknown[];
+  const f = new Map<string, unknown>();
+  for (let i = 0; i + 1 < info.length; i += 2) f.set(String(info[i]), info[i + 1]);
+  const added = Number(f.get('entries-added'));
+  const length = Number(f.get('length'));
+  if (!Number.isInteger(added) || !Number.isInteger(length)) return null;
+  const firstEntry = f.get('first-entry') as [string, string[]] | null;
+  return { count: added - length, firstId: firstEntry ? firstEntry[0] : null };
+}
+
+/**
+ * The head SETTLE_TRIM cut from the log, rebuilt from PostgreSQL's `order_events`: the
+ * settler trims only what every group has settled, so each trimmed entry was committed
+ * there first. The entries before the stream's first (`before`) of this sale's orders
+ * (those its order states hash knows; PostgreSQL keeps every sale of the product id),
+ * in Redis's order, fed into `check` a page at a time. Whole when PostgreSQL holds as
+ * many entries before the stream's first (as XINFO said it) as Redis says left it; those
+ * trimmed since (before the first page the audit read) come from PostgreSQL too. A
+ * restored PostgreSQL that lacks some leaves the log not proven.
+ */
+async function rebuildHead(
+  redis: RedisClient,
+  db: Client,
+  productId: string,
+  k: ProductKeys,
+  trimmed: { count: number; firstId: string | null },
+  before: string | null,
+  check: LogCheck,
+): Promise<
+  { whole: true; first: LogEntry | null; last: LogEntry | null; entries: number } | { whole: false; why: string }
+> {
+  let first: LogEntry | null = null;
+  let last: LogEntry | null = null;
+  let entries = 0;
+  let beforeFirst = 0;
+  for await (const rows of readSettledEntries(db, productId, before)) {
+    const ours = await stateRecords(
+      redis,
+      k,
+      rows.map((r) => r.order_id),
+    );
+    for (const row of rows) {
+      if (!ours.has(row.order_id)) continue;
+      const entry: LogEntry = {
+        id: row.stream_id,
+        ms: Number(row.stream_id.split('-')[0]),
+        kind: row.event === 'created' ? 'order' : row.event,
+        orderId: row.order_id,
+        userId: row.user_id,
+        quantity: row.quantity,
+      };
+      check.add(entry);
+      first ??= entry;
+      last = entry;
+      entries++;
+      if (trimmed.firstId === null || compareIds(row.stream_id, trimmed.firstId) < 0) beforeFirst++;
+    }
+  }
+  if (beforeFirst === trimmed.count) return { whole: true, first, last, entries };
+  return {
+    whole: false,
+    why: `${trimmed.count} entries were trimmed from the log's head and PostgreSQL holds ${beforeFirst} of them: it cannot rebuild the log`,
+  };
 }
 
 /** The settle group's last delivered entry and its pending entries' ids, or null when the log has no such group. */

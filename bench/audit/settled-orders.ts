@@ -68,3 +68,48 @@ function settledOrder(row: Row): SettledOrder {
     createdMs: Number(row.created_ms),
   };
 }
+
+interface EventRow {
+  stream_id: string;
+  order_id: string;
+  event: 'created' | 'paid' | 'cancelled' | 'expired';
+  user_id: string;
+  quantity: number;
+}
+
+/**
+ * The settled entries of the product's stream before `before` (every one when null), in
+ * Redis's order, `page` at a time through a cursor of a read-only transaction: one sort
+ * on the server, never the whole result in one reply. Each event with its order's buyer
+ * and quantity (order_events joined to orders). Every sale of the product id is here:
+ * the caller keeps the current sale's.
+ */
+export async function* readSettledEntries(
+  db: Client,
+  productId: string,
+  before: string | null,
+  page = ROWS_PAGE,
+): AsyncGenerator<EventRow[]> {
+  const [ms, seq] = before === null ? [null, null] : before.split('-');
+  await db.query('BEGIN READ ONLY');
+  try {
+    await db.query(
+      `DECLARE head NO SCROLL CURSOR FOR
+         SELECT e.stream_id, e.order_id, e.event, o.user_id, o.quantity
+           FROM order_events e JOIN orders o ON o.order_id = e.order_id
+          WHERE e.product_id = $1
+            AND ($2::bigint IS NULL OR (split_part(e.stream_id, '-', 1)::bigint, split_part(e.stream_id, '-', 2)::bigint) < ($2::bigint, $3::bigint))
+          ORDER BY split_part(e.stream_id, '-', 1)::bigint, split_part(e.stream_id, '-', 2)::bigint, e.order_id`,
+      [productId, ms, seq],
+    );
+    for (;;) {
+      const { rows } = await db.query<EventRow>(`FETCH ${page} FROM head`);
+      if (rows.length > 0) yield rows;
+      if (rows.length < page) break;
+    }
+    await db.query('COMMIT');
+  } catch (err) {
+    await db.query('ROLLBACK').catch(() => undefined);
+    throw err;
+  }
+}
