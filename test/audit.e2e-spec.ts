@@ -181,7 +181,7 @@ describe('npm run audit', () => {
     expect(run.stdout).toMatch(/^ {2}history FAILS oversell: peak 3 of 2 held at \d+ \(oversold by 1/m);
     expect(run.stdout).toMatch(/^ {2}oversell +fail, 1 found$/m);
     expect(run.stdout).toMatch(/^ {2}oversell at .*order over\.u3/m);
-    expect(run.stdout).toMatch(/^ {2}what a oversell finding means: more units were held/m);
+    expect(run.stdout).toMatch(/^ {2}oversell, what it means: more units were held/m);
     expect(run.stdout).toMatch(
       /^summary: 1 products audited: 0 hold, 1 with findings \(over\), 0 not proven; exit 1$/m,
     );
@@ -215,7 +215,7 @@ describe('npm run audit', () => {
     expect(run.stdout).toMatch(/^ {2}totalQueue +fail, 2 found$/m);
     expect(run.stdout).toContain(`order ${lostId} of u9 (reserved) is in PostgreSQL but not in Redis's log`);
     expect(run.stdout).toContain(`order ${ids[1]} of u2 (reserved) is in Redis's log but not in PostgreSQL`);
-    expect(run.stdout).toMatch(/^ {2}what a totalQueue finding means: Redis and PostgreSQL/m);
+    expect(run.stdout).toMatch(/^ {2}totalQueue, what it means: Redis and PostgreSQL/m);
     // The audit wrote nothing.
     expect(await query(db, 'SELECT order_id FROM orders WHERE order_id = $1', [ids[1]])).toEqual([]);
 

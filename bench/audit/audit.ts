@@ -161,7 +161,7 @@ function productLines(a: Audited): string[] {
       if (f.orderIds.length > 1) lines.push(`    orders: ${f.orderIds.join(', ')}`);
     }
     if (found.length < r.counts[check]) lines.push(`  ${check}: ${r.counts[check] - found.length} more, not listed`);
-    lines.push(`  what a ${check} finding means: ${MEANING[check]}`);
+    lines.push(`  ${check}, what it means: ${MEANING[check]}`);
   }
   for (const line of r.notProven) lines.push(`  not proven: ${line}`);
   if (a.repair) lines.push(`  repair: ${a.repair.line}`);
