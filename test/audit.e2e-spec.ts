@@ -269,6 +269,34 @@ describe('npm run audit', () => {
     );
   }, 60_000);
 
+  it('leaves orders not settled yet unjudged and says the check is not proven until settlement catches up', async () => {
+    const prefix = uniquePrefix('audit-lag');
+    const db = await database();
+    const { buy, k } = await settlingSale(prefix, db, 'lag', 5);
+    await buy('u1');
+    await settled(k);
+    // The settling app goes; one without DATABASE_URL sells on (the prefix is marked
+    // settled, so the log keeps its group): its orders wait for a settler.
+    await Promise.all(apps.splice(0).map((a) => a.close()));
+    const seller = await startTestApp({ REDIS_URL: redis.url(), KEY_PREFIX: prefix });
+    apps.push(seller);
+    for (const user of ['u2', 'u3']) {
+      expect(
+        (await request(seller.url, 'POST', '/api/orders', { json: { productId: 'lag', userId: user } })).status,
+      ).toBe(201);
+    }
+    const args = ['--redis', redis.url(), '--database', db, '--key-prefix', prefix, '--product', 'lag'];
+    const run = await audit(...args);
+    expectExit(run, 3);
+    expect(run.stdout).toMatch(/^ {2}totalQueue +not proven$/m);
+    expect(run.stdout).toMatch(
+      /^ {2}PostgreSQL: 1 rows; 0 of an earlier sale of this product id \(not judged\); 2 orders not settled yet \(not judged\)$/m,
+    );
+    expect(run.stdout).toMatch(
+      /^ {2}not proven: 2 orders not settled yet \(pending, or not delivered to the settle group\)/m,
+    );
+  }, 60_000);
+
   it('refuses bad flags and a store it cannot read with one line and exit 2', async () => {
     const cases: [string[], RegExp][] = [
       [['--all'], /^audit: --redis is required/],
