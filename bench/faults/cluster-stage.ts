@@ -8,6 +8,7 @@
 import calculateSlot from 'cluster-key-slot';
 import type { Redis } from 'ioredis';
 import { startSale } from '../../harness/http';
+import { startPrivatePostgres } from '../../harness/postgres';
 import { RunningApp, stopAll } from '../../harness/processes';
 import { ClusterNode, PrivateCluster, PrivateClusterOptions, startPrivateCluster } from '../../harness/redis';
 import { KeyLayout, ProductKeys } from '../../src/redis/key-layout';
@@ -45,6 +46,8 @@ export interface ClusterStage {
   readonly slot: number;
   readonly apps: RunningApp[];
   readonly size: Size;
+  /** The database the apps settle into (options.settle), or undefined. */
+  readonly database?: string;
   /** A harness connection to one node (closed when the stage ends). */
   node(node: ClusterNode): Redis;
   /** Every answer so far, in the order they came. */
@@ -78,6 +81,8 @@ export interface ClusterStageOptions extends PrivateClusterOptions {
   readonly size: Size;
   /** More app env (REDIS_WAIT_REPLICAS, LOCK_TTL_MS...). */
   readonly env?: Record<string, string>;
+  /** The apps settle into a private PostgreSQL (DATABASE_URL), stopped with the stage. */
+  readonly settle?: boolean;
 }
 
 /**
@@ -89,11 +94,16 @@ export async function onClusterStage(
   options: ClusterStageOptions,
   scenario: (stage: ClusterStage) => Promise<Outcome>,
 ): Promise<Outcome> {
-  const { strategy, size, env, ...clusterOptions } = options;
+  const { strategy, size, env, settle, ...clusterOptions } = options;
   const cluster = await startPrivateCluster(clusterOptions);
   const clients: Redis[] = [];
   try {
-    const stageApps = await apps(2, strategy, cluster, { LOCK_WAIT_MS: String(WAIT_MS), ...env });
+    const database = settle ? await (await startPrivatePostgres()).createDatabase('faults') : undefined;
+    const stageApps = await apps(2, strategy, cluster, {
+      LOCK_WAIT_MS: String(WAIT_MS),
+      ...(database && { DATABASE_URL: database }),
+      ...env,
+    });
     await startSale(stageApps[0].url, TOKEN, PRODUCT, size.stock, 1);
     const k = new KeyLayout(PREFIX).product(PRODUCT);
     // Redis's clock, from the master serving the product's slot, before the sale: every
@@ -109,6 +119,7 @@ export async function onClusterStage(
       slot: calculateSlot(k.stock),
       apps: stageApps,
       size,
+      ...(database && { database }),
       heard,
       node: (node) => {
         const client = harnessClient(node.url);
