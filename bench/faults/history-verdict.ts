@@ -8,13 +8,13 @@
  * design) must show as the check it breaks failing, or the line fails.
  */
 import type { Redis } from 'ioredis';
-import { Client } from 'pg';
+import { connectDatabase, readSettled as readSettledRows } from '../audit/settled-orders';
 import type { ProductKeys } from '../../src/redis/key-layout';
 import { productIdOf } from '../../src/redis/key-layout';
 import { checkHistory, historyLine } from '../history/check';
 import { ClockReading, linkClocks, readClock } from '../history/clock';
 import { CHECKS, CheckName, HistoryReport, RequestRecord, SettledOrder } from '../history/history';
-import { logComplete, readLog } from '../history/read-log';
+import { logComplete, readWholeLog } from '../history/read-log';
 import type { LoadResult } from '../load';
 
 /** What a scenario feeds the checker beyond the log, and what its promise covers. */
@@ -70,8 +70,7 @@ export async function judgeHistory(
 ): Promise<HistoryVerdict> {
   const productId = productIdOf(k.meta)!;
   const [initialStock, perUserLimit] = await client.hmget(k.meta, 'initialStock', 'perUserLimit');
-  const log = [];
-  for await (const entry of readLog(client, k.orders)) log.push(entry);
+  const log = await readWholeLog(client, k.orders);
   const mine = requests.filter((r) => (r.productId ?? productId) === productId);
   const clock = linkClocks(feed.start, await readClock(client));
   const report = checkHistory({
@@ -85,7 +84,8 @@ export async function judgeHistory(
     ...(feed.settled && { settled: feed.settled }),
   });
   // Times on the line count from the first request, on Redis's clock.
-  const origin = mine.length > 0 ? Math.round(Math.min(...mine.map((r) => r.sentAt)) + clock.offsetMs) : undefined;
+  const origin =
+    mine.length > 0 ? Math.round(mine.reduce((m, r) => Math.min(m, r.sentAt), Infinity) + clock.offsetMs) : undefined;
   return { report, line: historyLine(report, origin), problems: historyProblems(report, feed) };
 }
 
@@ -106,29 +106,13 @@ export function historyProblems(report: HistoryReport, feed: Pick<HistoryFeed, '
   return problems;
 }
 
-/** PostgreSQL's `orders` rows of a product, as the checker reads them (created_at is Redis's clock at the entry). */
+/** PostgreSQL's `orders` rows of a product, as the checker reads them (the audit's reader, bench/audit/settled-orders.ts). */
 export async function readSettled(databaseUrl: string, productId: string): Promise<SettledOrder[]> {
-  const db = new Client({ connectionString: databaseUrl });
-  await db.connect();
+  const db = await connectDatabase(databaseUrl, { write: false });
   try {
-    const { rows } = await db.query<{
-      order_id: string;
-      user_id: string;
-      quantity: number;
-      status: SettledOrder['status'];
-      created_ms: string;
-    }>(
-      `SELECT order_id, user_id, quantity, status, (extract(epoch FROM created_at) * 1000)::bigint AS created_ms
-         FROM orders WHERE product_id = $1`,
-      [productId],
-    );
-    return rows.map((r) => ({
-      orderId: r.order_id,
-      userId: r.user_id,
-      quantity: r.quantity,
-      status: r.status,
-      createdMs: Number(r.created_ms),
-    }));
+    const rows: SettledOrder[] = [];
+    for await (const row of readSettledRows(db, productId)) rows.push(row);
+    return rows;
   } finally {
     await db.end();
   }
