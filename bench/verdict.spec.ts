@@ -1,4 +1,5 @@
-import { CHECKS, CheckName, CheckState, HistoryReport } from './history/history';
+import { failedReport, historyReport } from '../test/helpers/history-report';
+import type { HistoryReport } from './history/history';
 import type { LoadResult } from './load';
 import {
   FINDINGS_KEPT,
@@ -217,42 +218,18 @@ describe('judgeProducts', () => {
   });
 });
 
-/** What the checker says of a product: every check passed, unless `fields` says otherwise. */
-function historyReport(fields: Partial<HistoryReport> = {}): HistoryReport {
-  const each = <T>(value: T) => Object.fromEntries(CHECKS.map((c) => [c, value])) as Record<CheckName, T>;
-  return {
-    productId: 'hot',
-    stock: 3,
-    checks: each<CheckState>('pass'),
-    holds: true,
-    peak: { units: 3, ms: T0 + 30 },
-    oversell: null,
-    counts: each(0),
-    findings: [],
-    notProven: [],
-    orders: 3,
-    returns: 0,
-    paid: 0,
-    refusals: 7,
-    ...fields,
-  };
-}
-
-/** An oversell of `units` above a stock of 3 at T0 + 40 ms, gone by the end (its extra orders expired). */
+/** An oversell of `units` above a stock of 3 peaking at T0 + 40 ms, gone by the end (its extra orders expired). */
 function oversoldReport(units: number, findings = 1): HistoryReport {
-  return historyReport({
-    checks: { ...historyReport().checks, oversell: 'fail' },
-    holds: false,
-    peak: { units: 3 + units, ms: T0 + 40 },
-    oversell: { units, firstMs: T0 + 35, lastMs: T0 + 60, entries: units },
-    counts: { ...historyReport().counts, oversell: findings },
-    findings: Array.from({ length: findings }, (_, i) => ({
-      check: 'oversell' as const,
+  return failedReport(
+    3,
+    { units: 3 + units, ms: T0 + 40 },
+    'oversell',
+    Array.from({ length: findings }, (_, i) => ({
       ms: T0 + 35 + i,
       orderIds: [`x${i}`],
       detail: `${4 + i} units held of 3 after order x${i}`,
     })),
-  });
+  );
 }
 
 describe('withHistory', () => {
@@ -272,7 +249,7 @@ describe('withHistory', () => {
       'history: oversell failed (1); peak 5 units held of 3 at 40 ms; first: oversell: 4 units held of 3 after order x0',
     );
     expect(judged.problems).toEqual([judged.broken.history]);
-    expect(judged.history).toMatchObject({ startMs: T0, peak: { units: 5, ms: T0 + 40 } });
+    expect(judged.history).toMatchObject({ startMs: T0, peak: { units: 5, ms: T0 + 40 }, oversell: { units: 2 } });
     expect(judged.oversold).toBe(0);
   });
 
