@@ -1,7 +1,8 @@
 /**
  * The load generator's clock and Redis's on one time line: each reading is one TIME
- * taken mid-round-trip; a link from two readings (start and end of a sale) is sure
- * within half the worst round trip, the whole milliseconds, and the drift between them.
+ * taken mid-round-trip; a link from two readings (the start and the end of a sale) is
+ * sure within half the worst round trip (read in Date.now()'s whole milliseconds, so a
+ * millisecond longer) and half the drift between the readings.
  */
 import type { Redis } from 'ioredis';
 import type { ClockLink } from './history';
@@ -13,10 +14,23 @@ export interface ClockReading {
   readonly roundTripMs: number;
 }
 
-export async function readClock(_client: Pick<Redis, 'time'>): Promise<ClockReading> {
-  throw new Error('not yet');
+export async function readClock(client: Pick<Redis, 'time'>): Promise<ClockReading> {
+  const sent = Date.now();
+  const [seconds, micros] = await client.time();
+  const answered = Date.now();
+  return {
+    offsetMs: Number(seconds) * 1000 + Number(micros) / 1000 - (sent + answered) / 2,
+    roundTripMs: answered - sent,
+  };
 }
 
-export function linkClocks(..._readings: ClockReading[]): ClockLink {
-  throw new Error('not yet');
+/** One link from readings taken around a sale: their middle offset, sure within the bound above. */
+export function linkClocks(...readings: ClockReading[]): ClockLink {
+  if (readings.length === 0) throw new Error('linkClocks needs a reading');
+  const offsets = readings.map((r) => r.offsetMs);
+  const low = Math.min(...offsets);
+  const high = Math.max(...offsets);
+  // TIME answered somewhere in the round trip, whose ends we read in whole ms (up to 1 ms short each).
+  const trip = Math.max(...readings.map((r) => (r.roundTripMs + 1) / 2));
+  return { offsetMs: (low + high) / 2, uncertaintyMs: trip + (high - low) / 2 };
 }

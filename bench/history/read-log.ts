@@ -3,19 +3,62 @@
  * COUNT: never the whole stream in one reply, never KEYS.
  */
 import type { Redis } from 'ioredis';
-import type { LogEntry } from './history';
+import type { LogEntry, LogKind } from './history';
+
+/** An entry's `event` field: none for the order's own entry (order-write.lua), else order-outcome-6.lua's. */
+const KINDS: Readonly<Record<string, LogKind>> = { paid: 'paid', cancelled: 'cancelled', expired: 'expired' };
 
 /** One stream entry as a log entry; null for an entry that is no order event. */
-export function parseEntry(_id: string, _fields: readonly string[]): LogEntry | null {
-  throw new Error('not yet');
+export function parseEntry(id: string, fields: readonly string[]): LogEntry | null {
+  const f: Record<string, string> = {};
+  for (let i = 0; i + 1 < fields.length; i += 2) f[fields[i]] = fields[i + 1];
+  const kind = f.event === undefined ? 'order' : KINDS[f.event];
+  if (!kind || f.orderId === undefined || f.userId === undefined) return null;
+  return {
+    id,
+    ms: Number(id.slice(0, id.indexOf('-'))),
+    kind,
+    orderId: f.orderId,
+    userId: f.userId,
+    quantity: Number(f.quantity),
+  };
 }
 
-/** The stream's entries in order, `page` at a time. */
-export async function* readLog(_redis: Pick<Redis, 'xrange'>, _key: string, _page = 1_000): AsyncGenerator<LogEntry> {
-  throw new Error('not yet');
+/** The stream's entries in order, `page` at a time (none for no stream). */
+export async function* readLog(redis: Pick<Redis, 'xrange'>, key: string, page = 1_000): AsyncGenerator<LogEntry> {
+  for (let start = '-'; ;) {
+    const entries = await redis.xrange(key, start, '+', 'COUNT', page);
+    for (const [id, fields] of entries) {
+      const entry = parseEntry(id, fields);
+      if (entry) yield entry;
+    }
+    if (entries.length < page) return;
+    start = `(${entries[entries.length - 1][0]}`;
+  }
 }
 
-/** False when entries were trimmed from the stream's head (XINFO STREAM max-deleted-entry-id); true for no stream. */
-export async function logComplete(_redis: Pick<Redis, 'xinfo'>, _key: string): Promise<boolean> {
-  throw new Error('not yet');
+/** Every entry, for a caller that judges a sale it ran (its size is the sale's). */
+export async function readWholeLog(redis: Pick<Redis, 'xrange'>, key: string): Promise<LogEntry[]> {
+  const log: LogEntry[] = [];
+  for await (const e of readLog(redis, key, 10_000)) log.push(e);
+  return log;
+}
+
+/**
+ * False when entries left the stream (SETTLE_TRIM's XTRIM; nothing else deletes one):
+ * XINFO STREAM counts every entry ever added (Redis 7), and the stream holds fewer.
+ * True for no stream (nothing was ever written). Unknown counts are not a whole log.
+ */
+export async function logComplete(redis: Pick<Redis, 'xinfo'>, key: string): Promise<boolean> {
+  let info: unknown[];
+  try {
+    info = (await redis.xinfo('STREAM', key)) as unknown[];
+  } catch (err) {
+    if (/no such key/i.test(String(err))) return true;
+    throw err;
+  }
+  const f = new Map<string, unknown>();
+  for (let i = 0; i + 1 < info.length; i += 2) f.set(String(info[i]), info[i + 1]);
+  const added = f.get('entries-added');
+  return added !== undefined && added !== null && Number(added) === Number(f.get('length'));
 }
