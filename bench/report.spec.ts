@@ -153,11 +153,12 @@ describe('formatReport', () => {
       productId: 'p2',
       startMs: START,
     };
+    const sold = { requests: 10, status: { '201': 3 }, sold: 3, stock: 3, stockLeft: 0, oversold: 0, sellOutMs: 30 };
     const fenced = row('fenced', [1], { history: held, invariants: { noOversell: true, history: true } as never });
     const products = row('lock', [1], {
       products: [
-        { id: 'p1', status: {}, history: { ...held, productId: 'p1' }, invariants: { history: true }, pass: true },
-        { id: 'p2', status: {}, history: refused, invariants: { history: false }, pass: false },
+        { ...sold, id: 'p1', history: { ...held, productId: 'p1' }, invariants: { history: true }, pass: true },
+        { ...sold, id: 'p2', history: refused, invariants: { history: false }, pass: false },
       ] as unknown as Row['products'],
       invariants: { history: false } as Row['invariants'],
       problems: ['p2: history: falseRefusals failed (1)'],
@@ -165,9 +166,9 @@ describe('formatReport', () => {
     });
     const { text, failed } = formatReport([fenced, products]);
     expect(text.split('\n').filter((line) => line.startsWith('history: '))).toEqual([
-      `history: fenced: ${historyLine(held)}`,
-      `history: lock p1: ${historyLine({ ...held, productId: 'p1' })}`,
-      `history: lock p2: ${historyLine(refused)}`,
+      `history: fenced: ${historyLine(held, START)}`,
+      `history: lock p1: ${historyLine({ ...held, productId: 'p1' }, START)}`,
+      `history: lock p2: ${historyLine(refused, START)}`,
     ]);
     expect(failed).toBe(true);
     expect(text).toContain('verdict: lock FAILED: p2: history: falseRefusals failed (1)');

@@ -300,7 +300,7 @@ export function formatReport(rows: Row[]): { text: string; tables: string; faile
 
 /** `history: fenced: <the checker's line>`, one per product that has a history report. */
 export function historyLines(r: Row): string[] {
-  const of = (name: string, h: HistoryVerdict) => `history: ${name}: ${historyLine(h)}`;
+  const of = (name: string, h: HistoryVerdict) => `history: ${name}: ${historyLine(h, h.startMs)}`;
   if (r.products) return r.products.flatMap((p) => (p.history ? [of(`${label(r)} ${p.id}`, p.history)] : []));
   return r.history ? [of(label(r), r.history)] : [];
 }

@@ -17,6 +17,7 @@ export function historyReport(fields: Partial<HistoryReport> = {}): HistoryRepor
     returns: 0,
     paid: 0,
     refusals: 7,
+    undecided: 0,
     ...fields,
   };
 }
