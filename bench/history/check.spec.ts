@@ -137,6 +137,19 @@ describe('checkHistory: each finding caught', () => {
     expect(r.findings[0]).toMatchObject({ check: 'falseRefusals', userId: 'u2' });
   });
 
+  it('a refusal sent in the millisecond a unit came back is not false: the return may have followed it', () => {
+    const r = checkHistory(
+      history({
+        stock: 1,
+        log: [order(10, 'o1', 'u1'), entry('cancelled', 20, 'o1', 'u1')],
+        requests: [req('u1', 9, 11, 'CREATED', 'o1'), req('u2', 20, 25, 'SOLD_OUT')],
+        clock: EXACT,
+      }),
+    );
+    expect(r.counts.falseRefusals).toBe(0);
+    expect(r.undecided).toBe(1);
+  });
+
   it('INSUFFICIENT_STOCK for 2 while 2 were free is false; for 3 while 2 were free is right', () => {
     const base = { stock: 3, log: [order(10, 'o1', 'u1')], clock: EXACT, perUserLimit: 5 };
     const wrong = checkHistory(history({ ...base, requests: [req('u2', 20, 21, 'INSUFFICIENT_STOCK', undefined, 2)] }));
