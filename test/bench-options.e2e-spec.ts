@@ -124,6 +124,14 @@ describe('bench (scripts/bench.js): its options', () => {
     expect(off).not.toHaveProperty('queue');
     expect(queued).toMatchObject({ label: 'fenced settle-off queue-10/s', pass: true, sold: 20 });
     expect(queued.invariants.queue).toBe(true);
+    // Its purchases are the history's requests (a join or a ticket read buys nothing): every order written inside one.
+    expect(queued.invariants.history).toBe(true);
+    expect(queued.history).toMatchObject({
+      holds: true,
+      orders: 20,
+      peak: { units: 20 },
+      checks: { outsideWrites: 'pass', falseRefusals: 'pass', ordersOnce: 'pass' },
+    });
     // Every buyer joined once; 20 were admitted and bought; the rest were told it is sold out.
     expect(queued.queue).toMatchObject({
       admitPerSecond: 10,
