@@ -38,6 +38,8 @@ export type LabEvent =
       readonly left: number;
       readonly oversold?: number;
       readonly story: string;
+      /** The history checker's line (bench/history/check.ts historyLine), when the scenario was judged as a history. */
+      readonly history?: string;
     };
 
 const fd = process.env.LAB_EVENTS_FD ? Number(process.env.LAB_EVENTS_FD) : null;

@@ -8,6 +8,7 @@
 import calculateSlot from 'cluster-key-slot';
 import type { Redis } from 'ioredis';
 import { startSale } from '../../harness/http';
+import { startPrivatePostgres } from '../../harness/postgres';
 import { RunningApp, stopAll } from '../../harness/processes';
 import { ClusterNode, PrivateCluster, PrivateClusterOptions, startPrivateCluster } from '../../harness/redis';
 import { KeyLayout, ProductKeys } from '../../src/redis/key-layout';
@@ -29,6 +30,8 @@ import {
   Size,
   TOKEN,
 } from './kit';
+import type { ClockReading } from '../history/clock';
+import { clockAtStart, HistoryFeed, judgeHistory, requestsOf } from './history-verdict';
 import { Heard, MAX_ANSWER_MS, NOT_WRITTEN, Retries, retryUnknown, WAIT_MS } from './network-stage';
 
 /** An answer, the app that gave it, and when it came (Date.now()). */
@@ -43,6 +46,8 @@ export interface ClusterStage {
   readonly slot: number;
   readonly apps: RunningApp[];
   readonly size: Size;
+  /** The database the apps settle into (options.settle), or undefined. */
+  readonly database?: string;
   /** A harness connection to one node (closed when the stage ends). */
   node(node: ClusterNode): Redis;
   /** Every answer so far, in the order they came. */
@@ -67,6 +72,8 @@ export interface ClusterJudgeOptions {
   readonly lostIsTheLesson?: boolean;
   /** Checks of the scenario's own: each returns a broken promise, or null. */
   readonly checks?: ((sale: SaleSnapshot) => string | null)[];
+  /** What the history checker is fed and what the line's promise covers (history-verdict.ts); `start` is the stage's. */
+  readonly history?: Omit<HistoryFeed, 'start' | 'retries'>;
 }
 
 export interface ClusterStageOptions extends PrivateClusterOptions {
@@ -74,6 +81,8 @@ export interface ClusterStageOptions extends PrivateClusterOptions {
   readonly size: Size;
   /** More app env (REDIS_WAIT_REPLICAS, LOCK_TTL_MS...). */
   readonly env?: Record<string, string>;
+  /** The apps settle into a private PostgreSQL (DATABASE_URL), stopped with the stage. */
+  readonly settle?: boolean;
 }
 
 /**
@@ -85,13 +94,23 @@ export async function onClusterStage(
   options: ClusterStageOptions,
   scenario: (stage: ClusterStage) => Promise<Outcome>,
 ): Promise<Outcome> {
-  const { strategy, size, env, ...clusterOptions } = options;
+  const { strategy, size, env, settle, ...clusterOptions } = options;
   const cluster = await startPrivateCluster(clusterOptions);
   const clients: Redis[] = [];
   try {
-    const stageApps = await apps(2, strategy, cluster, { LOCK_WAIT_MS: String(WAIT_MS), ...env });
+    const database = settle ? await (await startPrivatePostgres()).createDatabase('faults') : undefined;
+    const stageApps = await apps(2, strategy, cluster, {
+      LOCK_WAIT_MS: String(WAIT_MS),
+      ...(database && { DATABASE_URL: database }),
+      ...env,
+    });
     await startSale(stageApps[0].url, TOKEN, PRODUCT, size.stock, 1);
     const k = new KeyLayout(PREFIX).product(PRODUCT);
+    // Redis's clock, from the master serving the product's slot, before the sale: every
+    // node is a process on this host, so the master that serves it at the end reads the same clock.
+    const first = harnessClient((await cluster.masterOfSlot(calculateSlot(k.stock))).url);
+    clients.push(first);
+    const clock = await clockAtStart(first);
     const heard: Timed[] = [];
     const retryAnswers: Answer[] = [];
     const stage: ClusterStage = {
@@ -100,6 +119,7 @@ export async function onClusterStage(
       slot: calculateSlot(k.stock),
       apps: stageApps,
       size,
+      ...(database && { database }),
       heard,
       node: (node) => {
         const client = harnessClient(node.url);
@@ -118,7 +138,7 @@ export async function onClusterStage(
         return retries;
       },
       judge: (master, loads, retries, judgeOptions) =>
-        judge(ctx, master, k, loads, retries, [...heard, ...retryAnswers], judgeOptions),
+        judge(ctx, master, k, clock, loads, retries, [...heard, ...retryAnswers], judgeOptions),
     };
     const outcome = await scenario(stage);
     // A load's socket errors mean an app went away: say what it printed last.
@@ -151,6 +171,7 @@ async function judge(
   ctx: Context,
   master: Redis,
   k: ProductKeys,
+  clock: ClockReading,
   loads: LoadResult[],
   r: Retries,
   told: readonly Answer[],
@@ -216,6 +237,16 @@ async function judge(
     const broken = check(sale);
     if (broken) problems.push(broken);
   }
+  // The log judged is the one the master serving the slot now kept: after a failover
+  // without WAIT it lacks acknowledged orders, which the history shows as orders not
+  // written once (acknowledged, not in the log): the lesson, required to show.
+  const history = await judgeHistory(master, k, requestsOf(loads), {
+    ...options.history,
+    start: clock,
+    retries: r.requests,
+    lessons: [...(options.lostIsTheLesson ? (['ordersOnce'] as const) : []), ...(options.history?.lessons ?? [])],
+  });
+  problems.push(...history.problems);
   const retried =
     r.retried === 0
       ? 'nothing to retry'
@@ -227,6 +258,7 @@ async function judge(
     sold: sale.initialStock - sale.stockLeft,
     left: sale.stockLeft,
     problems,
+    history: history.line,
     ...(options.lostIsTheLesson && lost > 0
       ? {
           lesson:

@@ -1,5 +1,5 @@
 import { COMMAND_TIMEOUT_MS } from '../../src/redis/create-client';
-import { codesSeen, Context, lateWrite, n, Outcome, timeline, waitUntil } from './kit';
+import { codesSeen, Context, lateWrite, lateWriteNamed, n, Outcome, timeline, waitUntil } from './kit';
 import { holdFirstWriteOfA, NetworkStrategy, onNetworkStage, takesLock, WRITE_NAME } from './network-stage';
 
 const TTL_MS = 500;
@@ -52,6 +52,9 @@ export function delayedWrite(ctx: Context, strategy: NetworkStrategy): Promise<O
         heldByA('delayed'),
         () => (stockAtHold > 0 ? null : 'nothing was left for app B to sell'),
         () => (lesson || retries.written === 0 ? null : `A's late write placed ${retries.written} orders`),
+        // The history names it: the first order held above the stock is A's late write.
+        (v) =>
+          !lesson || lateWriteNamed(v.report, 'a-') ? null : "the history's oversell does not name A's late write",
       ],
     });
     lateWrite(outcome, deliveredAt);

@@ -8,6 +8,7 @@ import { startPrivateRedis } from '../../harness/redis';
 import { startTcpProxy, TcpProxy } from '../../harness/tcp-proxy';
 import { KeyLayout } from '../../src/redis/key-layout';
 import { fencedWrite } from '../../src/redis/lua-scripts';
+import type { RequestRecord } from '../history/history';
 import type { LoadResult } from '../load';
 import { readSale, SaleSnapshot } from '../verdict';
 import {
@@ -24,7 +25,9 @@ import {
   noAofRewrite,
   armed,
   onPrivateRedis,
+  RedisStage,
 } from './kit';
+import { judgeHistory } from './history-verdict';
 
 /**
  * How long a pass stays valid in these lines: long enough that every pass of a queue
@@ -42,20 +45,50 @@ interface Ticket {
 /** Every answer the line's buyers got, as the fault suite's lines count them. */
 class Answers {
   private readonly answers: { status: number; code: string; orderId?: string }[] = [];
+  /** Every purchase request, as the history checker reads them. */
+  private readonly requests: RequestRecord[] = [];
   private readonly startedAt = Date.now();
 
   async send(url: string, method: string, path: string, json: unknown, headers: Record<string, string> = {}) {
+    const sentAt = Date.now();
     const res: JsonResponse<Record<string, unknown>> = await request(url, method, path, { json, headers });
     const code = res.status === 201 ? 'CREATED' : String(res.body.code ?? `HTTP_${res.status}`);
     if (path.endsWith('/orders') || path === '/api/orders') {
-      this.answers.push({ status: res.status, code, orderId: res.body.orderId as string | undefined });
+      const orderId = res.body.orderId as string | undefined;
+      this.answers.push({ status: res.status, code, orderId });
+      const { userId } = json as { userId: string };
+      this.requests.push({
+        userId,
+        productId: PRODUCT,
+        quantity: 1,
+        sentAt,
+        answeredAt: Date.now(),
+        status: res.status,
+        code,
+        ...(orderId && { orderId }),
+      });
     }
     return res;
   }
 
-  /** A door line: these answers, the sale as Redis has it, what broke, what happened. */
-  outcome(name: string, sale: SaleSnapshot, problems: string[], story: string): Outcome {
-    return { name, load: this.load, sold: sale.initialStock - sale.stockLeft, left: sale.stockLeft, problems, story };
+  /** A door line: these answers, the sale as Redis has it and as a history, what broke, what happened. */
+  async outcome(
+    stage: Pick<RedisStage, 'client' | 'k' | 'clock'>,
+    name: string,
+    sale: SaleSnapshot,
+    problems: string[],
+    story: string,
+  ): Promise<Outcome> {
+    const history = await judgeHistory(stage.client, stage.k, this.requests, { start: stage.clock });
+    return {
+      name,
+      load: this.load,
+      sold: sale.initialStock - sale.stockLeft,
+      left: sale.stockLeft,
+      problems: [...problems, ...history.problems],
+      story,
+      history: history.line,
+    };
   }
 
   get load(): LoadResult {
@@ -76,6 +109,7 @@ class Answers {
       startedAt: this.startedAt,
       durationMs: Date.now() - this.startedAt,
       latency: { p50: 0, p90: 0, p99: 0, max: 0 },
+      requests: this.requests,
     };
   }
 }
@@ -120,7 +154,8 @@ async function sold(client: ReturnType<typeof harnessClient>, problems: string[]
  * lapse, the next in line are admitted in order, and buy; the first ones cannot.
  */
 export async function appKilledWithPasses(ctx: Context): Promise<Outcome> {
-  return onPrivateRedis(async ({ redis, client }) => {
+  return onPrivateRedis(async (stage) => {
+    const { redis, client } = stage;
     const stock = ctx.quick ? 3 : 10;
     const answers = new Answers();
     const problems: string[] = [];
@@ -180,6 +215,7 @@ export async function appKilledWithPasses(ctx: Context): Promise<Outcome> {
     const expected = next.map((_, i) => `u${stock + i}`).sort();
     if (buyers.join() !== expected.join()) problems.push(`orders went to ${buyers.join(', ')}, not the next in line`);
     return answers.outcome(
+      stage,
       'door: app killed holding admitted passes',
       sale,
       problems,
@@ -196,7 +232,8 @@ export async function appKilledWithPasses(ctx: Context): Promise<Outcome> {
  */
 export async function redisRestartedWithQueue(ctx: Context): Promise<Outcome> {
   return onPrivateRedis(
-    async ({ redis, client }) => {
+    async (stage) => {
+      const { redis, client } = stage;
       const stock = ctx.quick ? 2 : 5;
       const answers = new Answers();
       const problems: string[] = [];
@@ -235,6 +272,7 @@ export async function redisRestartedWithQueue(ctx: Context): Promise<Outcome> {
       timeline('admitted buyers bought', `${n(bought)} bought with the passes given before the restart`);
       const { sale } = await sold(client, problems);
       return answers.outcome(
+        stage,
         'door: redis restarted with a queue',
         sale,
         problems,
@@ -255,7 +293,8 @@ export async function redisRestartedWithQueue(ctx: Context): Promise<Outcome> {
 export async function lostReplyOnPass(ctx: Context): Promise<Outcome> {
   let proxy: TcpProxy | undefined;
   return onPrivateRedis(
-    async ({ redis, client }) => {
+    async (stage) => {
+      const { redis, client } = stage;
       const stock = ctx.quick ? 3 : 6;
       const answers = new Answers();
       const problems: string[] = [];
@@ -301,6 +340,7 @@ export async function lostReplyOnPass(ctx: Context): Promise<Outcome> {
       }
       const again = await sold(client, problems);
       return answers.outcome(
+        stage,
         'door: lost reply on the pass-consuming write',
         again.sale,
         problems,

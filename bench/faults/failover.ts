@@ -1,7 +1,12 @@
+import { execFile } from 'node:child_process';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
 import type { Redis } from 'ioredis';
 import { waitForHealth } from '../../harness/http';
+import { ROOT } from '../../harness/paths';
 import { ClusterNode } from '../../harness/redis';
-import { Context, merge, n, Outcome, tallied, waitUntil } from './kit';
+import { unsettled } from '../settled';
+import { Context, merge, n, Outcome, PREFIX, PRODUCT, tallied, waitUntil } from './kit';
 import { onClusterStage } from './cluster-stage';
 import { NETWORK_503 } from './network-stage';
 
@@ -47,7 +52,9 @@ export function failover(ctx: Context, variant: FailoverVariant): Promise<Outcom
     : {};
   return onClusterStage(
     ctx,
-    { strategy: 'fenced', size, env, masters: 3, replicas: 2, nodeTimeoutMs: 1_000 },
+    // Without WAIT the apps settle into PostgreSQL: the lost orders are there, for
+    // `npm run audit` to name after the failover (docs/audit.md).
+    { strategy: 'fenced', size, env, masters: 3, replicas: 2, nodeTimeoutMs: 1_000, settle: !wait },
     async (stage) => {
       const { cluster, k, slot } = stage;
       const master = await cluster.masterOfSlot(slot);
@@ -74,6 +81,8 @@ export function failover(ctx: Context, variant: FailoverVariant): Promise<Outcom
         const stalledAt = await m.xlen(k.orders);
         // Buyers only the master hears: every order they get, no replica can have.
         waves.push(await wave(ALONE / 2, 'b'));
+        // Settled before the kill: PostgreSQL, the system of record, has what the replicas never will.
+        if (stage.database) await settledOn(m, 'the lone wave');
         const before = { ...(await snapshot(m, k)), stalledAt };
         master.kill();
         await master.exited;
@@ -108,6 +117,44 @@ export function failover(ctx: Context, variant: FailoverVariant): Promise<Outcom
         second.resume();
       }
 
+      async function settledOn(node: Redis, what: string): Promise<void> {
+        await waitUntil(
+          `${what}'s orders settled into PostgreSQL`,
+          async () => (await unsettled(node, k)) === 0,
+          30_000,
+        );
+      }
+
+      /**
+       * `npm run audit` on the promoted master and PostgreSQL once settlement has caught
+       * up there, as an operator runs it: its lines go to the log, and how many of the
+       * lost orders it names.
+       */
+      async function auditOf(lostIds: readonly string[]): Promise<{ code: number; named: number }> {
+        await settledOn(r, 'the promoted master');
+        const args = [
+          '--redis',
+          replica.url,
+          '--database',
+          stage.database!,
+          '--key-prefix',
+          PREFIX,
+          '--product',
+          PRODUCT,
+        ];
+        let code = 0;
+        let output: string;
+        try {
+          output = (await promisify(execFile)(process.execPath, [join(ROOT, 'scripts', 'audit.js'), ...args])).stdout;
+        } catch (err) {
+          const e = err as { code?: number; stdout?: string; stderr?: string };
+          code = typeof e.code === 'number' ? e.code : -1;
+          output = `${e.stdout ?? ''}${e.stderr ?? ''}`;
+        }
+        ctx.log(`$ npm run audit -- ${args.join(' ')}\n${output.trimEnd()}`);
+        return { code, named: lostIds.filter((id) => output.includes(id)).length };
+      }
+
       async function verdictOf(
         before: Awaited<ReturnType<typeof snapshot>> & { stalledAt: number },
         after: Awaited<ReturnType<typeof snapshot>>,
@@ -118,7 +165,9 @@ export function failover(ctx: Context, variant: FailoverVariant): Promise<Outcom
         const alone = merge(waves[1]);
         const acknowledged = new Set([...loads.flatMap((l) => l.orderIds), ...retries.orderIds]);
         const stream = new Set((await r.xrange(k.orders, '-', '+')).map(([, f]) => f[f.indexOf('orderId') + 1]));
-        const lost = [...acknowledged].filter((id) => !stream.has(id)).length;
+        const lostIds = [...acknowledged].filter((id) => !stream.has(id));
+        const lost = lostIds.length;
+        const audit = stage.database ? await auditOf(lostIds) : null;
         const soldAfter = (await r.xrange(k.orders, String(promotedAt), '+')).length;
         const onlyOnMaster = before.orders - before.stalledAt;
         const lockStory =
@@ -137,7 +186,10 @@ export function failover(ctx: Context, variant: FailoverVariant): Promise<Outcom
             `replica :${replica.port} took over (CLUSTER FAILOVER TAKEOVER) with ${n(after.orders)} of the master's ${n(before.orders)} orders ` +
             `(${n(before.orders - after.orders)} gone), fence back from ${n(before.fence)} to ${n(after.fence)}, ${lockStory}; ` +
             `acknowledged orders lost: ${n(lost)}${lost > 0 ? ' (201s not in the promoted stream: units sold twice)' : ''}; ` +
-            `${n(soldAfter)} orders on the promoted master`,
+            `${n(soldAfter)} orders on the promoted master` +
+            (audit
+              ? `; npm run audit exits ${audit.code} naming ${n(audit.named)} of them (in PostgreSQL, not in Redis)`
+              : ''),
           checks: [
             () => (soldAfter > 0 ? null : 'nothing was sold after the failover'),
             // With WAIT the master, seen without live replicas, refuses buyers before writing
@@ -161,6 +213,10 @@ export function failover(ctx: Context, variant: FailoverVariant): Promise<Outcom
                       ? null
                       : `${n(onlyOnMaster)} orders written while the replicas were cut off, but the buyers were told ${tallied(alone.codes)}`,
                 ]),
+            () =>
+              audit === null || (audit.code === 1 && audit.named === lost)
+                ? null
+                : `npm run audit exited ${audit.code} naming ${n(audit.named)} of the ${n(lost)} lost orders`,
             () =>
               wait || lost === onlyOnMaster
                 ? null

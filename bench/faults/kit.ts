@@ -15,6 +15,9 @@ import { LoadOptions, LoadResult, mergeLoads, runLoad } from '../load';
 import { LoadProgress, watchSale } from '../progress';
 import { Invariants, judge, readSale } from '../verdict';
 import { ERROR_CODES } from '../../src/errors/errors';
+import { clockAtStart, HistoryFeed, judgeHistory, requestsOf } from './history-verdict';
+import type { ClockReading } from '../history/clock';
+import type { HistoryReport } from '../history/history';
 import type { ProductKeys } from '../../src/redis/key-layout';
 
 export interface Size {
@@ -49,6 +52,8 @@ export interface Outcome {
   readonly problems: string[];
   /** What happened, in words, with the figures that show it. */
   readonly story: string;
+  /** The checker's line (bench/history/check.ts historyLine): the peak, each check's state and count. */
+  readonly history?: string;
 }
 
 export const TOKEN = randomBytes(18).toString('base64url');
@@ -170,6 +175,14 @@ export function lateWrite(outcome: Outcome, at: number): void {
 }
 
 /**
+ * Whether the history's oversell names a late write: the first order held above the
+ * stock is one of the late writer's buyers (userId prefix).
+ */
+export function lateWriteNamed(report: HistoryReport, userPrefix: string): boolean {
+  return report.findings.some((f) => f.check === 'oversell' && f.userId?.startsWith(userPrefix));
+}
+
+/**
  * For the lab: a scenario's sale begins. Its time axis starts here, the live sold
  * line (Redis's stock key, sampled; `progress` counts the answers) until stopped,
  * and the first step. Nothing, and no reads, when no lab listens.
@@ -231,6 +244,9 @@ export interface SaleVerdict {
   readonly problems: string[];
   /** Orders in the stream beyond the 201s (a process killed or an outage between a write and its answer). */
   readonly unacknowledged: number;
+  /** The sale judged as a history (history-verdict.ts): its line; its broken checks are in `problems`. */
+  readonly history: string;
+  readonly report: HistoryReport;
 }
 
 /**
@@ -246,7 +262,7 @@ export async function verdict(
   live: LoadResult[],
   dead: LoadResult[],
   allowed: string[],
-  options: { soldOut?: boolean; maxAnswerMs?: number; oversellIsTheLesson?: boolean } = {},
+  options: { soldOut?: boolean; maxAnswerMs?: number; oversellIsTheLesson?: boolean; history: HistoryFeed },
 ): Promise<SaleVerdict> {
   // A killed app's load goes on knocking on a closed port until it stops: count
   // what that app answered, not the refused connection attempts.
@@ -281,7 +297,16 @@ export async function verdict(
   }
   const unexpected = Object.entries(load.codes).filter(([code]) => isFiveXxCode(code) && !allowed.includes(code));
   if (unexpected.length > 0) problems.push(`unexpected 5xx: ${unexpected.map(([c, k]) => `${c} ×${k}`).join(', ')}`);
+  // Every request, the killed app's unanswered ones too (outcome unknown), judged as a history.
+  const requests = [...requestsOf([...live, ...dead]), ...(options.history.retries ?? [])];
+  const history = await judgeHistory(client, k, requests, {
+    ...options.history,
+    lessons: [...(options.oversellIsTheLesson ? (['oversell'] as const) : []), ...(options.history.lessons ?? [])],
+  });
+  problems.push(...history.problems);
   return {
+    history: history.line,
+    report: history.report,
     sold: sale.initialStock - sale.stockLeft,
     left: sale.stockLeft,
     oversold: v.oversold,
@@ -312,6 +337,8 @@ export interface RedisStage {
   readonly redis: PrivateRedis;
   readonly client: Redis;
   readonly k: ProductKeys;
+  /** Redis's clock against ours, read before any sale: where the scenario's history starts. */
+  readonly clock: ClockReading;
 }
 
 /**
@@ -328,7 +355,8 @@ export async function onPrivateRedis<T>(
   const redis = await startPrivateRedis(options);
   const client = harnessClient(redis.url);
   try {
-    return await scenario({ redis, client, k: new KeyLayout(PREFIX).product(PRODUCT) });
+    const clock = await clockAtStart(client);
+    return await scenario({ redis, client, k: new KeyLayout(PREFIX).product(PRODUCT), clock });
   } finally {
     await client.quit().catch(() => undefined);
     await stopAll();
@@ -352,6 +380,7 @@ export interface HolderStage {
   readonly k: ProductKeys;
   readonly stopper: RunningApp;
   readonly other: RunningApp;
+  readonly clock: ClockReading;
   /** A load of `size.buyers` fresh buyers (ids prefixed) against one app. */
   load(app: RunningApp, userPrefix: string, signal?: AbortSignal): Promise<LoadResult>;
 }
@@ -367,7 +396,7 @@ export async function onHolderStage(
   const size: Size = ctx.quick
     ? { buyers: 1_500, stock: 200, connections: 50 }
     : { buyers: 5_000, stock: 600, connections: 100 };
-  return onPrivateRedis(async ({ redis, client, k }) => {
+  return onPrivateRedis(async ({ redis, client, k, clock }) => {
     const env = { LOCK_TTL_MS: String(ttlMs) };
     const [stopper] = await apps(1, strategy, redis.url, { ...env, ...stopsAtWrite(stopAtWrite) });
     const [other] = await apps(1, strategy, redis.url, env);
@@ -385,6 +414,6 @@ export async function onHolderStage(
     );
     const load = (app: RunningApp, userPrefix: string, signal?: AbortSignal) =>
       buyersAt(app.url, size.buyers, size.connections, { userPrefix, signal }, progress);
-    return watching(watch, () => scenario({ size, client, k, stopper, other, load }));
+    return watching(watch, () => scenario({ size, client, k, stopper, other, clock, load }));
   });
 }

@@ -13,6 +13,8 @@ import { startTcpProxy, TcpProxy } from '../../harness/tcp-proxy';
 import { COMMAND_TIMEOUT_MS } from '../../src/redis/create-client';
 import type { ProductKeys } from '../../src/redis/key-layout';
 import { fencedAcquire, fencedWrite, keyedWrite, purchase } from '../../src/redis/lua-scripts';
+import type { ClockReading } from '../history/clock';
+import type { CheckName, RequestRecord } from '../history/history';
 import type { Answer, LoadResult } from '../load';
 import type { LoadProgress } from '../progress';
 import { readSale, SaleSnapshot } from '../verdict';
@@ -150,6 +152,8 @@ export interface Retries {
   readonly orderIds: string[];
   /** The buyers whose first request had been written, per the stream before the retries. */
   readonly written: number;
+  /** Each retry as a request of the sale's history (asked again while in flight: one request, first ask to answer). */
+  readonly requests: RequestRecord[];
 }
 
 export interface NetworkStage {
@@ -176,6 +180,8 @@ export interface JudgeOptions {
   readonly soldOut?: boolean;
   /** Checks of the scenario's own: each returns a broken promise, or null. */
   readonly checks?: ((v: SaleVerdict) => string | null)[];
+  /** History checks whose failure is the line's lesson (beside `oversell` when oversellIsTheLesson). */
+  readonly lessons?: readonly CheckName[];
 }
 
 export interface StageOptions {
@@ -199,7 +205,7 @@ export async function onNetworkStage(
   const proxies: TcpProxy[] = [];
   const closeProxies = () => Promise.all(proxies.map((p) => p.close()));
   return onPrivateRedis(
-    async ({ redis, client, k }) => {
+    async ({ redis, client, k, clock }) => {
       const env = { LOCK_TTL_MS: String(options.ttlMs), LOCK_WAIT_MS: String(WAIT_MS) };
       const stageApps: NetworkApp[] = [];
       for (let i = 0; i < options.apps; i++) {
@@ -227,7 +233,7 @@ export async function onNetworkStage(
             ? ', talking to Redis through a TCP proxy'
             : ', each talking to Redis through a TCP proxy of its own'),
       );
-      return watching(watch, () => scenario(stage(ctx, client, k, stageApps, progress)));
+      return watching(watch, () => scenario(stage(ctx, client, k, clock, stageApps, progress)));
     },
     {},
     closeProxies,
@@ -238,6 +244,7 @@ function stage(
   ctx: Context,
   client: Redis,
   k: ProductKeys,
+  clock: ClockReading,
   stageApps: NetworkApp[],
   progress: LoadProgress,
 ): NetworkStage {
@@ -272,6 +279,7 @@ function stage(
         soldOut: options.soldOut ?? false,
         maxAnswerMs: MAX_ANSWER_MS,
         oversellIsTheLesson: options.oversellIsTheLesson,
+        history: { start: clock, retries: r.requests, lessons: options.lessons },
       });
       const sale = await readSale(client, k);
       const byUser = ordersByUser(sale);
@@ -366,15 +374,17 @@ export async function retryUnknown(
       waitedInFlight: outcomes.filter((o) => o.waited).length,
       orderIds: outcomes.flatMap((o) => (o.answer.orderId ? [o.answer.orderId] : [])),
       written: wasWritten,
+      requests: outcomes.map((o) => o.record),
     },
     answers: outcomes.map((o) => o.answer),
   };
 }
 
 /** One retry of a request answered OUTCOME_UNKNOWN: the same key and body, to the same app. */
-async function retry(t: Heard): Promise<{ answer: Answer; waited: boolean }> {
+async function retry(t: Heard): Promise<{ answer: Answer; waited: boolean; record: RequestRecord }> {
   const headers: Record<string, string> = t.idempotencyKey ? { 'idempotency-key': t.idempotencyKey } : {};
-  const deadline = Date.now() + IN_FLIGHT_BOUND_MS;
+  const firstSentAt = Date.now();
+  const deadline = firstSentAt + IN_FLIGHT_BOUND_MS;
   for (let waited = false; ; waited = true) {
     const sentAt = Date.now();
     const res = await request(t.url, 'POST', '/api/orders', {
@@ -391,6 +401,17 @@ async function retry(t: Heard): Promise<{ answer: Answer; waited: boolean }> {
     return {
       answer: { userId: t.userId, idempotencyKey: t.idempotencyKey, status: res.status, code, orderId, sentAt },
       waited,
+      // From its first ask: an IN_USE answer decided nothing, so the operation spans every ask.
+      record: {
+        userId: t.userId,
+        productId: PRODUCT,
+        quantity: 1,
+        sentAt: firstSentAt,
+        answeredAt: Date.now(),
+        status: res.status,
+        code,
+        ...(orderId && { orderId }),
+      },
     };
   }
 }

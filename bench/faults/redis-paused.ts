@@ -10,7 +10,7 @@ const PROBES = 5;
  * after the pause began, are certainly waiting, so the timeout is seen every time.
  */
 export async function redisPaused(ctx: Context): Promise<Outcome> {
-  return onPrivateRedis(async ({ redis, client, k }) => {
+  return onPrivateRedis(async ({ redis, client, k, clock }) => {
     const waitMs = 500;
     // Longer than the wait budget, shorter than the client's 2 s command timeout: a
     // command already sent completes after the pause, so a buyer is never told 503
@@ -40,7 +40,10 @@ export async function redisPaused(ctx: Context): Promise<Outcome> {
       // Never a hang: a buyer waits its budget, or the pause for a command already sent
       // (with 3 s of slack: full-size runs on 2 busy cores answered in up to 2.9 s). A hang
       // would be unbounded.
-      const v = await verdict(client, k, [result, probes], [], ['LOCK_TIMEOUT'], { maxAnswerMs: pauseMs + 3_000 });
+      const v = await verdict(client, k, [result, probes], [], ['LOCK_TIMEOUT'], {
+        maxAnswerMs: pauseMs + 3_000,
+        history: { start: clock },
+      });
       if ((probes.codes.LOCK_TIMEOUT ?? 0) !== PROBES)
         v.problems.push(`${codesSeen(probes, ['LOCK_TIMEOUT'])} of the ${PROBES} buyers sent during the pause`);
       if (v.unacknowledged !== 0) v.problems.push(`${v.unacknowledged} orders written for buyers told otherwise`);

@@ -29,7 +29,7 @@ const ANSWERS_DURING_OUTAGE = 200;
  */
 export async function redisRestarted(ctx: Context): Promise<Outcome> {
   return onPrivateRedis(
-    async ({ redis, client, k }) => {
+    async ({ redis, client, k, clock }) => {
       let stopWatching: () => void = () => undefined;
       try {
         // A fresh Redis with AOF on writes its first AOF in the background, and refuses a
@@ -89,6 +89,8 @@ export async function redisRestarted(ctx: Context): Promise<Outcome> {
         // is told OUTCOME_UNKNOWN (the verdict reports such orders as unacknowledged).
         const v = await verdict(client, k, [first, second], [], OUTAGE_CODES, {
           maxAnswerMs: 9_000,
+          // Redis's clock read at the start and again after the restart: one host's clock.
+          history: { start: clock },
         });
         // A lock without a TTL would block the product forever: the failure the demo teaches.
         if (lockAfter === -1) v.problems.push('the lock key has no TTL after the restart');

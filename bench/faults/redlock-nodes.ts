@@ -26,7 +26,7 @@ import {
 
 /** Redlock over three nodes: one paused under two contending apps, one killed mid-sale, then two down, then both back. */
 export async function redlockNodes(ctx: Context): Promise<Outcome[]> {
-  return onPrivateRedis(async ({ redis, client }) => {
+  return onPrivateRedis(async ({ redis, client, clock }) => {
     const size: Size = ctx.quick
       ? { buyers: 3_000, stock: 400, connections: 50 }
       : { buyers: 10_000, stock: 1_500, connections: 100 };
@@ -67,7 +67,7 @@ export async function redlockNodes(ctx: Context): Promise<Outcome[]> {
       'node 3 resumed',
       `SIGCONT once the first sale was over (${n(answered(loads0[0]) + answered(loads0[1]))} answers in all)`,
     );
-    const v0 = await verdict(client, k0, loads0, [], []);
+    const v0 = await verdict(client, k0, loads0, [], [], { history: { start: clock } });
     outcomes.push({
       name: 'redlock: one of three nodes paused, 2 apps',
       ...v0,
@@ -89,7 +89,7 @@ export async function redlockNodes(ctx: Context): Promise<Outcome[]> {
     const soldAtKill = size.stock - Number(await client.get(k1.stock));
     nodes[0].kill();
     timeline('node 1 killed', `SIGKILL mid-sale after ${n(soldAtKill)} sold: 2 of 3 nodes, still a quorum`);
-    const v1 = await verdict(client, k1, [await load1], [], []);
+    const v1 = await verdict(client, k1, [await load1], [], [], { history: { start: clock } });
     outcomes.push({
       name: 'redlock: one of three nodes killed mid-sale',
       ...v1,
@@ -108,6 +108,7 @@ export async function redlockNodes(ctx: Context): Promise<Outcome[]> {
     const v2 = await verdict(client, k2, [load2], [], ['LOCK_NODES_UNAVAILABLE'], {
       soldOut: false,
       maxAnswerMs: 6_000,
+      history: { start: clock },
     });
     if (v2.sold !== 0) v2.problems.push(`${v2.sold} sold without a quorum`);
     if ((load2.codes.LOCK_NODES_UNAVAILABLE ?? 0) !== load2.sent)
@@ -129,7 +130,9 @@ export async function redlockNodes(ctx: Context): Promise<Outcome[]> {
       `nodes 1 and 2 restarted on their ports and folders: ${codesSeen(load2, ['LOCK_NODES_UNAVAILABLE'])} while down; sales resume`,
     );
     const load3 = await load(app.url, 'two-down', size.buyers, 'back-');
-    const v3 = await verdict(client, k2, [load2, load3], [], ['LOCK_NODES_UNAVAILABLE']);
+    const v3 = await verdict(client, k2, [load2, load3], [], ['LOCK_NODES_UNAVAILABLE'], {
+      history: { start: clock },
+    });
     outcomes.push({
       name: 'redlock: nodes back',
       ...v3,

@@ -14,7 +14,8 @@
  *   FAULTS_CHECK_RETRIES=0) only reports it.
  *
  * One line per scenario: name, requests, 201s, 5xx, sold, stock left, invariants,
- * and what happened. Exit 1 if any scenario breaks a promise it must keep.
+ * what happened, and the sale judged as a history (bench/history/: the peak held, each
+ * check's state). Exit 1 if any scenario breaks a promise it must keep.
  */
 import { parseArgs } from 'node:util';
 import { runToExit } from '../entry-point';
@@ -37,6 +38,7 @@ import { redlockNodes } from './redlock-nodes';
 import { setNxDelayed } from './set-nx-delayed';
 import { payVersusExpiry, postgresDown, redisRestartedSettling, settlerKilled, sweeperKilled } from './settlement';
 import { slotMoved } from './slot-moved';
+import { wholeSale } from './whole-sale';
 
 type Scenario = (ctx: Context) => Promise<Outcome | Outcome[]>;
 
@@ -107,6 +109,8 @@ const SCENARIOS: Record<string, Scenario> = {
   ...NETWORK_FAULTS,
   ...CLUSTER_FAULTS,
   ...SETTLEMENT_FAULTS,
+  // Every stage at once: a window, a waiting room, the afterlife, an app killed and PostgreSQL stopped.
+  'whole-sale': wholeSale,
 };
 
 /** Every scenario's name, in the order the full suite runs them: what the lab offers. */
@@ -142,7 +146,8 @@ export function formatLine(o: Outcome): string {
           : 'hold';
   return (
     `${o.problems.length === 0 ? 'PASS' : 'FAIL'} ${o.name}: ${n(load.sent)} requests, ${n(load.status['201'] ?? 0)} × 201, ` +
-    `${n(fiveXx(load))} × 5xx, sold ${n(o.sold)}, stock left ${n(o.left)}, invariants ${invariants} — ${o.story}`
+    `${n(fiveXx(load))} × 5xx, sold ${n(o.sold)}, stock left ${n(o.left)}, invariants ${invariants} — ${o.story}` +
+    (o.history ? `; ${o.history}` : '')
   );
 }
 
@@ -159,6 +164,7 @@ function emitOutcome(o: Outcome): void {
     left: o.left,
     ...(o.oversold !== undefined && { oversold: o.oversold }),
     story: o.story,
+    ...(o.history && { history: o.history }),
   });
 }
 

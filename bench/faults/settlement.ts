@@ -17,7 +17,10 @@ import { PrivateRedis, startPrivateRedis } from '../../harness/redis';
 import { KeyLayout, ProductKeys } from '../../src/redis/key-layout';
 import { SETTLE_GROUP } from '../../src/settlement/settler';
 import type { LoadResult } from '../load';
+import type { ClockReading } from '../history/clock';
+import type { SettledOrder } from '../history/history';
 import { checkSettled, unsettled, waitForSettlement } from '../settled';
+import { clockAtStart, judgeHistory, readSettled, requestsOf } from './history-verdict';
 import {
   buyersAt,
   apps,
@@ -46,6 +49,8 @@ interface Stage {
   readonly client: Redis;
   readonly k: ProductKeys;
   readonly db: string;
+  /** Redis's clock against ours before the sale: the start of its history. */
+  readonly clock: ClockReading;
   /** App processes on the stage's Redis; `settles`: with DATABASE_URL (a settler of the group). */
   start(env?: Record<string, string>, settles?: boolean): Promise<RunningApp>;
   load(app: RunningApp, buyers: number, userPrefix: string): Promise<LoadResult>;
@@ -67,6 +72,7 @@ async function onStage(
       client,
       k,
       db,
+      clock: await clockAtStart(client),
       start: async (env = {}, settles = true) =>
         (
           await apps(1, 'fenced', redis.url, {
@@ -85,11 +91,14 @@ async function onStage(
   }
 }
 
-/** The PostgreSQL side of a line: settlement drained, then every order there once, as Redis has it. */
+/**
+ * The PostgreSQL side of a line: settlement drained, then every order there once, as
+ * Redis has it; and PostgreSQL's rows, for the history's total queue.
+ */
 async function settledProblems(
   stage: Stage,
   timeoutMs = 30_000,
-): Promise<{ problems: string[]; drainMs: number | null; rows: number }> {
+): Promise<{ problems: string[]; drainMs: number | null; rows: number; settled?: SettledOrder[] }> {
   const drainMs = await waitForSettlement(stage.client, stage.k, timeoutMs);
   if (drainMs === null) {
     return {
@@ -101,8 +110,25 @@ async function settledProblems(
     };
   }
   const check = await checkSettled(stage.db, stage.client, stage.k, PRODUCT);
-  return { problems: check.ok ? [] : [check.problem!], drainMs, rows: check.rows };
+  const settled = await readSettled(stage.db, PRODUCT);
+  return { problems: check.ok ? [] : [check.problem!], drainMs, rows: check.rows, settled };
 }
+
+/**
+ * A settlement line's verdict: settlement drained first, so the history is judged with
+ * PostgreSQL's rows as its total queue; then the sale's promises from Redis.
+ */
+async function settledVerdict(stage: Stage, loads: LoadResult[], allowed: string[] = [], drainMs?: number) {
+  const s = await settledProblems(stage, drainMs);
+  const v = await verdict(stage.client, stage.k, loads, [], allowed, {
+    history: { start: stage.clock, ...(s.settled && { settled: s.settled }) },
+  });
+  return { v, s };
+}
+
+/** A line with no verdict of the sale's own (its promises are the afterlife's), judged as a history. */
+const settledHistory = (stage: Stage, load: LoadResult, settled?: SettledOrder[]) =>
+  judgeHistory(stage.client, stage.k, requestsOf([load]), { start: stage.clock, ...(settled && { settled }) });
 
 async function pgCount(db: string, sql: string): Promise<number> {
   const c = new Client({ connectionString: db });
@@ -140,8 +166,7 @@ export function settlerKilled(ctx: Context, point: 'settle-before-ack' | 'settle
     const rescuer = await stage.start();
     timeline('another settler started', `pid ${rescuer.pid} claims what is pending after ${CLAIM_IDLE_MS} ms idle`);
     const load = await sale;
-    const v = await verdict(stage.client, stage.k, [load], [], []);
-    const s = await settledProblems(stage);
+    const { v, s } = await settledVerdict(stage, [load]);
     const problems = [...v.problems, ...s.problems];
     // After COMMIT the batch's rows are there while its entries are pending; before it, none is.
     if (point === 'settle-before-ack' && rowsAtStop <= 0)
@@ -151,6 +176,7 @@ export function settlerKilled(ctx: Context, point: 'settle-before-ack' | 'settle
     if (events !== s.rows) problems.push(`${events} events recorded for ${s.rows} orders`);
     return {
       name: `settler killed ${point === 'settle-before-ack' ? 'after COMMIT, before XACK' : 'before COMMIT'}`,
+      history: v.history,
       load,
       sold: v.sold,
       left: v.left,
@@ -198,13 +224,13 @@ export function postgresDown(ctx: Context, how: 'stopped' | 'paused'): Promise<O
       `after ${n(outageMs)} ms: ${n(leftAtFault - leftAtReturn)} units sold meanwhile, ${n(lagAtReturn)} entries to settle`,
     );
     const load = await sale;
-    const v = await verdict(stage.client, stage.k, [load], [], []);
-    const s = await settledProblems(stage);
+    const { v, s } = await settledVerdict(stage, [load]);
     const problems = [...v.problems, ...s.problems];
     const soldDuring = leftAtFault - leftAtReturn;
     if (soldDuring <= 0 && leftAtFault > 0) problems.push('nothing was sold while PostgreSQL was away');
     return {
       name: `postgres ${how} mid-sale`,
+      history: v.history,
       load,
       sold: v.sold,
       left: v.left,
@@ -248,20 +274,19 @@ export function redisRestartedSettling(ctx: Context): Promise<Outcome> {
       );
       timeline('app answers again', 'ready after the restart: a second wave buys, the settler goes on where it was');
       const second = await stage.load(app, stock * 2, 'r2-');
-      const v = await verdict(
-        stage.client,
-        stage.k,
-        [first, second],
-        [],
-        ['REDIS_UNAVAILABLE', 'OUTCOME_UNKNOWN', 'LOCK_TIMEOUT'],
-      );
       // The settler was given one entry per batch: settle the rest faster now is not needed, it drains.
-      const s = await settledProblems(stage, 120_000);
+      const { v, s } = await settledVerdict(
+        stage,
+        [first, second],
+        ['REDIS_UNAVAILABLE', 'OUTCOME_UNKNOWN', 'LOCK_TIMEOUT'],
+        120_000,
+      );
       const problems = [...v.problems, ...s.problems];
       if (lagAtRestart <= 0) problems.push('nothing was pending at the restart');
       void redis;
       return {
         name: 'redis restarted while settling',
+        history: v.history,
         load: v.load,
         sold: v.sold,
         left: v.left,
@@ -322,8 +347,11 @@ export function payVersusExpiry(ctx: Context): Promise<Outcome> {
     if (returns !== expired) problems.push(`${returns} expired events for ${expired} expired orders`);
     const s = await settledProblems(stage);
     problems.push(...s.problems);
+    const history = await settledHistory(stage, load, s.settled);
+    problems.push(...history.problems);
     return {
       name: 'pay racing expiry',
+      history: history.line,
       load,
       sold: orders - left,
       left,
@@ -372,8 +400,11 @@ export function sweeperKilled(ctx: Context): Promise<Outcome> {
     }
     const s = await settledProblems(stage);
     problems.push(...s.problems);
+    const history = await settledHistory(stage, load, s.settled);
+    problems.push(...history.problems);
     return {
       name: 'sweeper killed mid-sweep',
+      history: history.line,
       load,
       sold: orders - left,
       left,

@@ -1,0 +1,370 @@
+/**
+ * One product's audit: its order log judged at every instant (bench/history's LogCheck,
+ * fed a page at a time), and, with PostgreSQL, PostgreSQL against Redis as a total queue
+ * (checkTotalQueue), each read bounded.
+ */
+import type { Client } from 'pg';
+import type { RedisClient } from '../../src/redis/create-client';
+import type { ProductKeys } from '../../src/redis/key-layout';
+import { SETTLE_GROUP } from '../../src/settlement/settler';
+import { checkTotalQueue, LogCheck, type OrderState } from '../history/check';
+import type { CheckState, Finding, HistoryReport, LogEntry, SettledOrder } from '../history/history';
+import { logComplete, readLog } from '../history/read-log';
+import { readSettled, readSettledEntries, settledNow } from './settled-orders';
+
+/** Entries, pending ids or hash fields per Redis read. */
+export const PAGE = 1_000;
+
+export interface ProductAudit {
+  /** The log's checks, and Redis against PostgreSQL (totalQueue) when --database was given. */
+  readonly report: HistoryReport;
+  readonly perUserLimit: number;
+  readonly log: {
+    readonly entries: number;
+    /** The first and last entries read (stream ids); null for an empty log. */
+    readonly first: string | null;
+    readonly last: string | null;
+    /** Entries of the head trimmed from the stream (SETTLE_TRIM), rebuilt from PostgreSQL and judged before it. */
+    readonly fromDatabase: number;
+    /** False when the stream's head was trimmed (SETTLE_TRIM) and not rebuilt whole. */
+    readonly complete: boolean;
+  };
+  /** What PostgreSQL held, and what of it was not judged and why; null without --database. */
+  readonly settled: SettledSide | null;
+  /**
+   * Every total-queue finding (the report keeps the first few of each check): each is an
+   * order someone must settle by hand, so the audit names them all.
+   */
+  readonly totalQueue: readonly Finding[];
+}
+
+export interface SettledSide {
+  /** The product's rows in `orders`. */
+  readonly rows: number;
+  /**
+   * Rows of an earlier sale of the same product id: unknown to this sale's Redis (not in
+   * its log, not in its order states hash), final (a sale restarts only once every order
+   * is paid, cancelled or expired: reset-sale-10.lua), and older than this log's first
+   * entry. A restart deletes the log, not PostgreSQL's rows. Not judged.
+   */
+  readonly earlierSales: number;
+  /** Orders with an entry the settle group has not settled yet (pending, or not delivered): not judged. */
+  readonly unsettled: readonly string[];
+  /** Rows of orders written after the audit read the log (a sale going on): not judged. */
+  readonly afterRead: number;
+  /** Whether the log has the `settle` consumer group: without it the sale is not settled into PostgreSQL. */
+  readonly grouped: boolean;
+  /** Orders the log has, settled by the group, that PostgreSQL has no row of: what --repair writes. */
+  readonly missing: readonly string[];
+}
+
+/** The product has no sale under the prefix (no meta hash). */
+export class NoSaleError extends Error {}
+
+const STATUS = { R: 'reserved', P: 'paid', C: 'cancelled', E: 'expired' } as const;
+
+export async function auditProduct(
+  redis: RedisClient,
+  db: Client | null,
+  productId: string,
+  k: ProductKeys,
+): Promise<ProductAudit> {
+  const meta = await redis.hmget(k.meta, 'initialStock', 'perUserLimit');
+  const [stock, perUserLimit] = meta.map(Number);
+  if (meta.includes(null) || !Number.isInteger(stock) || !Number.isInteger(perUserLimit)) {
+    throw new NoSaleError(`no sale of product "${productId}" (no ${k.meta})`);
+  }
+  // The settle group before the log: an entry it has acknowledged by now is in PostgreSQL
+  // (the settler commits before XACK), and one written later is after its last delivered.
+  const group = db ? await settleGroup(redis, k.orders) : null;
+  const whole = await logComplete(redis, k.orders);
+  const trimmed = whole || !db ? null : await trimmedSoFar(redis, k.orders);
+  // The first page of the stream read (and held) before PostgreSQL is asked for what
+  // precedes it: entries trimmed meanwhile are still in that page, never in neither.
+  const stream = readLog(redis, k.orders, PAGE);
+  const opening = await stream.next();
+  // The head fed into a check that takes the log as whole: dropped for one that does not
+  // if PostgreSQL cannot give all of it.
+  let check = new LogCheck(stock, perUserLimit, whole || trimmed !== null);
+  const rebuilt =
+    trimmed && db
+      ? await rebuildHead(redis, db, productId, k, trimmed, opening.done ? null : opening.value.id, check)
+      : null;
+  const complete = whole || rebuilt?.whole === true;
+  if (!complete && trimmed !== null) check = new LogCheck(stock, perUserLimit, false);
+  let first: LogEntry | null = rebuilt?.whole ? rebuilt.first : null;
+  const unsettled = new Set<string>();
+  let last: LogEntry | null = rebuilt?.whole ? rebuilt.last : null;
+  let entries = 0;
+  const judge = (entry: LogEntry) => {
+    check.add(entry);
+    first ??= entry;
+    last = entry;
+    entries++;
+    if (group && (compareIds(entry.id, group.lastDelivered) > 0 || group.pending.has(entry.id)))
+      unsettled.add(entry.orderId);
+  };
+  if (!opening.done) judge(opening.value);
+  for await (const entry of stream) judge(entry);
+  const log = {
+    entries,
+    fromDatabase: rebuilt?.whole ? rebuilt.entries : 0,
+    first: (first as LogEntry | null)?.id ?? null,
+    last: (last as LogEntry | null)?.id ?? null,
+    complete,
+  };
+  const notProven = rebuilt && !rebuilt.whole ? [rebuilt.why] : [];
+  if (!db) return { report: check.report(productId, { notProven }), perUserLimit, log, settled: null, totalQueue: [] };
+  const { findings, side } = await totalQueue(redis, db, productId, k, check.states, {
+    first,
+    last,
+    complete,
+    unsettled,
+    grouped: group !== null,
+  });
+  const queue = totalQueueState(findings, side, entries);
+  return {
+    report: check.report(productId, {
+      findings,
+      checks: { totalQueue: queue.state },
+      notProven: [...notProven, ...queue.notProven],
+    }),
+    perUserLimit,
+    log,
+    settled: side,
+    totalQueue: findings,
+  };
+}
+
+/**
+ * PostgreSQL against the log: rows paged in, the rows and orders that cannot be judged
+ * set aside (an earlier sale's, what is not settled yet, what was written after the log
+ * was read), then checkTotalQueue; what it names is looked at once more, in Redis's order
+ * states hash and in PostgreSQL, so that an order paid or expired while the audit read
+ * (a sale going on) is not taken for a status that drifted.
+ */
+async function totalQueue(
+  redis: RedisClient,
+  db: Client,
+  productId: string,
+  k: ProductKeys,
+  logStates: ReadonlyMap<string, OrderState>,
+  read: {
+    first: LogEntry | null;
+    last: LogEntry | null;
+    complete: boolean;
+    unsettled: ReadonlySet<string>;
+    grouped: boolean;
+  },
+): Promise<{ findings: Finding[]; side: SettledSide }> {
+  const rows: SettledOrder[] = [];
+  for await (const row of readSettled(db, productId)) rows.push(row);
+  const states = new Map(logStates);
+  for (const id of read.unsettled) states.delete(id);
+  const unknown = rows.filter((r) => !logStates.has(r.orderId));
+  const records = await stateRecords(
+    redis,
+    k,
+    unknown.map((r) => r.orderId),
+  );
+  let earlierSales = 0;
+  let afterRead = 0;
+  const judged: SettledOrder[] = [];
+  for (const row of rows) {
+    if (read.unsettled.has(row.orderId)) continue;
+    if (logStates.has(row.orderId)) {
+      judged.push(row);
+      continue;
+    }
+    const record = records.get(row.orderId);
+    if (record) {
+      // This sale's order, not in the log as read: written after the read, or trimmed
+      // from the log's head (settled before it was trimmed): judged by its state in Redis.
+      if (read.last ? row.createdMs > read.last.ms : read.complete) afterRead++;
+      else {
+        states.set(row.orderId, stateOf(record, row.createdMs));
+        judged.push(row);
+      }
+    } else if (row.status !== 'reserved' && (read.first === null || row.createdMs < read.first.ms)) earlierSales++;
+    else judged.push(row);
+  }
+  let findings = checkTotalQueue(states, judged);
+  const named = [...new Set(findings.flatMap((f) => f.orderIds))];
+  if (named.length > 0) {
+    // A second look at what was found: Redis's states first, then PostgreSQL (which the
+    // settler writes after Redis), so a change made meanwhile is seen on both sides.
+    const now = await stateRecords(redis, k, named);
+    for (const [id, record] of now) {
+      const state = states.get(id);
+      if (state) states.set(id, stateOf(record, state.ms));
+    }
+    const fresh = new Map((await settledNow(db, productId, named)).map((r) => [r.orderId, r]));
+    const again = judged.map((r) => fresh.get(r.orderId) ?? r);
+    findings = checkTotalQueue(states, again);
+  }
+  const inDatabase = new Set(judged.map((r) => r.orderId));
+  return {
+    findings,
+    side: {
+      rows: rows.length,
+      earlierSales,
+      unsettled: [...read.unsettled],
+      afterRead,
+      grouped: read.grouped,
+      missing: [...states.keys()].filter((id) => !inDatabase.has(id)),
+    },
+  };
+}
+
+/** The total-queue check's state: what it found, or why what it did not find proves nothing. */
+function totalQueueState(
+  findings: readonly Finding[],
+  side: SettledSide,
+  entries: number,
+): { state: CheckState; notProven: string[] } {
+  if (findings.length > 0) return { state: 'fail', notProven: [] };
+  if (!side.grouped && (entries > 0 || side.rows > 0)) {
+    return {
+      state: 'not proven',
+      notProven: ['the order log has no `settle` consumer group: this sale is not settled into PostgreSQL'],
+    };
+  }
+  if (side.unsettled.length > 0) {
+    return {
+      state: 'not proven',
+      notProven: [
+        `${side.unsettled.length} orders not settled yet (pending, or not delivered to the settle group): run it again once settlement has caught up`,
+      ],
+    };
+  }
+  return { state: 'pass', notProven: [] };
+}
+
+/**
+ * How many entries have left the stream's head (XINFO STREAM: added less held), and the
+ * first it holds (null for none): every entry before that one is gone.
+ */
+async function trimmedSoFar(
+  redis: RedisClient,
+  stream: string,
+): Promise<{ count: number; firstId: string | null } | null> {
+  const info = (await redis.xinfo('STREAM', stream)) as unknown[];
+  const f = new Map<string, unknown>();
+  for (let i = 0; i + 1 < info.length; i += 2) f.set(String(info[i]), info[i + 1]);
+  const added = Number(f.get('entries-added'));
+  const length = Number(f.get('length'));
+  if (!Number.isInteger(added) || !Number.isInteger(length)) return null;
+  const firstEntry = f.get('first-entry') as [string, string[]] | null;
+  return { count: added - length, firstId: firstEntry ? firstEntry[0] : null };
+}
+
+/**
+ * The head SETTLE_TRIM cut from the log, rebuilt from PostgreSQL's `order_events`: the
+ * settler trims only what every group has settled, so each trimmed entry was committed
+ * there first. The entries before the stream's first (`before`) of this sale's orders
+ * (those its order states hash knows; PostgreSQL keeps every sale of the product id),
+ * in Redis's order, fed into `check` a page at a time. Whole when PostgreSQL holds as
+ * many entries before the stream's first (as XINFO said it) as Redis says left it; those
+ * trimmed since (before the first page the audit read) come from PostgreSQL too. A
+ * restored PostgreSQL that lacks some leaves the log not proven.
+ */
+async function rebuildHead(
+  redis: RedisClient,
+  db: Client,
+  productId: string,
+  k: ProductKeys,
+  trimmed: { count: number; firstId: string | null },
+  before: string | null,
+  check: LogCheck,
+): Promise<
+  { whole: true; first: LogEntry | null; last: LogEntry | null; entries: number } | { whole: false; why: string }
+> {
+  let first: LogEntry | null = null;
+  let last: LogEntry | null = null;
+  let entries = 0;
+  let beforeFirst = 0;
+  for await (const rows of readSettledEntries(db, productId, before)) {
+    const ours = await stateRecords(
+      redis,
+      k,
+      rows.map((r) => r.order_id),
+    );
+    for (const row of rows) {
+      if (!ours.has(row.order_id)) continue;
+      const entry: LogEntry = {
+        id: row.stream_id,
+        ms: Number(row.stream_id.split('-')[0]),
+        kind: row.event === 'created' ? 'order' : row.event,
+        orderId: row.order_id,
+        userId: row.user_id,
+        quantity: row.quantity,
+      };
+      check.add(entry);
+      first ??= entry;
+      last = entry;
+      entries++;
+      if (trimmed.firstId === null || compareIds(row.stream_id, trimmed.firstId) < 0) beforeFirst++;
+    }
+  }
+  if (beforeFirst === trimmed.count) return { whole: true, first, last, entries };
+  return {
+    whole: false,
+    why: `${trimmed.count} entries were trimmed from the log's head and PostgreSQL holds ${beforeFirst} of them: it cannot rebuild the log`,
+  };
+}
+
+/** The settle group's last delivered entry and its pending entries' ids, or null when the log has no such group. */
+async function settleGroup(
+  redis: RedisClient,
+  stream: string,
+): Promise<{ lastDelivered: string; pending: Set<string> } | null> {
+  let groups: unknown[][];
+  try {
+    groups = (await redis.xinfo('GROUPS', stream)) as unknown[][];
+  } catch (err) {
+    if (/no such key/i.test(String(err))) return null;
+    throw err;
+  }
+  const fields = groups.map((g) => {
+    const f = new Map<string, unknown>();
+    for (let i = 0; i + 1 < g.length; i += 2) f.set(String(g[i]), g[i + 1]);
+    return f;
+  });
+  const settle = fields.find((f) => f.get('name') === SETTLE_GROUP);
+  if (!settle) return null;
+  const pending = new Set<string>();
+  // XPENDING's extended form, a page at a time from just after the last id seen.
+  for (let from = '-'; ;) {
+    const page = (await redis.xpending(stream, SETTLE_GROUP, from, '+', PAGE)) as [string, ...unknown[]][];
+    for (const [id] of page) pending.add(id);
+    if (page.length < PAGE) break;
+    from = `(${page[page.length - 1][0]}`;
+  }
+  return { lastDelivered: String(settle.get('last-delivered-id')), pending };
+}
+
+/** The order states hash's records of these orders (absent: Redis's sale does not know it), a page of fields per read. */
+async function stateRecords(redis: RedisClient, k: ProductKeys, ids: readonly string[]): Promise<Map<string, string>> {
+  const records = new Map<string, string>();
+  for (let i = 0; i < ids.length; i += PAGE) {
+    const page = ids.slice(i, i + PAGE);
+    const values = await redis.hmget(k.states, ...page);
+    page.forEach((id, j) => {
+      if (values[j] !== null) records.set(id, values[j]);
+    });
+  }
+  return records;
+}
+
+/** An order states hash record (`<R|P|C|E>|<userId>|<quantity>[|<paymentId>]`, includes/order-state.lua) as an order's state. */
+function stateOf(record: string, ms: number): OrderState {
+  const [status, userId, quantity] = record.split('|');
+  return { status: STATUS[status as keyof typeof STATUS], userId, quantity: Number(quantity), ms };
+}
+
+/** Stream ids in Redis's order: `<ms>-<seq>`, compared as numbers. */
+export function compareIds(a: string, b: string): number {
+  const [am, as] = a.split('-').map(BigInt);
+  const [bm, bs] = b.split('-').map(BigInt);
+  return am === bm ? Number(as - bs) : am < bm ? -1 : 1;
+}

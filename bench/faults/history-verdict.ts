@@ -1,0 +1,135 @@
+/**
+ * A fault scenario judged as a history (bench/history/): the product's order log read
+ * from Redis, every request the scenario's loads sent (a killed app's too: what it never
+ * answered is an outcome unknown; a retry with the same Idempotency-Key is a request of
+ * its own), both on one time line by Redis's clock read before the sale and again after
+ * it, and PostgreSQL's orders where the scenario settles. A scenario fails when a check
+ * its promise covers fails or cannot be proven; a lesson (a promise the fault breaks by
+ * design) must show as the check it breaks failing, or the line fails.
+ */
+import type { Redis } from 'ioredis';
+import { Client } from 'pg';
+import type { ProductKeys } from '../../src/redis/key-layout';
+import { productIdOf } from '../../src/redis/key-layout';
+import { checkHistory, historyLine } from '../history/check';
+import { ClockReading, linkClocks, readClock } from '../history/clock';
+import { CHECKS, CheckName, HistoryReport, RequestRecord, SettledOrder } from '../history/history';
+import { logComplete, readLog } from '../history/read-log';
+import type { LoadResult } from '../load';
+
+/** What a scenario feeds the checker beyond the log, and what its promise covers. */
+export interface HistoryFeed {
+  /** Redis's clock read before the sale's first request (readClock). */
+  readonly start: ClockReading;
+  /**
+   * Checks that must fail: the lesson of the line (`none`'s or plain `lock`'s oversell
+   * shows as its peak above the stock). A lesson the checker does not find fails the line.
+   */
+  readonly lessons?: readonly CheckName[];
+  /**
+   * Checks the fault leaves unprovable by design, each with why (e.g. a failover: the log
+   * the promoted replica kept is not the one the buyers were answered from). Their
+   * "not proven" is reported on the line, not a failure; a "fail" still is one.
+   */
+  readonly unprovable?: Partial<Record<CheckName, string>>;
+  /** Requests sent besides the loads': each retry of an OUTCOME_UNKNOWN with its Idempotency-Key. */
+  readonly retries?: readonly RequestRecord[];
+  /** PostgreSQL's orders of the product, once settlement drained (readSettled). */
+  readonly settled?: readonly SettledOrder[];
+}
+
+export interface HistoryVerdict {
+  readonly report: HistoryReport;
+  /** historyLine(report): the line's history, printed with it. */
+  readonly line: string;
+  /** Checks the promise covers that failed or could not be proven, and lessons not shown. */
+  readonly problems: string[];
+}
+
+/** Redis's clock against ours, before the sale: the start of a scenario's time line. */
+export const clockAtStart = (client: Pick<Redis, 'time'>): Promise<ClockReading> => readClock(client);
+
+/** Every request of these loads (a killed app's included), in sending order per load. */
+export function requestsOf(loads: readonly LoadResult[]): RequestRecord[] {
+  const missing = loads.filter((l) => !l.requests).length;
+  // A history with holes would judge requests it never saw: refuse it rather than pass it.
+  if (missing > 0) throw new Error(`${missing} loads kept no requests: their history cannot be judged`);
+  return loads.flatMap((l) => l.requests!);
+}
+
+/**
+ * Judges the product's history: the log read from `client` (paged), `requests` (those
+ * of other products dropped), the clock linked from `feed.start` to a reading now, and
+ * `feed.settled`.
+ */
+export async function judgeHistory(
+  client: Pick<Redis, 'xrange' | 'xinfo' | 'hmget' | 'time'>,
+  k: ProductKeys,
+  requests: readonly RequestRecord[],
+  feed: HistoryFeed,
+): Promise<HistoryVerdict> {
+  const productId = productIdOf(k.meta)!;
+  const [initialStock, perUserLimit] = await client.hmget(k.meta, 'initialStock', 'perUserLimit');
+  const log = [];
+  for await (const entry of readLog(client, k.orders)) log.push(entry);
+  const mine = requests.filter((r) => (r.productId ?? productId) === productId);
+  const clock = linkClocks(feed.start, await readClock(client));
+  const report = checkHistory({
+    productId,
+    stock: Number(initialStock),
+    perUserLimit: Number(perUserLimit),
+    log,
+    logComplete: await logComplete(client, k.orders),
+    requests: mine,
+    clock,
+    ...(feed.settled && { settled: feed.settled }),
+  });
+  // Times on the line count from the first request, on Redis's clock.
+  const origin = mine.length > 0 ? Math.round(Math.min(...mine.map((r) => r.sentAt)) + clock.offsetMs) : undefined;
+  return { report, line: historyLine(report, origin), problems: historyProblems(report, feed) };
+}
+
+/** What a report breaks of a scenario's promise (see HistoryFeed). */
+export function historyProblems(report: HistoryReport, feed: Pick<HistoryFeed, 'lessons' | 'unprovable'>): string[] {
+  const problems: string[] = [];
+  const first = (check: CheckName) => report.findings.find((f) => f.check === check)?.detail ?? '';
+  for (const check of CHECKS) {
+    const state = report.checks[check];
+    if (feed.lessons?.includes(check)) {
+      if (state !== 'fail') problems.push(`history: ${check} ${state}, but its failure is this line's lesson`);
+    } else if (state === 'fail') {
+      problems.push(`history: ${check} failed ×${report.counts[check]} (${first(check)})`);
+    } else if (state === 'not proven' && !feed.unprovable?.[check]) {
+      problems.push(`history: ${check} not proven (${report.notProven.join('; ')})`);
+    }
+  }
+  return problems;
+}
+
+/** PostgreSQL's `orders` rows of a product, as the checker reads them (created_at is Redis's clock at the entry). */
+export async function readSettled(databaseUrl: string, productId: string): Promise<SettledOrder[]> {
+  const db = new Client({ connectionString: databaseUrl });
+  await db.connect();
+  try {
+    const { rows } = await db.query<{
+      order_id: string;
+      user_id: string;
+      quantity: number;
+      status: SettledOrder['status'];
+      created_ms: string;
+    }>(
+      `SELECT order_id, user_id, quantity, status, (extract(epoch FROM created_at) * 1000)::bigint AS created_ms
+         FROM orders WHERE product_id = $1`,
+      [productId],
+    );
+    return rows.map((r) => ({
+      orderId: r.order_id,
+      userId: r.user_id,
+      quantity: r.quantity,
+      status: r.status,
+      createdMs: Number(r.created_ms),
+    }));
+  } finally {
+    await db.end();
+  }
+}

@@ -1,0 +1,394 @@
+import { execFile } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { Cluster, Redis } from 'ioredis';
+import { Client } from 'pg';
+import { waitForSettlement } from '../bench/settled';
+import { PrivatePostgres, startPrivatePostgres } from '../harness/postgres';
+import { createRedisCluster } from '../src/redis/create-client';
+import { KeyLayout, ProductKeys } from '../src/redis/key-layout';
+import { writeBatch } from '../src/settlement/settle-batch';
+import { pay, request, startTestApp, TestApp } from './helpers/app';
+import {
+  closeClient,
+  clusterReady,
+  resetPlainSale,
+  startTestCluster,
+  uniquePrefix,
+  useTestRedis,
+} from './helpers/redis';
+
+const ROOT = join(__dirname, '..');
+const AUDIT = join(ROOT, 'scripts', 'audit.js');
+
+interface Run {
+  readonly code: number;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+/** `npm run audit -- ...args` as a user runs it (scripts/audit.js, the built CLI). */
+async function audit(...args: string[]): Promise<Run> {
+  try {
+    const { stdout, stderr } = await promisify(execFile)(process.execPath, [AUDIT, ...args], {
+      cwd: ROOT,
+      timeout: 60_000,
+    });
+    return { code: 0, stdout, stderr };
+  } catch (err) {
+    const e = err as { code?: number; stdout?: string; stderr?: string };
+    if (typeof e.code !== 'number') throw err;
+    return { code: e.code, stdout: e.stdout ?? '', stderr: e.stderr ?? '' };
+  }
+}
+
+/** The run, shown whole when its exit code is not the one expected. */
+function expectExit(run: Run, code: number): void {
+  expect({ code: run.code, output: run.code === code ? '' : `${run.stdout}\n${run.stderr}` }).toEqual({
+    code,
+    output: '',
+  });
+}
+
+/**
+ * `npm run audit` on real stores: a redis-server (and a Redis Cluster) and a PostgreSQL
+ * started here, sales made by the real app or written into the stream as a broken
+ * strategy writes it, and the built CLI run as a user runs it, judged by its exit code,
+ * its lines and its JSON.
+ */
+describe('npm run audit', () => {
+  const redis = useTestRedis();
+  let client: Redis;
+  let pg: PrivatePostgres;
+  let databases = 0;
+  const apps: TestApp[] = [];
+
+  beforeAll(async () => {
+    client = redis.client();
+    pg = await startPrivatePostgres();
+  }, 60_000);
+
+  afterEach(async () => {
+    await Promise.all(apps.splice(0).map((a) => a.close()));
+  });
+
+  afterAll(() => pg?.remove());
+
+  const database = () => pg.createDatabase(`audit_test_${process.pid}_${++databases}`);
+
+  /** An app settling into `db`, and a sale of `productId` on it. */
+  async function settlingSale(prefix: string, db: string, productId: string, stock: number, env = {}) {
+    const app = await startTestApp({ REDIS_URL: redis.url(), KEY_PREFIX: prefix, DATABASE_URL: db, ...env });
+    apps.push(app);
+    const put = await request(app.url, 'PUT', `/api/products/${productId}`, {
+      json: { stock, discardOrders: true },
+      admin: true,
+    });
+    expect(put.status).toBe(200);
+    const buy = async (userId: string) => {
+      const res = await request(app.url, 'POST', '/api/orders', { json: { productId, userId } });
+      return res.body as { orderId?: string; code?: string };
+    };
+    return { app, buy, k: new KeyLayout(prefix).product(productId) };
+  }
+
+  async function settled(k: ProductKeys): Promise<void> {
+    expect(await waitForSettlement(client, k, 20_000)).not.toBeNull();
+  }
+
+  async function query<T extends Record<string, unknown>>(db: string, sql: string, params: unknown[] = []) {
+    const c = new Client({ connectionString: db });
+    await c.connect();
+    try {
+      return (await c.query<T>(sql, params)).rows;
+    } finally {
+      await c.end();
+    }
+  }
+
+  it('passes a safe sale, paid and cancelled orders and a sale restarted included, and says what it left unjudged', async () => {
+    const prefix = uniquePrefix('audit-safe');
+    const db = await database();
+    const { app, buy, k } = await settlingSale(prefix, db, 'safe', 3);
+    // The first sale: one order paid, one cancelled, then sold out; all of it final and
+    // settled, so the sale may restart (reset-sale-10.lua).
+    const first = [await buy('u1'), await buy('u2')];
+    expect((await pay(app.url, first[0].orderId!, 'p-1')).status).toBe(200);
+    expect((await request(app.url, 'POST', `/api/orders/${first[1].orderId}/cancel`)).status).toBe(200);
+    await settled(k);
+    const restart = await request(app.url, 'PUT', '/api/products/safe', {
+      json: { stock: 3, discardOrders: true },
+      admin: true,
+    });
+    expect(restart.status).toBe(200);
+    // The second sale: three sold (one paid, one cancelled, its unit sold again), the rest refused.
+    const second = [];
+    for (const user of ['u1', 'u2', 'u3']) second.push(await buy(user));
+    expect((await pay(app.url, second[0].orderId!, 'p-2')).status).toBe(200);
+    expect((await request(app.url, 'POST', `/api/orders/${second[1].orderId}/cancel`)).status).toBe(200);
+    expect((await buy('u4')).orderId).toBeDefined();
+    expect((await buy('u5')).code).toBe('SOLD_OUT');
+    await settled(k);
+
+    const run = await audit('--redis', redis.url(), '--database', db, '--key-prefix', prefix, '--product', 'safe');
+    expectExit(run, 0);
+    expect(run.stdout).toMatch(
+      /^product safe: stock 3, per-user limit 1; log 6 entries \(orders 4, returns 1, paid 1\) from \d+-\d+ to \d+-\d+$/m,
+    );
+    expect(run.stdout).toMatch(/^ {2}history holds: peak 3 of 3 held/m);
+    for (const check of ['oversell', 'perUserLimit', 'returns', 'ordersOnce', 'totalQueue'])
+      expect(run.stdout).toMatch(new RegExp(`^ {2}${check} +pass$`, 'm'));
+    expect(run.stdout).toMatch(/^ {2}falseRefusals +not run \(needs what each buyer was told/m);
+    // The first sale's two rows stay in PostgreSQL: counted, not taken for orders Redis lost.
+    expect(run.stdout).toMatch(/^ {2}PostgreSQL: 6 rows; 2 of an earlier sale of this product id \(not judged\)$/m);
+    expect(run.stdout).toMatch(/^summary: 1 products audited: 1 hold, 0 with findings, 0 not proven; exit 0$/m);
+
+    // The same as one JSON document.
+    const json = await audit('--redis', redis.url(), '--database', db, '--key-prefix', prefix, '--all', '--json');
+    expectExit(json, 0);
+    const doc = JSON.parse(json.stdout);
+    expect(doc).toMatchObject({ cluster: false, keyPrefix: prefix, exitCode: 0 });
+    expect(doc.products).toHaveLength(1);
+    expect(doc.products[0]).toMatchObject({
+      productId: 'safe',
+      holds: true,
+      stock: 3,
+      peak: { units: 3 },
+      oversell: null,
+      orders: 4,
+      checks: { oversell: 'pass', totalQueue: 'pass', falseRefusals: 'not run' },
+      settled: { rows: 6, earlierSales: 2, unsettled: [], afterRead: 0, grouped: true, missing: [] },
+      log: { entries: 6, complete: true },
+    });
+  }, 90_000);
+
+  it('fails a sale written oversold, naming the product, the peak and the orders above the stock', async () => {
+    const prefix = uniquePrefix('audit-over');
+    const keys = new KeyLayout(prefix);
+    const k = keys.product('over');
+    expect(await resetPlainSale(client, k, 2, 1)).toEqual(['OK', 1]);
+    await client.sadd(keys.products, 'over');
+    // What `none` writes when three buyers read "2 left" before any of them wrote: three
+    // orders for a stock of two, each with its decrement (order-write.lua's fields).
+    for (const user of ['u1', 'u2', 'u3']) {
+      await client.xadd(k.orders, '*', 'orderId', `over.${user}`, 'userId', user, 'quantity', '1');
+      await client.decr(k.stock);
+    }
+    const run = await audit('--redis', redis.url(), '--key-prefix', prefix, '--all');
+    expectExit(run, 1);
+    expect(run.stdout).toMatch(/^product over: stock 2/m);
+    expect(run.stdout).toMatch(/^ {2}history FAILS oversell: peak 3 of 2 held at \d+ \(oversold by 1/m);
+    expect(run.stdout).toMatch(/^ {2}oversell +fail, 1 found$/m);
+    expect(run.stdout).toMatch(/^ {2}oversell at .*order over\.u3/m);
+    expect(run.stdout).toMatch(/^ {2}oversell, what it means: more units were held/m);
+    expect(run.stdout).toMatch(
+      /^summary: 1 products audited: 0 hold, 1 with findings \(over\), 0 not proven; exit 1$/m,
+    );
+  }, 60_000);
+
+  it('names an order PostgreSQL has and Redis lost, and one Redis has and PostgreSQL lacks, which --repair writes back', async () => {
+    const prefix = uniquePrefix('audit-lost');
+    const db = await database();
+    const { buy, k } = await settlingSale(prefix, db, 'lost', 5);
+    const ids = [];
+    for (const user of ['u1', 'u2', 'u3']) ids.push((await buy(user)).orderId!);
+    await settled(k);
+    // What a master that died before its replica had its last order leaves: PostgreSQL
+    // settled it from the old master (the settler's own write), the promoted one never had it.
+    const lostId = 'lost.00000000-0000-4000-8000-00000000dead';
+    const c = new Client({ connectionString: db });
+    await c.connect();
+    try {
+      const ms = Number((await client.xrevrange(k.orders, '+', '-', 'COUNT', 1))[0][0].split('-')[0]);
+      await writeBatch(c as never, 'lost', [
+        { streamId: `${ms}-9`, event: 'created', orderId: lostId, userId: 'u9', quantity: 1, paymentId: null },
+      ]);
+      // And a row PostgreSQL lost (restored from an older backup).
+      await c.query('DELETE FROM orders WHERE order_id = $1', [ids[1]]);
+    } finally {
+      await c.end();
+    }
+    const args = ['--redis', redis.url(), '--database', db, '--key-prefix', prefix, '--product', 'lost'];
+    const run = await audit(...args);
+    expectExit(run, 1);
+    expect(run.stdout).toMatch(/^ {2}totalQueue +fail, 2 found$/m);
+    expect(run.stdout).toContain(`order ${lostId} of u9 (reserved) is in PostgreSQL but not in Redis's log`);
+    expect(run.stdout).toContain(`order ${ids[1]} of u2 (reserved) is in Redis's log but not in PostgreSQL`);
+    expect(run.stdout).toMatch(/^ {2}totalQueue, what it means: Redis and PostgreSQL/m);
+    // The audit wrote nothing.
+    expect(await query(db, 'SELECT order_id FROM orders WHERE order_id = $1', [ids[1]])).toEqual([]);
+
+    const repaired = await audit(...args, '--repair');
+    expectExit(repaired, 1);
+    expect(repaired.stdout).toContain(`repair: wrote 1 orders (1 stream entries) into PostgreSQL: ${ids[1]}`);
+    // Written back as the settler writes it; the order Redis lost stays a finding: a unit sold twice.
+    expect(await query(db, 'SELECT status, user_id FROM orders WHERE order_id = $1', [ids[1]])).toEqual([
+      { status: 'reserved', user_id: 'u2' },
+    ]);
+    expect(repaired.stdout).toMatch(/^ {2}totalQueue +fail, 1 found$/m);
+    expect(repaired.stdout).toContain(`order ${lostId} of u9`);
+  }, 90_000);
+
+  it('rebuilds a log trimmed of its head from PostgreSQL, and says "not proven" without it or when PostgreSQL lacks part of it', async () => {
+    const prefix = uniquePrefix('audit-trim');
+    const db = await database();
+    const { app, buy, k } = await settlingSale(prefix, db, 'trim', 5, { SETTLE_TRIM: '1' });
+    const ids = [];
+    for (const user of ['u1', 'u2', 'u3']) ids.push((await buy(user)).orderId!);
+    expect((await request(app.url, 'POST', `/api/orders/${ids[0]}/cancel`)).status).toBe(200);
+    await settled(k);
+    for (let i = 0; (await client.xlen(k.orders)) > 0; i++) {
+      expect(i).toBeLessThan(100);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    const args = ['--redis', redis.url(), '--key-prefix', prefix, '--product', 'trim'];
+    const alone = await audit(...args);
+    expectExit(alone, 3);
+    expect(alone.stdout).toMatch(/its head trimmed \(SETTLE_TRIM\)$/m);
+    expect(alone.stdout).toMatch(/^ {2}oversell +not proven$/m);
+    expect(alone.stdout).toMatch(/^ {2}not proven: the log was trimmed/m);
+    expect(alone.stdout).toMatch(
+      /^summary: 1 products audited: 0 hold, 0 with findings, 1 not proven \(trim\); exit 3$/m,
+    );
+
+    // PostgreSQL has every entry the settler trimmed: the head is rebuilt, and the log is whole again.
+    const rebuilt = await audit(...args, '--database', db);
+    expectExit(rebuilt, 0);
+    expect(rebuilt.stdout).toMatch(
+      /^product trim: stock 5, per-user limit 1; log 4 entries \(orders 3, returns 1, paid 0\) from \d+-\d+ to \d+-\d+, its head trimmed \(SETTLE_TRIM\) and rebuilt from PostgreSQL's order_events \(4 entries\)$/m,
+    );
+    expect(rebuilt.stdout).toMatch(/^ {2}history holds: peak 3 of 5 held/m);
+
+    // A PostgreSQL restored without one of them cannot rebuild it.
+    await query(db, `DELETE FROM order_events WHERE order_id = $1 AND event = 'cancelled'`, [ids[0]]);
+    const short = await audit(...args, '--database', db);
+    expectExit(short, 3);
+    expect(short.stdout).toMatch(
+      /^ {2}not proven: 4 entries were trimmed from the log's head and PostgreSQL holds 3 of them: it cannot rebuild the log$/m,
+    );
+  }, 60_000);
+
+  it('leaves orders not settled yet unjudged and says the check is not proven until settlement catches up', async () => {
+    const prefix = uniquePrefix('audit-lag');
+    const db = await database();
+    const { buy, k } = await settlingSale(prefix, db, 'lag', 5);
+    await buy('u1');
+    await settled(k);
+    // The settling app goes; one without DATABASE_URL sells on (the prefix is marked
+    // settled, so the log keeps its group): its orders wait for a settler.
+    await Promise.all(apps.splice(0).map((a) => a.close()));
+    const seller = await startTestApp({ REDIS_URL: redis.url(), KEY_PREFIX: prefix });
+    apps.push(seller);
+    for (const user of ['u2', 'u3']) {
+      expect(
+        (await request(seller.url, 'POST', '/api/orders', { json: { productId: 'lag', userId: user } })).status,
+      ).toBe(201);
+    }
+    const args = ['--redis', redis.url(), '--database', db, '--key-prefix', prefix, '--product', 'lag'];
+    const run = await audit(...args);
+    expectExit(run, 3);
+    expect(run.stdout).toMatch(/^ {2}totalQueue +not proven$/m);
+    expect(run.stdout).toMatch(
+      /^ {2}PostgreSQL: 1 rows; 0 of an earlier sale of this product id \(not judged\); 2 orders not settled yet \(not judged\)$/m,
+    );
+    expect(run.stdout).toMatch(
+      /^ {2}not proven: 2 orders not settled yet \(pending, or not delivered to the settle group\)/m,
+    );
+  }, 60_000);
+
+  it('refuses bad flags and a store it cannot read with one line and exit 2', async () => {
+    const cases: [string[], RegExp][] = [
+      [['--all'], /^audit: --redis is required/],
+      [['--redis', redis.url()], /^audit: name the products: --product ID \(repeatable\) or --all/],
+      [['--redis', redis.url(), '--all', '--product', 'x'], /^audit: name the products/],
+      [['--redis', redis.url(), '--all', '--bogus'], /^audit: Unknown option '--bogus'/],
+      [['--redis', redis.url(), '--product', 'a b'], /^audit: --product must be 1-64 characters/],
+      [['--redis', redis.url(), '--all', '--repair'], /^audit: --repair writes into PostgreSQL: it needs --database/],
+      [['--redis', 'http://x', '--all'], /^audit: --redis must start with redis:\/\//],
+      [
+        ['--redis', redis.url(), '--product', 'nothing'],
+        /^audit: no sale of product "nothing" under the key prefix seckill:/,
+      ],
+      [
+        ['--redis', 'redis://127.0.0.1:1', '--all'],
+        /^audit: cannot read Redis at redis:\/\/127\.0\.0\.1:1: connect ECONNREFUSED/,
+      ],
+      [
+        ['--redis', redis.url(), '--all', '--database', 'postgres://nobody@127.0.0.1:1/x'],
+        /^audit: cannot read PostgreSQL at postgres:\/\/\*\*\*@127\.0\.0\.1:1\/x: connect ECONNREFUSED/,
+      ],
+    ];
+    for (const [args, said] of cases) {
+      const run = await audit(...args);
+      expect({ args, code: run.code, stdout: run.stdout, stderr: run.stderr }).toEqual({
+        args,
+        code: 2,
+        stdout: '',
+        stderr: expect.stringMatching(said),
+      });
+      expect(run.stderr.trim().split('\n')).toHaveLength(1);
+    }
+  }, 120_000);
+
+  it('runs as the read-only auditor user docs/audit.md gives, and on a Redis Cluster through any node', async () => {
+    const prefix = 'audit-acl:';
+    const db = await database();
+    const { buy, k } = await settlingSale(prefix, db, 'acl', 2);
+    await buy('u1');
+    await settled(k);
+    // The doc's line, its prefix and password filled in.
+    const line = /^ACL SETUSER seckill-audit .*$/m.exec(readFileSync(join(ROOT, 'docs', 'audit.md'), 'utf8'))![0];
+    const words = line
+      .replace('>CHANGE_THIS_PASSWORD', '>audit-secret')
+      .replaceAll('seckill:*', `${prefix}*`)
+      .split(' ')
+      .slice(1);
+    await client.call('ACL', ...words);
+    await client.call('ACL', 'LOG', 'RESET');
+    const url = redis.url().replace('redis://', 'redis://seckill-audit:audit-secret@');
+    const run = await audit('--redis', url, '--database', db, '--key-prefix', prefix, '--all');
+    expectExit(run, 0);
+    expect(await client.call('ACL', 'LOG')).toEqual([]);
+    // Read-only: the user may not write a key of the sale.
+    const auditor = new Redis(url);
+    try {
+      await expect(auditor.set(k.stock, '99')).rejects.toThrow(/NOPERM/);
+    } finally {
+      await closeClient(auditor);
+    }
+
+    const cluster = await startTestCluster({ masters: 3 });
+    let cc: Cluster | undefined;
+    try {
+      cc = createRedisCluster({ nodes: cluster.clusterNodes.split(',').map(hostPort), tls: false }, 'test');
+      await clusterReady(cc);
+      const keys = new KeyLayout('audit-cluster:');
+      for (const [id, units] of [
+        ['c1', 2],
+        ['c2', 3],
+      ] as const) {
+        const ck = keys.product(id);
+        await cc.hset(ck.meta, 'initialStock', 2, 'perUserLimit', 1);
+        await cc.sadd(keys.products, id);
+        for (let i = 0; i < units; i++)
+          await cc.xadd(ck.orders, '*', 'orderId', `${id}.${i}`, 'userId', `u${i}`, 'quantity', '1');
+      }
+      const node = cluster.clusterNodes.split(',')[0];
+      const run = await audit('--redis', `redis://${node}`, '--key-prefix', 'audit-cluster:', '--all');
+      expectExit(run, 1);
+      expect(run.stdout).toMatch(/\(Redis Cluster\)/);
+      expect(run.stdout).toMatch(/^product c1: .*\n {2}history holds: peak 2 of 2 held/m);
+      expect(run.stdout).toMatch(/^product c2: .*\n {2}history FAILS oversell: peak 3 of 2 held/m);
+      expect(run.stdout).toMatch(/1 hold, 1 with findings \(c2\)/);
+    } finally {
+      cc?.disconnect();
+      await cluster.stop();
+    }
+  }, 120_000);
+});
+
+function hostPort(s: string): { host: string; port: number } {
+  const [host, port] = s.split(':');
+  return { host, port: Number(port) };
+}
