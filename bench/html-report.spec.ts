@@ -1,5 +1,6 @@
 import { runInNewContext } from 'node:vm';
 import { drawnCorners, stepProblems } from '../test/helpers/drawn-line';
+import { failedReport, historyReport } from '../test/helpers/history-report';
 import { BenchResults, chartJsSource, htmlPathFor, htmlReport } from './html-report';
 import { Row } from './report';
 
@@ -55,6 +56,36 @@ const oversold = row('none', {
   status: { '201': 1178, '409': 3822 },
   codes: { CREATED: 1178, SOLD_OUT: 3822 },
   invariants: { noOversell: false } as Row['invariants'],
+});
+
+const START = 1_700_000_000_000;
+
+/** The issue's none row: 200 units held of 100 at its peak, 120 ms in, 11 over at the end; two false refusals, one late write. */
+const peaked = row('none', {
+  stock: 100,
+  sold: 111,
+  stockLeft: -11,
+  oversold: 11,
+  soldOverTime: [
+    { ms: 0, units: 0 },
+    { ms: 100, units: 150 },
+    { ms: 300, units: 111 },
+  ],
+  history: {
+    ...failedReport(100, { units: 200, ms: START + 120 }, 'oversell', [
+      { ms: START + 110, orderIds: ['o101'], detail: 'first above the stock' },
+    ]),
+    checks: { ...historyReport().checks, oversell: 'fail', falseRefusals: 'fail', outsideWrites: 'fail' },
+    counts: { ...historyReport().counts, oversell: 100, falseRefusals: 7, outsideWrites: 1 },
+    findings: [
+      { check: 'oversell', ms: START + 110, orderIds: ['o101'], detail: 'first above the stock' },
+      { check: 'falseRefusals', ms: START + 250, orderIds: [], userId: 'b9', detail: 'SOLD_OUT while 40 were free' },
+      { check: 'falseRefusals', ms: START + 260, orderIds: [], userId: 'b8', detail: 'SOLD_OUT while 40 were free' },
+      { check: 'outsideWrites', ms: START + 280, orderIds: ['o7'], userId: 'b7', detail: 'late write' },
+    ],
+    startMs: START,
+  },
+  invariants: { noOversell: false, history: false } as Row['invariants'],
 });
 
 const chartJs = chartJsSource();
@@ -197,6 +228,54 @@ describe('htmlReport', () => {
       ['none', [], 2],
       ['stock (1,000 units)', [6, 4], 1.5],
     ]);
+  });
+
+  it("shows each row's peak held and its history's verdict in the summary", () => {
+    const held = row('fenced', {
+      history: { ...historyReport({ stock: 1000, peak: { units: 1000, ms: START + 12 } }), startMs: START },
+    });
+    const html = htmlReport(results([held, peaked, row('lock')]), chartJs);
+    const cells = (label: string) => {
+      const tr = new RegExp(`<tr data-strategy="${label}"[^>]*>(.*?)</tr>`).exec(html)![1];
+      return ['peak', 'history'].map((name) => new RegExp(`<td class="${name}">([^<]*)</td>`).exec(tr)?.[1]);
+    };
+    expect(cells('fenced')).toEqual(['1,000', 'holds']);
+    expect(cells('none')).toEqual(['200', 'oversell failed (100), falseRefusals failed (7), outsideWrites failed (1)']);
+    expect(cells('lock')).toEqual(['-', '-']);
+  });
+
+  it('marks the peak above the stock line, the false refusals and the outside writes on the time axis', () => {
+    const [sold] = drawn(htmlReport(results([row('lock'), peaked]), chartJs)).charts.map((c) => c.config);
+    const set = (label: string) => sold.data.datasets.find((d: any) => d.label === label);
+    // The line itself never reaches 200: it is thinned, and the peak's returns came soon after.
+    expect(Math.max(...set('none').data.map((p: any) => p.y))).toBe(150);
+    expect(set('none: peak 200 units held')).toMatchObject({
+      showLine: false,
+      pointStyle: 'triangle',
+      data: [{ x: 120, y: 200 }],
+    });
+    expect(set('none: oversold by 100 at its peak').data).toEqual([
+      { x: 120, y: 100 },
+      { x: 120, y: 200 },
+    ]);
+    expect(set('stock (100 units)').data[0].y).toBe(100);
+    expect(set('none: 7 false refusals')).toMatchObject({
+      showLine: false,
+      pointStyle: 'crossRot',
+      data: [
+        { x: 250, y: 0 },
+        { x: 260, y: 0 },
+      ],
+    });
+    expect(set('none: 1 writes outside their request')).toMatchObject({
+      pointStyle: 'rectRot',
+      data: [{ x: 280, y: 0 }],
+    });
+    // A row without a history, or whose history found nothing of a kind, has no marks of it.
+    expect(sold.data.datasets.filter((d: any) => d.label.startsWith('lock:'))).toEqual([]);
+    // Each mark's legend item is the mark.
+    const items = sold.options.plugins.legend.labels.generateLabels({ data: sold.data });
+    expect(items.find((item: any) => item.text === 'none: 7 false refusals').pointStyle).toBe('crossRot');
   });
 });
 

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { Row, rowResult } from './report';
+import { checksAgainst } from './verdict';
 
 /** What one bench run wrote to its JSON file, as far as the page needs it. */
 export interface BenchResults {
@@ -21,6 +22,16 @@ export function chartJsSource(): string {
 }
 
 const n = (x: number) => x.toLocaleString('en-US');
+
+/** `holds`, or the checks that failed or could not be decided, of the row's history (each product's, with several). */
+function historyCell(r: Row): string {
+  const reports = r.history ? [r.history] : (r.products ?? []).flatMap((p) => p.history ?? []);
+  if (reports.length === 0) return '-';
+  const broken = reports.flatMap((h) =>
+    checksAgainst(h).map((line) => (r.products ? `${h.productId}: ${line}` : line)),
+  );
+  return broken.length === 0 ? 'holds' : broken.join(', ');
+}
 
 const escapeHtml = (text: string) =>
   text.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
@@ -52,7 +63,9 @@ export function htmlReport(results: BenchResults, chartJs: string): string {
       `<td class="stock">${n(r.stock)}</td>` +
       `<td class="sold">${n(r.sold)}</td>` +
       `<td class="stock-left">${n(r.stockLeft)}</td>` +
-      `<td class="oversold">${n(r.oversold)}</td></tr>`,
+      `<td class="oversold">${n(r.oversold)}</td>` +
+      `<td class="peak">${r.history ? n(r.history.peak.units) : '-'}</td>` +
+      `<td class="history">${escapeHtml(historyCell(r))}</td></tr>`,
   );
   // The row it was measured against: the same strategy and workers, telemetry on.
   const onRow = (r: Row) => rows.find((o) => o.telemetry && o.strategy === r.strategy && o.workers === r.workers);
@@ -86,17 +99,23 @@ tr.failed { background: #fde8e8; }
 <p>Ran <code id="command">${escapeHtml(command)}</code> on <span id="date">${escapeHtml(date)}</span>,
 <span id="machine">${escapeHtml(machineText)}</span>.</p>
 <table id="summary">
-<thead><tr><th>row</th><th>result</th><th>requests</th><th>req/s</th><th>p99 ms</th><th>stock</th><th>sold</th><th>stock left</th><th>oversold</th></tr></thead>
+<thead><tr><th>row</th><th>result</th><th>requests</th><th>req/s</th><th>p99 ms</th><th>stock</th><th>sold</th><th>stock left</th><th>oversold</th><th>peak held</th><th>history</th></tr></thead>
 <tbody>
 ${body.join('\n')}
 </tbody>
 </table>
-<p class="hint">Sold, stock left and oversold are read from Redis after the sale, not from the answers.
+<p class="hint">Sold, stock left and oversold are read from Redis after the sale, not from the answers. Peak held is the
+most units held at any instant of the order log, and history the checker's verdict on the whole history (each request
+and answer, each order and return): units come back, so a sale can end whole after an oversell only the peak shows.
 An unsafe row passes when it shows the failure it exists to show.</p>
 ${telemetry.length > 0 ? `<h2>Telemetry off vs on</h2>\n<ul id="telemetry">\n${telemetry.join('\n')}\n</ul>\n` : ''}<h2>Units held over time</h2>
 <p class="hint">Units held: the orders' units less those returned (cancelled, expired), each at its time on Redis's own clock
 (the order stream's entry id). The dashed line is the stock: a lock's line climbs to it and stays at or under it; a line
-that goes above it held units that did not exist (an oversell), even if returns bring it back under later.</p>
+that goes above it held units that did not exist (an oversell), even if returns bring it back under later. A triangle
+marks each row's peak by the history checker (the line is thinned to 300 points and can pass between an order and its
+return), a vertical bar its oversell above the stock; on the time axis, a cross marks a false refusal (a SOLD_OUT while
+units were free during the whole request), a diamond a write outside its request (an order stamped after its request
+was answered otherwise, or before it was sent): the first of each, as the report keeps them.</p>
 <div class="chart"><canvas id="chart-sold"></canvas></div>
 <h2>Latency by percentile</h2>
 <p class="hint">Every answer's latency. Read left to right: the middle buyer (50%), then the slowest 1 in 10 (90%),
@@ -183,7 +202,44 @@ const PAGE_SCRIPT = `
       data: r.settlement.lag.map(function (p) { return { x: p.ms, y: p.unsettled }; })
     };
   });
-  sold = sold.concat(lag);
+  // The history checker's marks (bench/history/), on the same axes: instants on Redis's clock less the row's start.
+  var historiesOf = function (r) {
+    return r.history ? [r.history] : (r.products || []).map(function (p) { return p.history; }).filter(Boolean);
+  };
+  var MARKS = [['falseRefusals', 'false refusals', 'crossRot'], ['outsideWrites', 'writes outside their request', 'rectRot']];
+  var marks = [];
+  rows.forEach(function (r, i) {
+    var h = r.history;
+    // A row of several products draws their total: a product's peak is not on its line.
+    if (h && h.peak.ms !== null) {
+      var x = Math.max(0, h.peak.ms - h.startMs);
+      marks.push({
+        label: r.label + ': peak ' + fmt(h.peak.units) + ' units held', borderColor: colour(i), backgroundColor: colour(i),
+        pointStyle: 'triangle', pointRadius: 7, showLine: false, data: [{ x: x, y: h.peak.units }]
+      });
+      if (h.oversell) {
+        marks.push({
+          label: r.label + ': oversold by ' + fmt(h.oversell.units) + ' at its peak', borderColor: colour(i),
+          backgroundColor: colour(i), borderWidth: 4, pointRadius: 0, data: [{ x: x, y: h.stock }, { x: x, y: h.peak.units }]
+        });
+      }
+    }
+    MARKS.forEach(function (m) {
+      var count = 0, at = [];
+      historiesOf(r).forEach(function (k) {
+        count += k.counts[m[0]];
+        k.findings.forEach(function (f) {
+          if (f.check === m[0] && f.ms !== null) at.push({ x: Math.max(0, f.ms - k.startMs), y: 0 });
+        });
+      });
+      if (count === 0) return;
+      marks.push({
+        label: r.label + ': ' + fmt(count) + ' ' + m[1], borderColor: colour(i), backgroundColor: colour(i),
+        pointStyle: m[2], pointRadius: 8, borderWidth: 2, showLine: false, data: at
+      });
+    });
+  });
+  sold = sold.concat(lag, marks);
   new Chart(document.getElementById('chart-sold'), {
     type: 'line', data: { datasets: sold }, plugins: [ready],
     options: {
@@ -202,6 +258,8 @@ const PAGE_SCRIPT = `
                 item.lineDash = d.borderDash || [];
                 item.lineWidth = d.borderWidth;
                 item.strokeStyle = d.borderColor;
+                // A mark's item is the mark itself.
+                if (d.showLine === false) item.pointStyle = d.pointStyle;
                 return item;
               });
             }

@@ -95,7 +95,7 @@ export type ProductLoad = Pick<
 >;
 
 /** A request's record while it is in flight: its answer is filled in when it comes. */
-type Recording = { -readonly [K in keyof RequestRecord]: RequestRecord[K] };
+export type Recording = { -readonly [K in keyof RequestRecord]: RequestRecord[K] };
 
 /** autocannon's per-connection context: the request in flight. */
 interface BuyerContext {

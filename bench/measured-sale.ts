@@ -7,6 +7,10 @@ import { startSale } from '../harness/http';
 import { startMeter } from './cost';
 import type { Cost } from './cost';
 import { emit } from './events';
+import { checkHistory } from './history/check';
+import { ClockReading, linkClocks, readClock } from './history/clock';
+import type { History, HistoryReport, LogEntry } from './history/history';
+import { logComplete, readLog } from './history/read-log';
 import { Answer, LoadOptions, LoadResult, runLoad } from './load';
 import type { Target } from './options';
 import { LoadProgress, startProgress } from './progress';
@@ -23,7 +27,7 @@ import { settle } from './scenarios/settle';
 import { startsIn } from './scenarios/starts-in';
 import type { Opening } from './starts-in';
 import { soldOverTime, SoldPoint } from './timeline';
-import { passes, ProductVerdict, readSale, SaleSnapshot, Verdict } from './verdict';
+import { passes, peakOversold, ProductVerdict, readSale, SaleSnapshot, Verdict, withHistories } from './verdict';
 
 /**
  * The kinds of sale, in the order their hooks run: the retries and the payments after
@@ -73,7 +77,8 @@ export async function measuredSale(run: Run, t: RowApp): Promise<Measured> {
   const attempts = t.target === 'none' ? CONTROL_ATTEMPTS : 1;
   for (let attempt = 1; ; attempt++) {
     const measured = await oneSale(run, t, attempt);
-    if (measured.verdict.oversold > 0 || attempt >= attempts) return measured;
+    // Its peak, not its end: units come back (expiry), and an oversold sale can end whole.
+    if (peakOversold({ ...measured.verdict, products: measured.products }) > 0 || attempt >= attempts) return measured;
     run.log(`${t.label}: sale ${attempt} did not oversell; running it again in a fresh app`);
     const exitCode = await t.app.stop();
     if (exitCode !== 0) run.log(`${t.label}: the app exited ${exitCode} on SIGTERM instead of 0`);
@@ -104,6 +109,8 @@ async function oneSale(run: Run, t: RowApp, attempt: number): Promise<Measured> 
   emit({ type: 'sale', label: t.label, stock: onSale, requests: requests(options), attempt });
   const reporter = startProgress(t.label, requests(options), progress, async () => String(await left()), onSale);
   for (const k of kinds) k.begin?.();
+  // The load's clock and Redis's on one line for the history: one reading before the pass, one after all the row sent.
+  const clockAtStart = await readClock(run.client);
   // The cost is the pass's alone: after the sale's setup, before the retries and the verdict.
   const meter = await startMeter(run.meters, t.app.pid);
   const listeners = kinds.flatMap((k) => k.onAnswer ?? []);
@@ -133,7 +140,8 @@ async function oneSale(run: Run, t: RowApp, attempt: number): Promise<Measured> 
   const cost = await meter.stop(first.sent, async () => onSale - (await left()));
   let load = first;
   for (const k of kinds) if (k.after) load = await k.after(load, figures);
-  const { verdict, products, sold, firstSale } = await judged(run, t, ids, load, skewMs);
+  const clock = [clockAtStart, await readClock(run.client)];
+  const { verdict, products, sold, firstSale } = await judged(run, t, ids, load, skewMs, clock, figures);
   for (const k of kinds) await k.judge?.(verdict, firstSale, figures);
   return {
     load,
@@ -148,8 +156,20 @@ async function oneSale(run: Run, t: RowApp, attempt: number): Promise<Measured> 
   };
 }
 
-/** The sale read back from Redis and judged: the verdict, each product's, and the units held over time. */
-async function judged(run: Run, t: RowApp, ids: string[], load: LoadResult, skewMs: number) {
+/**
+ * The sale read back from Redis and judged: the verdict, each product's, and the units
+ * held over time; and each product's whole history (its log, the requests sent to it,
+ * PostgreSQL's rows once settled) judged by the history checker.
+ */
+async function judged(
+  run: Run,
+  t: RowApp,
+  ids: string[],
+  load: LoadResult,
+  skewMs: number,
+  clock: ClockReading[],
+  figures: Figures,
+) {
   const read = (id: string) =>
     STORELESS.includes(t.target) ? Promise.resolve(NOTHING_STORED) : readSale(run.client, t.keys.product(id));
   // The load's start on Redis's clock, which the orders' times are on.
@@ -161,7 +181,15 @@ async function judged(run: Run, t: RowApp, ids: string[], load: LoadResult, skew
       load: load.byProduct?.[id] && onRedisClock(load.byProduct[id]),
     })),
   );
-  const { verdict, products } = judgeSale(parts, onRedisClock(load), run.options.quantity);
+  const judgedSale = judgeSale(parts, onRedisClock(load), run.options.quantity);
+  // A server that keeps no stock has no log to judge.
+  const { verdict, products } = STORELESS.includes(t.target)
+    ? judgedSale
+    : withHistories(
+        judgedSale,
+        await Promise.all(parts.map((p) => productHistory(run, t, p.id, p.sale, load, clock, figures.settled?.[p.id]))),
+        load.startedAt + skewMs,
+      );
   // All the products' orders on one clock against all their stock: the row's totals, drawn.
   const sold = soldOverTime(
     // Units given back (cancelled, expired) leave the line when they went back.
@@ -170,6 +198,36 @@ async function judged(run: Run, t: RowApp, ids: string[], load: LoadResult, skew
     parts.reduce((sum, p) => sum + p.sale.initialStock, 0),
   );
   return { verdict, products, sold, firstSale: parts[0].sale };
+}
+
+/**
+ * One product's history judged: its order stream read as a log, every request sent to
+ * it (each load's, retries and second waves included), the clocks' link, and
+ * PostgreSQL's rows once settlement drained.
+ */
+async function productHistory(
+  run: Run,
+  t: RowApp,
+  productId: string,
+  sale: SaleSnapshot,
+  load: LoadResult,
+  clock: ClockReading[],
+  settled: History['settled'],
+): Promise<HistoryReport> {
+  const key = t.keys.product(productId).orders;
+  const log: LogEntry[] = [];
+  for await (const entry of readLog(run.client, key)) log.push(entry);
+  // A load that kept no request (none today) leaves the client's checks not run, never passed on half a history.
+  const requests = load.requests?.filter((r) => (r.productId ?? productId) === productId);
+  return checkHistory({
+    productId,
+    stock: sale.initialStock,
+    perUserLimit: sale.perUserLimit,
+    log,
+    logComplete: await logComplete(run.client, key),
+    ...(requests && { requests, clock: linkClocks(...clock) }),
+    ...(settled && { settled }),
+  });
 }
 
 export function toRow(

@@ -6,15 +6,17 @@
  * SOLD_OUT, or a ticket that reads sold_out) stops there.
  *
  * The answers are one LoadResult, as the other loads give, so the verdict judges the
- * sale alike: every request answered, the orders read from Redis; queueVerdict adds the
- * queue's own promise, read from Redis too: every order is an admitted buyer's.
+ * sale alike: every request answered, the orders read from Redis, each purchase a
+ * request of the history (bench/history/); queueVerdict adds the queue's own promise,
+ * read from Redis too: every order is an admitted buyer's.
  */
 import { Agent, request as httpRequest } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import type { ProductKeys } from '../src/redis/key-layout';
+import type { RequestRecord } from './history/history';
 import { latencyCurve } from './latency-curve';
-import { buyerSequence, cannon, LoadOptions, LoadResult } from './load';
+import { buyerSequence, cannon, LoadOptions, LoadResult, Recording } from './load';
 
 /** What the waiting room did for the load: requests of each kind, and the buyers it turned away. */
 export interface QueueFigures {
@@ -61,6 +63,8 @@ export async function loadThroughQueue(
   const status: Record<string, number> = {};
   const codes: Record<string, number> = {};
   const orderIds: string[] = [];
+  // The purchases, the history's requests: a join or a ticket read buys nothing.
+  const purchases: RequestRecord[] = [];
   const answered = new Set<string>();
   const latencies: number[] = [];
   const counts = { sent: 0, joins: 0, reads: 0, purchases: 0, errors: 0, timeouts: 0 };
@@ -170,6 +174,16 @@ export async function loadThroughQueue(
   /** An admitted buyer's purchase, with its pass, sent at once. */
   const buy = (userId: string, pass: string): Promise<void> => {
     counts.purchases++;
+    const record: Recording = {
+      userId,
+      productId: options.productId,
+      quantity: options.quantity,
+      sentAt: Date.now(),
+      answeredAt: null,
+      status: null,
+      code: null,
+    };
+    purchases.push(record);
     return send(
       {
         userId,
@@ -179,8 +193,11 @@ export async function loadThroughQueue(
         headers: { ...headersOf(userId, true), 'admission-pass': pass },
       },
       (code, body) => {
-        count(userId, code, code === 201 ? 'CREATED' : String(body.code ?? `HTTP_${code}`));
-        if (code === 201 && typeof body.orderId === 'string') orderIds.push(body.orderId);
+        const key = code === 201 ? 'CREATED' : String(body.code ?? `HTTP_${code}`);
+        count(userId, code, key);
+        const orderId = code === 201 && typeof body.orderId === 'string' ? body.orderId : undefined;
+        if (orderId) orderIds.push(orderId);
+        Object.assign(record, { answeredAt: lastAnswerAt, status: code, code: key }, orderId && { orderId });
       },
     );
   };
@@ -276,6 +293,7 @@ export async function loadThroughQueue(
       durationMs: Math.max(lastAnswerAt - startedAt, 1),
       latency: { p50: at(0.5), p90: at(0.9), p99: at(0.99), max: Math.round(sorted[sorted.length - 1] ?? 0) },
       latencyCurve: latencyCurve(latencies),
+      requests: purchases,
     },
     queue: {
       admitPerSecond,

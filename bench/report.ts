@@ -1,9 +1,10 @@
+import { historyLine } from './history/check';
 import type { Opening } from './starts-in';
 import type { QueueFigures } from './queue-load';
 import type { Cost } from './cost';
 import type { LatencyPoint } from './latency-curve';
 import type { SoldPoint } from './timeline';
-import type { ProductVerdict, Verdict } from './verdict';
+import { HistoryVerdict, peakOversold, ProductVerdict, Verdict } from './verdict';
 
 /** One product of a row that sold several (--products N): its own verdict, and whether it passed as its row must. */
 export interface ProductRow extends ProductVerdict {
@@ -238,13 +239,15 @@ export function formatReport(rows: Row[]): { text: string; tables: string; faile
     } else if (!r.unsafe) {
       failed = true;
       lines.push(`verdict: ${label(r)} FAILED: ${r.problems.join('; ')}`);
-    } else if (r.oversold > 0) {
+    } else if (peakOversold(r) > 0) {
       const retried = r.attempts > 1 ? ` in sale ${r.attempts} (the earlier ones did not oversell)` : '';
       const where = r.products
-        ? ` in ${r.products.filter((p) => p.oversold > 0).length} of ${r.products.length} products`
+        ? ` in ${r.products.filter((p) => peakOversold(p) > 0).length} of ${r.products.length} products`
         : '';
       lines.push(
-        `verdict: ${label(r)} oversold by ${n(r.oversold)}${where}${retried} (${n(r.sold)} units sold of ${n(r.stock)}) — expected: it is unsafe`,
+        `verdict: ${label(r)} oversold by ${n(peakOversold(r))}${where}${retried} at its peak` +
+          `${r.history ? ` (${peakAt(r.history)})` : ''}; ${n(r.oversold)} at the end ` +
+          `(${n(r.sold)} units sold of ${n(r.stock)}) — expected: it is unsafe`,
       );
     } else if (!allHold) {
       const classic = FAILURE_SHOWN_BY[r.strategy]
@@ -260,9 +263,10 @@ export function formatReport(rows: Row[]): { text: string; tables: string; faile
         `verdict: ${label(r)} did NOT oversell and kept every invariant: the bench cannot see the failure it exists to show`,
       );
     }
-    // The negative control must oversell, or the bench is blind.
-    if (r.strategy === 'none' && r.oversold === 0) failed = true;
+    // The negative control must oversell at some instant, or the bench is blind.
+    if (r.strategy === 'none' && peakOversold(r) === 0) failed = true;
   }
+  for (const r of rows) lines.push(...historyLines(r));
   for (const r of rows) if (r.cost.shards.length > 1) lines.push(shardSplit(r));
   for (const r of rows) {
     if (!r.vsTelemetryOn) continue;
@@ -292,6 +296,19 @@ export function formatReport(rows: Row[]): { text: string; tables: string; faile
     );
   }
   return { text: lines.join('\n'), tables, failed };
+}
+
+/** `history: fenced: <the checker's line>`, one per product that has a history report. */
+export function historyLines(r: Row): string[] {
+  const of = (name: string, h: HistoryVerdict) => `history: ${name}: ${historyLine(h, h.startMs)}`;
+  if (r.products) return r.products.flatMap((p) => (p.history ? [of(`${label(r)} ${p.id}`, p.history)] : []));
+  return r.history ? [of(label(r), r.history)] : [];
+}
+
+/** `1,339 units held of 1,000, 412 ms after the first request`: the peak, on the row's time axis. */
+export function peakAt(h: HistoryVerdict): string {
+  const at = h.peak.ms === null ? '' : `, ${n(h.peak.ms - h.startMs)} ms after the first request (Redis's clock)`;
+  return `${n(h.peak.units)} units held of ${n(h.stock)}${at}`;
 }
 
 /** --starts-in: what the first second after the start sold, and that nothing sold before it. */

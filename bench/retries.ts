@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { request } from '../harness/http';
-import type { Answer, LoadResult } from './load';
+import type { RequestRecord } from './history/history';
+import type { Answer, LoadResult, Recording } from './load';
 
 /** Retries sent at once. */
 const PARALLEL = 50;
@@ -23,8 +24,8 @@ export interface RetrySummary {
  * Idempotency-Key and body, as a careful client does; a 409 IDEMPOTENCY_KEY_IN_USE
  * (still being decided) is asked again after a pause. Returns the load with the
  * retries' orderIds added, so the verdict's exactly-once check covers them (a retry
- * answered its earlier order is the same orderId, once in the stream), and each
- * retried buyer counted by its last answer.
+ * answered its earlier order is the same orderId, once in the stream), each retried
+ * buyer counted by its last answer, and every retry a request of the history.
  */
 export async function retryFailed(
   url: string,
@@ -37,6 +38,7 @@ export async function retryFailed(
   const pending = answers.filter((a) => a.status >= 500 && a.idempotencyKey);
   const outcomes: Record<string, number> = {};
   const orderIds: string[] = [];
+  const records: RequestRecord[] = [];
   let sent = 0;
   let replayed = 0;
   // A buyer's answer is its last one: a 503 resolved by a retry no longer counts as a 5xx.
@@ -47,12 +49,28 @@ export async function retryFailed(
     let last = a.status;
     for (let attempt = 0; attempt < retries; attempt++) {
       sent++;
+      // Kept before it is sent: a retry that never gets an answer is in the history as one with no outcome.
+      const record: Recording = {
+        userId: a.userId,
+        productId,
+        quantity,
+        sentAt: Date.now(),
+        answeredAt: null,
+        status: null,
+        code: null,
+      };
+      records.push(record);
       const res = await request<{ code?: string; orderId?: string }>(url, 'POST', '/api/orders', {
         json: { productId, userId: a.userId, quantity },
         headers: { 'idempotency-key': a.idempotencyKey! },
       });
       last = res.status;
       code = res.status === 201 ? 'CREATED' : (res.body.code ?? `HTTP_${res.status}`);
+      Object.assign(
+        record,
+        { answeredAt: Date.now(), status: res.status, code },
+        res.status === 201 && { orderId: res.body.orderId },
+      );
       if (res.status === 201) {
         orderIds.push(res.body.orderId!);
         if (res.headers.get('idempotent-replayed') === 'true') replayed++;
@@ -71,7 +89,13 @@ export async function retryFailed(
     await Promise.all(pending.slice(i, i + PARALLEL).map(retryOne));
   }
   return {
-    load: { ...load, status, codes, orderIds: [...load.orderIds, ...orderIds] },
+    load: {
+      ...load,
+      status,
+      codes,
+      orderIds: [...load.orderIds, ...orderIds],
+      ...(load.requests && { requests: [...load.requests, ...records] }),
+    },
     summary: { buyers: pending.length, sent, outcomes, replayed },
   };
 }

@@ -3,6 +3,7 @@ import type { Redis } from 'ioredis';
 import { Client } from 'pg';
 import type { ProductKeys } from '../src/redis/key-layout';
 import { SETTLE_GROUP } from '../src/settlement/settler';
+import type { SettledOrder } from './history/history';
 
 const STATUS = { R: 'reserved', P: 'paid', C: 'cancelled', E: 'expired' } as const;
 
@@ -66,6 +67,8 @@ export interface SettledCheck {
   /** Rows in `orders` for the product. */
   readonly rows: number;
   readonly byStatus: Record<string, number>;
+  /** The rows themselves, for the history checker's total queue (bench/history/check.ts). */
+  readonly orders: SettledOrder[];
   /** What differs, when something does. */
   readonly problem?: string;
 }
@@ -92,7 +95,10 @@ export async function checkSettled(
       user_id: string;
       quantity: number;
       payment_id: string | null;
-    }>('SELECT order_id, status, user_id, quantity, payment_id FROM orders WHERE product_id = $1', [productId]);
+      created_at: Date;
+    }>('SELECT order_id, status, user_id, quantity, payment_id, created_at FROM orders WHERE product_id = $1', [
+      productId,
+    ]);
     const { rows: events } = await client.query<{ order_id: string; created: number; ended: number }>(
       `SELECT order_id, count(*) FILTER (WHERE event = 'created')::int AS created,
               count(*) FILTER (WHERE event <> 'created')::int AS ended
@@ -127,6 +133,13 @@ export async function checkSettled(
       ok,
       rows: rows.length,
       byStatus,
+      orders: rows.map((r) => ({
+        orderId: r.order_id,
+        userId: r.user_id,
+        quantity: r.quantity,
+        status: r.status as SettledOrder['status'],
+        createdMs: r.created_at.getTime(),
+      })),
       ...(!ok && {
         problem:
           `settled: ${missing.length} orders of Redis not in PostgreSQL, ${extra.length} rows Redis does not have, ` +

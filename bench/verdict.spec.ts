@@ -1,5 +1,18 @@
+import { failedReport, historyReport } from '../test/helpers/history-report';
+import type { HistoryReport } from './history/history';
 import type { LoadResult } from './load';
-import { judge, judgeProducts, OrderEntry, passes, SaleSnapshot } from './verdict';
+import {
+  FINDINGS_KEPT,
+  judge,
+  judgeProducts,
+  OrderEntry,
+  passes,
+  peakOversold,
+  ProductVerdict,
+  SaleSnapshot,
+  withHistories,
+  withHistory,
+} from './verdict';
 
 const T0 = 1_700_000_000_000;
 
@@ -202,5 +215,108 @@ describe('judgeProducts', () => {
     expect(total.problems.filter((line) => /^p2: oversell/.test(line))).toHaveLength(1);
     expect(total.problems.filter((line) => /^p3: undersell/.test(line))).toHaveLength(1);
     expect(total.broken.noOversell).toContain('p2: oversell');
+  });
+});
+
+/** An oversell of `units` above a stock of 3 peaking at T0 + 40 ms, gone by the end (its extra orders expired). */
+function oversoldReport(units: number, findings = 1): HistoryReport {
+  return failedReport(
+    3,
+    { units: 3 + units, ms: T0 + 40 },
+    'oversell',
+    Array.from({ length: findings }, (_, i) => ({
+      ms: T0 + 35 + i,
+      orderIds: [`x${i}`],
+      detail: `${4 + i} units held of 3 after order x${i}`,
+    })),
+  );
+}
+
+describe('withHistory', () => {
+  it('adds the history invariant and keeps the end state’s: a sale whose oversell expired ends whole and still fails', () => {
+    const { sale, load } = cleanSale();
+    const ended = judge(sale, load, 1);
+    const judged = withHistory(ended, oversoldReport(2), T0);
+    // Every end-state invariant holds: only the history shows the oversell.
+    const { history, ...endState } = judged.invariants;
+    expect(endState).toEqual(ended.invariants);
+    expect(Object.values(endState).every(Boolean)).toBe(true);
+    expect(history).toBe(false);
+    expect(passes(judged.invariants, false)).toBe(false);
+    // A negative control shows its failure by it.
+    expect(passes(judged.invariants, true)).toBe(true);
+    expect(judged.broken.history).toBe(
+      'history: oversell failed (1); peak 5 units held of 3 at 40 ms; first: oversell: 4 units held of 3 after order x0',
+    );
+    expect(judged.problems).toEqual([judged.broken.history]);
+    expect(judged.history).toMatchObject({ startMs: T0, peak: { units: 5, ms: T0 + 40 }, oversell: { units: 2 } });
+    expect(judged.oversold).toBe(0);
+  });
+
+  it('holds when every check that ran passed, and a check not run does not break it', () => {
+    const { sale, load } = cleanSale();
+    const report = historyReport({ checks: { ...historyReport().checks, totalQueue: 'not run' } });
+    const judged = withHistory(judge(sale, load, 1), report, T0);
+    expect(judged.invariants.history).toBe(true);
+    expect(judged.problems).toEqual([]);
+    expect(passes(judged.invariants, false)).toBe(true);
+  });
+
+  it('fails on a check not proven, and says why', () => {
+    const { sale, load } = cleanSale();
+    const report = historyReport({
+      checks: { ...historyReport().checks, falseRefusals: 'not proven' },
+      holds: false,
+      notProven: ['the log was trimmed'],
+    });
+    const judged = withHistory(judge(sale, load, 1), report, T0);
+    expect(judged.invariants.history).toBe(false);
+    expect(judged.broken.history).toBe('history: falseRefusals not proven; not proven: the log was trimmed');
+  });
+
+  it('keeps the first FINDINGS_KEPT findings of each check and every count', () => {
+    const { sale, load } = cleanSale();
+    const judged = withHistory(judge(sale, load, 1), oversoldReport(2, FINDINGS_KEPT + 5), T0);
+    expect(judged.history!.findings).toHaveLength(FINDINGS_KEPT);
+    expect(judged.history!.findings.at(-1)!.orderIds).toEqual([`x${FINDINGS_KEPT - 1}`]);
+    expect(judged.history!.counts.oversell).toBe(FINDINGS_KEPT + 5);
+  });
+});
+
+describe('peakOversold', () => {
+  it('is the history’s peak above the stock, not the end’s (the demo’s none: 1,339 of 1,000, ended 4 over)', () => {
+    const { sale, load } = cleanSale();
+    const ended = { ...judge(sale, load, 1), oversold: 4 };
+    expect(peakOversold(ended)).toBe(4);
+    expect(peakOversold(withHistory(ended, oversoldReport(339), T0))).toBe(339);
+    // An oversell gone by the end still counts: the none control is not blind.
+    expect(peakOversold(withHistory({ ...ended, oversold: 0 }, oversoldReport(2), T0))).toBe(2);
+    expect(peakOversold(withHistory({ ...ended, oversold: 0 }, historyReport(), T0))).toBe(0);
+  });
+});
+
+describe('withHistories', () => {
+  it('gives each product its report, and fails the row naming the product whose history failed', () => {
+    const { sale, load } = cleanSale();
+    const products = ['p1', 'p2'].map((id): ProductVerdict => ({
+      id,
+      stock: 3,
+      requests: 10,
+      status: load.status,
+      ...judge(sale, load, 1),
+    }));
+    const total = judge(sale, load, 1);
+    const { verdict, products: judged } = withHistories(
+      { verdict: total, products },
+      [historyReport({ productId: 'p2' }), { ...oversoldReport(1), productId: 'p1' }],
+      T0,
+    );
+    expect(judged!.map((p) => [p.id, p.invariants.history, p.history?.productId])).toEqual([
+      ['p1', false, 'p1'],
+      ['p2', true, 'p2'],
+    ]);
+    expect(verdict.invariants.history).toBe(false);
+    expect(verdict.problems).toEqual([`p1: ${judged![0].broken.history}`]);
+    expect(peakOversold({ ...verdict, products: judged })).toBe(1);
   });
 });

@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis';
 import type { ProductKeys } from '../src/redis/key-layout';
+import { CHECKS, CheckName, Finding, HistoryReport } from './history/history';
 import type { ProductLoad } from './load';
 
 export interface OrderEntry {
@@ -45,7 +46,22 @@ export interface Invariants {
   window?: boolean;
   /** With --queue (bench/queue-load.ts): every order an admitted buyer's; passes outstanding within the stock left. */
   queue?: boolean;
+  /**
+   * The history checker (bench/history/): every check it could run on the product's
+   * whole history (its log, every request and answer, PostgreSQL's rows once settled)
+   * passed; one failed or not proven breaks it. Absent for a server that keeps no stock.
+   */
+  history?: boolean;
 }
+
+/** A product's history report as a verdict carries it: findings capped, and where the row's time axis starts. */
+export interface HistoryVerdict extends HistoryReport {
+  /** The load's first request on Redis's clock (ms): the 0 of the row's charts, which the report's instants are on. */
+  readonly startMs: number;
+}
+
+/** Findings kept per check in a verdict (the JSON, the charts): enough to name them; `counts` has them all. */
+export const FINDINGS_KEPT = 20;
 
 export interface Verdict {
   readonly sold: number;
@@ -57,6 +73,8 @@ export interface Verdict {
   readonly sellOutMs: number | null;
   readonly salesPerSec: number | null;
   readonly invariants: Invariants;
+  /** The history checker's report (with --products N > 1, each product has its own instead). */
+  readonly history?: HistoryVerdict;
   /** For each broken invariant, what was seen (the fault suite keeps the ones its fault must not break). */
   readonly broken: Partial<Record<keyof Invariants, string>>;
   /** One line per broken invariant (and per other failure the caller adds), saying what was seen. */
@@ -264,6 +282,106 @@ export function judgeProducts(
     problems: [...whole.problems, ...products.flatMap((p) => p.problems.map((line) => `${p.id}: ${line}`))],
   };
   return { total, products };
+}
+
+/**
+ * The history checker's report into a verdict: its `history` invariant holds when every
+ * check that ran passed (a check not proven does not), and a broken one says which
+ * checks failed and their first finding. The end state's invariants stay as they are.
+ */
+export function withHistory<V extends Verdict>(verdict: V, report: HistoryReport, startMs: number): V {
+  const history: HistoryVerdict = { ...report, findings: capFindings(report.findings), startMs };
+  const invariants = { ...verdict.invariants, history: report.holds };
+  if (report.holds) return { ...verdict, invariants, history };
+  const line = historyProblem(report, startMs);
+  return {
+    ...verdict,
+    invariants,
+    history,
+    broken: { ...verdict.broken, history: line },
+    problems: [...verdict.problems, line],
+  };
+}
+
+/**
+ * Each product's history report into its verdict (bench/history/check.ts gives one per
+ * product); a row of several products holds `history` when every product does, and
+ * its problems name the product, as judgeProducts' do.
+ */
+export function withHistories(
+  judged: { verdict: Verdict; products?: ProductVerdict[] },
+  reports: readonly HistoryReport[],
+  startMs: number,
+): { verdict: Verdict; products?: ProductVerdict[] } {
+  const reportOf = (id: string) => {
+    const report = reports.find((r) => r.productId === id);
+    if (!report) throw new Error(`no history report for product ${id}`);
+    return report;
+  };
+  if (!judged.products) return { verdict: withHistory(judged.verdict, reports[0], startMs) };
+  const products = judged.products.map((p) => withHistory(p, reportOf(p.id), startMs));
+  const failed = products.filter((p) => !p.invariants.history);
+  const { verdict } = judged;
+  if (failed.length === 0)
+    return { verdict: { ...verdict, invariants: { ...verdict.invariants, history: true } }, products };
+  const lines = failed.map((p) => `${p.id}: ${p.broken.history}`);
+  return {
+    verdict: {
+      ...verdict,
+      invariants: { ...verdict.invariants, history: false },
+      broken: { ...verdict.broken, history: lines.join('; ') },
+      problems: [...verdict.problems, ...lines],
+    },
+    products,
+  };
+}
+
+/** `history: oversell fail (3), falseRefusals not proven: why; first: ...`: what the checker held against the product. */
+function historyProblem(report: HistoryReport, startMs: number): string {
+  const against = checksAgainst(report);
+  const first = CHECKS.map((c) => report.findings.find((f) => f.check === c)).filter((f): f is Finding => !!f);
+  return (
+    `history: ${against.join(', ')}` +
+    (report.oversell
+      ? `; peak ${report.peak.units} units held of ${report.stock} at ${report.peak.ms === null ? '-' : `${report.peak.ms - startMs} ms`}`
+      : '') +
+    (first.length > 0 ? `; first: ${first.map((f) => `${f.check}: ${f.detail}`).join('; ')}` : '') +
+    (report.notProven.length > 0 ? `; not proven: ${report.notProven.join('; ')}` : '')
+  );
+}
+
+/** `oversell failed (3)`, `falseRefusals not proven`: each check that does not hold, in the issue's order. */
+export function checksAgainst(report: Pick<HistoryReport, 'checks' | 'counts'>): string[] {
+  return CHECKS.filter((c) => report.checks[c] === 'fail' || report.checks[c] === 'not proven').map((c) =>
+    report.checks[c] === 'fail' ? `${c} failed (${report.counts[c].toLocaleString('en-US')})` : `${c} not proven`,
+  );
+}
+
+/** The first FINDINGS_KEPT findings of each check, in the checker's order. */
+function capFindings(findings: readonly Finding[]): Finding[] {
+  const kept = new Map<CheckName, number>();
+  return findings.filter((f) => {
+    const k = (kept.get(f.check) ?? 0) + 1;
+    kept.set(f.check, k);
+    return k <= FINDINGS_KEPT;
+  });
+}
+
+/**
+ * The units held above the stock at the worst instant of the sale, by the history
+ * checker (a row of several products: their peaks summed). Units come back (cancel,
+ * expiry), so the end state can show a fraction of an oversell, or none: the end's
+ * figure counts only where no history was read, or where it says more (a log whose
+ * head was trimmed).
+ */
+export function peakOversold(v: Pick<Verdict, 'oversold' | 'history'> & { products?: readonly Verdict[] }): number {
+  if (v.products?.some((p) => p.history)) {
+    return Math.max(
+      v.oversold,
+      v.products.reduce((sum, p) => sum + Math.max(p.oversold, p.history?.oversell?.units ?? 0), 0),
+    );
+  }
+  return Math.max(v.oversold, v.history?.oversell?.units ?? 0);
 }
 
 /** Several products' sales as one: stock and orders summed, orders in time order (the whole sells out with its last unit). */

@@ -124,6 +124,14 @@ describe('bench (scripts/bench.js): its options', () => {
     expect(off).not.toHaveProperty('queue');
     expect(queued).toMatchObject({ label: 'fenced settle-off queue-10/s', pass: true, sold: 20 });
     expect(queued.invariants.queue).toBe(true);
+    // Its purchases are the history's requests (a join or a ticket read buys nothing): every order written inside one.
+    expect(queued.invariants.history).toBe(true);
+    expect(queued.history).toMatchObject({
+      holds: true,
+      orders: 20,
+      peak: { units: 20 },
+      checks: { outsideWrites: 'pass', falseRefusals: 'pass', ordersOnce: 'pass' },
+    });
     // Every buyer joined once; 20 were admitted and bought; the rest were told it is sold out.
     expect(queued.queue).toMatchObject({
       admitPerSecond: 10,
@@ -149,6 +157,46 @@ describe('bench (scripts/bench.js): its options', () => {
     expect(run.stderr).toContain(
       `(${queued.cost.appCpuUsPerRequest.toFixed(1)} vs ${off.cost.appCpuUsPerRequest.toFixed(1)} µs; ${queued.requests.toLocaleString('en-US')} requests vs 100)`,
     );
+  });
+
+  it("--pay judges the whole history: both waves' requests, the returns, and PostgreSQL's rows once settled", () => {
+    const out = join(benchDir(), 'pay.json');
+    const { run, report } = runBench(
+      [
+        '--strategy',
+        'atomic',
+        '--pay',
+        '0.5',
+        // Long enough for the second wave's payments: its load ends on autocannon's next one-second tick.
+        '--payment-timeout',
+        '3000',
+        '--buyers',
+        '300',
+        '--stock',
+        '30',
+        '--connections',
+        '50',
+        '--warmup',
+        '0',
+      ],
+      out,
+      90_000,
+    );
+    const [row] = report.rows;
+    const { unitsReturned, secondWave, paid, cancelled, leftToExpire } = row.settlement.afterlife;
+    expect(unitsReturned).toBeGreaterThan(0);
+    expect(secondWave.created).toBe(unitsReturned);
+    // Every order of both waves was written inside a request the history has: the second wave's too.
+    expect(row).toMatchObject({ pass: true, invariants: { history: true } });
+    expect(row.history).toMatchObject({
+      holds: true,
+      peak: { units: 30 },
+      orders: row.orders,
+      returns: cancelled + leftToExpire,
+      paid: paid + secondWave.created,
+      checks: { outsideWrites: 'pass', falseRefusals: 'pass', returns: 'pass', totalQueue: 'pass' },
+    });
+    expect(run.stdout).toMatch(/\nhistory: atomic: history holds: peak 30 of 30 held at \+[\d,]+ ms; /);
   });
 
   it('on Ctrl-C (SIGINT) stops the app and Redis it started', async () => {

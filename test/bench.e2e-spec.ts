@@ -70,7 +70,35 @@ describe('bench (scripts/bench.js)', () => {
     expect(none.orders).toBe(50 + none.oversold);
 
     expect(run.stdout).toContain('| lock | PASS |');
-    expect(run.stdout).toMatch(/verdict: none oversold by \d+/);
+    // Its whole history judged too: every request and answer against the order log.
+    expect(lock.invariants.history).toBe(true);
+    expect(lock.history).toMatchObject({
+      productId: 'hot',
+      holds: true,
+      peak: { units: 50 },
+      oversell: null,
+      orders: 50,
+      refusals: 2950,
+      checks: {
+        oversell: 'pass',
+        falseRefusals: 'pass',
+        outsideWrites: 'pass',
+        perUserLimit: 'pass',
+        totalQueue: 'pass',
+      },
+    });
+    expect(run.stdout).toMatch(
+      /\nhistory: lock: history holds: peak 50 of 50 held at \+[\d,]+ ms; 0 false refusals of 2,950 refusals/,
+    );
+    // The control's oversell at its worst instant, which no return can hide: at least the end's.
+    expect(none.invariants.history).toBe(false);
+    expect(none.history.checks.oversell).toBe('fail');
+    expect(none.history.oversell.units).toBeGreaterThanOrEqual(none.oversold);
+    expect(none.history.peak.units).toBe(50 + none.history.oversell.units);
+    expect(run.stdout).toContain(
+      `verdict: none oversold by ${none.history.oversell.units.toLocaleString('en-US')} at its peak (${none.history.peak.units.toLocaleString('en-US')} units held of 50, `,
+    );
+    expect(run.stdout).toMatch(/\nhistory: none: history FAILS oversell: peak [\d,]+ of 50 held/);
     // What the pass cost, in the JSON and in a table of its own after the first.
     expectCost(lock, 50);
     expectCost(none, none.sold);
@@ -100,7 +128,9 @@ describe('bench (scripts/bench.js)', () => {
     // The HTML report beside the JSON, drawing exactly the JSON's figures.
     const html = readFileSync(join(benchDir(), 'tiny.html'), 'utf8');
     expect(embeddedResults(html)).toEqual(report);
-    expect(html).toMatch(/<tr data-strategy="none"[^>]*>.*<td class="oversold">\d+<\/td><\/tr>/);
+    expect(html).toMatch(
+      /<tr data-strategy="none"[^>]*>.*<td class="oversold">\d+<\/td><td class="peak">[\d,]+<\/td><td class="history">oversell failed/,
+    );
     expect(run.stderr).toContain(
       `results: ${relative(ROOT, out)}, charts: ${relative(ROOT, join(benchDir(), 'tiny.html'))}`,
     );
@@ -163,7 +193,8 @@ describe('bench (scripts/bench.js)', () => {
         pass: true,
       });
       expect(p.status).toEqual({ '201': 20, '409': 980 });
-      expect(Object.values(p.invariants)).toEqual([true, true, true, true, true, true]);
+      expect(Object.values(p.invariants)).toEqual([true, true, true, true, true, true, true]);
+      expect(p.history).toMatchObject({ productId: p.id, holds: true, peak: { units: 20 }, refusals: 980 });
     }
     // The totals are the products' sums.
     const sum = (rows: { [k: string]: number }[], field: string) => rows.reduce((a, p) => a + p[field], 0);

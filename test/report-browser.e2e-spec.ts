@@ -17,6 +17,7 @@ interface JsonRow {
   codes: Record<string, number>;
   soldOverTime: { ms: number; units: number }[];
   latencyByPercentile: { percentile: number; ms: number }[];
+  history: { peak: { units: number; ms: number }; stock: number; startMs: number };
 }
 
 /** One dataset of a chart, as Chart.js holds it in the page, with its line's resolved options (none for bars). */
@@ -65,6 +66,7 @@ async function summaryRow(page: Page, label: string): Promise<Record<string, num
       sold: cell('sold'),
       stockLeft: cell('stock-left'),
       oversold: cell('oversold'),
+      peak: cell('peak'),
     };
   });
 }
@@ -128,6 +130,7 @@ describeWithBrowser('bench HTML report in Chromium', (browser) => {
         sold: row.sold,
         stockLeft: row.stockLeft,
         oversold: row.oversold,
+        peak: row.history.peak.units,
       });
     }
 
@@ -183,6 +186,21 @@ describeWithBrowser('bench HTML report in Chromium', (browser) => {
       dashed: true,
     });
     expect(rows[1].sold).toBeGreaterThan((stockLine.last as { y: number }).y);
+    // The history checker's peak of each row, marked where the JSON says; the control's oversell a bar above the stock.
+    for (const { label, history: h } of rows) {
+      const mark = plotted.sold.find(
+        (d) => d.label === `${label}: peak ${h.peak.units.toLocaleString('en-US')} units held`,
+      );
+      expect({ label, values: mark?.values }).toEqual({
+        label,
+        values: [{ x: h.peak.ms - h.startMs, y: h.peak.units }],
+      });
+    }
+    const bar = plotted.sold.find((d) => d.label.startsWith('none: oversold by'))!;
+    expect(bar.values).toEqual([
+      { x: rows[1].history.peak.ms - rows[1].history.startMs, y: 50 },
+      { x: rows[1].history.peak.ms - rows[1].history.startMs, y: rows[1].history.peak.units },
+    ]);
     // Answers by code: one bar per row for each code, the JSON's counts.
     for (const dataset of plotted.codes) {
       expect({ code: dataset.label, counts: dataset.values }).toEqual({

@@ -82,8 +82,8 @@ export function pay({ run, t, productId }: Sale): Scenario | undefined {
   };
 }
 
-/** The two waves as one load for the verdict: every request, answer and order of both; the first's timing and curve. */
+/** The two waves as one load for the verdict and the history: every request, answer and order of both; the first's timing and curve. */
 function bothWaves(first: LoadResult, second: LoadResult): LoadResult {
-  const { sent, status, codes, errors, timeouts, orderIds, distinctBuyers } = mergeLoads([first, second]);
-  return { ...first, sent, status, codes, errors, timeouts, orderIds, distinctBuyers };
+  const { sent, status, codes, errors, timeouts, orderIds, distinctBuyers, requests } = mergeLoads([first, second]);
+  return { ...first, sent, status, codes, errors, timeouts, orderIds, distinctBuyers, requests };
 }

@@ -4,6 +4,7 @@
  * A row's sale is the plain one plus every kind its options switch on
  * (bench/measured-sale.ts): at most one of them runs the pass itself.
  */
+import type { SettledOrder } from '../history/history';
 import type { Answer, LoadOptions, LoadResult } from '../load';
 import type { LoadProgress } from '../progress';
 import type { QueueFigures } from '../queue-load';
@@ -29,6 +30,8 @@ export interface Figures {
   settlement?: SettlementRow;
   opening?: Opening;
   queue?: QueueFigures;
+  /** PostgreSQL's orders of each product settled, read once settlement drained: the history's total queue. */
+  settled?: Record<string, readonly SettledOrder[]>;
 }
 
 export interface Scenario {

@@ -44,6 +44,7 @@ export function settle({ run, t, productId }: Sale): Scenario | undefined {
           .join(', ')})${check.ok ? ', each once, as Redis has them' : `; ${check.problem}`}`,
       );
       settled = { ok: check.ok, ...(check.problem && { problem: check.problem }) };
+      figures.settled = { [productId]: check.orders };
       figures.settlement = {
         drainMs,
         rows: check.rows,
