@@ -3,7 +3,7 @@ import type { RedisClient } from '../../redis/create-client';
 import { saleClock } from '../../settings/lessons.config';
 import { strategyFamily } from '../../settings/strategy.config';
 import { PURCHASE_CONFIG, PurchaseConfig } from '../orders.config';
-import { IdempotencyKeyInUseError, LockTimeoutError } from '../../errors/errors';
+import { IdempotencyKeyInUseError, InsufficientStockError, LockTimeoutError, SoldOutError } from '../../errors/errors';
 import { Hold, Lock } from '../../locks/lock';
 import { KeyLayout, ProductKeys } from '../../redis/key-layout';
 import { REDIS_CLIENT } from '../../redis/redis.constants';
@@ -62,7 +62,10 @@ interface Buyer {
  * Exclusion is unchanged: nothing is written outside a hold, and all of a hold's
  * writes are checked against what Redis said inside it. A buyer refused because an
  * earlier buyer of the same batch took the last units hears it only after those
- * units are written, so a failed write never leaves a false SOLD_OUT behind.
+ * units are written, and only if the stock the write left is short: a failed write,
+ * or a unit returned between the read and the write (returns take no lock), sends it
+ * to the next hold instead of leaving a false SOLD_OUT behind (the history checker's
+ * false refusal, docs/history.md).
  */
 @Injectable()
 export class BatchedPurchases extends LockedPurchases implements BeforeApplicationShutdown {
@@ -262,6 +265,8 @@ export class BatchedPurchases extends LockedPurchases implements BeforeApplicati
     const owned = new Map<string, number>();
     const accepted: { buyer: Buyer; orderId: string; remaining: number }[] = [];
     const answers: (() => void)[] = [];
+    // Refused only for the units earlier buyers of this batch take: see crowdedOut().
+    const crowded: Buyer[] = [];
     buyers.forEach((buyer, i) => {
       if (lapsed.has(buyer)) {
         answers.push(() => buyer.reject(new IdempotencyKeyInUseError(0)));
@@ -270,6 +275,10 @@ export class BatchedPurchases extends LockedPurchases implements BeforeApplicati
       const { userId, quantity } = buyer.order;
       const bought = owned.get(userId) ?? read.bought[i];
       const no = refusal(buyer.order, read.sale && { ...read.sale, stock, bought });
+      if ((no instanceof SoldOutError || no instanceof InsufficientStockError) && read.sale!.stock >= quantity) {
+        crowded.push(buyer);
+        return;
+      }
       if (no) {
         answers.push(() => buyer.reject(no));
         return;
@@ -298,7 +307,48 @@ export class BatchedPurchases extends LockedPurchases implements BeforeApplicati
       if (typeof left === 'string') answers.push(() => buyer.reject(skippedError(left)));
       else answers.push(() => buyer.resolve(acknowledge(buyer.order, orderId, left)));
     });
+    // The stock the write left (each written order's reply is the stock after it).
+    const after = remaining.findLast((left): left is number => typeof left === 'number');
+    answers.push(...this.crowdedOut(crowded, after));
     return answers;
+  }
+
+  /**
+   * The answers of buyers refused only for the units earlier buyers of their batch took.
+   * Their SOLD_OUT (or INSUFFICIENT_STOCK) is true only if some instant of their request
+   * had too few units, and no instant between the read and the write did: the batch is
+   * written in one step, and a unit returned meanwhile (a cancel, an expiry) does not
+   * take the lock. The stock the write left is an instant that does: refused when it
+   * is short; otherwise (units came back, or none of the batch was written) served
+   * again by the next hold, at the head of the line, their deadline unchanged.
+   */
+  private crowdedOut(crowded: readonly Buyer[], after: number | undefined): (() => void)[] {
+    const again: Buyer[] = [];
+    const answers: (() => void)[] = [];
+    for (const buyer of crowded) {
+      const { productId, quantity } = buyer.order;
+      if (after === undefined || after >= quantity) again.push(buyer);
+      else if (after <= 0) answers.push(() => buyer.reject(new SoldOutError(productId)));
+      else answers.push(() => buyer.reject(new InsufficientStockError(productId, after, quantity)));
+    }
+    if (again.length > 0) answers.push(() => this.serveAgain(again));
+    return answers;
+  }
+
+  /** Puts buyers a hold took back at the head of their product's line (the drain serving it runs). */
+  private serveAgain(buyers: readonly Buyer[]): void {
+    const waiting = buyers.filter((buyer) => {
+      buyer.held = false;
+      if (this.waitMs <= 0) return true;
+      const left = buyer.deadline - performance.now();
+      if (left <= 0) {
+        buyer.reject(new LockTimeoutError(this.waitMs));
+        return false;
+      }
+      buyer.timer = setTimeout(() => buyer.reject(new LockTimeoutError(this.waitMs)), left);
+      return true;
+    });
+    if (waiting.length > 0) this.queues.get(waiting[0].order.productId)!.unshift(...waiting);
   }
 }
 
