@@ -1,6 +1,6 @@
 import { runInNewContext } from 'node:vm';
 import { drawnCorners, stepProblems } from '../test/helpers/drawn-line';
-import { failedReport, historyReport } from '../test/helpers/history-report';
+import { failedReport, historyReport, historyVerdict } from '../test/helpers/history-report';
 import { BenchResults, chartJsSource, htmlPathFor, htmlReport } from './html-report';
 import { Row } from './report';
 
@@ -71,20 +71,22 @@ const peaked = row('none', {
     { ms: 100, units: 150 },
     { ms: 300, units: 111 },
   ],
-  history: {
-    ...failedReport(100, { units: 200, ms: START + 120 }, 'oversell', [
+  history: historyVerdict(
+    failedReport(100, { units: 200, ms: START + 120 }, 'oversell', [
       { ms: START + 110, orderIds: ['o101'], detail: 'first above the stock' },
     ]),
-    checks: { ...historyReport().checks, oversell: 'fail', falseRefusals: 'fail', outsideWrites: 'fail' },
-    counts: { ...historyReport().counts, oversell: 100, falseRefusals: 7, outsideWrites: 1 },
-    findings: [
-      { check: 'oversell', ms: START + 110, orderIds: ['o101'], detail: 'first above the stock' },
-      { check: 'falseRefusals', ms: START + 250, orderIds: [], userId: 'b9', detail: 'SOLD_OUT while 40 were free' },
-      { check: 'falseRefusals', ms: START + 260, orderIds: [], userId: 'b8', detail: 'SOLD_OUT while 40 were free' },
-      { check: 'outsideWrites', ms: START + 280, orderIds: ['o7'], userId: 'b7', detail: 'late write' },
-    ],
-    startMs: START,
-  },
+    START,
+    {
+      checks: { ...historyReport().checks, oversell: 'fail', falseRefusals: 'fail', outsideWrites: 'fail' },
+      counts: { ...historyReport().counts, oversell: 100, falseRefusals: 7, outsideWrites: 1 },
+      findings: [
+        { check: 'oversell', ms: START + 110, orderIds: ['o101'], detail: 'first above the stock' },
+        { check: 'falseRefusals', ms: START + 250, orderIds: [], userId: 'b9', detail: 'SOLD_OUT while 40 were free' },
+        { check: 'falseRefusals', ms: START + 260, orderIds: [], userId: 'b8', detail: 'SOLD_OUT while 40 were free' },
+        { check: 'outsideWrites', ms: START + 280, orderIds: ['o7'], userId: 'b7', detail: 'late write' },
+      ],
+    },
+  ),
   invariants: { noOversell: false, history: false } as Row['invariants'],
 });
 
@@ -232,7 +234,7 @@ describe('htmlReport', () => {
 
   it("shows each row's peak held and its history's verdict in the summary", () => {
     const held = row('fenced', {
-      history: { ...historyReport({ stock: 1000, peak: { units: 1000, ms: START + 12 } }), startMs: START },
+      history: historyVerdict(historyReport({ stock: 1000, peak: { units: 1000, ms: START + 12 } }), START),
     });
     const html = htmlReport(results([held, peaked, row('lock')]), chartJs);
     const cells = (label: string) => {

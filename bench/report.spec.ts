@@ -1,4 +1,4 @@
-import { failedReport, historyReport } from '../test/helpers/history-report';
+import { failedReport, historyReport, historyVerdict } from '../test/helpers/history-report';
 import { historyLine } from './history/check';
 import { formatReport, Row } from './report';
 import type { HistoryVerdict } from './verdict';
@@ -6,12 +6,12 @@ import type { HistoryVerdict } from './verdict';
 const START = 1_700_000_000_000;
 
 /** The demo's none row: 1,339 units held of 1,000 at its peak, 412 ms in; its extra orders expired but 4. */
-const demoNone: HistoryVerdict = {
-  ...failedReport(1000, { units: 1339, ms: START + 412 }, 'oversell', [
+const demoNone: HistoryVerdict = historyVerdict(
+  failedReport(1000, { units: 1339, ms: START + 412 }, 'oversell', [
     { ms: START + 300, orderIds: ['o1001'], detail: '1,001 units held of 1,000 after o1001' },
   ]),
-  startMs: START,
-};
+  START,
+);
 
 /** A passing row of `strategy` whose Redis work was split over `shares`. */
 function row(strategy: string, shares: number[], fields: Partial<Row> = {}): Row {
@@ -136,7 +136,7 @@ describe('formatReport', () => {
     expect(formatReport([returned]).text).toContain('verdict: none oversold by 339 at its peak');
     const blind = row('none', [1], {
       ...ended,
-      history: { ...historyReport({ stock: 1000, peak: { units: 1000, ms: START + 5 } }), startMs: START },
+      history: historyVerdict(historyReport({ stock: 1000, peak: { units: 1000, ms: START + 5 } }), START),
       invariants: { noOversell: true, history: true } as Row['invariants'],
     });
     const { text, failed } = formatReport([blind]);
@@ -145,14 +145,14 @@ describe('formatReport', () => {
   });
 
   it("prints each row's history line, each product's with several, and fails a safe row its history fails", () => {
-    const held = { ...historyReport({ stock: 3, peak: { units: 3, ms: START + 30 } }), startMs: START };
-    const refused: HistoryVerdict = {
-      ...failedReport(3, { units: 3, ms: START + 30 }, 'falseRefusals', [
+    const held = historyVerdict(historyReport({ stock: 3, peak: { units: 3, ms: START + 30 } }), START);
+    const refused: HistoryVerdict = historyVerdict(
+      failedReport(3, { units: 3, ms: START + 30 }, 'falseRefusals', [
         { ms: START + 50, orderIds: [], userId: 'b7', detail: 'SOLD_OUT to b7 while 1 unit was free all along' },
       ]),
-      productId: 'p2',
-      startMs: START,
-    };
+      START,
+      { productId: 'p2' },
+    );
     const sold = { requests: 10, status: { '201': 3 }, sold: 3, stock: 3, stockLeft: 0, oversold: 0, sellOutMs: 30 };
     const fenced = row('fenced', [1], { history: held, invariants: { noOversell: true, history: true } as never });
     const products = row('lock', [1], {

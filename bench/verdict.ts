@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis';
 import type { ProductKeys } from '../src/redis/key-layout';
+import { historyLine } from './history/check';
 import { CHECKS, CheckName, Finding, HistoryReport } from './history/history';
 import type { ProductLoad } from './load';
 
@@ -58,6 +59,8 @@ export interface Invariants {
 export interface HistoryVerdict extends HistoryReport {
   /** The load's first request on Redis's clock (ms): the 0 of the row's charts, which the report's instants are on. */
   readonly startMs: number;
+  /** The checker's one line (historyLine), times from startMs: what the text report and the lab print. */
+  readonly line: string;
 }
 
 /** Findings kept per check in a verdict (the JSON, the charts): enough to name them; `counts` has them all. */
@@ -290,7 +293,12 @@ export function judgeProducts(
  * checks failed and their first finding. The end state's invariants stay as they are.
  */
 export function withHistory<V extends Verdict>(verdict: V, report: HistoryReport, startMs: number): V {
-  const history: HistoryVerdict = { ...report, findings: capFindings(report.findings), startMs };
+  const history: HistoryVerdict = {
+    ...report,
+    findings: capFindings(report.findings),
+    startMs,
+    line: historyLine(report, startMs),
+  };
   const invariants = { ...verdict.invariants, history: report.holds };
   if (report.holds) return { ...verdict, invariants, history };
   const line = historyProblem(report, startMs);

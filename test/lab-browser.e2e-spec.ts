@@ -16,6 +16,7 @@ interface ShownVerdict {
   sold: string | undefined;
   oversold: string | undefined;
   invariants: Record<string, boolean>;
+  history: string | undefined;
 }
 
 function shownVerdict(page: Page, lane: string): Promise<ShownVerdict> {
@@ -29,6 +30,7 @@ function shownVerdict(page: Page, lane: string): Promise<ShownVerdict> {
         li.getAttribute('data-held') === 'true',
       ]),
     ),
+    history: box.querySelector('.history')?.textContent ?? undefined,
   }));
 }
 
@@ -127,7 +129,10 @@ describeWithBrowser('the lab in Chromium', (browser) => {
         sold: String(row.sold),
         oversold: String(row.oversold),
         invariants: row.invariants,
+        // The history checker's line, as the bench printed it (none: its peak oversell).
+        history: row.history!.line,
       });
+      expect(row.history!.line).toMatch(lane === 'left' ? /^history FAILS oversell: peak / : /^history holds: /);
       // The chart: the order stream's line as the bench drew it, and the live line
       // (Redis's stock key, sampled as the sale ran) ending where the sale did.
       const lines = await plotted(page, lane);
@@ -194,6 +199,8 @@ describeWithBrowser('the lab in Chromium', (browser) => {
     expect(outcome.line).toMatch(/^PASS holder paused \(fenced, 2 apps\): .*refused by the fence \(STALE_LOCK ×[1-9]/);
     expect(await page.getAttribute('#lane-left .verdict', 'data-pass')).toBe('true');
     expect(await page.textContent('#lane-left .verdict .story')).toBe(outcome.story);
+    expect(outcome.history).toMatch(/^history holds: peak /);
+    expect(await page.textContent('#lane-left .verdict .outcome .history')).toBe(outcome.history);
     expect(pageErrors).toEqual([]);
     await screenshot(page, 'lab-fault');
   });

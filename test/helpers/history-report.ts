@@ -1,4 +1,6 @@
+import { historyLine } from '../../bench/history/check';
 import { CHECKS, CheckName, CheckState, Finding, HistoryReport } from '../../bench/history/history';
+import type { HistoryVerdict } from '../../bench/verdict';
 
 /** What the history checker says of a product whose every check passed, unless `fields` says otherwise. */
 export function historyReport(fields: Partial<HistoryReport> = {}): HistoryReport {
@@ -46,4 +48,14 @@ export function failedReport(
     counts: { ...base.counts, [check]: count },
     findings: findings.map((f) => ({ ...f, check })),
   });
+}
+
+/** A report as a bench verdict carries it (bench/verdict.ts withHistory): its time axis from `startMs`, and its line. */
+export function historyVerdict(
+  report: HistoryReport,
+  startMs: number,
+  fields: Partial<HistoryReport> = {},
+): HistoryVerdict {
+  const whole = { ...report, ...fields };
+  return { ...whole, startMs, line: historyLine(whole, startMs) };
 }

@@ -15,6 +15,8 @@
     exactlyOnce: 'no order written twice; every acknowledged order exists once',
     settled: 'every order in PostgreSQL exactly once, with the status Redis has',
     window: 'no order before the sale started, by Redis’s clock',
+    history:
+      'the whole history holds: never more units held than the stock at any instant, no refusal false over its whole request, no write outside its request (docs/history.md)',
   };
   var COLOURS = { left: '#1f77b4', right: '#d62728' };
   var runs = {};
@@ -263,6 +265,7 @@
         ul.append(li);
       });
       box.append(ul);
+      if (row.history) box.append(historyLine(row.history.holds, row.history.line));
       return;
     }
     if (run.outcomes.length) {
@@ -287,9 +290,16 @@
           ),
           el('p', { class: 'story' }, o.story),
         );
+        // The history checker's line: the peak held, and each check (docs/history.md).
+        if (o.history) div.append(historyLine(/^history holds/.test(o.history), o.history));
         box.append(div);
       });
     }
+  }
+
+  /** The history checker's line for a sale, marked as holding or not. */
+  function historyLine(holds, line) {
+    return el('p', { class: 'history', 'data-holds': String(holds) }, line);
   }
 
   function renderRuns() {
