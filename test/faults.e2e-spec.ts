@@ -7,12 +7,13 @@ const ROOT = join(__dirname, '..');
  * The CI-sized fault suite (`npm run faults -- --quick`): real app and redis-server
  * processes, SIGKILL / SIGSTOP / SIGTERM / CLIENT PAUSE under load, and a TCP proxy
  * between each app and Redis that loses a reply and delays a write, and a product's
- * slot moved to another master of a Redis Cluster mid-sale; verdicts read
- * from Redis and from the buyers' answers, and each sale judged as a history (its
- * line ends with the checker's). Every scenario must print a PASS line.
+ * slot moved to another master of a Redis Cluster mid-sale, and a unit returned within
+ * the door's trust refused at the door; verdicts read from Redis and from the buyers'
+ * answers, and each sale judged as a history (its line ends with the checker's). Every
+ * scenario must print a PASS line.
  */
 describe('fault suite (scripts/faults.js --quick)', () => {
-  it('keeps every promise through a killed holder, a paused holder, a Redis restart and pause, Redlock node loss, a lost reply, a delayed write and a slot moved mid-sale on a cluster', () => {
+  it('keeps every promise through a killed holder, a paused holder, a Redis restart and pause, Redlock node loss, a lost reply, a delayed write and a slot moved mid-sale on a cluster, and names a false refusal at the door', () => {
     const run = spawnSync(process.execPath, [join(ROOT, 'scripts', 'faults.js'), '--quick'], {
       cwd: ROOT,
       encoding: 'utf8',
@@ -42,6 +43,7 @@ describe('fault suite (scripts/faults.js --quick)', () => {
       'lost reply (fenced)',
       'delayed write (fenced, 2 apps)',
       'slot moved (fenced, 2 apps)',
+      'door',
     ]);
     for (const line of lines) expect(line).toMatch(/invariants hold/);
     // A Redlock node paused under two contending apps: no 5xx, each refused attempt
@@ -57,11 +59,17 @@ describe('fault suite (scripts/faults.js --quick)', () => {
     }
     expect(paused('lock')).toMatch(/OVERSOLD [1-9]/);
     // Every line judged as a history (bench/history/): plain lock's late write shows as its
-    // oversell at an instant, above the stock; every other line's history holds.
+    // oversell at an instant, above the stock; a unit returned within the door's trust,
+    // refused SOLD_OUT at the door, as a false refusal; every other line's history holds.
     expect(paused('lock')).toMatch(
       /; history FAILS oversell: peak [\d,]+ of [\d,]+ held at \+[\d,]+ ms \(oversold by [1-9]/,
     );
-    for (const l of lines.filter((x) => x !== paused('lock'))) expect(l).toMatch(/; history holds: peak [\d,]+ of /);
+    const door = lines.find((l) => l.includes("door: a returned unit refused from the door's memory"))!;
+    expect(door).toMatch(/refused SOLD_OUT at the door \(MONITOR: Redis not asked\) with the unit in stock/);
+    expect(door).toMatch(/; history FAILS falseRefusals: peak \d+ of \d+ held at .*; 1 false refusals of \d+ refusals/);
+    for (const l of lines.filter((x) => x !== paused('lock') && x !== door)) {
+      expect(l).toMatch(/; history holds: peak [\d,]+ of /);
+    }
     expect(paused('fenced')).toMatch(/refused by the fence \(STALE_LOCK ×[1-9]/);
     // Network faults through a TCP proxy: a buyer told OUTCOME_UNKNOWN for a write that
     // was applied once; a write delayed past the TTL that the fence refused.

@@ -119,13 +119,15 @@ export const SCENARIO_NAMES: readonly string[] = Object.keys(SCENARIOS);
 /**
  * What `--quick` runs: every process fault, the network faults CI needs (a lost
  * reply, a delayed write) and a slot moved mid-sale on a cluster, for the default
- * strategy; each a few seconds, none timed.
+ * strategy, and the door's trust window (a false refusal the history checker must
+ * name, in a real run); each a few seconds, none timed.
  */
 const QUICK = [
   ...Object.keys(PROCESS_FAULTS),
   'lost-reply-fenced',
   'delayed-write-fenced',
   'cluster-slot-moved-fenced',
+  'door-false-refusal',
 ];
 
 /** Scenario names for a name given on the command line: itself, or every strategy of it (`lost-reply`). */

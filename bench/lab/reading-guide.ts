@@ -100,6 +100,16 @@ export const FAULT_GUIDE: readonly [prefix: string, entries: readonly GuideEntry
   ['redis-restarted', [RUN, scenario('redis-restarted', 'the scenario'), KIT]],
   ['redis-paused', [RUN, scenario('redis-paused', 'the scenario'), KIT]],
   ['redlock', [RUN, scenario('redlock-nodes', 'the scenario'), KIT, strategyFile('redlock', 'the lock under test')]],
+  [
+    'door-false-refusal',
+    [
+      RUN,
+      scenario('door', 'the scenario (falseRefusalAtDoor)'),
+      { path: 'src/door/door-refusals.ts', why: "the door's memory of a refusal (DOOR_TRUST_MS)" },
+      { path: 'bench/history/check.ts', why: 'falseRefusals: the check that names the refusal' },
+      KIT,
+    ],
+  ],
   ['door-', [RUN, scenario('door', 'the scenarios'), KIT]],
   [
     'lost-reply-',
