@@ -66,7 +66,7 @@ describe('fault suite (scripts/faults.js --quick)', () => {
     );
     const door = lines.find((l) => l.includes("door: a returned unit refused from the door's memory"))!;
     expect(door).toMatch(/refused SOLD_OUT at the door \(MONITOR: Redis not asked\) with the unit in stock/);
-    expect(door).toMatch(/; history FAILS falseRefusals: peak \d+ of \d+ held at .*; 1 false refusals of \d+ refusals/);
+    expect(door).toMatch(/; history FAILS falseRefusals: peak \d+ of \d+ held at .*; 1 false refusal of \d+ refusals/);
     for (const l of lines.filter((x) => x !== paused('lock') && x !== door)) {
       expect(l).toMatch(/; history holds: peak [\d,]+ of /);
     }

@@ -533,12 +533,12 @@ export function historyLine(report: HistoryReport, originMs?: number): string {
   if (report.oversell) {
     parts[0] += ` (oversold by ${n(report.oversell.units)}, ${at(report.oversell.firstMs, originMs)} to ${at(report.oversell.lastMs, originMs).replace(/^at /, '')})`;
   }
-  const state = (c: CheckName, what: string) => {
+  const state = (c: CheckName, one: string, many: string) => {
     if (checks[c] === 'not run') return null;
-    if (checks[c] === 'not proven') return `${what}: not proven`;
-    return `${n(counts[c])} ${what}`;
+    if (checks[c] === 'not proven') return `${many}: not proven`;
+    return plural(counts[c], one, many);
   };
-  const refused = state('falseRefusals', 'false refusals');
+  const refused = state('falseRefusals', 'false refusal', 'false refusals');
   if (refused) {
     parts.push(
       `${refused} of ${plural(report.refusals, 'refusal')}` +
@@ -547,13 +547,13 @@ export function historyLine(report: HistoryReport, originMs?: number): string {
   }
   parts.push(
     ...[
-      state('outsideWrites', 'writes outside their request'),
-      state('perUserLimit', 'over the per-user limit'),
-      state('ordersOnce', 'orders not written once'),
+      state('outsideWrites', 'write outside its request', 'writes outside their request'),
+      state('perUserLimit', 'over the per-user limit', 'over the per-user limit'),
+      state('ordersOnce', 'order not written once', 'orders not written once'),
       checks.returns === 'pass' && counts.returns === 0
         ? `${plural(report.returns, 'return')} once each`
-        : state('returns', 'bad returns'),
-      state('totalQueue', 'PostgreSQL mismatches'),
+        : state('returns', 'bad return', 'bad returns'),
+      state('totalQueue', 'PostgreSQL mismatch', 'PostgreSQL mismatches'),
     ].filter((p): p is string => p !== null),
   );
   const failed = CHECKS.filter((c) => checks[c] === 'fail');
