@@ -22,6 +22,7 @@ import { runToExit } from '../entry-point';
 import { emit } from '../events';
 import { delayedWrite } from './delayed-write';
 import { DOOR_FAULTS } from './door';
+import { falseRefusalAtDoor } from './door-false-refusal';
 import { failover } from './failover';
 import { gracefulFailover } from './graceful-failover';
 import { holderKilled } from './holder-killed';
@@ -106,6 +107,7 @@ const SETTLEMENT_FAULTS: Record<string, Scenario> = {
 const SCENARIOS: Record<string, Scenario> = {
   ...PROCESS_FAULTS,
   ...DOOR_FAULTS,
+  'door-false-refusal': falseRefusalAtDoor,
   ...NETWORK_FAULTS,
   ...CLUSTER_FAULTS,
   ...SETTLEMENT_FAULTS,

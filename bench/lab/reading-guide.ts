@@ -104,7 +104,7 @@ export const FAULT_GUIDE: readonly [prefix: string, entries: readonly GuideEntry
     'door-false-refusal',
     [
       RUN,
-      scenario('door', 'the scenario (falseRefusalAtDoor)'),
+      scenario('door-false-refusal', 'the scenario'),
       { path: 'src/door/door-refusals.ts', why: "the door's memory of a refusal (DOOR_TRUST_MS)" },
       { path: 'bench/history/check.ts', why: 'falseRefusals: the check that names the refusal' },
       KIT,
