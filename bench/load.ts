@@ -1,5 +1,6 @@
 import autocannon from 'autocannon';
 import { randomBytes } from 'node:crypto';
+import { historyNow } from './history/clock';
 import type { RequestRecord } from './history/history';
 import { LatencyPoint, latencyCurve } from './latency-curve';
 import type { LoadProgress } from './progress';
@@ -179,7 +180,7 @@ export async function runLoad(options: LoadOptions, progress: LoadProgress = { d
             userId,
             productId: buyer.productId,
             quantity: options.quantity,
-            sentAt: buyer.sentAt,
+            sentAt: historyNow(),
             answeredAt: null,
             status: null,
             code: null,
@@ -220,7 +221,7 @@ export async function runLoad(options: LoadOptions, progress: LoadProgress = { d
           const orderId = code === 201 && typeof parsed.orderId === 'string' ? parsed.orderId : undefined;
           if (orderId) orderIds.push(orderId);
           const { userId, productId, idempotencyKey, sentAt, record } = context as BuyerContext;
-          Object.assign(record, { answeredAt: lastAnswerAt, status: code, code: key }, orderId && { orderId });
+          Object.assign(record, { answeredAt: historyNow(), status: code, code: key }, orderId && { orderId });
           const product = tallies.get(productId);
           if (product) {
             product.status[code] = (product.status[code] ?? 0) + 1;

@@ -17,6 +17,7 @@ import type { ProductKeys } from '../src/redis/key-layout';
 import type { RequestRecord } from './history/history';
 import { latencyCurve } from './latency-curve';
 import { buyerSequence, cannon, LoadOptions, LoadResult, Recording } from './load';
+import { historyNow } from './history/clock';
 
 /** What the waiting room did for the load: requests of each kind, and the buyers it turned away. */
 export interface QueueFigures {
@@ -178,7 +179,7 @@ export async function loadThroughQueue(
       userId,
       productId: options.productId,
       quantity: options.quantity,
-      sentAt: Date.now(),
+      sentAt: historyNow(),
       answeredAt: null,
       status: null,
       code: null,
@@ -197,7 +198,7 @@ export async function loadThroughQueue(
         count(userId, code, key);
         const orderId = code === 201 && typeof body.orderId === 'string' ? body.orderId : undefined;
         if (orderId) orderIds.push(orderId);
-        Object.assign(record, { answeredAt: lastAnswerAt, status: code, code: key }, orderId && { orderId });
+        Object.assign(record, { answeredAt: historyNow(), status: code, code: key }, orderId && { orderId });
       },
     );
   };

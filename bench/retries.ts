@@ -2,6 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { request } from '../harness/http';
 import type { RequestRecord } from './history/history';
 import type { Answer, LoadResult, Recording } from './load';
+import { historyNow } from './history/clock';
 
 /** Retries sent at once. */
 const PARALLEL = 50;
@@ -54,7 +55,7 @@ export async function retryFailed(
         userId: a.userId,
         productId,
         quantity,
-        sentAt: Date.now(),
+        sentAt: historyNow(),
         answeredAt: null,
         status: null,
         code: null,
@@ -68,7 +69,7 @@ export async function retryFailed(
       code = res.status === 201 ? 'CREATED' : (res.body.code ?? `HTTP_${res.status}`);
       Object.assign(
         record,
-        { answeredAt: Date.now(), status: res.status, code },
+        { answeredAt: historyNow(), status: res.status, code },
         res.status === 201 && { orderId: res.body.orderId },
       );
       if (res.status === 201) {

@@ -1,7 +1,7 @@
 import { connect } from 'node:net';
 import { Redis } from 'ioredis';
 import { checkHistory, historyLine } from '../bench/history/check';
-import { linkClocks, readClock } from '../bench/history/clock';
+import { historyNow, linkClocks, readClock } from '../bench/history/clock';
 import type { RequestRecord } from '../bench/history/history';
 import { logComplete, readWholeLog } from '../bench/history/read-log';
 import { waitUntil } from '../bench/faults/kit';
@@ -125,7 +125,7 @@ async function buy(app: RunningApp, userId: string, requests: RequestRecord[]): 
 function send(app: RunningApp, userId: string, requests: RequestRecord[]): Promise<{ answer: Promise<Answer> }> {
   const body = JSON.stringify({ productId: 'r', userId });
   const { port } = new URL(app.url);
-  const record = { userId, quantity: 1, sentAt: Date.now(), answeredAt: null, status: null, code: null } as {
+  const record = { userId, quantity: 1, sentAt: historyNow(), answeredAt: null, status: null, code: null } as {
     -readonly [K in keyof RequestRecord]: RequestRecord[K];
   };
   requests.push(record);
@@ -138,7 +138,7 @@ function send(app: RunningApp, userId: string, requests: RequestRecord[]): Promi
         const status = Number(raw.split(' ')[1]);
         const parsed = JSON.parse(raw.slice(raw.indexOf('\r\n\r\n') + 4)) as Record<string, unknown>;
         Object.assign(record, {
-          answeredAt: Date.now(),
+          answeredAt: historyNow(),
           status,
           code: status === 201 ? 'CREATED' : String(parsed.code),
           ...(status === 201 && { orderId: String(parsed.orderId) }),
@@ -149,7 +149,7 @@ function send(app: RunningApp, userId: string, requests: RequestRecord[]): Promi
     });
     socket.on('error', failed);
     socket.on('connect', () => {
-      record.sentAt = Date.now();
+      record.sentAt = historyNow();
       socket.write(
         `POST /api/orders HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n` +
           `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,

@@ -29,6 +29,7 @@ import {
   RedisStage,
 } from './kit';
 import { judgeHistory } from './history-verdict';
+import { historyNow } from '../history/clock';
 
 /**
  * How long a pass stays valid in these lines: long enough that every pass of a queue
@@ -51,7 +52,7 @@ export class Answers {
   private readonly startedAt = Date.now();
 
   async send(url: string, method: string, path: string, json: unknown, headers: Record<string, string> = {}) {
-    const sentAt = Date.now();
+    const sentAt = historyNow();
     const res: JsonResponse<Record<string, unknown>> = await request(url, method, path, { json, headers });
     const code = res.status === 201 ? 'CREATED' : String(res.body.code ?? `HTTP_${res.status}`);
     if (path.endsWith('/orders') || path === '/api/orders') {
@@ -63,7 +64,7 @@ export class Answers {
         productId: PRODUCT,
         quantity: 1,
         sentAt,
-        answeredAt: Date.now(),
+        answeredAt: historyNow(),
         status: res.status,
         code,
         ...(orderId && { orderId }),

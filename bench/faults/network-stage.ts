@@ -6,7 +6,6 @@
  * buyers' answers.
  */
 import type { Redis } from 'ioredis';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { request, startSale } from '../../harness/http';
 import type { RunningApp } from '../../harness/processes';
 import { startTcpProxy, TcpProxy } from '../../harness/tcp-proxy';
@@ -14,10 +13,10 @@ import { COMMAND_TIMEOUT_MS } from '../../src/redis/create-client';
 import type { ProductKeys } from '../../src/redis/key-layout';
 import { fencedAcquire, fencedWrite, keyedWrite, purchase } from '../../src/redis/lua-scripts';
 import type { ClockReading } from '../history/clock';
-import type { CheckName, RequestRecord } from '../history/history';
+import type { CheckName } from '../history/history';
 import type { Answer, LoadResult } from '../load';
 import type { LoadProgress } from '../progress';
-import { readSale, SaleSnapshot } from '../verdict';
+import { readSale } from '../verdict';
 import {
   apps,
   armed,
@@ -38,6 +37,7 @@ import {
   waitUntil,
   watching,
 } from './kit';
+import { Heard, ordersByUser, Retries, retryUnknown } from './retry-unknown';
 
 /** The strategies the network scenarios run: the default, the lock-free two, and plain `lock` for its lessons. */
 export type NetworkStrategy = 'lock' | 'fenced' | 'atomic' | 'optimistic';
@@ -119,13 +119,6 @@ export const NOT_WRITTEN = new Set([
   'LIMIT_REACHED',
 ]);
 
-/**
- * How long a retry asks again while the server says the first request with its key
- * is still in flight (409 IDEMPOTENCY_KEY_IN_USE): a claim whose write was lost
- * lapses after the wait budget plus the command timeouts.
- */
-const IN_FLIGHT_BOUND_MS = 20_000;
-
 export interface NetworkApp {
   readonly app: RunningApp;
   /** The app's own way to Redis: REDIS_URL is this proxy's. */
@@ -137,24 +130,8 @@ interface Told extends Answer {
   readonly via: NetworkApp;
 }
 
-/** What the retries of the OUTCOME_UNKNOWN buyers found. */
-export interface Retries {
-  readonly retried: number;
-  /** 201 with the order that had been written for it. */
-  readonly returned: number;
-  /** 201 with a new order: nothing had been written for it. */
-  readonly afresh: number;
-  /** Retries whose answer does not say what became of the first request, by code. */
-  readonly unresolved: Record<string, number>;
-  /** Retries told IDEMPOTENCY_KEY_IN_USE first, which asked again until decided. */
-  readonly waitedInFlight: number;
-  /** orderId of every 201 a retry got. */
-  readonly orderIds: string[];
-  /** The buyers whose first request had been written, per the stream before the retries. */
-  readonly written: number;
-  /** Each retry as a request of the sale's history (asked again while in flight: one request, first ask to answer). */
-  readonly requests: RequestRecord[];
-}
+export { ordersByUser, retryUnknown };
+export type { Heard, Retries };
 
 export interface NetworkStage {
   readonly client: Redis;
@@ -326,100 +303,6 @@ function stage(
       return { name: options.name, ...v, story: `${options.story}; ${common(v, r, unresolved, ctx.checkRetries)}` };
     },
   };
-}
-
-/** A buyer's answer and the URL of the app that gave it: a retry goes back there. */
-export interface Heard extends Answer {
-  readonly url: string;
-}
-
-/**
- * Retries every OUTCOME_UNKNOWN of `told` once, with its key and body, at the app that
- * answered it, and says what each found, judged against `before` (the sale read from
- * Redis before the retries): its written order back, a purchase or a final SOLD_OUT
- * if nothing had been written, or unresolved.
- */
-export async function retryUnknown(
-  told: readonly Heard[],
-  before: SaleSnapshot,
-): Promise<{ retries: Retries; answers: Answer[] }> {
-  const unknown = told.filter((t) => t.code === 'OUTCOME_UNKNOWN');
-  const written = ordersByUser(before);
-  const outcomes = await Promise.all(unknown.map((t) => retry(t)));
-  const unresolved: Record<string, number> = {};
-  let returned = 0;
-  let afresh = 0;
-  let wasWritten = 0;
-  outcomes.forEach(({ answer }, i) => {
-    const earlier = written.get(unknown[i].userId) ?? [];
-    if (earlier.length > 0) wasWritten++;
-    if (answer.orderId && earlier.includes(answer.orderId)) returned++;
-    else if (answer.orderId && earlier.length === 0) afresh++;
-    // Resolved: the order it had, or (none written) a purchase now or a final refusal.
-    const resolved =
-      earlier.length > 0
-        ? answer.orderId !== undefined && earlier.includes(answer.orderId)
-        : answer.orderId !== undefined || answer.code === 'SOLD_OUT' || answer.code === 'INSUFFICIENT_STOCK';
-    if (!resolved) {
-      const why = `${answer.code}${earlier.length > 0 ? ' (written)' : ''}`;
-      unresolved[why] = (unresolved[why] ?? 0) + 1;
-    }
-  });
-  return {
-    retries: {
-      retried: unknown.length,
-      returned,
-      afresh,
-      unresolved,
-      waitedInFlight: outcomes.filter((o) => o.waited).length,
-      orderIds: outcomes.flatMap((o) => (o.answer.orderId ? [o.answer.orderId] : [])),
-      written: wasWritten,
-      requests: outcomes.map((o) => o.record),
-    },
-    answers: outcomes.map((o) => o.answer),
-  };
-}
-
-/** One retry of a request answered OUTCOME_UNKNOWN: the same key and body, to the same app. */
-async function retry(t: Heard): Promise<{ answer: Answer; waited: boolean; record: RequestRecord }> {
-  const headers: Record<string, string> = t.idempotencyKey ? { 'idempotency-key': t.idempotencyKey } : {};
-  const firstSentAt = Date.now();
-  const deadline = firstSentAt + IN_FLIGHT_BOUND_MS;
-  for (let waited = false; ; waited = true) {
-    const sentAt = Date.now();
-    const res = await request(t.url, 'POST', '/api/orders', {
-      json: { productId: PRODUCT, userId: t.userId, quantity: 1 },
-      headers,
-    });
-    const code = res.status === 201 ? 'CREATED' : String(res.body?.code ?? `HTTP_${res.status}`);
-    // "Still being decided" is no answer yet: ask again when the server says to, as a client would.
-    if (code === 'IDEMPOTENCY_KEY_IN_USE' && Date.now() < deadline) {
-      await sleep(Number(res.headers.get('retry-after') ?? 0.5) * 1_000);
-      continue;
-    }
-    const orderId = res.status === 201 && typeof res.body?.orderId === 'string' ? res.body.orderId : undefined;
-    return {
-      answer: { userId: t.userId, idempotencyKey: t.idempotencyKey, status: res.status, code, orderId, sentAt },
-      waited,
-      // From its first ask: an IN_USE answer decided nothing, so the operation spans every ask.
-      record: {
-        userId: t.userId,
-        productId: PRODUCT,
-        quantity: 1,
-        sentAt: firstSentAt,
-        answeredAt: Date.now(),
-        status: res.status,
-        code,
-        ...(orderId && { orderId }),
-      },
-    };
-  }
-}
-
-export function ordersByUser(sale: { orders: { userId: string; orderId: string }[] }): Map<string, string[]> {
-  const by = new Map<string, string[]>();
-  for (const o of sale.orders) by.set(o.userId, [...(by.get(o.userId) ?? []), o.orderId]);
-  return by;
 }
 
 /** The figures every network line ends with. */

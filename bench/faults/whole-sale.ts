@@ -42,6 +42,7 @@ import {
   waitForStop,
   waitUntil,
 } from './kit';
+import { historyNow } from '../history/clock';
 
 /** App B stops itself at this write, and is killed there: it has sold for a few holds before. */
 const KILL_AT_WRITE = 3;
@@ -86,7 +87,7 @@ class Shop {
       userId,
       productId: PRODUCT,
       quantity: 1,
-      sentAt: Date.now(),
+      sentAt: historyNow(),
       answeredAt: null,
       status: null,
       code: null,
@@ -102,7 +103,7 @@ class Shop {
     }
     const code = res.status === 201 ? 'CREATED' : String(res.body?.code ?? `HTTP_${res.status}`);
     const orderId = res.status === 201 ? (res.body.orderId as string) : undefined;
-    Object.assign(record, { answeredAt: Date.now(), status: res.status, code }, orderId && { orderId });
+    Object.assign(record, { answeredAt: historyNow(), status: res.status, code }, orderId && { orderId });
     this.count(code, res.status);
     if (orderId) this.orderIds.push(orderId);
     return { status: res.status, code, orderId };

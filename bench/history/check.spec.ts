@@ -1,4 +1,5 @@
 import { checkHistory, checkTotalQueue, historyLine, LogCheck } from './check';
+import { linkClocks, readClock } from './clock';
 import type { ClockLink, History, LogEntry, LogKind, RequestRecord, SettledOrder } from './history';
 
 /** Hand-made histories, as Jepsen's checkers and Knossos test theirs: each finding caught, each valid history passed. */
@@ -309,16 +310,77 @@ describe('checkHistory: each finding caught', () => {
 });
 
 describe('checkHistory: what cannot be decided is not proven, never passed', () => {
-  it('a trimmed log proves no peak', () => {
+  it('a trimmed log proves no peak, no order once, no return once', () => {
     const r = checkHistory(
-      history({ log: [entry('expired', 5, 'old', 'u0'), order(10, 'o1', 'u1')], logComplete: false }),
+      history({
+        log: [entry('expired', 5, 'old', 'u0'), entry('expired', 6, 'old', 'u0'), order(10, 'o1', 'u1')],
+        logComplete: false,
+      }),
     );
-    expect(r.checks.oversell).toBe('not proven');
-    expect(r.checks.perUserLimit).toBe('not proven');
-    expect(r.checks.returns).toBe('pass');
+    expect(r.checks).toMatchObject({
+      oversell: 'not proven',
+      perUserLimit: 'not proven',
+      returns: 'not proven',
+      ordersOnce: 'not proven',
+    });
     expect(r.holds).toBe(false);
     expect(r.notProven.join()).toContain('trimmed');
-    expect(historyLine(r)).toContain('not proven (oversell, perUserLimit)');
+    expect(historyLine(r)).toContain('not proven (oversell, perUserLimit, returns, ordersOnce)');
+  });
+
+  it('a trimmed log is not held against PostgreSQL, which holds what was trimmed', () => {
+    const r = checkHistory(
+      history({
+        log: [order(20, 'o2', 'u2')],
+        logComplete: false,
+        settled: [
+          { orderId: 'o1', userId: 'u1', quantity: 1, status: 'reserved', createdMs: 10 },
+          { orderId: 'o2', userId: 'u2', quantity: 1, status: 'reserved', createdMs: 20 },
+        ],
+      }),
+    );
+    expect(r.checks.totalQueue).toBe('not proven');
+    expect(r.findings).toEqual([]);
+  });
+
+  it('a log out of order, or with a quantity that is no whole unit, is not judged', () => {
+    const unsorted = checkHistory(
+      history({ log: [order(10, 'o1', 'u1'), entry('cancelled', 50, 'o1', 'u1'), order(30, 'o2', 'u2')] }),
+    );
+    expect(unsorted.checks.oversell).toBe('not proven');
+    expect(unsorted.notProven.join()).toContain('stamped before the entry before it');
+    const damaged = checkHistory(history({ log: [order(10, 'o1', 'u1', NaN)] }));
+    expect(damaged.holds).toBe(false);
+    expect(damaged.notProven.join()).toContain('quantity NaN');
+  });
+
+  it('an acknowledged order missing from the log fails ordersOnce with no clock link too', () => {
+    const r = checkHistory(history({ log: [], requests: [req('u1', 10, 11, 'CREATED', 'lost')] }));
+    expect(r.checks.ordersOnce).toBe('fail');
+    expect(r.findings[0]).toMatchObject({ check: 'ordersOnce', orderIds: ['lost'] });
+  });
+
+  it("a step back of the host's clock shows as drift between the readings, and claims nothing", () => {
+    // One host; the load's times are monotonic (historyNow), Redis's the wall clock. Stock 1.
+    // u0 buys at 980 and cancels at 990. At 1000 the wall clock steps back 100 ms: Redis's
+    // TIME now reads 100 less than the load's clock, and XADD keeps ids monotonic, so u1's
+    // order, written at wall 907 (load 1007), is stamped 990. u2 is refused SOLD_OUT at load
+    // 1030-1035: true (u1 holds the unit). Before the sale, Redis = load; after, Redis = load - 100.
+    const clock = linkClocks({ offsetMs: 0, roundTripMs: 0.2 }, { offsetMs: -100, roundTripMs: 0.2 });
+    expect(clock.uncertaintyMs).toBeGreaterThan(50);
+    const r = checkHistory(
+      history({
+        stock: 1,
+        log: [order(980, 'o0', 'u0'), entry('cancelled', 990, 'o0', 'u0'), order(990, 'o1', 'u1')],
+        requests: [
+          req('u0', 975, 981, 'CREATED', 'o0'),
+          req('u1', 1005, 1008, 'CREATED', 'o1'),
+          req('u2', 1030, 1035, 'SOLD_OUT'),
+        ],
+        clock,
+      }),
+    );
+    expect(r.findings).toEqual([]);
   });
 
   it('requests without a clock link prove nothing about their windows', () => {
@@ -326,6 +388,29 @@ describe('checkHistory: what cannot be decided is not proven, never passed', () 
     expect(r.checks.falseRefusals).toBe('not proven');
     expect(r.checks.outsideWrites).toBe('not proven');
     expect(r.holds).toBe(false);
+  });
+});
+
+describe('the clock link', () => {
+  it('reads both ends of the round trip in fractions of a millisecond, and claims half of it each way', async () => {
+    const now = jest.spyOn(performance, 'now').mockReturnValueOnce(10.25).mockReturnValueOnce(10.75);
+    try {
+      // Redis answers 5,000.5 ms after the load's clock origin (timeOrigin), mid-trip.
+      const origin = performance.timeOrigin;
+      const seconds = Math.floor((origin + 10.5 + 5000.5) / 1000);
+      const micros = Math.round(((origin + 10.5 + 5000.5) / 1000 - seconds) * 1e6);
+      const reading = await readClock({ time: async () => [String(seconds), String(micros)] } as never);
+      expect(reading.roundTripMs).toBeCloseTo(0.5, 6);
+      expect(reading.offsetMs).toBeCloseTo(5000.5, 0);
+      // Each reading is sure within half its trip; the link adds half a millisecond, and half the drift.
+      expect(linkClocks(reading).uncertaintyMs).toBeCloseTo(0.75, 6);
+      expect(linkClocks(reading, { offsetMs: reading.offsetMs + 4, roundTripMs: 0.5 }).uncertaintyMs).toBeCloseTo(
+        2.75,
+        6,
+      );
+    } finally {
+      now.mockRestore();
+    }
   });
 });
 

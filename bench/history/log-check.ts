@@ -59,6 +59,9 @@ export class LogCheck {
   private orders = 0;
   private returns = 0;
   private paid = 0;
+  /** Why the log cannot be judged (out of order, a quantity that is no whole unit), or null. */
+  malformed: string | null = null;
+  private lastMs = -Infinity;
   /** Units held after each entry, for the checks against the requests (kept only when asked). */
   readonly steps: Step[] | null;
 
@@ -77,6 +80,12 @@ export class LogCheck {
   }
 
   add(e: LogEntry): void {
+    // A stream's ids only grow and its quantities are whole units: anything else is not
+    // a log this checker can judge (a hand-merged one, a damaged entry), whatever it says.
+    if (!(Number.isInteger(e.quantity) && e.quantity > 0))
+      this.malformed ??= `entry ${e.id} has quantity ${e.quantity}`;
+    if (e.ms < this.lastMs) this.malformed ??= `entry ${e.id} is stamped before the entry before it`;
+    this.lastMs = Math.max(this.lastMs, e.ms);
     if (e.kind === 'order') this.order(e);
     else if (e.kind === 'paid') this.payment(e);
     else this.giveBack(e);
@@ -213,26 +222,29 @@ export class LogCheck {
     }
     for (const f of more.findings ?? []) found.add(f);
     const notProven = [...(more.notProven ?? [])];
-    const byLog = (c: CheckName): CheckState => {
+    // A finding stands; a pass needs the whole log, in order.
+    const whole = this.complete && this.malformed === null;
+    const byLog = (c: CheckName, state: CheckState = 'pass'): CheckState => {
       if (found.counts[c] > 0) return 'fail';
-      return this.complete ? 'pass' : 'not proven';
+      return state === 'pass' && !whole ? 'not proven' : state;
     };
     if (!this.complete) {
       notProven.push(
-        'the log was trimmed (SETTLE_TRIM): the units held before its first entry are unknown, so the peak and the per-user counts are not proven',
+        'the log was trimmed (SETTLE_TRIM): what came before its first entry is unknown, so the peak, the per-user counts, each order once and each return once are not proven',
       );
     }
+    if (this.malformed) notProven.push(`the log cannot be judged: ${this.malformed}`);
     const checks: Record<CheckName, CheckState> = {
       oversell: byLog('oversell'),
       falseRefusals: 'not run',
       outsideWrites: 'not run',
       perUserLimit: byLog('perUserLimit'),
-      returns: found.counts.returns > 0 ? 'fail' : 'pass',
-      ordersOnce: found.counts.ordersOnce > 0 ? 'fail' : 'pass',
+      returns: byLog('returns'),
+      ordersOnce: byLog('ordersOnce'),
       totalQueue: 'not run',
     };
     for (const [c, state] of Object.entries(more.checks ?? {}) as [CheckName, CheckState][]) {
-      checks[c] = found.counts[c] > 0 ? 'fail' : state;
+      checks[c] = byLog(c, state);
     }
     return {
       productId,
