@@ -161,6 +161,30 @@ describe('npm run audit', () => {
       settled: { rows: 6, earlierSales: 2, unsettled: [], afterRead: 0, grouped: true, missing: [] },
       log: { entries: 6, complete: true },
     });
+    expect(doc.products[0].settled.startedAt).toEqual(expect.any(Number));
+
+    // A sale started by a version that did not record its start: the two rows are set
+    // aside by the log's first entry alone, which a log that lost its head cannot tell
+    // from orders Redis lost: not proven, never a pass.
+    await client.hdel(k.meta, 'startedAt');
+    const unstarted = await audit(
+      '--redis',
+      redis.url(),
+      '--database',
+      db,
+      '--key-prefix',
+      prefix,
+      '--product',
+      'safe',
+    );
+    expectExit(unstarted, 3);
+    expect(unstarted.stdout).toMatch(
+      /^ {2}PostgreSQL: 6 rows; 2 of an earlier sale of this product id \(not judged\)$/m,
+    );
+    expect(unstarted.stdout).toMatch(/^ {2}totalQueue +not proven$/m);
+    expect(unstarted.stdout).toMatch(
+      /^ {2}not proven: the sale's meta hash has no startedAt \(a sale started by an older version\): 2 rows Redis does not know/m,
+    );
   }, 90_000);
 
   it('fails a sale written oversold, naming the product, the peak and the orders above the stock', async () => {
@@ -230,6 +254,44 @@ describe('npm run audit', () => {
     expect(repaired.stdout).toContain(`order ${lostId} of u9`);
   }, 90_000);
 
+  it("names the paid and cancelled orders Redis lost when it came back from a snapshot taken at the sale's start, and sold again", async () => {
+    const prefix = uniquePrefix('audit-restored');
+    const db = await database();
+    const { app, buy, k } = await settlingSale(prefix, db, 'hot', 2);
+    // The snapshot (an RDB written right after the PUT): every key of the prefix, dumped.
+    const [, keys] = await client.scan('0', 'MATCH', `${prefix}*`, 'COUNT', 10_000);
+    const dumps = await Promise.all(keys.map(async (key) => [key, await client.dumpBuffer(key)] as const));
+    // The sale: both units sold, one paid, one cancelled and its unit sold again and paid; all settled.
+    const a = await buy('u1');
+    const b = await buy('u2');
+    expect((await pay(app.url, a.orderId!, 'pay-1')).status).toBe(200);
+    expect((await request(app.url, 'POST', `/api/orders/${b.orderId}/cancel`)).status).toBe(200);
+    const c = await buy('u3');
+    expect((await pay(app.url, c.orderId!, 'pay-3')).status).toBe(200);
+    await settled(k);
+    // Redis comes back from that snapshot: the log, the orders' states and the stock as they were at the PUT.
+    const [, now] = await client.scan('0', 'MATCH', `${prefix}*`, 'COUNT', 10_000);
+    await client.del(...now);
+    for (const [key, dump] of dumps) await client.restore(key, 0, dump!, 'REPLACE');
+    // The shop goes on: both units sold again (the two paid ones are sold a second time).
+    for (const user of ['u4', 'u5']) expect((await buy(user)).orderId).toBeDefined();
+    await settled(k);
+
+    const run = await audit('--redis', redis.url(), '--database', db, '--key-prefix', prefix, '--product', 'hot');
+    expectExit(run, 1);
+    // They were created after the sale started (its startedAt survived in the snapshot): lost, not an earlier sale's.
+    expect(run.stdout).toMatch(/^ {2}PostgreSQL: 5 rows; 0 of an earlier sale of this product id \(not judged\)$/m);
+    expect(run.stdout).toMatch(/^ {2}totalQueue +fail, 3 found$/m);
+    for (const [order, user, status] of [
+      [a, 'u1', 'paid'],
+      [b, 'u2', 'cancelled'],
+      [c, 'u3', 'paid'],
+    ] as const)
+      expect(run.stdout).toContain(
+        `order ${order.orderId} of ${user} (${status}) is in PostgreSQL but not in Redis's log: lost by Redis, or never acknowledged (its 1 unit was back in Redis's stock)`,
+      );
+  }, 90_000);
+
   it('rebuilds a log trimmed of its head from PostgreSQL, and says "not proven" without it or when PostgreSQL lacks part of it', async () => {
     const prefix = uniquePrefix('audit-trim');
     const db = await database();
@@ -297,6 +359,54 @@ describe('npm run audit', () => {
     );
   }, 60_000);
 
+  it('refuses to --repair a sale that is not settled into PostgreSQL (no settle group), writing nothing', async () => {
+    const db = await database();
+    // An app settling into db (its migrations make the tables), on a prefix of its own.
+    apps.push(
+      await startTestApp({ REDIS_URL: redis.url(), KEY_PREFIX: uniquePrefix('audit-settled'), DATABASE_URL: db }),
+    );
+    // A sale sold by an app without DATABASE_URL, on another prefix: its log has no group.
+    const prefix = uniquePrefix('audit-unsettled');
+    const plain = await startTestApp({ REDIS_URL: redis.url(), KEY_PREFIX: prefix });
+    apps.push(plain);
+    const put = { json: { stock: 5, discardOrders: true }, admin: true };
+    expect((await request(plain.url, 'PUT', '/api/products/cold', put)).status).toBe(200);
+    for (const userId of ['u1', 'u2'])
+      expect((await request(plain.url, 'POST', '/api/orders', { json: { productId: 'cold', userId } })).status).toBe(
+        201,
+      );
+    expect(await client.xinfo('GROUPS', new KeyLayout(prefix).product('cold').orders)).toEqual([]);
+
+    for (const which of [['--product', 'cold'], ['--all']]) {
+      const run = await audit('--redis', redis.url(), '--database', db, '--key-prefix', prefix, ...which, '--repair');
+      expect({ code: run.code, stdout: run.stdout }).toEqual({ code: 2, stdout: '' });
+      expect(run.stderr.trim().split('\n').at(-1)).toBe(
+        'audit: --repair refused: product "cold" is not settled into PostgreSQL (its order log has no `settle` consumer group), so PostgreSQL lacks none of its orders; nothing was written',
+      );
+    }
+    expect(await query(db, 'SELECT order_id FROM orders WHERE product_id = $1', ['cold'])).toEqual([]);
+  }, 90_000);
+
+  it('says a report cut short by a failure is incomplete, and ends stderr with the error', async () => {
+    const prefix = uniquePrefix('audit-cut');
+    const keys = new KeyLayout(prefix);
+    for (const id of ['a', 'b']) {
+      expect(await resetPlainSale(client, keys.product(id), 2, 1)).toEqual(['OK', 1]);
+      await client.sadd(keys.products, id);
+    }
+    // Product b's log is not a stream: reading it fails after a's report is printed.
+    await client.set(keys.product('b').orders, 'not a stream');
+    const run = await audit('--redis', redis.url(), '--key-prefix', prefix, '--all');
+    expect(run.code).toBe(2);
+    expect(run.stdout).toMatch(/^product a: stock 2/m);
+    const lines = run.stdout.trim().split('\n');
+    expect(lines.at(-1)).toMatch(
+      /^FAILED: the audit stopped before it finished, the report above is incomplete; audit: cannot finish the audit: WRONGTYPE/,
+    );
+    expect(run.stdout).not.toMatch(/^summary:/m);
+    expect(run.stderr.trim().split('\n').at(-1)).toMatch(/^audit: cannot finish the audit: WRONGTYPE/);
+  }, 60_000);
+
   it('refuses bad flags and a store it cannot read with one line and exit 2', async () => {
     const cases: [string[], RegExp][] = [
       [['--all'], /^audit: --redis is required/],
@@ -309,6 +419,11 @@ describe('npm run audit', () => {
       [
         ['--redis', redis.url(), '--product', 'nothing'],
         /^audit: no sale of product "nothing" under the key prefix seckill:/,
+      ],
+      // A mistyped prefix: no product, no pass.
+      [
+        ['--redis', redis.url(), '--key-prefix', 'no-such-prefix:', '--all'],
+        /^audit: no product found under the key prefix no-such-prefix: \(its no-such-prefix:products is empty\)/,
       ],
       [
         ['--redis', 'redis://127.0.0.1:1', '--all'],

@@ -15,7 +15,7 @@ import { runToExit } from '../entry-point';
 import { UsageError } from '../options';
 import { closeAudit, connectAudit, ConnectionError, redact } from './connect';
 import { parseAuditOptions, type AuditOptions } from './options';
-import { auditProduct, NoSaleError, PAGE, type ProductAudit } from './product-audit';
+import { auditProduct, hasSettleGroup, NoSaleError, PAGE, type ProductAudit } from './product-audit';
 import { repairProduct, type Repair } from './repair';
 import { connectDatabase } from './settled-orders';
 
@@ -62,9 +62,27 @@ async function main(): Promise<number> {
       if (stock === null)
         throw new UsageError(`no sale of product "${productId}" under the key prefix ${options.keyPrefix}`);
     }
+    // --all on a prefix with no products (a mistyped --key-prefix) audits nothing: no pass.
+    if (options.products === null && (await productsOf(redis, keys, options).next()).done)
+      throw new UsageError(
+        `no product found under the key prefix ${options.keyPrefix} (its ${keys.products} is empty)`,
+      );
+    // Repair writes only what the settle group acknowledged: a sale without the group is
+    // not settled into PostgreSQL, and its orders are not PostgreSQL's to hold. Refused
+    // before anything is written.
+    if (options.repair) {
+      for await (const productId of productsOf(redis, keys, options)) {
+        if (!(await hasSettleGroup(redis, keys.product(productId).orders)))
+          throw new Refusal(
+            `--repair refused: product "${productId}" is not settled into PostgreSQL (its order log has no \`settle\` consumer group), so PostgreSQL lacks none of its orders; nothing was written`,
+          );
+      }
+    }
     const audited: Audited[] = [];
     const print = (line: string) => {
-      if (!options.json) process.stdout.write(`${line}\n`);
+      if (options.json) return;
+      process.stdout.write(`${line}\n`);
+      reportStarted = true;
     };
     print(
       `audit of ${redact(options.redis)} (${redis instanceof Cluster ? 'Redis Cluster' : 'one Redis'}), key prefix ${options.keyPrefix}` +
@@ -202,16 +220,37 @@ function document(options: AuditOptions, redis: RedisClient, audited: readonly A
 export function cli(): void {
   runToExit(main, {
     failed: (err) => {
-      if (err instanceof UsageError) process.stderr.write(`audit: ${err.message} (npm run audit -- --help)\n`);
-      else process.stderr.write(`audit: ${oneLine(err)}\n`);
+      const line = `audit: ${oneLine(err)}`;
+      // A report cut short must not read as a whole one: its end says it failed.
+      if (reportStarted)
+        process.stdout.write(
+          `\nFAILED: the audit stopped before it finished, the report above is incomplete; ${line}\n`,
+        );
+      process.stderr.write(`${line}\n`);
       return EXIT.usage;
     },
   });
 }
 
+/** A run the audit will not do (it says why); exit 2, nothing written. */
+class Refusal extends Error {}
+
+/** Whether a line of the report is on stdout: a failure after it must say the report is cut short. */
+let reportStarted = false;
+
 function oneLine(err: Error): string {
-  return (err instanceof ConnectionError ? err.message : `cannot finish the audit: ${err.message}`).replace(
-    /\s*\n\s*/g,
-    ' ',
-  );
+  const said =
+    err instanceof UsageError
+      ? `${err.message} (npm run audit -- --help)`
+      : err instanceof ConnectionError || err instanceof Refusal
+        ? err.message
+        : `cannot finish the audit: ${messageOf(err)}`;
+  return said.replace(/\s*\n\s*/g, ' ');
+}
+
+/** An error's message; an AggregateError (a host's every address refused) has none of its own. */
+function messageOf(err: Error): string {
+  if (err.message) return err.message;
+  const inner = err instanceof AggregateError ? err.errors.map((e) => (e as Error).message).filter(Boolean) : [];
+  return inner.length > 0 ? inner.join('; ') : err.name;
 }

@@ -44,10 +44,18 @@ export interface SettledSide {
   /**
    * Rows of an earlier sale of the same product id: unknown to this sale's Redis (not in
    * its log, not in its order states hash), final (a sale restarts only once every order
-   * is paid, cancelled or expired: reset-sale-10.lua), and older than this log's first
-   * entry. A restart deletes the log, not PostgreSQL's rows. Not judged.
+   * is paid, cancelled or expired: reset-sale-10.lua), and created before the sale
+   * started (its meta's startedAt, Redis's clock). A restart deletes the log, not
+   * PostgreSQL's rows. Not judged.
    */
   readonly earlierSales: number;
+  /**
+   * The sale's start (meta startedAt, ms on Redis's clock), or null for a sale started by
+   * a version that did not record it: then a row is an earlier sale's when it is older
+   * than the log's first entry, which a log that lost its head cannot tell apart from an
+   * order Redis lost, so any row set aside leaves the check not proven.
+   */
+  readonly startedAt: number | null;
   /** Orders with an entry the settle group has not settled yet (pending, or not delivered): not judged. */
   readonly unsettled: readonly string[];
   /** Rows of orders written after the audit read the log (a sale going on): not judged. */
@@ -69,9 +77,10 @@ export async function auditProduct(
   productId: string,
   k: ProductKeys,
 ): Promise<ProductAudit> {
-  const meta = await redis.hmget(k.meta, 'initialStock', 'perUserLimit');
+  const meta = await redis.hmget(k.meta, 'initialStock', 'perUserLimit', 'startedAt');
   const [stock, perUserLimit] = meta.map(Number);
-  if (meta.includes(null) || !Number.isInteger(stock) || !Number.isInteger(perUserLimit)) {
+  const startedAt = meta[2] === null ? null : Number(meta[2]);
+  if (meta.slice(0, 2).includes(null) || !Number.isInteger(stock) || !Number.isInteger(perUserLimit)) {
     throw new NoSaleError(`no sale of product "${productId}" (no ${k.meta})`);
   }
   // The settle group before the log: an entry it has acknowledged by now is in PostgreSQL
@@ -121,6 +130,7 @@ export async function auditProduct(
     complete,
     unsettled,
     grouped: group !== null,
+    startedAt,
   });
   const queue = totalQueueState(findings, side, entries);
   return {
@@ -155,6 +165,7 @@ async function totalQueue(
     complete: boolean;
     unsettled: ReadonlySet<string>;
     grouped: boolean;
+    startedAt: number | null;
   },
 ): Promise<{ findings: Finding[]; side: SettledSide }> {
   const rows: SettledOrder[] = [];
@@ -185,7 +196,8 @@ async function totalQueue(
         states.set(row.orderId, stateOf(record, row.createdMs));
         judged.push(row);
       }
-    } else if (row.status !== 'reserved' && (read.first === null || row.createdMs < read.first.ms)) earlierSales++;
+    } else if (row.status !== 'reserved' && row.createdMs < (read.startedAt ?? read.first?.ms ?? Infinity))
+      earlierSales++;
     else judged.push(row);
   }
   let findings = checkTotalQueue(states, judged);
@@ -208,10 +220,12 @@ async function totalQueue(
     side: {
       rows: rows.length,
       earlierSales,
+      startedAt: read.startedAt,
       unsettled: [...read.unsettled],
       afterRead,
       grouped: read.grouped,
-      missing: [...states.keys()].filter((id) => !inDatabase.has(id)),
+      // Without the group nothing was settled: PostgreSQL lacks nothing it was told of.
+      missing: read.grouped ? [...states.keys()].filter((id) => !inDatabase.has(id)) : [],
     },
   };
 }
@@ -229,15 +243,18 @@ function totalQueueState(
       notProven: ['the order log has no `settle` consumer group: this sale is not settled into PostgreSQL'],
     };
   }
-  if (side.unsettled.length > 0) {
-    return {
-      state: 'not proven',
-      notProven: [
-        `${side.unsettled.length} orders not settled yet (pending, or not delivered to the settle group): run it again once settlement has caught up`,
-      ],
-    };
+  const notProven: string[] = [];
+  if (side.startedAt === null && side.earlierSales > 0) {
+    notProven.push(
+      `the sale's meta hash has no startedAt (a sale started by an older version): ${side.earlierSales} rows Redis does not know, older than the log's first entry, were set aside as an earlier sale's, and orders Redis lost with the log's head (a restored snapshot, a lost master) look the same; restart the sale (PUT /api/products/:id) to record its start`,
+    );
   }
-  return { state: 'pass', notProven: [] };
+  if (side.unsettled.length > 0) {
+    notProven.push(
+      `${side.unsettled.length} orders not settled yet (pending, or not delivered to the settle group): run it again once settlement has caught up`,
+    );
+  }
+  return { state: notProven.length > 0 ? 'not proven' : 'pass', notProven };
 }
 
 /**
@@ -313,11 +330,13 @@ async function rebuildHead(
   };
 }
 
-/** The settle group's last delivered entry and its pending entries' ids, or null when the log has no such group. */
-async function settleGroup(
-  redis: RedisClient,
-  stream: string,
-): Promise<{ lastDelivered: string; pending: Set<string> } | null> {
+/** Whether the log has the `settle` consumer group: without it the sale is not settled into PostgreSQL. */
+export async function hasSettleGroup(redis: RedisClient, stream: string): Promise<boolean> {
+  return (await settleGroupFields(redis, stream)) !== null;
+}
+
+/** XINFO GROUPS' fields of the log's `settle` group, or null when the log (or the group) is absent. */
+async function settleGroupFields(redis: RedisClient, stream: string): Promise<Map<string, unknown> | null> {
   let groups: unknown[][];
   try {
     groups = (await redis.xinfo('GROUPS', stream)) as unknown[][];
@@ -330,7 +349,15 @@ async function settleGroup(
     for (let i = 0; i + 1 < g.length; i += 2) f.set(String(g[i]), g[i + 1]);
     return f;
   });
-  const settle = fields.find((f) => f.get('name') === SETTLE_GROUP);
+  return fields.find((f) => f.get('name') === SETTLE_GROUP) ?? null;
+}
+
+/** The settle group's last delivered entry and its pending entries' ids, or null when the log has no such group. */
+async function settleGroup(
+  redis: RedisClient,
+  stream: string,
+): Promise<{ lastDelivered: string; pending: Set<string> } | null> {
+  const settle = await settleGroupFields(redis, stream);
   if (!settle) return null;
   const pending = new Set<string>();
   // XPENDING's extended form, a page at a time from just after the last id seen.

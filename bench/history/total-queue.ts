@@ -42,7 +42,7 @@ export function checkTotalQueue(
         userId: row.userId,
         detail: `order ${row.orderId} of ${row.userId} (${row.status}) is in PostgreSQL but not in Redis's log: ${
           acknowledged?.has(row.orderId) ? 'acknowledged, then lost by Redis' : 'lost by Redis, or never acknowledged'
-        } (its ${row.quantity} units were back in Redis's stock)`,
+        } (its ${row.quantity} ${row.quantity === 1 ? 'unit was' : 'units were'} back in Redis's stock)`,
       });
       continue;
     }

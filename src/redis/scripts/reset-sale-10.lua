@@ -8,7 +8,11 @@
   answers in the last sale and publishes them after this sends the old id, and
   live-publish-2.lua drops them instead of adding them to the new sale.
 
-  KEYS[1]  meta hash (initialStock, perUserLimit, saleId, soldBy)
+  Each also records when it started, on this Redis's clock (startedAt, ms): every order
+  of the sale is written at or after it, so a settled order of the product id that this
+  sale's Redis does not know and that is older is an earlier sale's (npm run audit).
+
+  KEYS[1]  meta hash (initialStock, perUserLimit, saleId, soldBy, startedAt)
   KEYS[2]  stock
   KEYS[3]  buyers hash      KEYS[4]  orders stream
   KEYS[5]  idempotency hash (a retry of the last sale's request is a new request)
@@ -53,6 +57,7 @@
            deployment that settles); nothing changed
 ]]
 --- @include "includes/sale-family"
+--- @include "includes/clock"
 
 -- ARGV[4] '' records no family (anyone's), and ARGV[5] takes the sale over: no refusal.
 if ARGV[4] ~= '' and ARGV[5] ~= '1' then
@@ -104,7 +109,8 @@ if settled then
   -- From id 0: every entry of the new log is the group's, whenever the settler first reads.
   redis.call('XGROUP', 'CREATE', KEYS[4], 'settle', '0', 'MKSTREAM')
 end
-redis.call('HSET', KEYS[1], 'initialStock', ARGV[1], 'perUserLimit', ARGV[2], 'paymentTimeoutMs', ARGV[6])
+redis.call('HSET', KEYS[1], 'initialStock', ARGV[1], 'perUserLimit', ARGV[2], 'paymentTimeoutMs', ARGV[6],
+  'startedAt', nowMs())
 -- The window and the waiting room: a field is there only when the sale has it.
 local optional = {startsAt = ARGV[7], endsAt = ARGV[8], queueRate = ARGV[9], passTtlMs = ARGV[10]}
 for field, value in pairs(optional) do
