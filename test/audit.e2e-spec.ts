@@ -166,6 +166,7 @@ describe('npm run audit', () => {
     // A sale started by a version that did not record its start: the two rows are set
     // aside by the log's first entry alone, which a log that lost its head cannot tell
     // from orders Redis lost: not proven, never a pass.
+    const started = await client.hget(k.meta, 'startedAt');
     await client.hdel(k.meta, 'startedAt');
     const unstarted = await audit(
       '--redis',
@@ -183,8 +184,17 @@ describe('npm run audit', () => {
     );
     expect(unstarted.stdout).toMatch(/^ {2}totalQueue +not proven$/m);
     expect(unstarted.stdout).toMatch(
-      /^ {2}not proven: the sale's meta hash has no startedAt \(a sale started by an older version\): 2 rows Redis does not know/m,
+      /^ {2}not proven: the sale's meta hash has no startedAt of its own \(a sale started by an older version\): 2 rows Redis does not know/m,
     );
+
+    // A restart by an older version (a rolling deploy): saleId moves on and the last
+    // sale's startedAt stays behind, under an older startedSaleId: not trusted either.
+    await client.hset(k.meta, 'startedAt', started!);
+    expectExit(await audit('--redis', redis.url(), '--database', db, '--key-prefix', prefix, '--product', 'safe'), 0);
+    await client.hincrby(k.meta, 'saleId', 1);
+    const stale = await audit('--redis', redis.url(), '--database', db, '--key-prefix', prefix, '--product', 'safe');
+    expectExit(stale, 3);
+    expect(stale.stdout).toMatch(/^ {2}not proven: the sale's meta hash has no startedAt of its own/m);
   }, 90_000);
 
   it('fails a sale written oversold, naming the product, the peak and the orders above the stock', async () => {

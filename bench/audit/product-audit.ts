@@ -77,9 +77,11 @@ export async function auditProduct(
   productId: string,
   k: ProductKeys,
 ): Promise<ProductAudit> {
-  const meta = await redis.hmget(k.meta, 'initialStock', 'perUserLimit', 'startedAt');
+  const meta = await redis.hmget(k.meta, 'initialStock', 'perUserLimit', 'startedAt', 'startedSaleId', 'saleId');
   const [stock, perUserLimit] = meta.map(Number);
-  const startedAt = meta[2] === null ? null : Number(meta[2]);
+  // Trusted only as this sale's own: a restart by a version that records no start leaves
+  // the last sale's startedAt behind, under an older startedSaleId.
+  const startedAt = meta[2] === null || meta[3] === null || meta[3] !== meta[4] ? null : Number(meta[2]);
   if (meta.slice(0, 2).includes(null) || !Number.isInteger(stock) || !Number.isInteger(perUserLimit)) {
     throw new NoSaleError(`no sale of product "${productId}" (no ${k.meta})`);
   }
@@ -246,7 +248,7 @@ function totalQueueState(
   const notProven: string[] = [];
   if (side.startedAt === null && side.earlierSales > 0) {
     notProven.push(
-      `the sale's meta hash has no startedAt (a sale started by an older version): ${side.earlierSales} rows Redis does not know, older than the log's first entry, were set aside as an earlier sale's, and orders Redis lost with the log's head (a restored snapshot, a lost master) look the same; restart the sale (PUT /api/products/:id) to record its start`,
+      `the sale's meta hash has no startedAt of its own (a sale started by an older version): ${side.earlierSales} rows Redis does not know, older than the log's first entry, were set aside as an earlier sale's, and orders Redis lost with the log's head (a restored snapshot, a lost master) look the same; restart the sale (PUT /api/products/:id) to record its start`,
     );
   }
   if (side.unsettled.length > 0) {

@@ -58,9 +58,9 @@ export function requestsOf(loads: readonly LoadResult[]): RequestRecord[] {
 }
 
 /**
- * Judges the product's history: the log read from `client` (paged), `requests` (those
- * of other products dropped), the clock linked from `feed.start` to a reading now, and
- * `feed.settled`.
+ * Judges the product's history: the log read from `client` (paged), `requests` and
+ * `feed.retries` (those of other products dropped), the clock linked from `feed.start`
+ * to a reading now, and `feed.settled`.
  */
 export async function judgeHistory(
   client: Pick<Redis, 'xrange' | 'xinfo' | 'hmget' | 'time'>,
@@ -71,7 +71,8 @@ export async function judgeHistory(
   const productId = productIdOf(k.meta)!;
   const [initialStock, perUserLimit] = await client.hmget(k.meta, 'initialStock', 'perUserLimit');
   const log = await readWholeLog(client, k.orders);
-  const mine = requests.filter((r) => (r.productId ?? productId) === productId);
+  // The retries of OUTCOME_UNKNOWN buyers are requests of the sale too: their refusals and 201s are judged.
+  const mine = [...requests, ...(feed.retries ?? [])].filter((r) => (r.productId ?? productId) === productId);
   const clock = linkClocks(feed.start, await readClock(client));
   const report = checkHistory({
     productId,

@@ -298,8 +298,7 @@ export async function verdict(
   const unexpected = Object.entries(load.codes).filter(([code]) => isFiveXxCode(code) && !allowed.includes(code));
   if (unexpected.length > 0) problems.push(`unexpected 5xx: ${unexpected.map(([c, k]) => `${c} ×${k}`).join(', ')}`);
   // Every request, the killed app's unanswered ones too (outcome unknown), judged as a history.
-  const requests = [...requestsOf([...live, ...dead]), ...(options.history.retries ?? [])];
-  const history = await judgeHistory(client, k, requests, {
+  const history = await judgeHistory(client, k, requestsOf([...live, ...dead]), {
     ...options.history,
     lessons: [...(options.oversellIsTheLesson ? (['oversell'] as const) : []), ...(options.history.lessons ?? [])],
   });

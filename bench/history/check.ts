@@ -4,9 +4,10 @@
  * here the log says what Redis did and in which order, the requests say what each buyer
  * asked and was told and when, and the clock link puts both on Redis's time line.
  *
- * Time is whole milliseconds on both sides: an entry stamped `m` was written at some
- * instant of [m, m + 1) of Redis's clock; a request sent at `s` and answered at `b` (the
- * load's clock) ran within [s, b + 1) of it, that is within
+ * Redis stamps in whole milliseconds: an entry stamped `m` was written at some instant of
+ * [m, m + 1) of Redis's clock. A request sent at `s` and answered at `b` (the load's
+ * clock, historyNow(), read to a fraction of a millisecond; a millisecond of margin is
+ * kept for a caller that reads whole ones) ran within [s, b + 1) of it, that is within
  * [s + offset - u, b + 1 + offset + u) of Redis's, u the link's uncertainty. A finding
  * is claimed only when it holds over the widest bounds, so no safe run fails for the
  * clocks' resolution; what the bounds cannot decide either way is counted as
@@ -52,6 +53,8 @@ export function checkHistory(history: History): HistoryReport {
     } else if (!history.logComplete) {
       checks.falseRefusals = checks.outsideWrites = 'not proven';
       notProven.push("the log was trimmed: the requests' checks need the whole log");
+    } else if (log.malformed !== null) {
+      checks.falseRefusals = checks.outsideWrites = 'not proven';
     } else {
       const r = falseRefusals(log.steps!, history.stock, requests, history.clock);
       refusals = r.refusals;

@@ -21,7 +21,7 @@ export interface LogEntry {
   readonly quantity: number;
 }
 
-/** One purchase request, as the load generator saw it (its own clock, Date.now()). */
+/** One purchase request, as the load generator saw it (its own clock: historyNow(), bench/history/clock.ts). */
 export interface RequestRecord {
   readonly userId: string;
   /** The product bought, when a load spreads its buyers over several. */
@@ -42,8 +42,8 @@ export interface RequestRecord {
 
 /**
  * Redis's clock less the load generator's, and how far that can be wrong: half the
- * round trip of the TIME that measured it, whole milliseconds on both sides, and how
- * far it moved between a reading at the start and one at the end.
+ * round trip of the TIME that measured it (and half a millisecond), and half how far it
+ * moved between a reading at the start and one at the end (bench/history/clock.ts).
  */
 export interface ClockLink {
   readonly offsetMs: number;

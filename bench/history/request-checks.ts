@@ -60,7 +60,7 @@ export function falseRefusals(
         userId: q.userId,
         detail:
           `${q.userId} was refused ${q.code} for ${q.quantity} while at most ${mostHeld} of ${stock} units were held ` +
-          `during its whole request (sent ${q.sentAt}, answered ${q.answeredAt}, load's clock)`,
+          `during its whole request (sent ${Math.round(q.sentAt + clock.offsetMs)}, answered ${q.answeredAt === null ? '-' : Math.round(q.answeredAt + clock.offsetMs)}, Redis's clock)`,
       });
       continue;
     }

@@ -12,7 +12,7 @@
   of the sale is written at or after it, so a settled order of the product id that this
   sale's Redis does not know and that is older is an earlier sale's (npm run audit).
 
-  KEYS[1]  meta hash (initialStock, perUserLimit, saleId, soldBy, startedAt)
+  KEYS[1]  meta hash (initialStock, perUserLimit, saleId, soldBy, startedAt, startedSaleId)
   KEYS[2]  stock
   KEYS[3]  buyers hash      KEYS[4]  orders stream
   KEYS[5]  idempotency hash (a retry of the last sale's request is a new request)
@@ -130,4 +130,8 @@ else
   redis.call('HSET', KEYS[1], 'soldBy', ARGV[4])
 end
 redis.call('SET', KEYS[2], ARGV[1])
-return {'OK', redis.call('HINCRBY', KEYS[1], 'saleId', 1)}
+local saleId = redis.call('HINCRBY', KEYS[1], 'saleId', 1)
+-- Whose start startedAt is: a restart by a version that writes none leaves the last
+-- sale's behind, with this field naming that sale, so no reader trusts it for this one.
+redis.call('HSET', KEYS[1], 'startedSaleId', saleId)
+return {'OK', saleId}
