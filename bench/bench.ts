@@ -71,7 +71,11 @@ async function runRow(run: Run, spec: RowSpec): Promise<Row> {
     if (spec.target !== 'none') await warmUp(run, t);
     const measured = await measuredSale(run, t);
     const exitCode = await t.app.stop();
-    if (exitCode !== 0) measured.verdict.problems.push(`the app exited ${exitCode} on SIGTERM instead of 0`);
+    // Its last lines say why (a hung close, a request cut at the deadline): a failure to read, not to guess.
+    if (exitCode !== 0) {
+      const said = t.app.tail().split('\n').slice(-3).join(' | ');
+      measured.verdict.problems.push(`the app exited ${exitCode} on SIGTERM instead of 0 (its last lines: ${said})`);
+    }
     return toRow(run, t, measured, exitCode);
   } finally {
     await t.app.stop();
