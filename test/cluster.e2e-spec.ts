@@ -152,6 +152,10 @@ describe('Redis Cluster: three masters', () => {
           for (const id of products) {
             expect((await request(apps[1].url, 'GET', `/api/products/${id}`)).body).toMatchObject({ stock: STOCK });
           }
+          // The admin's catalog (one SSCAN, then each product read on its own shard) lists them all.
+          const catalog = await request(apps[1].url, 'GET', '/api/products', { admin: true });
+          expect(catalog.status).toBe(200);
+          expect(catalog.body.items.map((p: { id: string }) => p.id).sort()).toEqual([...products].sort());
 
           const answers = await Promise.all(
             products.flatMap((productId) =>

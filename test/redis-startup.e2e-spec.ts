@@ -199,6 +199,10 @@ describe('start-up checks of the Redis: permissions and eviction policy', () => 
           });
         expect((await buy()).status).toBe(201);
         expect((await buy()).headers.get('idempotent-replayed')).toBe('true');
+        // The admin's catalog: SSCAN of the products set.
+        const catalog = await request(app.url, 'GET', '/api/products', { admin: true });
+        expect(catalog.status).toBe(200);
+        expect(catalog.body.items.map((p: { id: string }) => p.id)).toContain('acl-main');
         expect(app.tail()).not.toMatch(/could not (check|read)|refusing/);
       } finally {
         await app.stop();

@@ -153,8 +153,8 @@ describe('orders settled into PostgreSQL, units given back once', () => {
         { event: 'expired', n: 2 },
         { event: 'paid', n: 2 },
       ]);
-      const { rows: migrated } = await pgc.query('SELECT version FROM schema_migrations');
-      expect(migrated).toEqual([{ version: 1 }]);
+      const { rows: migrated } = await pgc.query('SELECT version FROM schema_migrations ORDER BY version');
+      expect(migrated).toEqual([{ version: 1 }, { version: 2 }]);
     } finally {
       await pgc.end();
     }

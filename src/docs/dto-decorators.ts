@@ -1,5 +1,5 @@
 import { applyDecorators } from '@nestjs/common';
-import { ApiBody, ApiParam } from '@nestjs/swagger';
+import { ApiBody, ApiParam, ApiQuery } from '@nestjs/swagger';
 import { bodySchemaOf } from '../validation/json-schema';
 import { component } from './components';
 
@@ -16,5 +16,15 @@ export function ApiPathParams(dto: new () => object): MethodDecorator {
   const { properties } = bodySchemaOf(dto);
   return applyDecorators(
     ...Object.entries(properties).map(([name, schema]) => ApiParam({ name, required: true, schema })),
+  );
+}
+
+/** One query parameter per field of `dto` (`@Query() query: Dto`), required unless Omittable, each with its derived schema. */
+export function ApiQueryParams(dto: new () => object): MethodDecorator {
+  const { properties, required } = bodySchemaOf(dto);
+  return applyDecorators(
+    ...Object.entries(properties).map(([name, schema]) =>
+      ApiQuery({ name, required: required.includes(name), schema }),
+    ),
   );
 }

@@ -146,6 +146,25 @@ export class RedisUnavailableError extends createError(
 ) {}
 example(RedisUnavailableError);
 
+/**
+ * The system of record does not answer (down, paused past PG_STATEMENT_TIMEOUT_MS), or
+ * this instance has not migrated it yet: an admin's read of it, retried later, answers.
+ */
+export class PostgresUnavailableError extends createError(
+  'POSTGRES_UNAVAILABLE',
+  503,
+  (detail?: string) => detail ?? 'PostgreSQL is not reachable; retry later',
+) {}
+example(PostgresUnavailableError);
+
+/** A read of PostgreSQL from an instance started without DATABASE_URL: it has no system of record to read. */
+export class SettlementOffError extends createError(
+  'SETTLEMENT_OFF',
+  501,
+  () => 'this instance does not settle orders into PostgreSQL (DATABASE_URL is not set): it has no orders to list',
+) {}
+example(SettlementOffError);
+
 // ---------------------------------------------------------------- a bug
 
 /** Anything unexpected: logged in full, answered without internals. */

@@ -77,3 +77,32 @@ export const CLOSED_SALE_SCHEMA = {
     },
   },
 } as const;
+
+/** The JSON Schema of a SettledOrder (product.ts). */
+export const SETTLED_ORDER_SCHEMA = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['orderId', 'userId', 'quantity', 'status', 'paymentId', 'createdAt', 'updatedAt'],
+  properties: {
+    orderId: { type: 'string' },
+    userId: { type: 'string' },
+    quantity: { type: 'integer' },
+    status: { type: 'string', enum: ['reserved', 'paid', 'cancelled', 'expired'] },
+    paymentId: { type: 'string', nullable: true, description: 'the payment that paid it (null: not paid)' },
+    createdAt: { type: 'string', description: "when it was placed, by Redis's clock" },
+    updatedAt: { type: 'string', description: "its last change of status, by Redis's clock" },
+  },
+} as const;
+
+/** A page of anything: its items and the cursor of the next page (null: this was the last). */
+export function pageSchema<Item>(item: Item, cursor: string) {
+  return {
+    type: 'object',
+    additionalProperties: false,
+    required: ['items', 'cursor'],
+    properties: {
+      items: { type: 'array', items: item },
+      cursor: { type: 'string', nullable: true, description: cursor },
+    },
+  } as const;
+}

@@ -30,3 +30,26 @@ export interface ClosedSale {
    */
   readonly unsettled: number | null;
 }
+
+/** A page of the catalog (GET /api/products): the next page's cursor, null after the last. */
+export interface ProductPage {
+  readonly items: readonly Product[];
+  readonly cursor: string | null;
+}
+
+/** An order as PostgreSQL, the system of record, holds it. */
+export interface SettledOrder {
+  readonly orderId: string;
+  readonly userId: string;
+  readonly quantity: number;
+  readonly status: 'reserved' | 'paid' | 'cancelled' | 'expired';
+  readonly paymentId: string | null;
+  readonly createdAt: string;
+  readonly updatedAt: string;
+}
+
+/** A page of a product's orders, by order id: the next page's cursor, null after the last. */
+export interface OrderPage {
+  readonly items: readonly SettledOrder[];
+  readonly cursor: string | null;
+}

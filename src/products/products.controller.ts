@@ -1,17 +1,31 @@
-import { Body, Controller, Get, HttpCode, Param, Post, Put, UseGuards } from '@nestjs/common';
+import { Body, Controller, Get, HttpCode, Param, Post, Put, Query, UseGuards } from '@nestjs/common';
 import { ApiBearerAuth, ApiOkResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
 import { ApiErrors } from '../docs/api-errors';
 import { component } from '../docs/components';
-import { ApiJsonBody, ApiPathParams } from '../docs/dto-decorators';
+import { ApiJsonBody, ApiPathParams, ApiQueryParams } from '../docs/dto-decorators';
 import { ADMIN_AUTH } from '../docs/openapi';
 import { AdminGuard } from '../door/admin.guard';
 import { ProductParamsDto } from '../sale/product-params.dto';
 import { StartSaleDto } from './dto/start-sale.dto';
-import { ClosedSale, Product } from './product';
-import { CLOSED_SALE_SCHEMA, PRODUCT_SCHEMA } from './product.schema';
+import { ListOrdersQueryDto } from './dto/list-orders-query.dto';
+import { DEFAULT_PAGE_LIMIT, ListProductsQueryDto } from './dto/list-products-query.dto';
+import { ClosedSale, OrderPage, Product, ProductPage } from './product';
+import { ProductOrders } from './product-orders';
+import { CLOSED_SALE_SCHEMA, pageSchema, PRODUCT_SCHEMA, SETTLED_ORDER_SCHEMA } from './product.schema';
 import { ProductsService } from './products.service';
 
 const PRODUCT = component('Product', PRODUCT_SCHEMA);
+const PRODUCT_PAGE = component(
+  'ProductPage',
+  pageSchema(PRODUCT, "the next page's cursor (opaque: Redis's SSCAN cursor); null after the last page"),
+);
+const ORDER_PAGE = component(
+  'OrderPage',
+  pageSchema(
+    component('SettledOrder', SETTLED_ORDER_SCHEMA),
+    "the next page's cursor (the last order id of this page); null after the last page",
+  ),
+);
 const CLOSED_SALE = component('ClosedSale', {
   ...CLOSED_SALE_SCHEMA,
   properties: { ...CLOSED_SALE_SCHEMA.properties, product: PRODUCT },
@@ -20,7 +34,43 @@ const CLOSED_SALE = component('ClosedSale', {
 @ApiTags('products')
 @Controller('api/products')
 export class ProductsController {
-  constructor(private readonly products: ProductsService) {}
+  constructor(
+    private readonly products: ProductsService,
+    private readonly orders: ProductOrders,
+  ) {}
+
+  /** Admin: the catalog, a page at a time. */
+  @Get()
+  @UseGuards(AdminGuard)
+  @ApiBearerAuth(ADMIN_AUTH)
+  @ApiOperation({
+    summary: 'admin: the products listed under this KEY_PREFIX, a page at a time',
+    description:
+      "one SSCAN of the products set per page (`limit` is its COUNT, a hint), each product as GET /api/products/:id gives it; pass `cursor` back until it is null. Redis's SCAN guarantee: a product listed during the whole walk is returned at least once, maybe twice (dedupe by id); a small set comes whole in one page. A product listed whose sale is gone is left out",
+  })
+  @ApiQueryParams(ListProductsQueryDto)
+  @ApiOkResponse({ description: 'a page of the catalog', schema: PRODUCT_PAGE })
+  @ApiErrors('VALIDATION_FAILED', 'URI_TOO_LONG', 'UNAUTHORIZED', 'REDIS_UNAVAILABLE')
+  list(@Query() query: ListProductsQueryDto): Promise<ProductPage> {
+    return this.products.list(Number(query.limit ?? DEFAULT_PAGE_LIMIT), query.cursor);
+  }
+
+  /** Admin: a product's orders as PostgreSQL holds them. */
+  @Get(':id/orders')
+  @UseGuards(AdminGuard)
+  @ApiBearerAuth(ADMIN_AUTH)
+  @ApiOperation({
+    summary: "admin: a product's orders in PostgreSQL, the system of record, a page at a time",
+    description:
+      'the orders the settler wrote (an order not yet settled is not listed), by order id, optionally of one status; pass `cursor` back until it is null. Needs settlement on (DATABASE_URL): 501 SETTLEMENT_OFF otherwise',
+  })
+  @ApiPathParams(ProductParamsDto)
+  @ApiQueryParams(ListOrdersQueryDto)
+  @ApiOkResponse({ description: "a page of the product's orders", schema: ORDER_PAGE })
+  @ApiErrors('VALIDATION_FAILED', 'URI_TOO_LONG', 'UNAUTHORIZED', 'SETTLEMENT_OFF', 'POSTGRES_UNAVAILABLE')
+  listOrders(@Param() params: ProductParamsDto, @Query() query: ListOrdersQueryDto): Promise<OrderPage> {
+    return this.orders.list(params.id, Number(query.limit ?? DEFAULT_PAGE_LIMIT), query.status, query.cursor);
+  }
 
   /** Admin: start or restart the sale of a product. */
   @Put(':id')

@@ -24,7 +24,7 @@ import { REDIS_CLIENT } from '../redis/redis.constants';
 import { SettlementLag } from '../settlement/settlement-lag';
 import { Settler } from '../settlement/settler';
 import { PurchaseTelemetry } from '../telemetry/purchase-telemetry';
-import { ClosedSale, Product } from './product';
+import { ClosedSale, Product, ProductPage } from './product';
 
 /** What a sale's start and reset read: the strategy's family, whether orders settle, the payment timeout. */
 export const PRODUCTS_CONFIG = configView('products', STRATEGY_CONFIG, SETTLEMENT_CONFIG, ORDERS_CONFIG);
@@ -197,6 +197,29 @@ export class ProductsService {
       if (unsettled === 0 || this.cannotSettle(productId) || performance.now() >= until) return unsettled;
       await sleep(CLOSE_SETTLE_POLL_MS);
     }
+  }
+
+  /**
+   * One page of the catalog: one SSCAN of the products set with `limit` as its COUNT,
+   * never the whole set in one reply, then each product's sale read as GET reads it
+   * (one read-only script each, sent together). SCAN's guarantees are the page's: a
+   * product listed for the whole walk is listed at least once, maybe twice (the set
+   * rehashed between pages: callers dedupe by id); COUNT is a hint, and a set still
+   * stored compact (under set-max-listpack-entries, or set-max-intset-entries when every
+   * id is an integer) comes whole in one page. A product listed whose sale is gone (or
+   * not started) is left out.
+   */
+  async list(limit: number, cursor = '0'): Promise<ProductPage> {
+    const [next, ids] = await this.redis.sscan(this.keys.products, cursor, 'COUNT', limit);
+    const read = await Promise.all(
+      [...new Set(ids)].map((id) =>
+        this.get(id).catch((err: unknown) => {
+          if (err instanceof UnknownProductError) return null;
+          throw err;
+        }),
+      ),
+    );
+    return { items: read.filter((p): p is Product => p !== null), cursor: next === '0' ? null : next };
   }
 
   async get(productId: string): Promise<Product> {

@@ -72,10 +72,12 @@ export async function permissionProblem(
       .zrangebyscore(k.deadlines, '-inf', 0)
       .exec(),
   );
-  // The products' list (the sweeper's and the settler's) and Redis's clock (the sweeper's).
+  // The products' list (the sweeper's and the settler's; an admin's GET /api/products
+  // pages it) and Redis's clock (the sweeper's).
   const list = `${keys.prefix}~permission-check`;
   await tryIt('SADD', () => client.sadd(list, 'x'));
   await tryIt('SMEMBERS', () => client.smembers(list));
+  await tryIt('SSCAN', () => client.sscan(list, 0));
   await tryIt('TIME', () => client.time());
   await tryIt('DEL', () => client.del(list));
   // With DATABASE_URL: the settler's consumer group, on a throwaway stream.
