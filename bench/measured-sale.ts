@@ -9,8 +9,8 @@ import type { Cost } from './cost';
 import { emit } from './events';
 import { checkHistory } from './history/check';
 import { ClockReading, linkClocks, readClock } from './history/clock';
-import type { History, HistoryReport, LogEntry } from './history/history';
-import { logComplete, readLog } from './history/read-log';
+import type { History, HistoryReport } from './history/history';
+import { logComplete, readWholeLog } from './history/read-log';
 import { Answer, LoadOptions, LoadResult, runLoad } from './load';
 import type { Target } from './options';
 import { LoadProgress, startProgress } from './progress';
@@ -215,8 +215,7 @@ async function productHistory(
   settled: History['settled'],
 ): Promise<HistoryReport> {
   const key = t.keys.product(productId).orders;
-  const log: LogEntry[] = [];
-  for await (const entry of readLog(run.client, key)) log.push(entry);
+  const log = await readWholeLog(run.client, key);
   // A load that kept no request (none today) leaves the client's checks not run, never passed on half a history.
   const requests = load.requests?.filter((r) => (r.productId ?? productId) === productId);
   return checkHistory({

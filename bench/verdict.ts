@@ -2,6 +2,7 @@ import type { Redis } from 'ioredis';
 import type { ProductKeys } from '../src/redis/key-layout';
 import { historyLine } from './history/check';
 import { CHECKS, CheckName, Finding, HistoryReport } from './history/history';
+import { readLog } from './history/read-log';
 import type { ProductLoad } from './load';
 
 export interface OrderEntry {
@@ -114,23 +115,10 @@ export async function readSale(
   }
   const orders: OrderEntry[] = [];
   const returns: OrderEntry[] = [];
-  for (let start = '-'; ;) {
-    const page = await redis.xrange(keys.orders, start, '+', 'COUNT', PAGE);
-    for (const [id, fields] of page) {
-      const f: Record<string, string> = {};
-      for (let i = 0; i < fields.length; i += 2) f[fields[i]] = fields[i + 1];
-      // An order's own entry has no `event`; what became of it later does.
-      const entry = {
-        orderId: f.orderId,
-        userId: f.userId,
-        quantity: Number(f.quantity),
-        ms: Number(id.split('-')[0]),
-      };
-      if (f.event === 'cancelled' || f.event === 'expired') returns.push(entry);
-      if (f.event === undefined) orders.push(entry);
-    }
-    if (page.length < PAGE) break;
-    start = `(${page[page.length - 1][0]}`;
+  // The stream read as the history checker reads it (bench/history/read-log.ts): one parser of an entry.
+  for await (const { kind, orderId, userId, quantity, ms } of readLog(redis, keys.orders, PAGE)) {
+    if (kind === 'order') orders.push({ orderId, userId, quantity, ms });
+    else if (kind !== 'paid') returns.push({ orderId, userId, quantity, ms });
   }
   const states = await redis.hgetall(keys.states);
   const returned = new Set<string>();

@@ -1,3 +1,5 @@
+import { ORDER_STATUSES } from '../orders/order';
+
 /** The JSON Schema of a Product (product.ts) as the API answers it. */
 export const PRODUCT_SCHEMA = {
   type: 'object',
@@ -87,7 +89,7 @@ export const SETTLED_ORDER_SCHEMA = {
     orderId: { type: 'string' },
     userId: { type: 'string' },
     quantity: { type: 'integer' },
-    status: { type: 'string', enum: ['reserved', 'paid', 'cancelled', 'expired'] },
+    status: { type: 'string', enum: [...ORDER_STATUSES] },
     paymentId: { type: 'string', nullable: true, description: 'the payment that paid it (null: not paid)' },
     createdAt: { type: 'string', description: "when it was placed, by Redis's clock" },
     updatedAt: { type: 'string', description: "its last change of status, by Redis's clock" },

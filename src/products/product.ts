@@ -1,3 +1,4 @@
+import type { OrderStatusName } from '../orders/order';
 /** A product's sale as GET /api/products/:id shows it. */
 export interface Product {
   readonly id: string;
@@ -42,7 +43,7 @@ export interface SettledOrder {
   readonly orderId: string;
   readonly userId: string;
   readonly quantity: number;
-  readonly status: 'reserved' | 'paid' | 'cancelled' | 'expired';
+  readonly status: OrderStatusName;
   readonly paymentId: string | null;
   readonly createdAt: string;
   readonly updatedAt: string;
