@@ -76,6 +76,8 @@ export async function permissionProblem(
   // pages it) and Redis's clock (the sweeper's).
   const list = `${keys.prefix}~permission-check`;
   await tryIt('SADD', () => client.sadd(list, 'x'));
+  // A product's DELETE takes it out of the list.
+  await tryIt('SREM', () => client.srem(list, 'y'));
   await tryIt('SMEMBERS', () => client.smembers(list));
   await tryIt('SSCAN', () => client.sscan(list, 0));
   await tryIt('TIME', () => client.time());
