@@ -320,6 +320,21 @@ describe('the catalog and its orders, for an admin', () => {
     expect(await client.sismember(keys.products, 'phone')).toBe(1);
   });
 
+  it("this instance's door forgets a deleted product at once: a purchase after the DELETE hears UNKNOWN_PRODUCT, not the sell-out it learnt", async () => {
+    const prefix = uniquePrefix('delete-door');
+    const { url } = await app(prefix, false, QUIET);
+    expect((await request(url, 'PUT', '/api/products/phone', { json: { stock: 1 }, admin: true })).status).toBe(200);
+    const buy = (userId: string) => request(url, 'POST', '/api/products/phone/orders', { json: { userId } });
+    expect((await buy('u1')).status).toBe(201);
+    // Sold out: the door now answers the product's purchases itself for DOOR_TRUST_MS.
+    expect((await buy('u2')).body).toMatchObject({ code: 'SOLD_OUT' });
+    const gone = await request(url, 'DELETE', '/api/products/phone?discardOrders=true', { admin: true });
+    expect(gone.body).toMatchObject({ id: 'phone', discardedOrders: 1 });
+    const after = await buy('u3');
+    expect(after.status).toBe(404);
+    expect(after.body).toMatchObject({ code: 'UNKNOWN_PRODUCT' });
+  });
+
   it('a crash between the two steps (keys deleted, still listed): GET /api/products leaves it out, a DELETE again answers 404 and unlists it', async () => {
     const prefix = uniquePrefix('delete-crash');
     const keys = new KeyLayout(prefix);

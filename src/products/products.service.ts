@@ -185,16 +185,19 @@ export class ProductsService {
       ),
     );
     // Unknown: listed still if a crash came between a DELETE's two steps; a retry unlists it.
-    if (reply[0] === 'UNKNOWN_PRODUCT') await this.unlist(productId);
-    if (reply[0] === 'UNKNOWN_PRODUCT') throw new UnknownProductError(productId);
+    if (reply[0] === 'UNKNOWN_PRODUCT') {
+      await this.unlist(productId);
+      throw new UnknownProductError(productId);
+    }
     if (reply[0] === 'STRATEGY_MISMATCH') throw new StrategyMismatchError(productId, reply[1], family);
     if (reply[0] === 'UNSETTLED') throw new OrdersUnsettledError(productId, reply[1], false);
     if (reply[0] === 'ONLY_IN_REDIS') throw new OrdersUnsettledError(productId, reply[1], true);
     if (reply[0] === 'RESERVATIONS_OPEN') throw new ReservationsOpenError(productId, reply[1]);
-    // What this instance learnt of the sale (a sell-out at the door, unpublished counts)
-    // is of no product now; other instances' door forgets it within DOOR_TRUST_MS.
+    // What this instance's door learnt of the sale (a sell-out) is of no product now: a
+    // purchase hears UNKNOWN_PRODUCT at once here, within DOOR_TRUST_MS elsewhere. (The
+    // dashboard's unpublished counts need nothing: live-publish-2.lua writes no product
+    // without a meta hash.)
     this.door.forget(productId);
-    this.telemetry.saleRestarted(productId);
     await this.unlist(productId);
     return { id: productId, keys: reply[1], discardedOrders: reply[2] };
   }
