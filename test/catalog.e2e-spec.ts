@@ -324,8 +324,9 @@ describe('the catalog and its orders, for an admin', () => {
     const prefix = uniquePrefix('delete-door');
     const { url } = await app(prefix, false, QUIET);
     expect((await request(url, 'PUT', '/api/products/phone', { json: { stock: 1 }, admin: true })).status).toBe(200);
-    const buy = (userId: string) => request(url, 'POST', '/api/products/phone/orders', { json: { userId } });
-    expect((await buy('u1')).status).toBe(201);
+    const buy = (userId: string, headers: Record<string, string> = {}) =>
+      request(url, 'POST', '/api/products/phone/orders', { json: { userId }, headers });
+    expect((await buy('u1', { 'idempotency-key': 'u1-first' })).status).toBe(201);
     // Sold out: the door now answers the product's purchases itself for DOOR_TRUST_MS.
     expect((await buy('u2')).body).toMatchObject({ code: 'SOLD_OUT' });
     const gone = await request(url, 'DELETE', '/api/products/phone?discardOrders=true', { admin: true });
@@ -333,6 +334,9 @@ describe('the catalog and its orders, for an admin', () => {
     const after = await buy('u3');
     expect(after.status).toBe(404);
     expect(after.body).toMatchObject({ code: 'UNKNOWN_PRODUCT' });
+    // The Idempotency-Key outcomes went with it: a retry of the first purchase finds no product either.
+    expect((await buy('u1', { 'idempotency-key': 'u1-first' })).body).toMatchObject({ code: 'UNKNOWN_PRODUCT' });
+    expect(Object.keys(await productKeys(prefix, 'phone'))).toEqual([new KeyLayout(prefix).product('phone').fence]);
   });
 
   it('a crash between the two steps (keys deleted, still listed): GET /api/products leaves it out, a DELETE again answers 404 and unlists it', async () => {
