@@ -4,6 +4,7 @@ import { waitUntil } from '../bench/faults/kit';
 import { PrivatePostgres, startPrivatePostgres } from '../harness/postgres';
 import { processState, startApp, stopAll } from '../harness/processes';
 import { KeyLayout } from '../src/redis/key-layout';
+import { deleteProduct, deleteProductKeys } from '../src/redis/lua-scripts';
 import { ADMIN_TOKEN, pay, request, startTestApp, TestApp } from './helpers/app';
 import { closeClient, startTestRedis, TestRedis, uniquePrefix } from './helpers/redis';
 
@@ -337,6 +338,34 @@ describe('the catalog and its orders, for an admin', () => {
     // The Idempotency-Key outcomes went with it: a retry of the first purchase finds no product either.
     expect((await buy('u1', { 'idempotency-key': 'u1-first' })).body).toMatchObject({ code: 'UNKNOWN_PRODUCT' });
     expect(Object.keys(await productKeys(prefix, 'phone'))).toEqual([new KeyLayout(prefix).product('phone').fence]);
+  });
+
+  it("delete-product-11.lua asks the stream what follows the group's last delivered id, not lag, which Redis cannot count after a deletion", async () => {
+    const k = new KeyLayout(uniquePrefix('delete-lag')).product('phone');
+    await client.hset(k.meta, 'initialStock', '3');
+    await client.xgroup('CREATE', k.orders, 'settle', '0', 'MKSTREAM');
+    const ids = [];
+    for (const orderId of ['o1', 'o2', 'o3']) ids.push((await client.xadd(k.orders, '*', 'orderId', orderId))!);
+    // Two delivered and acknowledged; the third, never delivered, deleted (XDEL): lag is nil now.
+    await client.xreadgroup('GROUP', 'settle', 'c', 'COUNT', 2, 'STREAMS', k.orders, '>');
+    await client.xack(k.orders, 'settle', ids[0], ids[1]);
+    await client.xdel(k.orders, ids[2]);
+    const group = (await client.xinfo('GROUPS', k.orders)) as unknown[][];
+    expect(group[0][group[0].indexOf('lag') + 1]).toBeNull();
+    const run = () => deleteProduct.run(client, deleteProductKeys(k), '0', '', '0', '1');
+
+    // An entry added after the deletion, not delivered: unsettled (its count a floor, 1).
+    await client.xadd(k.orders, '*', 'orderId', 'o4');
+    expect(await run()).toEqual(['UNSETTLED', 1]);
+    expect(await client.xlen(k.orders)).toBe(3);
+    // Delivered and acknowledged: nothing follows the last delivered id, nothing pending.
+    const [[, [[last]]]] = (await client.xreadgroup('GROUP', 'settle', 'c', 'STREAMS', k.orders, '>')) as [
+      string,
+      [string, string[]][],
+    ][];
+    await client.xack(k.orders, 'settle', last);
+    expect(await run()).toEqual(['OK', 2, 0]);
+    expect(await client.exists(k.meta, k.orders)).toBe(0);
   });
 
   it('a crash between the two steps (keys deleted, still listed): GET /api/products leaves it out, a DELETE again answers 404 and unlists it', async () => {
