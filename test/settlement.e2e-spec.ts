@@ -411,6 +411,11 @@ describe('orders settled into PostgreSQL, units given back once', () => {
       await markWritten(client, keys, id);
       await client.zadd(keys.marks(MARK_TAGS[0]).due, 0, `${id}.00000000-0000-4000-8000-000000000000`);
     }
+    // A deadline left in the shard's index by an order no longer reserved (its outcome
+    // decided on another node, its slot since moved): the sweeper drops it.
+    const due = keys.marks(MARK_TAGS[0]).due;
+    const stale = 'phone.00000000-0000-4000-8000-00000000000f';
+    await client.zadd(due, 1, stale);
     const db = await database();
     const { url } = await app(prefix, db, { EXPIRY_SWEEP_MS: '50' });
     await sale(url, 'phone', 2, 1000);
@@ -423,6 +428,9 @@ describe('orders settled into PostgreSQL, units given back once', () => {
     expect(await waitForSettlement(client, k, 20_000)).not.toBeNull();
     expect(await checkSettled(db, client, k, 'phone')).toMatchObject({ ok: true, rows: 2 });
     expect((await request(url, 'GET', `/api/orders/${ids[0]}`)).body.status).toBe('expired');
+    expect(await client.zscore(due, stale)).toBeNull();
+    // The bad ones stay, tried again each round.
+    expect(await client.zcard(due)).toBe(8);
   }, 30_000);
 
   it('SETTLE_TRIM: the stream loses what every group has settled, and nothing another group still has pending or unread', async () => {
