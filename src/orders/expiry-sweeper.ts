@@ -4,7 +4,7 @@ import type { RedisClient } from '../redis/create-client';
 import { KeyLayout } from '../redis/key-layout';
 import { dueReservations } from '../redis/lua-scripts';
 import { REDIS_CLIENT } from '../redis/redis.constants';
-import { markTags, markWhatCameBefore } from '../redis/shard-marks';
+import { MarkReads, markWhatCameBefore } from '../redis/shard-marks';
 import { Metrics } from '../telemetry/metrics';
 import { productOfOrder } from './order';
 import { FaultStop } from './fault-stop';
@@ -12,8 +12,6 @@ import { OrderOutcomes } from './order-outcomes';
 
 /** Reservations read from a shard's due index per command: a round stays short, the next one goes on. */
 const SWEEP_BATCH = 256;
-/** Every this many rounds, one reads every MARK_TAGS' index, not only each master's first (the settler's rule: settler.ts). */
-const ALL_TAGS_EVERY = 10;
 
 /**
  * Expires the reservations whose payment deadline has passed, driven by Redis: each
@@ -37,6 +35,7 @@ export class ExpirySweeper implements OnApplicationBootstrap, BeforeApplicationS
   expired = 0;
   /** Whether what came before the shard marks is marked (src/redis/shard-marks.ts markWhatCameBefore). */
   private cameBefore = false;
+  private readonly marks: MarkReads;
   /** What the loop costs Redis, for /metrics: commands sent, rounds, reservations due in the last round. */
   readonly cost = { commands: 0, passes: 0, productsWithWork: 0 };
 
@@ -48,6 +47,7 @@ export class ExpirySweeper implements OnApplicationBootstrap, BeforeApplicationS
     @Inject(ORDERS_CONFIG.token) private readonly config: OrdersConfig,
     metrics: Metrics,
   ) {
+    this.marks = new MarkReads(redis);
     metrics.readLoop('expiry', this.cost);
   }
 
@@ -74,9 +74,9 @@ export class ExpirySweeper implements OnApplicationBootstrap, BeforeApplicationS
   }
 
   /**
-   * One round over every shard's due index (on a cluster each master's first tag's, and
-   * every tag's each ALL_TAGS_EVERY rounds, as the settler reads the marks:
-   * src/redis/shard-marks.ts); never throws (a Redis that is down is
+   * One round over every shard's due index (on a cluster each master's, and every tag's
+   * after a change of the slot map and now and then: MarkReads, as the settler reads
+   * the marks); never throws (a Redis that is down is
    * logged once, and tried again next round).
    */
   async sweep(): Promise<number> {
@@ -84,14 +84,21 @@ export class ExpirySweeper implements OnApplicationBootstrap, BeforeApplicationS
     this.cost.passes++;
     this.cost.productsWithWork = 0;
     try {
-      // Once per prefix, before the first round: what an older version left, marked.
+      // Once per start, before the first round: what an older version left, marked; tried
+      // again each round until it is (the round goes on meanwhile).
       if (!this.cameBefore) {
-        const marked = await markWhatCameBefore(this.redis, this.keys);
-        if (marked > 0) this.logger.log(`marked ${marked} products with orders written before the shard marks`);
-        this.cameBefore = true;
+        try {
+          const marked = await markWhatCameBefore(this.redis, this.keys);
+          if (marked > 0) this.logger.log(`marked ${marked} products with orders written before the shard marks`);
+          this.cameBefore = true;
+        } catch (err) {
+          if (!this.failing)
+            this.logger.warn(`could not mark what an older version wrote, trying again each round: ${String(err)}`);
+          this.failing = true;
+        }
       }
       let failure: unknown = null;
-      for (const tag of markTags(this.redis, this.cost.passes % ALL_TAGS_EVERY === 1)) {
+      for (const tag of this.marks.tags()) {
         if (this.stopped) break;
         // One shard's trouble (down) leaves the others' expiries on time.
         try {

@@ -283,10 +283,8 @@ export function livePublishKeys(k: ProductKeys): Parameters<typeof livePublish.r
 /** Trims an order stream of what every consumer group has settled (acknowledged): the entries trimmed. */
 export const trimSettled = new LuaScript<[orders: string], [unused: ''], number>('trim-settled');
 
-/** Whether an order log is settled as far as its group knows (the entries pending, -1 when gone), its idle consumers with nothing pending deleted. */
-export const settleDrained = new LuaScript<[orders: string], [group: string, consumerIdleMs: number], number>(
-  'settle-drained',
-);
+/** Whether an order log is settled as far as its group knows (the entries pending, -1 when gone); once it is, its consumers deleted. */
+export const settleDrained = new LuaScript<[orders: string], [group: string], number>('settle-drained');
 
 /** A shard mark removed only if its score is still the one read: 1 if removed. */
 export const unmark = new LuaScript<[marks: string], [member: string, score: string], 0 | 1>('unmark');

@@ -24,43 +24,97 @@ function masterOf(cluster: Cluster, slot: number): string | undefined {
   return (cluster.slots as (string[] | undefined)[])[slot]?.[0];
 }
 
-/** The first MARK_TAGS index whose slot `master` serves, or -1 (it serves none of them). */
-function firstTagOf(cluster: Cluster, master: string): number {
-  for (let i = 0; i < MARK_TAGS.length; i++) if (masterOf(cluster, markSlot(i)) === master) return i;
-  return -1;
+/** The tag in `{w:<tag>}` whose slot is `slot`: the first of 0, 1, 2, ... in base 36 (MARK_TAGS were chosen so). */
+const tagsOfSlots = new Map<number, string>();
+export function tagOfSlot(slot: number): string {
+  let tag = tagsOfSlots.get(slot);
+  for (let n = 0; tag === undefined; n++) if (calculateSlot(`{w:${n.toString(36)}}`) === slot) tag = n.toString(36);
+  tagsOfSlots.set(slot, tag);
+  return tag;
+}
+
+/**
+ * A master's marks: the first of MARK_TAGS whose slot it serves, as the scripts take it
+ * (`guess`: its 1-based index); a master that serves none (fewer than 256 slots in a
+ * row) gets the tag of its own lowest slot (`guess`: `=<tag>`).
+ */
+function masterMarks(cluster: Cluster, master: string): { tag: string; guess: string } {
+  for (let i = 0; i < MARK_TAGS.length; i++)
+    if (masterOf(cluster, markSlot(i)) === master) return { tag: MARK_TAGS[i], guess: String(i + 1) };
+  const slots = cluster.slots as (string[] | undefined)[];
+  const lowest = slots.findIndex((nodes) => nodes?.[0] === master);
+  const tag = tagOfSlot(Math.max(0, lowest));
+  return { tag, guess: `=${tag}` };
+}
+
+/** Every master in the client's slot map. */
+function mastersOf(cluster: Cluster): Set<string> {
+  const masters = new Set<string>();
+  for (const nodes of cluster.slots as (string[] | undefined)[]) if (nodes?.[0] !== undefined) masters.add(nodes[0]);
+  return masters;
 }
 
 /**
  * The scripts' guess of a product's shard marks (their ARGV, includes/shard-marks.lua):
- * on a cluster, the first tag its master serves by this client's slot map, 1-based; ''
- * on one Redis, where the first tag is always the one.
+ * on a cluster, its master's marks by this client's slot map; '' on one Redis, where
+ * the first tag is always the one.
  */
 export function markGuess(redis: RedisClient): (productId: string) => string {
   if (!(redis instanceof Cluster)) return () => '';
   return (productId) => {
     const master = masterOf(redis, calculateSlot(`p:${productId}`));
-    const index = master === undefined ? -1 : firstTagOf(redis, master);
-    return index < 0 ? '' : String(index + 1);
+    return master === undefined ? '' : masterMarks(redis, master).guess;
   };
 }
 
 /**
- * The tags whose marks the settler and the sweeper read: on one Redis, the first; on a
- * cluster, each master's first (what the scripts pick on a map that is not stale), or,
- * with `all`, every tag: a script sent on a stale map (a slot moved) may have marked a
- * tag that is no master's first, and a pass over every tag now and then finds it.
+ * The tags whose marks the settler, the sweeper and the lag read: on one Redis, the
+ * first; on a cluster, each master's (what the scripts pick on a map that is not
+ * stale), or, with `all`, every one of MARK_TAGS besides: a script sent while a tag's
+ * slot moved may have marked a tag that is no master's now.
  */
 export function markTags(redis: RedisClient, all: boolean): string[] {
   if (!(redis instanceof Cluster)) return [MARK_TAGS[0]];
-  if (all) return [...MARK_TAGS];
-  const masters = new Set((redis.slots as (string[] | undefined)[]).map((nodes) => nodes?.[0]));
-  const tags = new Set<string>();
-  for (const master of masters) {
-    if (master === undefined) continue;
-    const index = firstTagOf(redis, master);
-    if (index >= 0) tags.add(MARK_TAGS[index]);
+  const tags = new Set([...mastersOf(redis)].map((master) => masterMarks(redis, master).tag));
+  if (all || tags.size === 0) for (const tag of MARK_TAGS) tags.add(tag);
+  return [...tags];
+}
+
+/** How long after a change of which master serves which marks every tag is read each pass. */
+const ALL_AFTER_CHANGE_MS = 30_000;
+/** And otherwise, every this many ms: what a script sent on a stale map marked, found. */
+const ALL_EVERY_MS = 60_000;
+
+/**
+ * A loop's choice of marks to read, pass after pass (markTags): every tag while the
+ * masters' marks have changed in the last ALL_AFTER_CHANGE_MS (a slot moved, a
+ * failover: what scripts on the old map marked is found at once), and once every
+ * ALL_EVERY_MS; else each master's own. One Redis: always its one.
+ */
+export class MarkReads {
+  private layout = '';
+  private changedAt = -Infinity;
+  private allAt = -Infinity;
+
+  constructor(private readonly redis: RedisClient) {}
+
+  tags(): string[] {
+    if (!(this.redis instanceof Cluster)) return markTags(this.redis, false);
+    const now = performance.now();
+    const own = markTags(this.redis, false);
+    const layout = [...mastersOf(this.redis)]
+      .map((m) => `${m}=${masterMarks(this.redis as Cluster, m).tag}`)
+      .sort()
+      .join(' ');
+    if (layout !== this.layout) {
+      this.layout = layout;
+      this.changedAt = now;
+    }
+    const all = now - this.changedAt < ALL_AFTER_CHANGE_MS || now - this.allAt >= ALL_EVERY_MS;
+    if (!all) return own;
+    this.allAt = now;
+    return markTags(this.redis, true);
   }
-  return tags.size > 0 ? [...tags] : [...MARK_TAGS];
 }
 
 /**
@@ -71,37 +125,52 @@ export function markWritten(redis: Redis, keys: KeyLayout, productId: string): P
   return redis.zincrby(keys.marks(MARK_TAGS[0]).settle, 1, productId);
 }
 
+/** A catch that answers `value` for a key of another type (WRONGTYPE), and rethrows anything else. */
+function unlessWrongType<T>(value: T): (err: unknown) => T {
+  return (err) => {
+    if (/^WRONGTYPE/.test((err as Error).message)) return value;
+    throw err;
+  };
+}
+
+/** The tag a script takes for a guess when it is served where the guess says (includes/shard-marks.lua). */
+function tagOfGuess(guess: string): string {
+  if (guess.startsWith('=')) return guess.slice(1);
+  return MARK_TAGS[Math.max(0, Number(guess || 1) - 1)];
+}
+
 /**
- * Marks what was written before the shard marks existed (an upgrade): every product
- * listed whose order log has entries, and every reservation's deadline, once per prefix
- * (`<prefix>marked`, set after). A catalog's length of work, once, at start-up: without
- * it the loops, which read only the marks, would never settle or expire what an older
- * version left. Run again by two instances at once, it marks twice, which changes
- * nothing (a mark is a hint; a deadline is a set member). Returns the products marked.
+ * Marks what an instance without the shard marks wrote (an upgrade: an older version's
+ * instances sold before this one started, or still sell beside it): every product listed
+ * whose order log has entries, and every reservation's deadline. At every start of an
+ * instance, so that once the last older instance has stopped, restarting one new
+ * instance marks whatever they wrote last (docs/deployment.md). A catalog's length of
+ * work, once per start, never when idle. Marking twice changes nothing (a mark is a hint;
+ * a deadline is a set member); a failure throws, for the caller to try again. Returns
+ * the products marked.
  */
 export async function markWhatCameBefore(redis: RedisClient, keys: KeyLayout): Promise<number> {
-  const done = `${keys.prefix}marked`;
-  if ((await redis.exists(done)) === 1) return 0;
   const guess = markGuess(redis);
   let marked = 0;
   let cursor = '0';
   do {
     const [next, ids] = await redis.sscan(keys.products, cursor, 'COUNT', 500);
     cursor = next;
-    for (const productId of ids) {
-      const k = keys.product(productId);
-      const marks = keys.marks(MARK_TAGS[Math.max(0, Number(guess(productId) || 1) - 1)]);
-      const [entries, deadlines] = await Promise.all([
-        redis.xlen(k.orders).catch(() => 0),
-        redis.zrangebyscore(k.deadlines, '-inf', '+inf', 'WITHSCORES').catch(() => [] as string[]),
-      ]);
-      if (entries > 0) {
-        await redis.zincrby(marks.settle, 1, productId);
-        marked++;
-      }
-      for (let i = 0; i < deadlines.length; i += 2) await redis.zadd(marks.due, deadlines[i + 1], deadlines[i]);
-    }
+    const counts = await Promise.all(
+      ids.map(async (productId) => {
+        const k = keys.product(productId);
+        const marks = keys.marks(tagOfGuess(guess(productId)));
+        // A key of another type (no stream, no sorted set) holds nothing to mark.
+        const [entries, deadlines] = await Promise.all([
+          redis.xlen(k.orders).catch(unlessWrongType(0)),
+          redis.zrangebyscore(k.deadlines, '-inf', '+inf', 'WITHSCORES').catch(unlessWrongType<string[]>([])),
+        ]);
+        if (entries > 0) await redis.zincrby(marks.settle, 1, productId);
+        for (let i = 0; i < deadlines.length; i += 2) await redis.zadd(marks.due, deadlines[i + 1], deadlines[i]);
+        return entries > 0 ? 1 : 0;
+      }),
+    );
+    marked += counts.reduce((n: number, c) => n + c, 0);
   } while (cursor !== '0');
-  await redis.set(done, '1');
   return marked;
 }

@@ -18,7 +18,7 @@ const DATABASE_PROBE_MS = 1_000;
  */
 export const UNDELIVERED_COUNT_CAP = 10_000;
 
-/** Products with work read from each shard's marks per look, at most: the lag of more is a floor. */
+/** Products with work read from each shard's marks per look, at most, the busiest first: past it, the lag leaves out the quietest. */
 const MARKED_READ_CAP = 1_000;
 
 /** How far one product's settlement is behind its order stream. */
@@ -88,19 +88,22 @@ export class SettlementLag {
   }
 
   /**
-   * Per product with work for the settler (the shards' marks: includes/shard-marks.lua),
-   * at most MARKED_READ_CAP of each shard's; every other product listed has nothing
-   * unsettled, and costs nothing to look at.
+   * Per product with work for the settler (each shard's marks: includes/shard-marks.lua),
+   * the MARKED_READ_CAP with the most entries written of each shard at most; every other
+   * product listed has nothing unsettled, and costs nothing to look at. A shard that
+   * does not answer throws (the lag reads as unknown), after the others were asked.
    */
   async lag(): Promise<ProductLag[]> {
     const [seconds, micros] = await this.redis.time();
     const now = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
-    const marked = await Promise.all(
-      markTags(this.redis, true).map((tag) =>
-        this.redis.zrange(this.keys.marks(tag).settle, '0', String(MARKED_READ_CAP - 1)),
+    const marked = await Promise.allSettled(
+      markTags(this.redis, false).map((tag) =>
+        this.redis.zrange(this.keys.marks(tag).settle, '0', String(MARKED_READ_CAP - 1), 'REV'),
       ),
     );
-    const ids = [...new Set(marked.flat())];
+    const failed = marked.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (failed) throw failed.reason;
+    const ids = [...new Set(marked.flatMap((r) => (r.status === 'fulfilled' ? r.value : [])))];
     return Promise.all(ids.sort().map((id) => this.productLag(id, now)));
   }
 

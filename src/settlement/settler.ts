@@ -6,7 +6,7 @@ import type { FaultStop } from '../orders/fault-stop';
 import type { RedisClient } from '../redis/create-client';
 import type { KeyLayout } from '../redis/key-layout';
 import { settleDrained, trimSettled, unmark } from '../redis/lua-scripts';
-import { markTags } from '../redis/shard-marks';
+import { MarkReads } from '../redis/shard-marks';
 import { parseEntry, StreamEvent, writeBatch } from './settle-batch';
 
 /** The consumer group every settler of every instance reads the order streams in. */
@@ -22,14 +22,6 @@ const IDLE_MS = 50;
 const IDLE_CAP_MS = 400;
 /** Products read from one shard's marks per pass, at most; the next pass reads on from there. */
 const MARKS_PAGE = 500;
-/**
- * Every this many ms, a pass reads every MARK_TAGS' marks, not only each master's
- * first (src/redis/shard-marks.ts markTags): on a cluster, a script sent on a stale
- * slot map may have marked another.
- */
-const ALL_MARKS_EVERY_MS = 5_000;
-/** A consumer idle this many claim-idle periods, with nothing pending, is deleted (settle-drained-1.lua). */
-const CONSUMER_IDLE_CLAIMS = 10;
 /**
  * How long it rests after a pass that settled less than a full batch (SETTLE_BATCH):
  * during a sale, the entries of the next 25 ms go into one transaction instead of
@@ -82,7 +74,7 @@ export class Settler {
   private readonly claimedAt = new Map<string, number>();
   /** Per shard marks key, where the next pass's page starts (rank). */
   private readonly marksFrom = new Map<string, number>();
-  private allMarksAt = -Infinity;
+  private readonly marksRead: MarkReads;
   /** What the loop costs Redis, for /metrics: commands sent, passes, products with work in the last pass. */
   readonly cost = { commands: 0, passes: 0, productsWithWork: 0 };
   private running?: Promise<void>;
@@ -102,7 +94,9 @@ export class Settler {
     private readonly config: Pick<SettlementConfig, 'settleBatch' | 'settleClaimIdleMs' | 'settleTrim'>,
     private readonly faults?: FaultStop,
     private readonly log: (line: string) => void = () => undefined,
-  ) {}
+  ) {
+    this.marksRead = new MarkReads(redis);
+  }
 
   start(): void {
     this.running ??= this.loop();
@@ -147,8 +141,8 @@ export class Settler {
     await this.mark();
     this.cost.passes++;
     let settled = 0;
-    let failure: unknown = null;
-    const work = await this.readMarks();
+    const [work, unread] = await this.readMarks();
+    let failure: unknown = unread;
     this.cost.productsWithWork = work.length;
     for (const { marks, productId, score } of work) {
       if (this.stopped) break;
@@ -171,22 +165,30 @@ export class Settler {
     return settled;
   }
 
-  /** The marked products of every shard this pass reads, a page of each. */
-  private async readMarks(): Promise<{ marks: string; productId: string; score: string }[]> {
-    const all = performance.now() - this.allMarksAt >= ALL_MARKS_EVERY_MS;
-    if (all) this.allMarksAt = performance.now();
+  /**
+   * The marked products of every shard this pass reads (MarkReads), a page of each, and
+   * the first shard's failure to answer: a shard that is down holds up no other's.
+   */
+  private async readMarks(): Promise<[{ marks: string; productId: string; score: string }[], unknown]> {
     const work: { marks: string; productId: string; score: string }[] = [];
-    for (const tag of markTags(this.redis, all)) {
+    let failure: unknown = null;
+    for (const tag of this.marksRead.tags()) {
       const marks = this.keys.marks(tag).settle;
       const from = this.marksFrom.get(marks) ?? 0;
       this.cost.commands++;
-      const page = await this.redis.zrange(marks, String(from), String(from + MARKS_PAGE - 1), 'WITHSCORES');
+      let page: string[];
+      try {
+        page = await this.redis.zrange(marks, String(from), String(from + MARKS_PAGE - 1), 'WITHSCORES');
+      } catch (err) {
+        failure ??= err;
+        continue;
+      }
       // A full page: the next pass reads on from its end, so no product waits behind
       // more than a page of others; a short one: from the start again.
       this.marksFrom.set(marks, page.length === 2 * MARKS_PAGE ? from + MARKS_PAGE : 0);
       for (let i = 0; i < page.length; i += 2) work.push({ marks, productId: page[i], score: page[i + 1] });
     }
-    return work;
+    return [work, failure];
   }
 
   /**
@@ -197,12 +199,7 @@ export class Settler {
   private async unmarkIfSettled(marks: string, productId: string, score: string): Promise<void> {
     const stream = this.keys.product(productId).orders;
     this.cost.commands++;
-    const pending = await settleDrained.run(
-      this.redis,
-      [stream],
-      SETTLE_GROUP,
-      CONSUMER_IDLE_CLAIMS * this.config.settleClaimIdleMs,
-    );
+    const pending = await settleDrained.run(this.redis, [stream], SETTLE_GROUP);
     if (pending > 0) return;
     if (pending < 0) this.forget(stream);
     this.cost.commands++;

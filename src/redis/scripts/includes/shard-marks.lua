@@ -8,11 +8,12 @@
             written meanwhile keeps it marked
     due     sorted set: every reservation's order id -> its payment deadline (ms, Redis's clock)
   The tag is the first of MARK_TAGS whose slot this node serves (tag i lies in slot
-  (i - 1) * 256, so every master of a cluster serving 256 slots in a row has one): a
-  script of a product's slot reaches it on the same node by its flag
-  allow-cross-slot-keys, and Redis refuses a key of another node before anything of it
-  runs. The guess (ARGV) is the app's, from its slot map, tried first; a stale map costs
-  a few refused probes, never a mark on a node the loops do not read.
+  (i - 1) * 256, so every master of a cluster serving 256 slots in a row has one; one
+  that serves none gets a tag of its own lowest slot, from the app): a script of a
+  product's slot reaches it on the same node by its flag allow-cross-slot-keys, and
+  Redis refuses a key of another node before anything of it runs. The guess (ARGV) is
+  the app's, from its slot map, tried first; a stale map costs a few refused probes,
+  never a mark on a node the loops do not read.
 ]]
 local MARK_TAGS = {
   '7yb', '5z4', '6kc', '4h5', 'b3z', 'h94', 'ces', '4lu', '31g', '121', '2gn', 'kj', 'n6o', '16q', 'vkn', 'mc0',
@@ -22,26 +23,36 @@ local MARK_TAGS = {
 }
 
 -- The marks of the shard that holds `productKey` (any key of the product), or an error
--- before anything is written when none of MARK_TAGS is served here. `guess`: an index
--- into MARK_TAGS ('' for none), tried first. Call it before the script's first write.
+-- before anything is written when none is served here. `guess`: an index into MARK_TAGS,
+-- or `=<tag>` (a master that serves none of their slots: a tag of a slot it serves, from
+-- the app's slot map), or '' for none; tried first. Both keys are probed: while a slot
+-- moves, one of them may have left the node already, and a write to it would fail
+-- half-way through the script. Call it before the script's first write.
 local function shardMarks(guess, productKey)
   local prefix, product = string.match(productKey, '^(.*){p:([^}]*)}:[a-z]+$')
-  local function at(i)
-    local base = prefix .. '{w:' .. MARK_TAGS[i] .. '}:'
-    local probe = redis.pcall('EXISTS', base .. 'settle')
-    if type(probe) == 'table' and probe.err then
-      return nil
+  local function at(tag)
+    local base = prefix .. '{w:' .. tag .. '}:'
+    for _, part in ipairs({'settle', 'due'}) do
+      local probe = redis.pcall('EXISTS', base .. part)
+      if type(probe) == 'table' and probe.err then
+        return nil
+      end
     end
     return {settle = base .. 'settle', due = base .. 'due', product = product}
   end
   local first = tonumber(guess)
-  local marks = first and MARK_TAGS[first] and at(first)
+  local marks
+  if string.sub(guess, 1, 1) == '=' then
+    marks = at(string.sub(guess, 2))
+  elseif first and MARK_TAGS[first] then
+    marks = at(MARK_TAGS[first])
+  end
   for i = 1, #MARK_TAGS do
     if marks then
       return marks
     end
     if i ~= first then
-      marks = at(i)
+      marks = at(MARK_TAGS[i])
     end
   end
   if marks then
