@@ -6,7 +6,7 @@
  * is then the same hot sale as its strategy's row without them, measured in the same run.
  */
 import { startSale } from '../harness/http';
-import type { RowApp, Run } from './rows';
+import { n, RowApp, Run } from './rows';
 
 /** Units each idle product is listed with: any stock will do, none is sold. */
 const IDLE_STOCK = 10;
@@ -58,6 +58,6 @@ export async function listCatalog(run: Run, t: RowApp, count: number): Promise<C
   }
   if (listed !== count)
     throw new Error(`${t.label}: listed ${count} idle products, Redis's products set holds ${listed}`);
-  run.log(`${t.label}: ${count.toLocaleString('en-US')} idle products listed through the admin API in ${listMs} ms`);
+  run.log(`${t.label}: ${n(count)} idle products listed through the admin API in ${n(listMs)} ms`);
   return { products: count, listed, listMs };
 }
