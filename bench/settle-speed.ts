@@ -11,6 +11,7 @@ import { stopAll } from '../harness/processes';
 import { startPrivateRedis } from '../harness/redis';
 import { newOrderId } from '../src/orders/order';
 import { KeyLayout } from '../src/redis/key-layout';
+import { markWritten } from '../src/redis/shard-marks';
 import { migrate } from '../src/settlement/migrations';
 import { createPool } from '../src/settlement/postgres';
 import { Settler } from '../src/settlement/settler';
@@ -29,6 +30,7 @@ async function main(entries: number, batch: number): Promise<string> {
     }
     await p.exec();
   }
+  await markWritten(client, keys, 'hot');
   const pool = createPool({ databaseUrl: db, pgStatementTimeoutMs: 5_000 });
   try {
     await migrate(pool);

@@ -75,7 +75,14 @@ describe('a unit returned while a batch is decided (batched path)', () => {
       process.kill(app.pid, 'SIGCONT');
       await waitUntil("the app to stop at its batch's write", async () => processState(app.pid) === 'T');
       // Between the batch's read and its write, the first order comes back to stock.
-      const cancelled = await orderOutcome.run(client, orderOutcomeKeys(k), String(first.body.orderId), 'cancel', '');
+      const cancelled = await orderOutcome.run(
+        client,
+        orderOutcomeKeys(k),
+        String(first.body.orderId),
+        'cancel',
+        '',
+        k.marksGuess,
+      );
       expect(cancelled[0]).toBe('C');
       process.kill(app.pid, 'SIGCONT');
       const answers = await Promise.all(sent.map((s) => s.answer));

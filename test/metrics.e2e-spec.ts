@@ -56,6 +56,9 @@ const FAMILIES = {
   seckill_redis_errors_total: 'counter',
   seckill_door_refusals_total: 'counter',
   seckill_http_request_duration_seconds: 'histogram',
+  seckill_loop_redis_commands_total: 'counter',
+  seckill_loop_passes_total: 'counter',
+  seckill_loop_work: 'gauge',
 };
 
 describe('GET /metrics (Prometheus, prom-client)', () => {
@@ -122,6 +125,24 @@ describe('GET /metrics (Prometheus, prom-client)', () => {
       expect(types.get('nodejs_eventloop_lag_seconds')).toBe('gauge');
       expect(samples.some((s) => s.name === 'process_resident_memory_bytes')).toBe(true);
       expect(valueOf(samples, 'seckill_info', { strategy: 'fenced', telemetry: '1' })).toBe(1);
+    });
+
+    it('says what the expiry loop costs Redis: idle, one command per round, whatever is listed', async () => {
+      const first = parseScrape((await scrape(t.url)).text).samples;
+      const loop = { loop: 'expiry' };
+      // Rounds go on every EXPIRY_SWEEP_MS: wait for two more.
+      let next = first;
+      while (valueOf(next, 'seckill_loop_passes_total', loop) < valueOf(first, 'seckill_loop_passes_total', loop) + 2) {
+        await sleep(100);
+        next = parseScrape((await scrape(t.url)).text).samples;
+      }
+      const rounds =
+        valueOf(next, 'seckill_loop_passes_total', loop) - valueOf(first, 'seckill_loop_passes_total', loop);
+      const commands =
+        valueOf(next, 'seckill_loop_redis_commands_total', loop) -
+        valueOf(first, 'seckill_loop_redis_commands_total', loop);
+      expect(commands).toBe(rounds);
+      expect(valueOf(next, 'seckill_loop_work', loop)).toBe(0);
     });
 
     it('counts each answer once, by code, exactly as the buyers were answered', () => {

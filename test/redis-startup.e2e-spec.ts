@@ -218,7 +218,7 @@ describe('start-up checks of the Redis: permissions and eviction policy', () => 
       });
       expect(run.status).toBe(1);
       expect(run.output).toMatch(
-        /refusing to serve: the Redis user may not run XGROUP\|CREATE, XREADGROUP, XAUTOCLAIM, XACK, XRANGE, XGROUP on keys/,
+        /refusing to serve: the Redis user may not run XGROUP\|CREATE, XREADGROUP, XAUTOCLAIM, XACK, XRANGE, XINFO\|CONSUMERS, XGROUP\|DELCONSUMER, ZRANGE, XGROUP on keys/,
       );
       expect(run.output).not.toMatch(/NOGROUP|could not check/);
       await admin.call('ACL', 'LOG', 'RESET');

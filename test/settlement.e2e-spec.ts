@@ -8,6 +8,7 @@ import { PrivatePostgres, startPrivatePostgres } from '../harness/postgres';
 import { processState, startApp } from '../harness/processes';
 import { checkSettled, unsettled, waitForSettlement } from '../bench/settled';
 import { KeyLayout } from '../src/redis/key-layout';
+import { MARK_TAGS, markWritten } from '../src/redis/shard-marks';
 import { migrate, migrations } from '../src/settlement/migrations';
 import { createPool } from '../src/settlement/postgres';
 import { SETTLE_GROUP, Settler } from '../src/settlement/settler';
@@ -315,6 +316,7 @@ describe('orders settled into PostgreSQL, units given back once', () => {
     // Another listed product whose log is not a stream: its batches fail (WRONGTYPE), always.
     await client.sadd(keys.products, 'broken');
     await client.set(keys.product('broken').orders, 'x');
+    await markWritten(client, keys, 'broken');
     const { url } = await app(prefix, await database());
     await sale(url, 'phone', 5, 60_000);
     for (const user of ['b1', 'b2', 'b3']) await buy(url, 'phone', user);
@@ -411,6 +413,7 @@ describe('orders settled into PostgreSQL, units given back once', () => {
       await client.sadd(keys.products, 'phone');
       const settler = new Settler(client, pool, keys, { settleBatch: 2, settleClaimIdleMs: 100, settleTrim: false });
       await abandoned(['1000-1', '1000-2', '1000-3', '1000-4', '1000-5']);
+      await markWritten(client, keys, 'phone');
       await sleep(150);
       // Two claimed and settled: the scan's cursor now sits at 1000-3.
       expect(await settler.settleOnce()).toBe(2);
@@ -428,14 +431,16 @@ describe('orders settled into PostgreSQL, units given back once', () => {
     const prefix = uniquePrefix('isolation');
     const keys = new KeyLayout(prefix);
     const k = keys.product('phone');
-    // A listed product whose stream and deadlines are not a stream and a sorted set: every
-    // command on them fails (WRONGTYPE), as on a shard that is down.
-    // Several, so that a pass meets one before the good product whatever the set's order.
+    // Listed products with work whose stream and order states are not a stream and a
+    // hash: every command on them fails (WRONGTYPE), as on a shard that is down.
+    // Several, marked first and due first, so that a pass meets them before the good product.
     for (const id of ['aaa-bad', 'bad-2', 'bad-3', 'bad-4', 'bad-5', 'bad-6', 'bad-7', 'bad-8']) {
       const b = keys.product(id);
       await client.sadd(keys.products, id);
       await client.set(b.orders, 'x');
-      await client.set(b.deadlines, 'x');
+      await client.set(b.states, 'x');
+      await markWritten(client, keys, id);
+      await client.zadd(keys.marks(MARK_TAGS[0]).due, 0, `${id}.00000000-0000-4000-8000-000000000000`);
     }
     const db = await database();
     const { url } = await app(prefix, db, { EXPIRY_SWEEP_MS: '50' });

@@ -85,6 +85,7 @@ async function purchase(req: IncomingMessage, res: ServerResponse): Promise<void
     'lock-free',
     '',
     '',
+    k.marksGuess,
   );
   if (status === 'OK') {
     return send(res, 201, { orderId, productId: body.productId, userId: body.userId, quantity, remaining });

@@ -2,20 +2,29 @@ import { BeforeApplicationShutdown, Inject, Injectable, Logger, OnApplicationBoo
 import { ORDERS_CONFIG, OrdersConfig } from './orders.config';
 import type { RedisClient } from '../redis/create-client';
 import { KeyLayout } from '../redis/key-layout';
+import { dueReservations } from '../redis/lua-scripts';
 import { REDIS_CLIENT } from '../redis/redis.constants';
+import { markTags } from '../redis/shard-marks';
+import { Metrics } from '../telemetry/metrics';
+import { productOfOrder } from './order';
 import { FaultStop } from './fault-stop';
 import { OrderOutcomes } from './order-outcomes';
 
-/** Reservations expired per product per round, at most: a round stays short, the next one goes on. */
+/** Reservations read from a shard's due index per command: a round stays short, the next one goes on. */
 const SWEEP_BATCH = 256;
+/** Every this many rounds, one reads every MARK_TAGS' index, not only each master's first (the settler's rule: settler.ts). */
+const ALL_TAGS_EVERY = 10;
 
 /**
  * Expires the reservations whose payment deadline has passed, driven by Redis: each
- * product's deadlines sorted set, read by every instance, so a crashed instance's
- * reservations still expire. Each expiry is its own atomic script that re-checks the
- * deadline by Redis's clock and removes the order from the set as it returns its
- * units, so a sweep that dies half-way (or two instances sweeping at once) returns
- * nothing twice: what is left is found by the next round, anywhere.
+ * shard's index of deadlines (includes/shard-marks.lua), which the purchase scripts
+ * fill and the outcome script empties in the step that decides, read by every
+ * instance with one command per shard a round (due-reservations-1.lua, by that node's
+ * clock), so a crashed instance's reservations still expire and a catalog of idle
+ * products costs nothing. Each expiry is its own atomic script that re-checks the
+ * deadline by the product's own node's clock and removes the order from the indexes as
+ * it returns its units, so a sweep that dies half-way (or two instances sweeping at
+ * once) returns nothing twice: what is left is found by the next round, anywhere.
  */
 @Injectable()
 export class ExpirySweeper implements OnApplicationBootstrap, BeforeApplicationShutdown {
@@ -26,6 +35,8 @@ export class ExpirySweeper implements OnApplicationBootstrap, BeforeApplicationS
   private failing = false;
   /** Reservations this instance expired. */
   expired = 0;
+  /** What the loop costs Redis, for /metrics: commands sent, rounds, reservations due in the last round. */
+  readonly cost = { commands: 0, passes: 0, productsWithWork: 0 };
 
   constructor(
     @Inject(REDIS_CLIENT) private readonly redis: RedisClient,
@@ -33,7 +44,10 @@ export class ExpirySweeper implements OnApplicationBootstrap, BeforeApplicationS
     private readonly outcomes: OrderOutcomes,
     private readonly faults: FaultStop,
     @Inject(ORDERS_CONFIG.token) private readonly config: OrdersConfig,
-  ) {}
+    metrics: Metrics,
+  ) {
+    metrics.readLoop('expiry', this.cost);
+  }
 
   onApplicationBootstrap(): void {
     this.schedule();
@@ -57,17 +71,25 @@ export class ExpirySweeper implements OnApplicationBootstrap, BeforeApplicationS
     this.timer.unref();
   }
 
-  /** One round over every product; never throws (a Redis that is down is logged once, and tried again next round). */
+  /**
+   * One round over every shard's due index (on a cluster each master's first tag's, and
+   * every tag's each ALL_TAGS_EVERY rounds, as the settler reads the marks:
+   * src/redis/shard-marks.ts); never throws (a Redis that is down is
+   * logged once, and tried again next round).
+   */
   async sweep(): Promise<number> {
     let expired = 0;
+    this.cost.passes++;
+    this.cost.productsWithWork = 0;
     try {
-      const products = await this.redis.smembers(this.keys.products);
       let failure: unknown = null;
-      for (const productId of products) {
+      for (const tag of markTags(this.redis, this.cost.passes % ALL_TAGS_EVERY === 1)) {
         if (this.stopped) break;
-        // One product's trouble (its shard down) leaves the others' expiries on time.
+        // One shard's trouble (down) leaves the others' expiries on time.
         try {
-          expired += await this.sweepProduct(productId);
+          const shard = await this.sweepShard(this.keys.marks(tag).due);
+          expired += shard.expired;
+          failure ??= shard.failure;
         } catch (err) {
           failure ??= err;
         }
@@ -84,27 +106,53 @@ export class ExpirySweeper implements OnApplicationBootstrap, BeforeApplicationS
     return expired;
   }
 
-  /** Every due reservation of the product, SWEEP_BATCH at a time, each batch's expiries sent together. */
-  private async sweepProduct(productId: string): Promise<number> {
-    const k = this.keys.product(productId);
-    const [seconds, micros] = await this.redis.time();
-    const now = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+  /**
+   * Every due reservation of the shard, SWEEP_BATCH at a time, each batch's expiries
+   * sent together. An order that is no reservation any more (paid, cancelled, its sale
+   * restarted) but still in this index was left by an outcome decided on another node
+   * (its slot moved): it leaves here. One still reserved is not yet due by its own
+   * node's clock, and one whose expiry failed (its shard down) is tried next round: the
+   * page after them is read past them, so they hold up no other's expiry: the first
+   * failure is returned beside what expired.
+   */
+  private async sweepShard(due: string): Promise<{ expired: number; failure: unknown }> {
     let expired = 0;
-    for (;;) {
-      if (this.stopped) return expired;
-      // Due by Redis's clock (the script checks again, on the product's own node).
-      const due = await this.redis.zrangebyscore(k.deadlines, '-inf', now, 'LIMIT', 0, SWEEP_BATCH);
+    let failure: unknown = null;
+    for (let offset = 0; !this.stopped;) {
+      this.cost.commands++;
+      const orders = await dueReservations.run(this.redis, [due], offset, SWEEP_BATCH);
+      this.cost.productsWithWork += orders.length;
+      const outcomes: PromiseSettledResult<'expired' | 'reserved' | 'gone'>[] = [];
       if (this.faults.armed('sweep-between')) {
         // The fault suite stops the process between two expiries: one at a time, then.
-        for (const orderId of due) {
+        for (const orderId of orders) {
           if (expired > 0) this.faults.reached('sweep-between');
-          if (await this.outcomes.expire(k, orderId)) expired++;
+          const [outcome] = await Promise.allSettled([this.expire(orderId)]);
+          if (outcome.status === 'fulfilled' && outcome.value === 'expired') expired++;
+          outcomes.push(outcome);
         }
       } else {
-        const done = await Promise.all(due.map((orderId) => this.outcomes.expire(k, orderId)));
-        expired += done.filter(Boolean).length;
+        outcomes.push(...(await Promise.allSettled(orders.map((orderId) => this.expire(orderId)))));
+        expired += outcomes.filter((o) => o.status === 'fulfilled' && o.value === 'expired').length;
       }
-      if (due.length < SWEEP_BATCH) return expired;
+      const stale = orders.filter((_, i) => outcomes[i].status === 'fulfilled' && outcomes[i].value === 'gone');
+      if (stale.length > 0) {
+        this.cost.commands++;
+        await this.redis.zrem(due, ...stale);
+      }
+      const failed = outcomes.find((o): o is PromiseRejectedResult => o.status === 'rejected');
+      if (failed) failure ??= failed.reason;
+      if (orders.length < SWEEP_BATCH) break;
+      // What stays in the index (not yet due by its node's clock, or failed) is read past.
+      offset += outcomes.filter((o) => o.status === 'rejected' || o.value === 'reserved').length;
     }
+    return { expired, failure };
+  }
+
+  private expire(orderId: string): Promise<'expired' | 'reserved' | 'gone'> {
+    const productId = productOfOrder(orderId);
+    if (productId === null) return Promise.resolve('gone');
+    this.cost.commands++;
+    return this.outcomes.expire(this.keys.product(productId), orderId);
   }
 }

@@ -81,6 +81,7 @@ describe('Idempotency-Key claims in Redis', () => {
       OUTCOME_TTL_MS,
       'lock',
       '',
+      k.marksGuess,
       ...['ann', 1, 'o-ann', 'lost', 'c-lost', ''],
       ...['bob', 1, 'o-bob', 'kept', 'c-kept', ''],
       ...['cid', 1, 'o-cid', '', '', ''],
@@ -101,7 +102,7 @@ describe('Idempotency-Key claims in Redis', () => {
     await redis.set(k.fence, 1);
     await claimFor(redis, k, 'k1', 'c1');
     const twice = [...['u1', 1, 'o1', 'k1', 'c1', ''], ...['u2', 2, 'o2', 'k1', 'c1', '']];
-    const fenced = await fencedWrite.run(redis, fencedWriteKeys(k), 1, OUTCOME_TTL_MS, 'lock', '', ...twice);
+    const fenced = await fencedWrite.run(redis, fencedWriteKeys(k), 1, OUTCOME_TTL_MS, 'lock', '', '', ...twice);
     expect(fenced).toEqual(['OK', 9, 'CLAIM_LOST']);
     expect(await redis.hget(k.idem, 'k1')).toBe('D|fp-k1|o1|1|9');
     await claimFor(redis, k, 'k2', 'c2');
@@ -156,11 +157,11 @@ describe('Idempotency-Key claims in Redis', () => {
     await idempotencyRelease.run(redis, [k.idem], 'key', 'first'); // its answer was lost
     await claimFor(redis, k, 'key', 'retry', 'fp');
     expect(
-      await purchase.run(redis, keys, 'ann', 1, 'o-retry', 'key', 'retry', OUTCOME_TTL_MS, 'lock-free', '', ''),
+      await purchase.run(redis, keys, 'ann', 1, 'o-retry', 'key', 'retry', OUTCOME_TTL_MS, 'lock-free', '', '', ''),
     ).toEqual(['OK', 4]);
     // The first request's purchase, delivered late:
     expect(
-      await purchase.run(redis, keys, 'ann', 1, 'o-first', 'key', 'first', OUTCOME_TTL_MS, 'lock-free', '', ''),
+      await purchase.run(redis, keys, 'ann', 1, 'o-first', 'key', 'first', OUTCOME_TTL_MS, 'lock-free', '', '', ''),
     ).toEqual(['CLAIM_LOST']);
     expect(await redis.xlen(k.orders)).toBe(1);
     expect(await redis.get(k.stock)).toBe('4');
@@ -174,7 +175,7 @@ describe('Idempotency-Key claims in Redis', () => {
     await claimFor(redis, k, 'key', 'c1', 'fp');
     // Only an outcome is noted, and only its own order.
     expect(await idempotencyAcknowledged.run(redis, [k.idem], 'key', 'o-1', 1)).toBe(0);
-    await purchase.run(redis, keys, 'ann', 1, 'o-1', 'key', 'c1', OUTCOME_TTL_MS, 'lock-free', '', '');
+    await purchase.run(redis, keys, 'ann', 1, 'o-1', 'key', 'c1', OUTCOME_TTL_MS, 'lock-free', '', '', '');
     expect(await idempotencyAcknowledged.run(redis, [k.idem], 'key', 'o-other', 1)).toBe(0);
     expect(await idempotencyAcknowledged.run(redis, [k.idem], 'key', 'o-1', 2)).toBe(1);
     expect(await claimFor(redis, k, 'key', 'c2', 'fp')).toEqual(['DONE', 'o-1', 1, 4, 2]);

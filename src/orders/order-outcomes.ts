@@ -80,23 +80,22 @@ export class OrderOutcomes {
   async release(orderId: string): Promise<boolean> {
     const productId = productOfOrder(orderId);
     if (productId === null) throw new UnknownOrderError(orderId);
-    const reply = await orderOutcome.run(
-      this.redis,
-      orderOutcomeKeys(this.keys.product(productId)),
-      orderId,
-      'cancel',
-      '',
-    );
+    const k = this.keys.product(productId);
+    const reply = await orderOutcome.run(this.redis, orderOutcomeKeys(k), orderId, 'cancel', '', k.marksGuess);
     return reply[0] === 'C' && reply[5] === 1;
   }
 
   /**
    * Expires one reservation if its deadline has passed by Redis's clock (else changes
-   * nothing): true if this call expired it. For the sweeper.
+   * nothing). For the sweeper: `expired` if this call expired it; `reserved` while it is
+   * still a reservation (not yet due by its own node's clock); `gone` when it is no
+   * reservation any more (paid, cancelled, expired by another, or unknown), so a
+   * deadline of it left in a shard's index is stale.
    */
-  async expire(k: ProductKeys, orderId: string): Promise<boolean> {
-    const reply = await orderOutcome.run(this.redis, orderOutcomeKeys(k), orderId, 'expire', '');
-    return reply[0] === 'E' && reply[5] === 1;
+  async expire(k: ProductKeys, orderId: string): Promise<'expired' | 'reserved' | 'gone'> {
+    const reply = await orderOutcome.run(this.redis, orderOutcomeKeys(k), orderId, 'expire', '', k.marksGuess);
+    if (reply[0] === 'E' && reply[5] === 1) return 'expired';
+    return reply[0] === 'R' ? 'reserved' : 'gone';
   }
 
   private refusal(order: OrderState): Error {
@@ -118,7 +117,7 @@ export class OrderOutcomes {
     const k = this.keys.product(productId);
     let reply;
     try {
-      reply = await orderOutcome.run(this.redis, orderOutcomeKeys(k), orderId, action, paymentId);
+      reply = await orderOutcome.run(this.redis, orderOutcomeKeys(k), orderId, action, paymentId, k.marksGuess);
     } catch (err) {
       // A pay or cancel sent without a reply may have been applied: the same call again
       // (both are idempotent) tells.

@@ -120,10 +120,11 @@ export function buyerState(read: SaleRead, i: number): SaleState | null {
  * saleClock()) judges the window by this process's clock instead of Redis's.
  */
 export function keyedWriteArgs(
+  k: ProductKeys,
   accepted: readonly AcceptedOrder[],
   clock?: (redisNow: number) => number,
-): [number, number | '', ...(string | number)[]] {
-  return [OUTCOME_TTL_MS, clock ? clock(0) : '', ...orderArgs(accepted)];
+): [number, number | '', string, ...(string | number)[]] {
+  return [OUTCOME_TTL_MS, clock ? clock(0) : '', k.marksGuess, ...orderArgs(accepted)];
 }
 
 /** Per order, the six values the write scripts take: userId, quantity, orderId, Idempotency-Key, claim id, pass expiry. */
@@ -218,7 +219,7 @@ export async function writeOrders(
   if (fence === undefined) {
     return keyedWriteLeft(
       k,
-      await orderWrite(keyedWrite.run(redis, keyedWriteKeys(k), ...keyedWriteArgs(accepted, clock))),
+      await orderWrite(keyedWrite.run(redis, keyedWriteKeys(k), ...keyedWriteArgs(k, accepted, clock))),
     );
   }
   const reply = await orderWrite(
@@ -229,6 +230,7 @@ export async function writeOrders(
       OUTCOME_TTL_MS,
       family,
       clock ? clock(0) : '',
+      k.marksGuess,
       ...orderArgs(accepted),
     ),
   );

@@ -31,6 +31,14 @@ describe('KeyLayout', () => {
     expect(() => productKeysOf('seckill:products')).toThrow('not a product key: seckill:products');
   });
 
+  it("names each shard's marks by its tag, and gives a product's scripts the guess it is made with", () => {
+    const layout = new KeyLayout('x:', (id) => (id === 'a' ? '3' : ''));
+    expect(layout.marks('7yb')).toEqual({ settle: 'x:{w:7yb}:settle', due: 'x:{w:7yb}:due' });
+    expect(layout.product('a').marksGuess).toBe('3');
+    expect(layout.product('b').marksGuess).toBe('');
+    expect(Object.values(layout.product('a'))).not.toContain('3');
+  });
+
   it('keeps products apart', () => {
     const layout = new KeyLayout('x:');
     expect(layout.product('a').stock).not.toBe(layout.product('b').stock);

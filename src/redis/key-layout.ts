@@ -34,6 +34,20 @@ export interface ProductKeys {
   readonly queue: string;
   /** Sorted set: the passes issued and not yet used, by expiry (ms, Redis's clock). */
   readonly admitted: string;
+  /**
+   * Not a key, and not enumerable (Object.values() of a product's keys is its keys): the
+   * scripts that write the order log take it (ARGV) to find the shard's marks
+   * (includes/shard-marks.lua), the app's guess of the tag, '' for none.
+   */
+  readonly marksGuess: string;
+}
+
+/** One shard's work marks (includes/shard-marks.lua): what the settler and the sweeper read. */
+export interface ShardMarkKeys {
+  /** Sorted set: product id -> entries written to its order log (the settler's work). */
+  readonly settle: string;
+  /** Sorted set: reserved order id -> its payment deadline (ms, Redis's clock): the sweeper's work. */
+  readonly due: string;
 }
 
 /** A product's key read back: `<prefix>{p:<productId>}:<part>` (KeyLayout.product()). */
@@ -63,9 +77,16 @@ export function productKeysOf(key: string): ProductKeys {
  * prefix, and the app only ever deletes keys under it.
  */
 export class KeyLayout {
-  constructor(readonly prefix: string) {}
+  /** `guess`: the shard marks' tag a product's scripts try first (src/redis/shard-marks.ts markGuess); none by default. */
+  constructor(
+    readonly prefix: string,
+    private readonly guess: (productId: string) => string = () => '',
+  ) {}
 
-  /** Set: every product that has had a sale, for the settler and the sweeper (one key, no hash tag). */
+  /**
+   * Set: every product listed, for the admin's catalog (GET /api/products) and the
+   * audit; the loops never read it (they read the shard marks). One key, no hash tag.
+   */
   get products(): string {
     return `${this.prefix}products`;
   }
@@ -82,7 +103,7 @@ export class KeyLayout {
 
   product(productId: string): ProductKeys {
     const base = `${this.prefix}{p:${productId}}`;
-    return {
+    const keys = {
       stock: `${base}:stock`,
       meta: `${base}:meta`,
       lock: `${base}:lock`,
@@ -96,6 +117,16 @@ export class KeyLayout {
       deadlines: `${base}:deadlines`,
       queue: `${base}:queue`,
       admitted: `${base}:admitted`,
-    };
+    } as Omit<ProductKeys, 'marksGuess'>;
+    // Not enumerable: Object.values() of a product's keys stays its keys alone (a DEL of all of them).
+    return Object.defineProperty(keys, 'marksGuess', {
+      value: this.guess(productId),
+      enumerable: false,
+    }) as ProductKeys;
+  }
+
+  /** The work marks of the shard that serves `tag` (one of MARK_TAGS): `<prefix>{w:<tag>}:<part>`. */
+  marks(tag: string): ShardMarkKeys {
+    return { settle: `${this.prefix}{w:${tag}}:settle`, due: `${this.prefix}{w:${tag}}:due` };
   }
 }

@@ -213,6 +213,7 @@ export const purchase = new LuaScript<
     family: string,
     appClock: number | '',
     passExpiresAt: number | '',
+    marksGuess: string,
   ],
   [status: string, ...values: (number | string)[]]
 >('purchase');
@@ -266,7 +267,14 @@ export const fencedWrite = new LuaScript<
     states: string,
     deadlines: string,
   ],
-  [token: number, outcomeTtlMs: number, family: string, appClock: number | '', ...orders: (string | number)[]],
+  [
+    token: number,
+    outcomeTtlMs: number,
+    family: string,
+    appClock: number | '',
+    marksGuess: string,
+    ...orders: (string | number)[],
+  ],
   [status: string, ...values: (number | string)[]]
 >('fenced-write');
 
@@ -278,7 +286,7 @@ export function fencedWriteKeys(k: ProductKeys): Parameters<typeof fencedWrite.r
 /** A batch of orders under an unfenced hold, keyed ones only while their claim is theirs, inside the window: the stock left after each, or why one was skipped. */
 export const keyedWrite = new LuaScript<
   [stock: string, buyers: string, orders: string, idem: string, meta: string, states: string, deadlines: string],
-  [outcomeTtlMs: number, appClock: number | '', ...orders: (string | number)[]],
+  [outcomeTtlMs: number, appClock: number | '', marksGuess: string, ...orders: (string | number)[]],
   (number | OrderSkipped)[] | ['SALE_ENDED', number] | ['SALE_NOT_STARTED', number, number]
 >('keyed-write');
 
@@ -357,6 +365,19 @@ export function livePublishKeys(k: ProductKeys): Parameters<typeof livePublish.r
 /** Trims an order stream of what every consumer group has settled (acknowledged): the entries trimmed. */
 export const trimSettled = new LuaScript<[orders: string], [unused: ''], number>('trim-settled');
 
+/** Whether an order log is settled as far as its group knows (the entries pending, -1 when gone), its idle consumers with nothing pending deleted. */
+export const settleDrained = new LuaScript<[orders: string], [group: string, consumerIdleMs: number], number>(
+  'settle-drained',
+);
+
+/** A shard mark removed only if its score is still the one read: 1 if removed. */
+export const unmark = new LuaScript<[marks: string], [member: string, score: string], 0 | 1>('unmark');
+
+/** A shard's reservations due by its node's clock (order ids, earliest first). */
+export const dueReservations = new LuaScript<[due: string], [offset: number, limit: number], string[]>(
+  'due-reservations',
+);
+
 /** The commands the scripts run that this Redis user may not (NOPERM), tried on throwaway keys. */
 export const permissionCheck = new LuaScript<
   [text: string, hash: string, stream: string, sortedSet: string],
@@ -372,7 +393,7 @@ export function permissionCheckKeys(k: ProductKeys): Parameters<typeof permissio
 /** A reservation paid, cancelled, expired (its deadline passed) or read: exactly one outcome, units back once. */
 export const orderOutcome = new LuaScript<
   [states: string, deadlines: string, stock: string, buyers: string, orders: string, meta: string],
-  [orderId: string, action: 'pay' | 'cancel' | 'expire' | 'read', paymentId: string],
+  [orderId: string, action: 'pay' | 'cancel' | 'expire' | 'read', paymentId: string, marksGuess: string],
   | ['UNKNOWN_ORDER']
   | [
       status: 'R' | 'P' | 'C' | 'E',

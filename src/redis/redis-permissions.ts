@@ -72,11 +72,9 @@ export async function permissionProblem(
       .zrangebyscore(k.deadlines, '-inf', 0)
       .exec(),
   );
-  // The products' list (the sweeper's and the settler's; an admin's GET /api/products
-  // pages it) and Redis's clock (the sweeper's).
+  // The products' list (an admin's GET /api/products pages it) and Redis's clock.
   const list = `${keys.prefix}~permission-check`;
   await tryIt('SADD', () => client.sadd(list, 'x'));
-  await tryIt('SMEMBERS', () => client.smembers(list));
   await tryIt('SSCAN', () => client.sscan(list, 0));
   await tryIt('TIME', () => client.time());
   await tryIt('DEL', () => client.del(list));
@@ -91,6 +89,10 @@ export async function permissionProblem(
     await tryIt('XPENDING', () => client.xpending(k.orders, 'settle'));
     await tryIt('XINFO|GROUPS', () => client.xinfo('GROUPS', k.orders));
     await tryIt('XRANGE', () => client.xrange(k.orders, '-', '+', 'COUNT', 1));
+    // The settler's cleanup of consumers gone (settle-drained-1.lua) and its read of the shards' marks.
+    await tryIt('XINFO|CONSUMERS', () => client.xinfo('CONSUMERS', k.orders, 'settle'));
+    await tryIt('XGROUP|DELCONSUMER', () => client.xgroup('DELCONSUMER', k.orders, 'settle', 'check'));
+    await tryIt('ZRANGE', () => client.zrange(k.deadlines, '0', '0', 'WITHSCORES'));
     await tryIt('DEL', () => client.del(k.orders));
   }
   // The script, sent whole (EVAL), then by its hash (EVALSHA) as LuaScript.run sends it.

@@ -4,6 +4,7 @@ import { KeyLayout } from './key-layout';
 import { REDIS_CONFIG, RedisConfig } from './redis.config';
 import { REDIS_CLIENT } from './redis.constants';
 import { closeRedisClient, createAppRedisClient, type RedisClient } from './create-client';
+import { markGuess } from './shard-marks';
 
 /**
  * redis/: the shared ioredis client behind REDIS_CLIENT (one Redis, or a Redis Cluster;
@@ -28,8 +29,8 @@ import { closeRedisClient, createAppRedisClient, type RedisClient } from './crea
     },
     {
       provide: KeyLayout,
-      inject: [REDIS_CONFIG.token],
-      useFactory: (config: RedisConfig) => new KeyLayout(config.keyPrefix),
+      inject: [REDIS_CONFIG.token, REDIS_CLIENT],
+      useFactory: (config: RedisConfig, client: RedisClient) => new KeyLayout(config.keyPrefix, markGuess(client)),
     },
   ],
   exports: [REDIS_CLIENT, KeyLayout],

@@ -1,6 +1,7 @@
 import type { Redis } from 'ioredis';
 import { uniquePrefix, useTestRedis } from '../../test/helpers/redis';
 import { KeyLayout } from '../redis/key-layout';
+import { markWritten } from '../redis/shard-marks';
 import { SettlementLag, UNDELIVERED_COUNT_CAP } from './settlement-lag';
 import { SETTLE_GROUP } from './settler';
 
@@ -15,7 +16,7 @@ describe('SettlementLag, read from Redis on every scrape', () => {
   it('counts the undelivered entries Redis cannot count (after a deletion) with one bounded read, never the whole stream', async () => {
     const keys = new KeyLayout(uniquePrefix('lag-cap'));
     const stream = keys.product('big').orders;
-    await client.sadd(keys.products, 'big');
+    await markWritten(client, keys, 'big');
     await client.xgroup('CREATE', stream, SETTLE_GROUP, '0', 'MKSTREAM');
     const entries = UNDELIVERED_COUNT_CAP + 50;
     for (let i = 0; i < entries; i += 1_000) {
@@ -37,7 +38,7 @@ describe('SettlementLag, read from Redis on every scrape', () => {
   it('counts a stream without a group (no settler has met it) from its length', async () => {
     const keys = new KeyLayout(uniquePrefix('lag-nogroup'));
     const stream = keys.product('p').orders;
-    await client.sadd(keys.products, 'p');
+    await markWritten(client, keys, 'p');
     await client.xadd(stream, '*', 'orderId', 'o1');
     await client.xadd(stream, '*', 'orderId', 'o2');
     expect(await new SettlementLag(client, keys).lag()).toEqual([
@@ -47,7 +48,7 @@ describe('SettlementLag, read from Redis on every scrape', () => {
 
   it('never calls a log it cannot read settled: the error is thrown, so the lag reads as unknown', async () => {
     const keys = new KeyLayout(uniquePrefix('lag-unreadable'));
-    await client.sadd(keys.products, 'bad');
+    await markWritten(client, keys, 'bad');
     // Not a stream: XINFO GROUPS is refused (WRONGTYPE), as a refused command or a shard away would be.
     await client.set(keys.product('bad').orders, 'x');
     await expect(new SettlementLag(client, keys).lag()).rejects.toThrow(/WRONGTYPE/);

@@ -3,6 +3,7 @@ import type { Pool } from 'pg';
 import type { RedisClient } from '../redis/create-client';
 import { KeyLayout } from '../redis/key-layout';
 import { REDIS_CLIENT } from '../redis/redis.constants';
+import { markTags } from '../redis/shard-marks';
 import { streamMs } from './settle-batch';
 import { PG_POOL } from './settlement.constants';
 import { SETTLE_GROUP } from './settler';
@@ -16,6 +17,9 @@ const DATABASE_PROBE_MS = 1_000;
  * a floor, never one unbounded read of a long stream per scrape.
  */
 export const UNDELIVERED_COUNT_CAP = 10_000;
+
+/** Products with work read from each shard's marks per look, at most: the lag of more is a floor. */
+const MARKED_READ_CAP = 1_000;
 
 /** How far one product's settlement is behind its order stream. */
 export interface ProductLag {
@@ -83,11 +87,20 @@ export class SettlementLag {
     return this.productLag(productId, Number(seconds) * 1000 + Math.floor(Number(micros) / 1000));
   }
 
-  /** Per product with a sale listed. */
+  /**
+   * Per product with work for the settler (the shards' marks: includes/shard-marks.lua),
+   * at most MARKED_READ_CAP of each shard's; every other product listed has nothing
+   * unsettled, and costs nothing to look at.
+   */
   async lag(): Promise<ProductLag[]> {
     const [seconds, micros] = await this.redis.time();
     const now = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
-    const ids = await this.redis.smembers(this.keys.products);
+    const marked = await Promise.all(
+      markTags(this.redis, true).map((tag) =>
+        this.redis.zrange(this.keys.marks(tag).settle, '0', String(MARKED_READ_CAP - 1)),
+      ),
+    );
+    const ids = [...new Set(marked.flat())];
     return Promise.all(ids.sort().map((id) => this.productLag(id, now)));
   }
 

@@ -50,6 +50,7 @@ class SettlerLifecycle implements OnApplicationBootstrap, BeforeApplicationShutd
       },
       () => settler.status().failing !== null,
     );
+    metrics.readLoop('settle', settler.cost);
   }
 
   private starting?: Promise<void>;

@@ -5,20 +5,32 @@ import type { SettlementConfig } from './settlement.config';
 import type { FaultStop } from '../orders/fault-stop';
 import type { RedisClient } from '../redis/create-client';
 import type { KeyLayout } from '../redis/key-layout';
-import { trimSettled } from '../redis/lua-scripts';
+import { settleDrained, trimSettled, unmark } from '../redis/lua-scripts';
+import { markTags } from '../redis/shard-marks';
 import { parseEntry, StreamEvent, writeBatch } from './settle-batch';
 
 /** The consumer group every settler of every instance reads the order streams in. */
 export const SETTLE_GROUP = 'settle';
 
-/** How long the settler rests when no product had anything to settle. */
+/** How long the settler rests when no product had anything to settle: one read of each shard's marks per rest. */
 const IDLE_MS = 50;
+/** Products read from one shard's marks per pass, at most; the next pass reads on from there. */
+const MARKS_PAGE = 500;
+/**
+ * Every this many ms, a pass reads every MARK_TAGS' marks, not only each master's
+ * first (src/redis/shard-marks.ts markTags): on a cluster, a script sent on a stale
+ * slot map may have marked another.
+ */
+const ALL_MARKS_EVERY_MS = 5_000;
+/** A consumer idle this many claim-idle periods, with nothing pending, is deleted (settle-drained-1.lua). */
+const CONSUMER_IDLE_CLAIMS = 10;
 /**
  * How long it rests after a pass that settled less than a full batch (SETTLE_BATCH):
- * during a sale, the entries of the next 100 ms go into one transaction instead of
- * dozens of small ones, so the app's CPU goes to buyers, not to per-batch round trips.
+ * during a sale, the entries of the next 25 ms go into one transaction instead of
+ * dozens of small ones, so the app's CPU goes to buyers, not to per-batch round trips,
+ * while an order still reaches PostgreSQL well within 100 ms (the bench's settlement lag).
  */
-const LINGER_MS = 100;
+const LINGER_MS = 25;
 /** How long it rests after PostgreSQL (or Redis) failed, doubling up to the cap. */
 const BACKOFF_MS = 200;
 const BACKOFF_CAP_MS = 5_000;
@@ -37,7 +49,10 @@ export interface SettlerStatus {
 
 /**
  * Settles every product's order stream into PostgreSQL through one Redis Streams
- * consumer group, exactly once:
+ * consumer group, exactly once. It finds the products with work in each shard's
+ * marks (includes/shard-marks.lua), which the scripts that append to an order log
+ * raise in the same step, never by reading every product listed: idle, a pass is one
+ * read per shard. Per product with a mark:
  *
  * 1. read a batch: first this consumer's own pending entries (delivered before, not
  *    acknowledged: a failed batch), then entries another consumer left pending longer
@@ -57,6 +72,13 @@ export class Settler {
   private readonly groups = new Set<string>();
   /** Per stream, where the next XAUTOCLAIM scan of the pending list starts (its reply's cursor). */
   private readonly claimFrom = new Map<string, string>();
+  /** Per stream, when (performance.now()) its pending list was last scanned through to its end. */
+  private readonly claimedAt = new Map<string, number>();
+  /** Per shard marks key, where the next pass's page starts (rank). */
+  private readonly marksFrom = new Map<string, number>();
+  private allMarksAt = -Infinity;
+  /** What the loop costs Redis, for /metrics: commands sent, passes, products with work in the last pass. */
+  readonly cost = { commands: 0, passes: 0, productsWithWork: 0 };
   private running?: Promise<void>;
   /** Whether this settler has marked the prefix as settled (KeyLayout.settling). */
   private marked = false;
@@ -108,19 +130,26 @@ export class Settler {
   }
 
   /**
-   * One pass over every product, a batch each; the entries settled. A product whose
-   * batch fails (its shard down, a batch PostgreSQL refuses) is left for the next pass
-   * and does not hold the others up; the pass throws only when nothing could be
-   * settled and something failed. For the loop and for tests.
+   * One pass over the products with work (each shard's marks), a batch each; the
+   * entries settled. A product whose batch fails (its shard down, a batch PostgreSQL
+   * refuses) is left for the next pass and does not hold the others up; the pass
+   * throws only when nothing could be settled and something failed. A product found
+   * settled through (nothing undelivered, nothing pending) leaves the marks, unless an
+   * entry was written since they were read. For the loop and for tests.
    */
   async settleOnce(): Promise<number> {
     await this.mark();
+    this.cost.passes++;
     let settled = 0;
     let failure: unknown = null;
-    for (const productId of await this.redis.smembers(this.keys.products)) {
+    const work = await this.readMarks();
+    this.cost.productsWithWork = work.length;
+    for (const { marks, productId, score } of work) {
       if (this.stopped) break;
       try {
-        settled += await this.settleProduct(productId);
+        const n = await this.settleProduct(productId);
+        if (n === 0) await this.unmarkIfSettled(marks, productId, score);
+        settled += n;
       } catch (err) {
         failure ??= err;
         this.failingProducts.add(productId);
@@ -134,6 +163,50 @@ export class Settler {
         ? null
         : `products ${[...this.failingProducts].join(', ')}: ${(failure as Error).message ?? String(failure)}`;
     return settled;
+  }
+
+  /** The marked products of every shard this pass reads, a page of each. */
+  private async readMarks(): Promise<{ marks: string; productId: string; score: string }[]> {
+    const all = performance.now() - this.allMarksAt >= ALL_MARKS_EVERY_MS;
+    if (all) this.allMarksAt = performance.now();
+    const work: { marks: string; productId: string; score: string }[] = [];
+    for (const tag of markTags(this.redis, all)) {
+      const marks = this.keys.marks(tag).settle;
+      const from = this.marksFrom.get(marks) ?? 0;
+      this.cost.commands++;
+      const page = await this.redis.zrange(marks, String(from), String(from + MARKS_PAGE - 1), 'WITHSCORES');
+      // A full page: the next pass reads on from its end, so no product waits behind
+      // more than a page of others; a short one: from the start again.
+      this.marksFrom.set(marks, page.length === 2 * MARKS_PAGE ? from + MARKS_PAGE : 0);
+      for (let i = 0; i < page.length; i += 2) work.push({ marks, productId: page[i], score: page[i + 1] });
+    }
+    return work;
+  }
+
+  /**
+   * A product that had nothing to settle leaves the marks once nothing of its log is
+   * pending in the group either (another consumer's batch in hand, or a dead one's
+   * waiting to be claimed, keep it); the log gone (a deleted product), it leaves too.
+   */
+  private async unmarkIfSettled(marks: string, productId: string, score: string): Promise<void> {
+    const stream = this.keys.product(productId).orders;
+    this.cost.commands++;
+    const pending = await settleDrained.run(
+      this.redis,
+      [stream],
+      SETTLE_GROUP,
+      CONSUMER_IDLE_CLAIMS * this.config.settleClaimIdleMs,
+    );
+    if (pending > 0) return;
+    if (pending < 0) this.forget(stream);
+    this.cost.commands++;
+    await unmark.run(this.redis, [marks], productId, score);
+  }
+
+  private forget(stream: string): void {
+    this.groups.delete(stream);
+    this.claimFrom.delete(stream);
+    this.claimedAt.delete(stream);
   }
 
   /** Products whose last batch failed. */
@@ -176,6 +249,7 @@ export class Settler {
     const events = entries.map(([id, fields]) => parseEntry(id, fields)).filter((e): e is StreamEvent => e !== null);
     if (events.length > 0) await this.write(productId, events);
     this.faults?.reached('settle-before-ack');
+    this.cost.commands++;
     await this.redis.xack(stream, SETTLE_GROUP, ...entries.map(([id]) => id));
     this.settled += entries.length;
     // SETTLE_TRIM: what every group has settled leaves the stream (never what one has not).
@@ -206,9 +280,8 @@ export class Settler {
     } catch (err) {
       // The stream was deleted (a sale restarted with discardOrders) and its group
       // with it: made again on the next pass.
-      if (!/NOGROUP/.test(String(err))) throw err;
-      this.groups.delete(stream);
-      this.claimFrom.delete(stream);
+      if (!/NOGROUP|requires the key to exist/.test(String(err))) throw err;
+      this.forget(stream);
       return [];
     }
   }
@@ -218,7 +291,21 @@ export class Settler {
     const count = this.config.settleBatch;
     const own = await this.readGroup(stream, '0', count);
     if (own.length > 0) return own;
+    const live = await this.claimDue(stream, count);
+    if (live.length > 0) return live;
+    return this.readGroup(stream, '>', count);
+  }
+
+  /**
+   * Entries other consumers left pending past SETTLE_CLAIM_IDLE_MS, claimed (XAUTOCLAIM):
+   * a scan of the pending list goes on pass after pass while its pages come back full,
+   * and starts again only once per claim-idle period, not every pass (nothing becomes
+   * claimable faster).
+   */
+  private async claimDue(stream: string, count: number): Promise<Entry[]> {
     const from = this.claimFrom.get(stream) ?? '0-0';
+    if (from === '0-0' && performance.now() - (this.claimedAt.get(stream) ?? -Infinity) < this.config.settleClaimIdleMs)
+      return [];
     let claimed = await this.claim(stream, from, count);
     // A scan that began mid-list and came to its end with nothing goes round once more
     // from the start: a cursor read in a stream since made anew (a sale restarted), or
@@ -226,14 +313,14 @@ export class Settler {
     if (from !== '0-0' && claimed[0] === '0-0' && claimed[1].length === 0)
       claimed = await this.claim(stream, '0-0', count);
     this.claimFrom.set(stream, claimed[0]);
+    if (claimed[0] === '0-0') this.claimedAt.set(stream, performance.now());
     // Entries deleted while pending come back as nil (Redis 7: and in the third field).
-    const live = claimed[1].filter((e): e is Entry => e !== null);
-    if (live.length > 0) return live;
-    return this.readGroup(stream, '>', count);
+    return claimed[1].filter((e): e is Entry => e !== null);
   }
 
   /** XAUTOCLAIM: entries other consumers left pending past SETTLE_CLAIM_IDLE_MS, from `from`; the next cursor first. */
   private async claim(stream: string, from: string, count: number): Promise<[string, (Entry | null)[], string[]?]> {
+    this.cost.commands++;
     return (await this.redis.call(
       'XAUTOCLAIM',
       stream,
@@ -247,6 +334,7 @@ export class Settler {
   }
 
   private async readGroup(stream: string, from: '0' | '>', count: number): Promise<Entry[]> {
+    this.cost.commands++;
     const reply = (await this.redis.xreadgroup(
       'GROUP',
       SETTLE_GROUP,
@@ -261,11 +349,16 @@ export class Settler {
     return (reply?.[0]?.[1] ?? []).map(([id, fields]) => [id, fields ?? []]);
   }
 
-  /** The group, created at the stream's start (id 0: every entry is settled, whenever the group is made). */
+  /**
+   * The group, created at the stream's start (id 0: every entry is settled, whenever the
+   * group is made). Never the stream: a mark of a product deleted since finds no log
+   * (the read says so, and the mark goes), and makes none.
+   */
   private async ensureGroup(stream: string): Promise<void> {
     if (this.groups.has(stream)) return;
     try {
-      await this.redis.xgroup('CREATE', stream, SETTLE_GROUP, '0', 'MKSTREAM');
+      this.cost.commands++;
+      await this.redis.xgroup('CREATE', stream, SETTLE_GROUP, '0');
     } catch (err) {
       if (!/BUSYGROUP/.test(String(err))) throw err;
     }

@@ -63,6 +63,13 @@ const HTTP_SECONDS_BUCKETS = [0.0001, 0.00025, ...LOCK_SECONDS_BUCKETS];
  * With TELEMETRY=0 the seckill_ families are not registered, no listener is, and the
  * record methods do nothing: /metrics serves the process metrics and seckill_info.
  */
+/** What a background loop has cost Redis: commands sent and passes made, and the work its last pass found. */
+export interface LoopCost {
+  readonly commands: number;
+  readonly passes: number;
+  readonly productsWithWork: number;
+}
+
 @Injectable()
 export class Metrics implements PurchaseListener, OnApplicationShutdown {
   readonly registry = new Registry();
@@ -204,7 +211,48 @@ export class Metrics implements PurchaseListener, OnApplicationShutdown {
         if (now !== undefined) this.set(now ? 1 : 0);
       },
     });
+    const loops = this.loops;
+    const perLoop = (metric: Counter<'loop'>, field: 'commands' | 'passes') => {
+      metric.reset();
+      for (const [loop, cost] of loops) metric.inc({ loop }, cost[field]);
+    };
+    new Counter({
+      name: 'seckill_loop_redis_commands_total',
+      help: "Redis commands this instance's background loops sent (loop=settle: the settler; loop=expiry: the expiry sweeper, its expiry scripts included): what they cost when nothing sells, whatever the number of products listed.",
+      labelNames: ['loop'],
+      registers,
+      collect() {
+        perLoop(this, 'commands');
+      },
+    });
+    new Counter({
+      name: 'seckill_loop_passes_total',
+      help: "Passes of this instance's background loops (settle, expiry): each reads every shard's marks once (src/redis/shard-marks.ts).",
+      labelNames: ['loop'],
+      registers,
+      collect() {
+        perLoop(this, 'passes');
+      },
+    });
+    new Gauge({
+      name: 'seckill_loop_work',
+      help: 'What the last pass found to do: loop=settle, products marked with order log entries to settle; loop=expiry, reservations past their deadline.',
+      labelNames: ['loop'],
+      registers,
+      collect() {
+        this.reset();
+        for (const [loop, cost] of loops) this.set({ loop }, cost.productsWithWork);
+      },
+    });
     if (this.enabled) telemetry.listen(this);
+  }
+
+  /** The background loops' costs, read at each scrape (the settler and the sweeper hand theirs in). */
+  private readonly loops = new Map<'settle' | 'expiry', LoopCost>();
+
+  /** A background loop hands in its running cost (settlement/ and orders/ import telemetry/, never the reverse). */
+  readLoop(loop: 'settle' | 'expiry', cost: LoopCost): void {
+    this.loops.set(loop, cost);
   }
 
   /** Whether this instance's settlement is failing now; absent without settlement. */

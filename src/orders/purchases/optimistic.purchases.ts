@@ -184,7 +184,7 @@ export class OptimisticPurchases extends PurchasePath implements OnApplicationSh
     // Decided, not yet written: the WATCH sees keys change, never time pass, so the write
     // itself judges the window again (keyed-write-7.lua).
     this.faults.reached('before-write');
-    const multi = c.multi().eval(...keyedWrite.inFull(keyedWriteKeys(k), ...keyedWriteArgs(accepted, this.clock)));
+    const multi = c.multi().eval(...keyedWrite.inFull(keyedWriteKeys(k), ...keyedWriteArgs(k, accepted, this.clock)));
     const replies = await orderWrite(multi.exec());
     if (replies === null) return null;
     const failed = replies.find(([err]) => err);

@@ -67,6 +67,7 @@ export class ScriptedPurchases extends PurchasePath {
         this.family,
         this.clock ? this.clock(0) : '',
         order.passExpiresAt ?? '',
+        k.marksGuess,
       ),
     );
     if (status === 'OK') return acknowledge(order, orderId, Number(a));

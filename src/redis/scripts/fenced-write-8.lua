@@ -1,3 +1,4 @@
+#!lua flags=allow-cross-slot-keys
 --[[
   The write of a fenced hold (strategy `fenced`): a batch of orders, applied only if
   no lock on the product was issued after ours. The fence is checked first, inside
@@ -14,7 +15,8 @@
   ARGV[3]  our strategy family: a sale started by another family is not ours to write
   ARGV[4]  '' to judge the sale window by this Redis's clock; else the app's clock in ms
            (SALE_CLOCK=app, the naive check kept to show it selling early)
-  ARGV[5..] per order, six values: userId, quantity (integer >= 1), orderId,
+  ARGV[5]  the shard marks' guess: an index into MARK_TAGS, or '' (includes/shard-marks.lua)
+  ARGV[6..] per order, six values: userId, quantity (integer >= 1), orderId,
            Idempotency-Key and claim id ('' and '' for an order sent without a key),
            and the expiry (ms) of the Admission-Pass it was made with ('' for none)
   Returns  {'OK', per order: the stock left after it, or why it was skipped, nothing of it
@@ -54,8 +56,9 @@ local refused = familyRefusal(meta[2], ARGV[3]) or windowRefusal(meta[3], meta[4
 if refused then
   return refused
 end
-local k = {stock = KEYS[2], buyers = KEYS[3], orders = KEYS[4], idem = KEYS[6], states = KEYS[7], deadlines = KEYS[8]}
-local orders = batchOrders(5, k, now)
+local k = {stock = KEYS[2], buyers = KEYS[3], orders = KEYS[4], idem = KEYS[6], states = KEYS[7], deadlines = KEYS[8],
+  marks = shardMarks(ARGV[5], KEYS[4])}
+local orders = batchOrders(6, k, now)
 -- Stock and limits are checked here too, not only by the holder: whenever the fence
 -- misses a second holder (a lost counter, a failover that lost the last acquisition),
 -- this is what still stops an oversell and a limit exceeded. The holder's own check

@@ -1,3 +1,4 @@
+#!lua flags=allow-cross-slot-keys
 --[[
   The write of an unfenced hold (`lock`, `reentrant`, `redlock`, the mistakes) when a
   batch has orders sent with an Idempotency-Key: each keyed order is written only while
@@ -14,7 +15,8 @@
   ARGV[1]  how long an outcome is kept, in ms (the idempotency hash's TTL)
   ARGV[2]  '' to judge the sale window by this Redis's clock; else the app's clock in ms
            (SALE_CLOCK=app, the naive check kept to show it selling early)
-  ARGV[3..] per order, six values: userId, quantity (integer >= 1), orderId,
+  ARGV[3]  the shard marks' guess: an index into MARK_TAGS, or '' (includes/shard-marks.lua)
+  ARGV[4..] per order, six values: userId, quantity (integer >= 1), orderId,
            Idempotency-Key and claim id ('' and '' for an order without a key), and
            the expiry (ms) of the Admission-Pass it was made with ('' for none)
   Returns  per order: the stock left after it (below 0 when a late write oversold:
@@ -34,10 +36,11 @@ local closed = windowRefusal(meta[2], meta[3], tonumber(ARGV[2]) or now)
 if closed then
   return closed
 end
-local k = {stock = KEYS[1], buyers = KEYS[2], orders = KEYS[3], idem = KEYS[4], states = KEYS[6], deadlines = KEYS[7]}
+local k = {stock = KEYS[1], buyers = KEYS[2], orders = KEYS[3], idem = KEYS[4], states = KEYS[6], deadlines = KEYS[7],
+  marks = shardMarks(ARGV[3], KEYS[3])}
 local deadline = paymentDeadline(meta[1], now)
 local replies = {}
-for _, o in ipairs(batchOrders(3, k, now)) do
+for _, o in ipairs(batchOrders(4, k, now)) do
   replies[#replies + 1] = o.skipped or writeOrder(k, o, deadline, ARGV[1])
 end
 return replies

@@ -1,3 +1,4 @@
+#!lua flags=allow-cross-slot-keys
 --[[
   What becomes of a reservation: paid, cancelled, or expired at its payment deadline,
   exactly once. One script, so the state change, the return of the units to stock and
@@ -16,6 +17,10 @@
   ARGV[1]  orderId
   ARGV[2]  'pay', 'cancel', 'expire' (only if its deadline has passed) or 'read'
   ARGV[3]  paymentId for 'pay' (else '')
+  ARGV[4]  the shard marks' guess: an index into MARK_TAGS, or '' (includes/shard-marks.lua):
+           the event marks the product for the settler, and the deadline leaves the
+           shard's index with the reservation (one left behind after a slot move is the
+           sweeper's to drop: src/orders/expiry-sweeper.ts)
   Returns  {'UNKNOWN_ORDER'}
            {status R|P|C|E, userId, quantity, paymentId or '', deadline ms or '',
             1 if this call changed the state, else 0}
@@ -24,6 +29,7 @@
 ]]
 --- @include "includes/clock"
 --- @include "includes/order-state"
+--- @include "includes/shard-marks"
 
 local state = redis.call('HGET', KEYS[1], ARGV[1])
 if not state then
@@ -32,6 +38,16 @@ end
 local status, user, quantity, payment = parseState(state)
 local deadline = redis.call('ZSCORE', KEYS[2], ARGV[1])
 local changed = 0
+-- Before any write; only a reservation is ever written to (a read too expires it when due).
+local marks = status == 'R' and shardMarks(ARGV[4], KEYS[5])
+
+-- The reservation leaves the deadlines, the product's and its shard's, and its event the order log.
+local function settle(event, ...)
+  redis.call('ZREM', KEYS[2], ARGV[1])
+  redis.call('ZREM', marks.due, ARGV[1])
+  redis.call('XADD', KEYS[5], '*', 'event', event, 'orderId', ARGV[1], 'userId', user, 'quantity', quantity, ...)
+  markWritten(marks)
+end
 
 -- Units go back once: only a reservation (R) returns them, and its state leaves R here.
 local function giveBack(to, event)
@@ -40,8 +56,7 @@ local function giveBack(to, event)
     redis.call('HDEL', KEYS[4], user)
   end
   redis.call('HSET', KEYS[1], ARGV[1], stateRecord(to, user, quantity))
-  redis.call('ZREM', KEYS[2], ARGV[1])
-  redis.call('XADD', KEYS[5], '*', 'event', event, 'orderId', ARGV[1], 'userId', user, 'quantity', quantity)
+  settle(event)
   -- Counted in the same step as the return, so the counts are exact; a sale started
   -- before they were kept has none, and gets none part-way.
   if redis.call('HGET', KEYS[6], 'unitsReturned') then
@@ -60,9 +75,7 @@ end
 if status == 'R' and ARGV[2] == 'pay' then
   payment = ARGV[3]
   redis.call('HSET', KEYS[1], ARGV[1], stateRecord('P', user, quantity, payment))
-  redis.call('ZREM', KEYS[2], ARGV[1])
-  redis.call('XADD', KEYS[5], '*', 'event', 'paid', 'orderId', ARGV[1], 'userId', user, 'quantity', quantity,
-    'paymentId', payment)
+  settle('paid', 'paymentId', payment)
   status = 'P'
   changed = 1
 elseif status == 'R' and ARGV[2] == 'cancel' then

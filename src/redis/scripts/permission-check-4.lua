@@ -47,6 +47,8 @@ if ARGV[2] == '1' then
 end
 try('ZCARD', KEYS[4])
 try('ZADD', KEYS[4], '1', 'm')
+try('ZINCRBY', KEYS[4], '1', 'm')
+try('ZRANGEBYSCORE', KEYS[4], '-inf', '0')
 try('ZSCORE', KEYS[4], 'm')
 try('ZREM', KEYS[4], 'm')
 try('ZREMRANGEBYSCORE', KEYS[4], '-inf', '0')

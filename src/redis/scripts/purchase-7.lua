@@ -1,3 +1,4 @@
+#!lua flags=allow-cross-slot-keys
 --[[
   The whole purchase as one script (strategy `atomic`): Redis runs a script with
   nothing else interleaved, so the check and the write cannot be split by another
@@ -16,6 +17,7 @@
            absent: Redis's clock
   ARGV[9]  optional: the expiry (ms) of the Admission-Pass this purchase is made with
            ('' or absent: none); past it by Redis's clock, nothing is written
+  ARGV[10] the shard marks' guess: an index into MARK_TAGS, or '' (includes/shard-marks.lua)
   Returns  {'OK', remaining}
            {'STRATEGY_MISMATCH', soldBy}: the sale's family is another; nothing written
            {'CLAIM_LOST'}: the key's claim is no longer this request's (given up
@@ -76,6 +78,7 @@ end
 if stock < quantity then
   return {'INSUFFICIENT_STOCK', stock}
 end
-local k = {stock = KEYS[2], buyers = KEYS[3], orders = KEYS[4], idem = KEYS[5], states = KEYS[6], deadlines = KEYS[7]}
+local k = {stock = KEYS[2], buyers = KEYS[3], orders = KEYS[4], idem = KEYS[5], states = KEYS[6], deadlines = KEYS[7],
+  marks = shardMarks(ARGV[10], KEYS[4])}
 local order = {userId = ARGV[1], quantity = ARGV[2], orderId = ARGV[3], key = ARGV[4], held = held}
 return {'OK', writeOrder(k, order, paymentDeadline(meta[6], now), ARGV[6])}
