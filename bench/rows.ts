@@ -11,6 +11,7 @@ import { PrivatePostgres, quiesce, startPrivatePostgres } from '../harness/postg
 import { REDLOCK_NODE, startPrivateRedis } from '../harness/redis';
 import { UNSAFE_STRATEGIES } from '../src/config/app-config';
 import { KeyLayout } from '../src/redis/key-layout';
+import { MARK_TAGS } from '../src/redis/shard-marks';
 import { PAYMENT_SECRET } from './afterlife';
 import { mintBuyerTokens, tokenCount } from './buyer-tokens';
 import type { CatalogFigures } from './catalog';
@@ -255,9 +256,11 @@ export async function cleanUp(run: Run, t: RowApp): Promise<void> {
   }
   if (!run.options.redis) return;
   // One DEL per product: its keys share a slot, different products' may not. Then the
-  // row's list of products, under the row's own prefix: nothing of the row is left.
+  // row's list of products and each shard's work marks (one DEL per tag: its two keys
+  // share a slot), under the row's own prefix: nothing of the row is left.
   for (const id of t.products) await run.client.del(...Object.values(t.keys.product(id)));
   await run.client.del(t.keys.products);
+  for (const tag of MARK_TAGS) await run.client.del(...Object.values(t.keys.marks(tag)));
 }
 
 /** Every buyer once, plus the duplicates. */
