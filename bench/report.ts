@@ -379,7 +379,8 @@ export function orderLagLine(lag: OrderLag): string {
 
 /** `with 10,000 idle products listed (through the admin API in 4,120 ms; 10,000 in Redis's products set)`. */
 export function catalogLine(c: CatalogFigures): string {
-  return `with ${n(c.products)} idle products listed (through the admin API in ${n(c.listMs)} ms; ${n(c.listed)} in Redis's products set)`;
+  const products = `${n(c.products)} idle product${c.products === 1 ? '' : 's'}`;
+  return `with ${products} listed (through the admin API in ${n(c.listMs)} ms; ${n(c.listed)} in Redis's products set)`;
 }
 
 /** `history: fenced: <the checker's line>`, one per product that has a history report. */
