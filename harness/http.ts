@@ -66,6 +66,34 @@ export async function startSale(
     throw new Error(`sale setup for ${productId} failed: ${res.status} ${JSON.stringify(res.body)}`);
 }
 
+/** PUTs in flight at once while a catalog is listed: 2,000 products take seconds, none waits long behind the others. */
+const LISTING_PARALLEL = 16;
+
+/**
+ * Lists a catalog as an admin does, through the admin API: a sale of `stock` units for
+ * each of `productIds` (startSale), at most LISTING_PARALLEL PUTs in flight on kept-alive
+ * connections. Throws with the first PUT refused; no more are sent after it.
+ */
+export async function listProducts(
+  url: string,
+  token: string,
+  productIds: readonly string[],
+  stock: number,
+  paymentTimeoutMs?: number,
+): Promise<void> {
+  let next = 0;
+  let failed = false;
+  const lister = async () => {
+    while (!failed && next < productIds.length) {
+      await startSale(url, token, productIds[next++], stock, 1, paymentTimeoutMs).catch((err: unknown) => {
+        failed = true;
+        throw err;
+      });
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(LISTING_PARALLEL, productIds.length) }, lister));
+}
+
 /** GET /health: its status code and body. */
 export async function health(url: string): Promise<{ http: number; lostLocks?: number } & Record<string, unknown>> {
   const res = await fetch(`${url}/health`);

@@ -194,6 +194,19 @@ describe('Redis Cluster: three masters', () => {
           }
           // The load really was spread: each product's keys live on a different master.
           expect(new Set(products.map((id) => masterOfSlot(calculateSlot(keys.product(id).stock)))).size).toBe(3);
+
+          // Each product retired (its check and deletion one script on its own shard, under
+          // this strategy's exclusion), then unlisted (the products set, a key of its own slot).
+          for (const id of products) {
+            const gone = await request(apps[1].url, 'DELETE', `/api/products/${id}?discardOrders=true`, {
+              admin: true,
+            });
+            expect(gone.body).toMatchObject({ id, discardedOrders: STOCK });
+            const k = keys.product(id);
+            expect(await client.exists(k.meta, k.stock, k.buyers, k.orders, k.states, k.deadlines)).toBe(0);
+          }
+          expect(await client.scard(keys.products)).toBe(0);
+          expect((await request(apps[0].url, 'GET', '/api/products', { admin: true })).body.items).toEqual([]);
         } finally {
           await Promise.all(apps.map((a) => a.close()));
         }

@@ -269,6 +269,7 @@ describe('OpenAPI at /docs-json, Swagger UI at /docs', () => {
       expect(Object.fromEntries(secured.map((o) => [o.route, o.op.security]))).toEqual({
         'PUT /api/products/:id': [{ admin: [] }],
         'POST /api/products/:id/close': [{ admin: [] }],
+        'DELETE /api/products/:id': [{ admin: [] }],
         'GET /api/products': [{ admin: [] }],
         'GET /api/products/:id/orders': [{ admin: [] }],
         // Either one: a list of requirements is an OR.

@@ -203,6 +203,9 @@ describe('start-up checks of the Redis: permissions and eviction policy', () => 
         const catalog = await request(app.url, 'GET', '/api/products', { admin: true });
         expect(catalog.status).toBe(200);
         expect(catalog.body.items.map((p: { id: string }) => p.id)).toContain('acl-main');
+        // Its DELETE: the check and the deletion in one script, then SREM of the products set.
+        const gone = await request(app.url, 'DELETE', '/api/products/acl-main?discardOrders=true', { admin: true });
+        expect(gone.body).toMatchObject({ id: 'acl-main', discardedOrders: 1 });
         expect(app.tail()).not.toMatch(/could not (check|read)|refusing/);
       } finally {
         await app.stop();
@@ -218,7 +221,7 @@ describe('start-up checks of the Redis: permissions and eviction policy', () => 
       });
       expect(run.status).toBe(1);
       expect(run.output).toMatch(
-        /refusing to serve: the Redis user may not run XGROUP\|CREATE, XREADGROUP, XAUTOCLAIM, XACK, XRANGE, XINFO\|CONSUMERS, XGROUP\|DELCONSUMER, ZRANGE, XGROUP on keys/,
+        /refusing to serve: the Redis user may not run XGROUP\|CREATE, XREADGROUP, XAUTOCLAIM, XACK, XINFO\|CONSUMERS, XGROUP\|DELCONSUMER, ZRANGE, XGROUP on keys/,
       );
       expect(run.output).not.toMatch(/NOGROUP|could not check/);
       await admin.call('ACL', 'LOG', 'RESET');
@@ -317,6 +320,9 @@ describe('start-up checks of the Redis: permissions and eviction policy', () => 
           admin: true,
         });
         expect(restart.status).toBe(200);
+        // A settled sale's DELETE asks the group (XINFO GROUPS, XRANGE) before it deletes.
+        const gone = await request(app.url, 'DELETE', '/api/products/acl-settle', { admin: true });
+        expect(gone.body).toMatchObject({ id: 'acl-settle', discardedOrders: 0 });
         expect(app.tail()).not.toMatch(/could not (check|read)|refusing|settlement failing|NOPERM/);
       } finally {
         await app.stop();

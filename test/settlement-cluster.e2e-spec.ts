@@ -3,7 +3,10 @@ import { Cluster } from 'ioredis';
 import { checkSettled, waitForSettlement } from '../bench/settled';
 import { PrivatePostgres, startPrivatePostgres } from '../harness/postgres';
 import { createRedisCluster } from '../src/redis/create-client';
+import calculateSlot from 'cluster-key-slot';
 import { KeyLayout } from '../src/redis/key-layout';
+import { orderOutcome, orderOutcomeKeys } from '../src/redis/lua-scripts';
+import { MARK_TAGS, markSlot, markTags } from '../src/redis/shard-marks';
 import { pay, request, startTestApp } from './helpers/app';
 import { clusterReady, readSlotMap, startTestCluster, TestCluster, uniquePrefix } from './helpers/redis';
 
@@ -32,6 +35,52 @@ describe('settlement on a Redis Cluster', () => {
     client?.disconnect();
     await Promise.all([cluster?.stop(), pg?.remove()]);
   });
+
+  it("marks each product's work on its own master, the first of the mark tags it serves; a script sent with a wrong guess, or none, still does", async () => {
+    const prefix = uniquePrefix('cluster-marks');
+    const keys = new KeyLayout(prefix);
+    const map = await readSlotMap(client);
+    const products = map.productsOnEveryShard(keys);
+    // The first mark tag each master serves: what the loops read every pass (markTags).
+    const tagOf = (master: string) => MARK_TAGS.find((_, i) => map.masterOfSlot(markSlot(i)) === master)!;
+    const tags = new Set(map.masters.map(tagOf));
+    expect(tags.size).toBe(3);
+    expect(new Set(markTags(client, false))).toEqual(tags);
+    // No settler (no DATABASE_URL): the marks stay as the scripts left them.
+    const app = await startTestApp({ REDIS_CLUSTER_NODES: cluster.clusterNodes, KEY_PREFIX: prefix });
+    try {
+      for (const productId of products) {
+        const own = tagOf(map.masterOfSlot(calculateSlot(keys.product(productId).stock)));
+        const other = [...tags].find((t) => t !== own)!;
+        const put = await request(app.url, 'PUT', `/api/products/${productId}`, {
+          json: { stock: 4, paymentTimeoutMs: 600_000 },
+          admin: true,
+        });
+        expect(put.status).toBe(200);
+        const ids: string[] = [];
+        for (const user of ['a', 'b', 'c']) {
+          const res = await request(app.url, 'POST', '/api/orders', { json: { productId, userId: user } });
+          expect(res.status).toBe(201);
+          ids.push(res.body.orderId as string);
+        }
+        expect(await client.zscore(keys.marks(own).settle, productId)).toBe('3');
+        for (const id of ids) expect(await client.zscore(keys.marks(own).due, id)).not.toBeNull();
+        // Outcomes sent with the guess of another master's tag, and with none.
+        const k = keys.product(productId);
+        const wrong = String(MARK_TAGS.indexOf(other) + 1);
+        expect((await orderOutcome.run(client, orderOutcomeKeys(k), ids[0], 'cancel', '', wrong))[0]).toBe('C');
+        expect((await orderOutcome.run(client, orderOutcomeKeys(k), ids[1], 'pay', 'pay-1', ''))[0]).toBe('P');
+        expect(await client.zscore(keys.marks(own).settle, productId)).toBe('5');
+        expect(await client.zscore(keys.marks(own).due, ids[0])).toBeNull();
+        expect(await client.zscore(keys.marks(own).due, ids[1])).toBeNull();
+        expect(await client.zscore(keys.marks(own).due, ids[2])).not.toBeNull();
+        for (const tag of MARK_TAGS.filter((t) => t !== own))
+          expect(await client.zscore(keys.marks(tag).settle, productId)).toBeNull();
+      }
+    } finally {
+      await app.close();
+    }
+  }, 90_000);
 
   it('pays, cancels, expires and settles the orders of a product on every shard, each once', async () => {
     const prefix = uniquePrefix('cluster-settle');

@@ -167,6 +167,31 @@ describe('orders settled into PostgreSQL, units given back once', () => {
     }
   }, 60_000);
 
+  it('an upgrade: the orders and reservations a version before the shard marks left are marked once at start-up, then settled and expired', async () => {
+    const prefix = uniquePrefix('upgrade');
+    const keys = new KeyLayout(prefix);
+    const k = keys.product('phone');
+    // Sold by an instance that does not settle; then what an older version would not have
+    // written: the shards' marks, and the flag that says they were made.
+    const seller = await startTestApp({ REDIS_URL: redis.url, KEY_PREFIX: prefix, EXPIRY_SWEEP_MS: '60000' });
+    open.push(seller);
+    await sale(seller.url, 'phone', 3, 1000);
+    const ids = [await buy(seller.url, 'phone', 'o1'), await buy(seller.url, 'phone', 'o2')];
+    await seller.close();
+    await client.del(keys.marks(MARK_TAGS[0]).settle, keys.marks(MARK_TAGS[0]).due, `${prefix}marked`);
+    const db = await database();
+    const { url } = await app(prefix, db, { EXPIRY_SWEEP_MS: '50' });
+    for (let i = 0; (await client.zcard(k.deadlines)) > 0; i++) {
+      expect(i).toBeLessThan(100);
+      await sleep(50);
+    }
+    expect(await client.get(k.stock)).toBe('3');
+    expect(await waitForSettlement(client, k, 20_000)).not.toBeNull();
+    expect(await checkSettled(db, client, k, 'phone')).toMatchObject({ ok: true, rows: 2 });
+    expect((await request(url, 'GET', `/api/orders/${ids[1]}`)).body.status).toBe('expired');
+    expect(await client.get(`${prefix}marked`)).toBe('1');
+  }, 30_000);
+
   it('a restart never discards what PostgreSQL has not got, nor an order still waiting for its payment', async () => {
     const prefix = uniquePrefix('restart');
     const k = new KeyLayout(prefix).product('phone');
@@ -442,6 +467,11 @@ describe('orders settled into PostgreSQL, units given back once', () => {
       await markWritten(client, keys, id);
       await client.zadd(keys.marks(MARK_TAGS[0]).due, 0, `${id}.00000000-0000-4000-8000-000000000000`);
     }
+    // A deadline left in the shard's index by an order no longer reserved (its outcome
+    // decided on another node, its slot since moved): the sweeper drops it.
+    const due = keys.marks(MARK_TAGS[0]).due;
+    const stale = 'phone.00000000-0000-4000-8000-00000000000f';
+    await client.zadd(due, 1, stale);
     const db = await database();
     const { url } = await app(prefix, db, { EXPIRY_SWEEP_MS: '50' });
     await sale(url, 'phone', 2, 1000);
@@ -454,6 +484,9 @@ describe('orders settled into PostgreSQL, units given back once', () => {
     expect(await waitForSettlement(client, k, 20_000)).not.toBeNull();
     expect(await checkSettled(db, client, k, 'phone')).toMatchObject({ ok: true, rows: 2 });
     expect((await request(url, 'GET', `/api/orders/${ids[0]}`)).body.status).toBe('expired');
+    expect(await client.zscore(due, stale)).toBeNull();
+    // The bad ones stay, tried again each round.
+    expect(await client.zcard(due)).toBe(8);
   }, 30_000);
 
   it('SETTLE_TRIM: the stream loses what every group has settled, and nothing another group still has pending or unread', async () => {

@@ -85,6 +85,14 @@ describe('strategy families on one Redis: the family that started a sale sells i
       expect((await put({ switchStrategy: true })).status).toBe(200);
       expect((await buy(b, 'phone', 'bob')).status).toBe(201);
       expect((await buy(a, 'phone', 'ann')).body).toMatchObject({ code: 'STRATEGY_MISMATCH' });
+      // Nor does the first family delete it (its hold would not exclude the other's buyers) unless told to.
+      const remove = (query: string) => request(a.url, 'DELETE', `/api/products/phone${query}`, { admin: true });
+      const refusedDelete = await remove('?discardOrders=true');
+      expect(refusedDelete.status).toBe(503);
+      expect(refusedDelete.body).toMatchObject({ code: 'STRATEGY_MISMATCH' });
+      expect(await client.get(k.stock)).toBe('2');
+      expect((await remove('?discardOrders=true&switchStrategy=true')).body).toMatchObject({ discardedOrders: 1 });
+      expect(await client.exists(k.meta, k.stock, k.orders)).toBe(0);
     },
   );
 

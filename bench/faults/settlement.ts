@@ -4,12 +4,13 @@
  * deadline, the expiry sweeper killed mid-sweep. Each line is checked from Redis (the
  * sale's promises) and from PostgreSQL (every order there once, with the status Redis
  * has: bench/settled.ts). The kills land at named stop points (FAULT_STOP_AT), never by
- * timing.
+ * timing. Each hot sale is one product of a catalog: IDLE_CATALOG idle products are listed
+ * around it first, so the loops must find its work among products that have none.
  */
 import { Redis } from 'ioredis';
 import { Client } from 'pg';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { pay, request, startSale } from '../../harness/http';
+import { listProducts, pay, request, startSale } from '../../harness/http';
 import { PAYMENT_SECRET } from '../afterlife';
 import { PrivatePostgres, startPrivatePostgres } from '../../harness/postgres';
 import { RunningApp, stopAll } from '../../harness/processes';
@@ -42,6 +43,9 @@ import {
 const CLAIM_IDLE_MS = 500;
 /** PostgreSQL statements give up after this in these scenarios (the pause outlasts it). */
 const STATEMENT_TIMEOUT_MS = 1_000;
+/** Idle products listed around the hot one before its sale (issue 39), each with IDLE_STOCK units and no buyer. */
+const IDLE_CATALOG = 1_000;
+const IDLE_STOCK = 10;
 
 interface Stage {
   readonly redis: PrivateRedis;
@@ -53,6 +57,8 @@ interface Stage {
   readonly clock: ClockReading;
   /** App processes on the stage's Redis; `settles`: with DATABASE_URL (a settler of the group). */
   start(env?: Record<string, string>, settles?: boolean): Promise<RunningApp>;
+  /** Lists the idle catalog through `app`'s admin API, then starts the hot sale: one unit each per buyer. */
+  startSale(app: RunningApp, stock: number, paymentTimeoutMs?: number): Promise<void>;
   load(app: RunningApp, buyers: number, userPrefix: string): Promise<LoadResult>;
 }
 
@@ -65,7 +71,8 @@ async function onStage(
   const client = harnessClient(redis.url);
   try {
     const db = await pg.createDatabase('faults');
-    const k = new KeyLayout(PREFIX).product(PRODUCT);
+    const keys = new KeyLayout(PREFIX);
+    const k = keys.product(PRODUCT);
     const stage: Stage = {
       redis,
       pg,
@@ -82,9 +89,24 @@ async function onStage(
             ...env,
           })
         )[0],
+      startSale: async (app, stock, paymentTimeoutMs) => {
+        const idle = Array.from({ length: IDLE_CATALOG }, (_, i) => `idle-${i + 1}`);
+        await listProducts(app.url, TOKEN, idle, IDLE_STOCK);
+        await startSale(app.url, TOKEN, PRODUCT, stock, 1, paymentTimeoutMs);
+      },
       load: (app, buyers, userPrefix) => buyersAt(app.url, buyers, ctx.quick ? 50 : 100, { userPrefix }),
     };
-    return await scenario(stage);
+    const outcome = await scenario(stage);
+    // Every line runs among the catalog: one that did not list it says so, and fails.
+    const listed = (await stage.client.scard(keys.products)) - 1;
+    return {
+      ...outcome,
+      problems:
+        listed >= IDLE_CATALOG
+          ? outcome.problems
+          : [...outcome.problems, `${n(listed)} idle products listed, not ${n(IDLE_CATALOG)}`],
+      story: `among ${n(listed)} idle products: ${outcome.story}`,
+    };
   } finally {
     await client.quit().catch(() => undefined);
     await stopAll();
@@ -152,7 +174,7 @@ export function settlerKilled(ctx: Context, point: 'settle-before-ack' | 'settle
     // The seller has no DATABASE_URL: the victim is the only settler until it dies.
     const seller = await stage.start({}, false);
     const victim = await stage.start({ FAULT_STOP_AT: `${point}:2`, ALLOW_UNSAFE: '1', SETTLE_BATCH: '100' });
-    await startSale(seller.url, TOKEN, PRODUCT, stock, 1);
+    await stage.startSale(seller, stock);
     const sale = stage.load(seller, stock * 2, 'k-');
     await waitForStop(victim, `the settler to stop at ${point}:2`);
     const [pending] = (await stage.client.xpending(stage.k.orders, SETTLE_GROUP)) as [number];
@@ -199,7 +221,7 @@ export function postgresDown(ctx: Context, how: 'stopped' | 'paused'): Promise<O
   return onStage(ctx, async (stage) => {
     const stock = ctx.quick ? 3_000 : 8_000;
     const app = await stage.start();
-    await startSale(app.url, TOKEN, PRODUCT, stock, 1);
+    await stage.startSale(app, stock);
     const sale = stage.load(app, Math.round(stock * 1.5), 'p-');
     await waitUntil(
       'a quarter of the stock sold',
@@ -256,7 +278,7 @@ export function redisRestartedSettling(ctx: Context): Promise<Outcome> {
       const stock = ctx.quick ? 2_000 : 6_000;
       // A slow settler (one entry per batch): there is always something pending at the restart.
       const app = await stage.start({ SETTLE_BATCH: '1' });
-      await startSale(app.url, TOKEN, PRODUCT, stock, 1);
+      await stage.startSale(app, stock);
       const first = await stage.load(app, Math.round(stock / 2), 'r1-');
       const lagAtRestart = await unsettled(stage.client, stage.k);
       await stage.redis.stop();
@@ -311,7 +333,7 @@ export function payVersusExpiry(ctx: Context): Promise<Outcome> {
     const orders = ctx.quick ? 200 : 1_000;
     const deadlineMs = 1_500;
     const [a, b] = [await stage.start({ EXPIRY_SWEEP_MS: '10' }), await stage.start({ EXPIRY_SWEEP_MS: '10' })];
-    await startSale(a.url, TOKEN, PRODUCT, orders, 1, deadlineMs);
+    await stage.startSale(a, orders, deadlineMs);
     const load = await stage.load(a, orders, 'v-');
     const ids = [...new Set(load.orderIds)];
     // The load's last order, not when runLoad returned (autocannon takes a while to close).
@@ -374,7 +396,7 @@ export function sweeperKilled(ctx: Context): Promise<Outcome> {
     // The seller never sweeps during the scenario; the victim sweeps every 20 ms and stops mid-sweep.
     const seller = await stage.start({ EXPIRY_SWEEP_MS: '60000' });
     const victim = await stage.start({ EXPIRY_SWEEP_MS: '20', FAULT_STOP_AT: 'sweep-between:1', ALLOW_UNSAFE: '1' });
-    await startSale(seller.url, TOKEN, PRODUCT, orders, 1, deadlineMs);
+    await stage.startSale(seller, orders, deadlineMs);
     const load = await stage.load(seller, orders, 's-');
     await waitForStop(victim, 'the sweeper to stop between two expiries');
     const expiredAtStop = await stage.client.zcard(stage.k.deadlines).then((due) => orders - due);

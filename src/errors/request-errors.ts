@@ -144,6 +144,29 @@ export class SaleHasReservationsError extends createError(
 ) {}
 example(SaleHasReservationsError, 'phone', 3);
 
+/**
+ * A DELETE of a product some of whose orders PostgreSQL does not hold: not settled yet
+ * (retry once settlement caught up), or never to be, where the prefix does not settle
+ * (then deleting them takes the admin saying so).
+ */
+export class OrdersUnsettledError extends createError(
+  'ORDERS_UNSETTLED',
+  409,
+  (productId: string, count: number, onlyInRedis: boolean) =>
+    onlyInRedis
+      ? `product "${productId}" has ${count} ${count === 1 ? 'order that exists' : 'orders that exist'} only in Redis (orders are not settled into PostgreSQL here): deleting the product deletes them; send the DELETE again with ?discardOrders=true to do so`
+      : `product "${productId}" has ${count} order event${count === 1 ? '' : 's'} not yet settled into PostgreSQL: deleting the product would lose them; retry once settlement has caught up (GET /health: settlement)`,
+) {}
+example(OrdersUnsettledError, 'phone', 12, false);
+
+export class ReservationsOpenError extends createError(
+  'RESERVATIONS_OPEN',
+  409,
+  (productId: string, reserved: number) =>
+    `product "${productId}" has ${reserved} order${reserved === 1 ? '' : 's'} still waiting for ${reserved === 1 ? 'its' : 'their'} payment: deleting the product would leave ${reserved === 1 ? 'it' : 'them'} reserved forever; retry once paid, cancelled or expired (POST /api/products/${productId}/close cancels them)`,
+) {}
+example(ReservationsOpenError, 'phone', 3);
+
 /** The same Idempotency-Key (keys are scoped to a product) with another user or quantity (the IETF draft's 422). */
 export class IdempotencyKeyMismatchError extends createError(
   'IDEMPOTENCY_KEY_MISMATCH',

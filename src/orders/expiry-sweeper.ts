@@ -4,7 +4,7 @@ import type { RedisClient } from '../redis/create-client';
 import { KeyLayout } from '../redis/key-layout';
 import { dueReservations } from '../redis/lua-scripts';
 import { REDIS_CLIENT } from '../redis/redis.constants';
-import { markTags } from '../redis/shard-marks';
+import { markTags, markWhatCameBefore } from '../redis/shard-marks';
 import { Metrics } from '../telemetry/metrics';
 import { productOfOrder } from './order';
 import { FaultStop } from './fault-stop';
@@ -35,6 +35,8 @@ export class ExpirySweeper implements OnApplicationBootstrap, BeforeApplicationS
   private failing = false;
   /** Reservations this instance expired. */
   expired = 0;
+  /** Whether what came before the shard marks is marked (src/redis/shard-marks.ts markWhatCameBefore). */
+  private cameBefore = false;
   /** What the loop costs Redis, for /metrics: commands sent, rounds, reservations due in the last round. */
   readonly cost = { commands: 0, passes: 0, productsWithWork: 0 };
 
@@ -82,6 +84,12 @@ export class ExpirySweeper implements OnApplicationBootstrap, BeforeApplicationS
     this.cost.passes++;
     this.cost.productsWithWork = 0;
     try {
+      // Once per prefix, before the first round: what an older version left, marked.
+      if (!this.cameBefore) {
+        const marked = await markWhatCameBefore(this.redis, this.keys);
+        if (marked > 0) this.logger.log(`marked ${marked} products with orders written before the shard marks`);
+        this.cameBefore = true;
+      }
       let failure: unknown = null;
       for (const tag of markTags(this.redis, this.cost.passes % ALL_TAGS_EVERY === 1)) {
         if (this.stopped) break;

@@ -80,6 +80,26 @@ export const CLOSED_SALE_SCHEMA = {
   },
 } as const;
 
+/** The JSON Schema of a DeletedProduct (product.ts). */
+export const DELETED_PRODUCT_SCHEMA = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['id', 'keys', 'discardedOrders'],
+  properties: {
+    id: { type: 'string' },
+    keys: {
+      type: 'integer',
+      description:
+        "the product's Redis keys deleted (its fencing counter stays, so that a paused holder's old token never passes a later sale's check)",
+    },
+    discardedOrders: {
+      type: 'integer',
+      description:
+        'orders deleted that PostgreSQL never had: only with `discardOrders=true`, where orders are not settled; else 0 (every order stays in PostgreSQL)',
+    },
+  },
+} as const;
+
 /** The JSON Schema of a SettledOrder (product.ts). */
 export const SETTLED_ORDER_SCHEMA = {
   type: 'object',

@@ -32,6 +32,15 @@ export interface ClosedSale {
   readonly unsettled: number | null;
 }
 
+/** What DELETE /api/products/:id removed. */
+export interface DeletedProduct {
+  readonly id: string;
+  /** Redis keys of the product deleted (its lock, released by the DELETE's own hold, and its fencing counter are not counted). */
+  readonly keys: number;
+  /** Orders deleted that PostgreSQL never had (only with `discardOrders`, where the prefix does not settle); else 0. */
+  readonly discardedOrders: number;
+}
+
 /** A page of the catalog (GET /api/products): the next page's cursor, null after the last. */
 export interface ProductPage {
   readonly items: readonly Product[];

@@ -1,4 +1,4 @@
-import { Body, Controller, Get, HttpCode, Param, Post, Put, Query, UseGuards } from '@nestjs/common';
+import { Body, Controller, Delete, Get, HttpCode, Param, Post, Put, Query, UseGuards } from '@nestjs/common';
 import { ApiBearerAuth, ApiOkResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
 import { ApiErrors } from '../docs/api-errors';
 import { component } from '../docs/components';
@@ -6,12 +6,19 @@ import { ApiJsonBody, ApiPathParams, ApiQueryParams } from '../docs/dto-decorato
 import { ADMIN_AUTH } from '../docs/openapi';
 import { AdminGuard } from '../door/admin.guard';
 import { ProductParamsDto } from '../sale/product-params.dto';
+import { DeleteProductQueryDto } from './dto/delete-product-query.dto';
 import { StartSaleDto } from './dto/start-sale.dto';
 import { ListOrdersQueryDto } from './dto/list-orders-query.dto';
 import { DEFAULT_PAGE_LIMIT, ListProductsQueryDto } from './dto/list-products-query.dto';
-import { ClosedSale, OrderPage, Product, ProductPage } from './product';
+import { ClosedSale, DeletedProduct, OrderPage, Product, ProductPage } from './product';
 import { ProductOrders } from './product-orders';
-import { CLOSED_SALE_SCHEMA, pageSchema, PRODUCT_SCHEMA, SETTLED_ORDER_SCHEMA } from './product.schema';
+import {
+  CLOSED_SALE_SCHEMA,
+  DELETED_PRODUCT_SCHEMA,
+  pageSchema,
+  PRODUCT_SCHEMA,
+  SETTLED_ORDER_SCHEMA,
+} from './product.schema';
 import { ProductsService } from './products.service';
 
 const PRODUCT = component('Product', PRODUCT_SCHEMA);
@@ -26,6 +33,19 @@ const ORDER_PAGE = component(
     "the next page's cursor (the last order id of this page); null after the last page",
   ),
 );
+/**
+ * What a change of a sale run under the product's exclusion (PurchasePath.exclusive) may
+ * answer besides its own refusals: another family's sale, the hold not had, Redis away.
+ */
+const EXCLUSIVE_ERRORS = [
+  'STRATEGY_MISMATCH',
+  'LOCK_TIMEOUT',
+  'LOCK_EXPIRED',
+  'LOCK_NODES_UNAVAILABLE',
+  'REDIS_UNAVAILABLE',
+  'REDIS_NO_PERMISSION',
+];
+const DELETED_PRODUCT = component('DeletedProduct', DELETED_PRODUCT_SCHEMA);
 const CLOSED_SALE = component('ClosedSale', {
   ...CLOSED_SALE_SCHEMA,
   properties: { ...CLOSED_SALE_SCHEMA.properties, product: PRODUCT },
@@ -93,12 +113,7 @@ export class ProductsController {
     'SALE_HAS_ORDERS',
     'SALE_NOT_SETTLED',
     'SALE_HAS_RESERVATIONS',
-    'STRATEGY_MISMATCH',
-    'LOCK_TIMEOUT',
-    'LOCK_EXPIRED',
-    'LOCK_NODES_UNAVAILABLE',
-    'REDIS_UNAVAILABLE',
-    'REDIS_NO_PERMISSION',
+    ...EXCLUSIVE_ERRORS,
   )
   startSale(@Param() params: ProductParamsDto, @Body() body: StartSaleDto): Promise<Product> {
     return this.products.startSale(params.id, body.stock, body.perUserLimit, {
@@ -136,6 +151,34 @@ export class ProductsController {
   )
   closeSale(@Param() params: ProductParamsDto): Promise<ClosedSale> {
     return this.products.closeSale(params.id);
+  }
+
+  /** Admin: retire a product once PostgreSQL holds every order of it. */
+  @Delete(':id')
+  @UseGuards(AdminGuard)
+  @ApiBearerAuth(ADMIN_AUTH)
+  @ApiOperation({
+    summary: 'admin: retire a product: its Redis keys deleted, its orders kept in PostgreSQL',
+    description:
+      'refuses (409 ORDERS_UNSETTLED) while PostgreSQL lacks any order event of the product, and (409 RESERVATIONS_OPEN) while an order still waits for its payment (POST /api/products/:id/close cancels them); where orders are not settled at all they exist only in Redis, and go only with `discardOrders=true`. The check and the deletion are one script: a purchase racing the DELETE lands before it (and the DELETE refuses) or finds no product (404 UNKNOWN_PRODUCT). Then the product leaves the catalog (GET /api/products). Its orders stay in PostgreSQL (GET /api/products/:id/orders); a PUT may start a new sale of the same id',
+  })
+  @ApiPathParams(ProductParamsDto)
+  @ApiQueryParams(DeleteProductQueryDto)
+  @ApiOkResponse({ description: 'what was removed', schema: DELETED_PRODUCT })
+  @ApiErrors(
+    'VALIDATION_FAILED',
+    'URI_TOO_LONG',
+    'UNAUTHORIZED',
+    'UNKNOWN_PRODUCT',
+    'ORDERS_UNSETTLED',
+    'RESERVATIONS_OPEN',
+    ...EXCLUSIVE_ERRORS,
+  )
+  deleteProduct(@Param() params: ProductParamsDto, @Query() query: DeleteProductQueryDto): Promise<DeletedProduct> {
+    return this.products.deleteProduct(params.id, {
+      discardOrders: query.discardOrders === 'true',
+      switchStrategy: query.switchStrategy === 'true',
+    });
   }
 
   @Get(':id')

@@ -6,7 +6,9 @@ import { SETTLEMENT_CONFIG } from '../settlement/settlement.config';
 import { ConfigsOf, configView } from '../settings/setting';
 import { STRATEGY_CONFIG, strategyFamily } from '../settings/strategy.config';
 import {
+  OrdersUnsettledError,
   RedisNoPermissionError,
+  ReservationsOpenError,
   SaleHasOrdersError,
   SaleHasReservationsError,
   SaleNotSettledError,
@@ -19,12 +21,20 @@ import { DoorRefusals } from '../door/door-refusals';
 import { OrderOutcomes } from '../orders/order-outcomes';
 import { PurchasePath } from '../orders/purchases/purchase-path';
 import { KeyLayout } from '../redis/key-layout';
-import { closeSale, productRead, productReadKeys, resetSale, resetSaleKeys } from '../redis/lua-scripts';
+import {
+  closeSale,
+  deleteProduct,
+  deleteProductKeys,
+  productRead,
+  productReadKeys,
+  resetSale,
+  resetSaleKeys,
+} from '../redis/lua-scripts';
 import { REDIS_CLIENT } from '../redis/redis.constants';
 import { SettlementLag } from '../settlement/settlement-lag';
 import { Settler } from '../settlement/settler';
 import { PurchaseTelemetry } from '../telemetry/purchase-telemetry';
-import { ClosedSale, Product, ProductPage } from './product';
+import { ClosedSale, DeletedProduct, Product, ProductPage } from './product';
 
 /** What a sale's start and reset read: the strategy's family, whether orders settle, the payment timeout. */
 export const PRODUCTS_CONFIG = configView('products', STRATEGY_CONFIG, SETTLEMENT_CONFIG, ORDERS_CONFIG);
@@ -141,7 +151,68 @@ export class ProductsService {
       this.door.forget(productId);
       this.telemetry.saleStarted(productId, value);
     });
+    // Listed again now that the sale exists: a DELETE of the product that unlisted it
+    // between the first SADD and the reset, after its own check found no sale, would
+    // otherwise leave a sale unlisted (unlist()).
+    await this.redis.sadd(this.keys.products, productId);
     return this.get(productId);
+  }
+
+  /**
+   * Retires a product: refused while PostgreSQL lacks any of its orders or one is still
+   * reserved (ORDERS_UNSETTLED, RESERVATIONS_OPEN; where the prefix does not settle, its
+   * orders go only with `discardOrders`), else every key of its sale deleted, in one
+   * script (delete-product-11.lua) run while no purchase of it is between its read and
+   * its write (exclusive(), as a reset): a purchase lands before it, and is counted, or
+   * finds no product. Then it leaves the products set (unlist()). Its orders stay in
+   * PostgreSQL.
+   */
+  async deleteProduct(
+    productId: string,
+    options: { discardOrders?: boolean; switchStrategy?: boolean } = {},
+  ): Promise<DeletedProduct> {
+    const k = this.keys.product(productId);
+    const family = strategyFamily(this.config.lockStrategy);
+    const settled = this.config.databaseUrl !== null || (await this.redis.exists(this.keys.settling)) === 1;
+    const reply = await this.purchases.exclusive(productId, () =>
+      deleteProduct.run(
+        this.redis,
+        deleteProductKeys(k),
+        options.discardOrders ? '1' : '0',
+        family,
+        options.switchStrategy ? '1' : '0',
+        settled ? '1' : '0',
+      ),
+    );
+    // Unknown: listed still if a crash came between a DELETE's two steps; a retry unlists it.
+    if (reply[0] === 'UNKNOWN_PRODUCT') {
+      await this.unlist(productId);
+      throw new UnknownProductError(productId);
+    }
+    if (reply[0] === 'STRATEGY_MISMATCH') throw new StrategyMismatchError(productId, reply[1], family);
+    if (reply[0] === 'UNSETTLED') throw new OrdersUnsettledError(productId, reply[1], false);
+    if (reply[0] === 'ONLY_IN_REDIS') throw new OrdersUnsettledError(productId, reply[1], true);
+    if (reply[0] === 'RESERVATIONS_OPEN') throw new ReservationsOpenError(productId, reply[1]);
+    // What this instance's door learnt of the sale (a sell-out) is of no product now: a
+    // purchase hears UNKNOWN_PRODUCT at once here, within DOOR_TRUST_MS elsewhere. (The
+    // dashboard's unpublished counts need nothing: live-publish-2.lua writes no product
+    // without a meta hash.)
+    this.door.forget(productId);
+    await this.unlist(productId);
+    return { id: productId, keys: reply[1], discardedOrders: reply[2] };
+  }
+
+  /**
+   * Takes a product without a sale out of the products set: a command of its own, since
+   * on a cluster the set is a key in another slot than the product's. Listed again if a
+   * sale started meanwhile (a PUT lists the product before its reset and again after it),
+   * so no sale is left unlisted whatever the order of the two.
+   */
+  private async unlist(productId: string): Promise<void> {
+    await this.redis.srem(this.keys.products, productId);
+    if ((await this.redis.exists(this.keys.product(productId).meta)) === 1) {
+      await this.redis.sadd(this.keys.products, productId);
+    }
   }
 
   /**

@@ -183,6 +183,50 @@ export function resetSaleKeys(k: ProductKeys): Parameters<typeof resetSale.run>[
   return [k.meta, k.stock, k.buyers, k.orders, k.idem, k.live, k.states, k.deadlines, k.queue, k.admitted];
 }
 
+/** Retires a product (DELETE /api/products/:id): its keys deleted, or why not, nothing changed. */
+export const deleteProduct = new LuaScript<
+  [
+    meta: string,
+    stock: string,
+    buyers: string,
+    orders: string,
+    idem: string,
+    replicated: string,
+    live: string,
+    states: string,
+    deadlines: string,
+    queue: string,
+    admitted: string,
+  ],
+  [discardOrders: '1' | '0', family: string, switchFamily: '1' | '0', settle: '1' | '0'],
+  | ['OK', keys: number, discarded: number]
+  | ['UNKNOWN_PRODUCT']
+  | ['STRATEGY_MISMATCH', string]
+  | ['UNSETTLED', number]
+  | ['ONLY_IN_REDIS', number]
+  | ['RESERVATIONS_OPEN', number]
+>('delete-product');
+
+/**
+ * delete-product-11.lua's KEYS for a product: every key of ProductKeys but the lock (its
+ * holder releases it) and the fencing counter (never restarted).
+ */
+export function deleteProductKeys(k: ProductKeys): Parameters<typeof deleteProduct.run>[1] {
+  return [
+    k.meta,
+    k.stock,
+    k.buyers,
+    k.orders,
+    k.idem,
+    k.replicated,
+    k.live,
+    k.states,
+    k.deadlines,
+    k.queue,
+    k.admitted,
+  ];
+}
+
 /** Ends a product's sale now (endsAt, by Redis's clock): its end, or UNKNOWN_PRODUCT. */
 export const closeSale = new LuaScript<[meta: string], [unused: ''], ['OK', number] | ['UNKNOWN_PRODUCT']>(
   'close-sale',

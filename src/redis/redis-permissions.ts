@@ -75,6 +75,8 @@ export async function permissionProblem(
   // The products' list (an admin's GET /api/products pages it) and Redis's clock.
   const list = `${keys.prefix}~permission-check`;
   await tryIt('SADD', () => client.sadd(list, 'x'));
+  // A product's DELETE takes it out of the list.
+  await tryIt('SREM', () => client.srem(list, 'y'));
   await tryIt('SSCAN', () => client.sscan(list, 0));
   await tryIt('TIME', () => client.time());
   await tryIt('DEL', () => client.del(list));

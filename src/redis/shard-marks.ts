@@ -70,3 +70,38 @@ export function markTags(redis: RedisClient, all: boolean): string[] {
 export function markWritten(redis: Redis, keys: KeyLayout, productId: string): Promise<string> {
   return redis.zincrby(keys.marks(MARK_TAGS[0]).settle, 1, productId);
 }
+
+/**
+ * Marks what was written before the shard marks existed (an upgrade): every product
+ * listed whose order log has entries, and every reservation's deadline, once per prefix
+ * (`<prefix>marked`, set after). A catalog's length of work, once, at start-up: without
+ * it the loops, which read only the marks, would never settle or expire what an older
+ * version left. Run again by two instances at once, it marks twice, which changes
+ * nothing (a mark is a hint; a deadline is a set member). Returns the products marked.
+ */
+export async function markWhatCameBefore(redis: RedisClient, keys: KeyLayout): Promise<number> {
+  const done = `${keys.prefix}marked`;
+  if ((await redis.exists(done)) === 1) return 0;
+  const guess = markGuess(redis);
+  let marked = 0;
+  let cursor = '0';
+  do {
+    const [next, ids] = await redis.sscan(keys.products, cursor, 'COUNT', 500);
+    cursor = next;
+    for (const productId of ids) {
+      const k = keys.product(productId);
+      const marks = keys.marks(MARK_TAGS[Math.max(0, Number(guess(productId) || 1) - 1)]);
+      const [entries, deadlines] = await Promise.all([
+        redis.xlen(k.orders).catch(() => 0),
+        redis.zrangebyscore(k.deadlines, '-inf', '+inf', 'WITHSCORES').catch(() => [] as string[]),
+      ]);
+      if (entries > 0) {
+        await redis.zincrby(marks.settle, 1, productId);
+        marked++;
+      }
+      for (let i = 0; i < deadlines.length; i += 2) await redis.zadd(marks.due, deadlines[i + 1], deadlines[i]);
+    }
+  } while (cursor !== '0');
+  await redis.set(done, '1');
+  return marked;
+}

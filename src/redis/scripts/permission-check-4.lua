@@ -40,6 +40,7 @@ try('HDEL', KEYS[2], 'f')
 try('XADD', KEYS[3], '*', 'f', '1')
 try('XLEN', KEYS[3])
 try('XINFO', 'GROUPS', KEYS[3])
+try('XRANGE', KEYS[3], '-', '+', 'COUNT', '1')
 try('XPENDING', KEYS[3], 'permission-check')
 try('XTRIM', KEYS[3], 'MAXLEN', '1000')
 if ARGV[2] == '1' then

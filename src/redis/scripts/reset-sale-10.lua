@@ -56,15 +56,14 @@
            Redis user may not make it (a user without the DATABASE_URL ACL line, in a
            deployment that settles); nothing changed
 ]]
---- @include "includes/sale-family"
+--- @include "includes/sale-takeover"
+--- @include "includes/settle-group"
 --- @include "includes/clock"
 
 -- ARGV[4] '' records no family (anyone's), and ARGV[5] takes the sale over: no refusal.
-if ARGV[4] ~= '' and ARGV[5] ~= '1' then
-  local refused = familyRefusal(redis.call('HGET', KEYS[1], 'soldBy'), ARGV[4])
-  if refused then
-    return refused
-  end
+local refused = takeoverRefusal(KEYS[1], ARGV[4], ARGV[5])
+if refused then
+  return refused
 end
 -- Orders: the stream's, or the states hash's when the stream was trimmed of settled ones.
 local orders = math.max(redis.call('XLEN', KEYS[4]), redis.call('HLEN', KEYS[7]))
@@ -77,18 +76,11 @@ end
 -- settled is the group's to say (any instance's reset sees it), or this instance's.
 local settled = ARGV[11] == '1'
 local unsettled = orders
-if redis.call('EXISTS', KEYS[4]) == 1 then
-  for _, group in ipairs(redis.call('XINFO', 'GROUPS', KEYS[4])) do
-    local g = {}
-    for i = 1, #group, 2 do
-      g[group[i]] = group[i + 1]
-    end
-    if g['name'] == 'settle' then
-      settled = true
-      -- lag is nil when Redis cannot count (entries deleted): then all are taken as unsettled.
-      unsettled = tonumber(g['pending']) + (tonumber(g['lag']) or orders)
-    end
-  end
+local group = settleGroup(KEYS[4])
+if group then
+  settled = true
+  -- lag is nil when Redis cannot count (entries deleted): then all are taken as unsettled.
+  unsettled = tonumber(group['pending']) + (tonumber(group['lag']) or orders)
 end
 if orders > 0 and settled and unsettled > 0 then
   return {'NOT_SETTLED', unsettled}
