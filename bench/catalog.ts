@@ -5,17 +5,11 @@
  * stream and settle group, its place in the products set); nothing buys them. The row
  * is then the same hot sale as its strategy's row without them, measured in the same run.
  */
-import { startSale } from '../harness/http';
+import { listProducts } from '../harness/http';
 import { n, RowApp, Run } from './rows';
 
 /** Units each idle product is listed with: any stock will do, none is sold. */
 const IDLE_STOCK = 10;
-
-/**
- * PUTs in flight at once: enough to keep the app's two cores busy, few enough that the
- * listing is not itself a burst the app must queue (10,000 take seconds).
- */
-const CONCURRENCY = 32;
 
 /** Ids checked against the products set per SMISMEMBER. */
 const CHECK_CHUNK = 1000;
@@ -45,11 +39,7 @@ export async function listCatalog(run: Run, t: RowApp, count: number): Promise<C
   // Before the listing: a failed one still leaves its products for the clean-up of a Redis the user named.
   t.products.push(...ids);
   const started = Date.now();
-  let next = 0;
-  const worker = async () => {
-    while (next < ids.length) await startSale(t.app.url, t.token, ids[next++], IDLE_STOCK);
-  };
-  await Promise.all(Array.from({ length: Math.min(CONCURRENCY, ids.length) }, worker));
+  await listProducts(t.app.url, t.token, ids, IDLE_STOCK);
   const listMs = Date.now() - started;
   let listed = 0;
   for (let i = 0; i < ids.length; i += CHECK_CHUNK) {
