@@ -256,10 +256,10 @@ export async function cleanUp(run: Run, t: RowApp): Promise<void> {
   }
   if (!run.options.redis) return;
   // One DEL per product: its keys share a slot, different products' may not. Then the
-  // row's list of products and each shard's work marks (one DEL per tag: its two keys
-  // share a slot), under the row's own prefix: nothing of the row is left.
+  // row's own keys of the whole prefix (each its own slot), and each shard's work marks
+  // (one DEL per tag: its two keys share a slot): nothing of the row is left.
   for (const id of t.products) await run.client.del(...Object.values(t.keys.product(id)));
-  await run.client.del(t.keys.products);
+  for (const key of [t.keys.products, t.keys.settling, t.keys.marked]) await run.client.del(key);
   for (const tag of MARK_TAGS) await run.client.del(...Object.values(t.keys.marks(tag)));
 }
 

@@ -101,6 +101,14 @@ export class KeyLayout {
     return `${this.prefix}settling`;
   }
 
+  /**
+   * String `1`: what came before the shard marks under this prefix was marked once
+   * (shard-marks.ts markWhatCameBefore); set after, never removed. One key, no hash tag.
+   */
+  get marked(): string {
+    return `${this.prefix}marked`;
+  }
+
   product(productId: string): ProductKeys {
     const base = `${this.prefix}{p:${productId}}`;
     const keys = {

@@ -80,7 +80,7 @@ export function markWritten(redis: Redis, keys: KeyLayout, productId: string): P
  * nothing (a mark is a hint; a deadline is a set member). Returns the products marked.
  */
 export async function markWhatCameBefore(redis: RedisClient, keys: KeyLayout): Promise<number> {
-  const done = `${keys.prefix}marked`;
+  const done = keys.marked;
   if ((await redis.exists(done)) === 1) return 0;
   const guess = markGuess(redis);
   let marked = 0;
