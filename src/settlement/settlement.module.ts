@@ -15,6 +15,7 @@ import { FaultStop } from '../orders/fault-stop';
 import { type RedisClient, whenReady } from '../redis/create-client';
 import { KeyLayout } from '../redis/key-layout';
 import { Metrics } from '../telemetry/metrics';
+import { CREATED, PurchaseTelemetry } from '../telemetry/purchase-telemetry';
 import { REDIS_CLIENT } from '../redis/redis.constants';
 import { migrate } from './migrations';
 import { createPool } from './postgres';
@@ -39,6 +40,7 @@ class SettlerLifecycle implements OnApplicationBootstrap, BeforeApplicationShutd
     @Inject(REDIS_CLIENT) private readonly redis: RedisClient,
     lag: SettlementLag,
     metrics: Metrics,
+    telemetry: PurchaseTelemetry,
   ) {
     metrics.readSettlement(
       async () => {
@@ -51,6 +53,13 @@ class SettlerLifecycle implements OnApplicationBootstrap, BeforeApplicationShutd
       () => settler.status().failing !== null,
     );
     metrics.readLoop('settle', settler.cost);
+    // An order written here ends the settler's idle rest (Settler.nudge).
+    telemetry.listen({
+      arrived: () => undefined,
+      answered: (_productId, code) => {
+        if (code === CREATED) settler.nudge();
+      },
+    });
   }
 
   private starting?: Promise<void>;

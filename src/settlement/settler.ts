@@ -12,8 +12,14 @@ import { parseEntry, StreamEvent, writeBatch } from './settle-batch';
 /** The consumer group every settler of every instance reads the order streams in. */
 export const SETTLE_GROUP = 'settle';
 
-/** How long the settler rests when no product had anything to settle: one read of each shard's marks per rest. */
+/**
+ * How long the settler rests when no product had anything to settle (one read of each
+ * shard's marks per rest): 50 ms after work, doubling while nothing comes, up to
+ * IDLE_CAP_MS. An order this instance writes ends the rest at once (nudge()); another
+ * instance's waits for it, at most IDLE_CAP_MS.
+ */
 const IDLE_MS = 50;
+const IDLE_CAP_MS = 400;
 /** Products read from one shard's marks per pass, at most; the next pass reads on from there. */
 const MARKS_PAGE = 500;
 /**
@@ -212,8 +218,16 @@ export class Settler {
   /** Products whose last batch failed. */
   readonly failingProducts = new Set<string>();
 
+  /** An order written here: an idle rest ends now, so it reaches PostgreSQL without waiting for the rest's end. */
+  nudge(): void {
+    if (this.idle) this.wake?.();
+  }
+
+  private idle = false;
+
   private async loop(): Promise<void> {
     let backoff = BACKOFF_MS;
+    let idleMs = IDLE_MS;
     while (!this.stopped) {
       const before = this.failing;
       let settled: number;
@@ -230,8 +244,15 @@ export class Settler {
       if (settled < 0) {
         await this.rest(backoff);
         backoff = Math.min(backoff * 2, BACKOFF_CAP_MS);
-      } else if (settled === 0) await this.rest(IDLE_MS);
-      else if (settled < this.config.settleBatch) await this.rest(LINGER_MS);
+      } else if (settled === 0) {
+        this.idle = true;
+        await this.rest(idleMs);
+        this.idle = false;
+        idleMs = Math.min(idleMs * 2, IDLE_CAP_MS);
+      } else {
+        idleMs = IDLE_MS;
+        if (settled < this.config.settleBatch) await this.rest(LINGER_MS);
+      }
     }
   }
 
