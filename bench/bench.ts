@@ -17,7 +17,8 @@ import { measuredSale, toRow } from './measured-sale';
 import { parseOptions, USAGE, UsageError } from './options';
 import { formatReport, Row } from './report';
 import { queueComparisons, withRatios, writeResults } from './results';
-import { cleanUp, prepare, RowSpec, Run, startTarget, warmUp } from './rows';
+import { listCatalog } from './catalog';
+import { catalogs, cleanUp, prepare, RowSpec, Run, startTarget, warmUp } from './rows';
 import { textChart } from './text-chart';
 
 async function main(): Promise<number> {
@@ -33,6 +34,7 @@ async function main(): Promise<number> {
     settle: false,
     auth: 'off',
     queue: 0,
+    catalog: 0,
   });
   const specs: RowSpec[] = [
     ...(options.baseline ? [server('baseline')] : []),
@@ -42,7 +44,17 @@ async function main(): Promise<number> {
         options.telemetry.flatMap((telemetry) =>
           options.settle.flatMap((settle) =>
             options.auth.flatMap((auth) =>
-              options.queue.map((queue): RowSpec => ({ target, workers, telemetry, settle, auth, queue })),
+              options.queue.flatMap((queue) =>
+                catalogs(options).map((catalog): RowSpec => ({
+                  target,
+                  workers,
+                  telemetry,
+                  settle,
+                  auth,
+                  queue,
+                  catalog,
+                })),
+              ),
             ),
           ),
         ),
@@ -67,6 +79,8 @@ async function main(): Promise<number> {
 async function runRow(run: Run, spec: RowSpec): Promise<Row> {
   const t = await startTarget(run, spec);
   try {
+    // The catalog first: its idle products are there through the warm-up and the sale, as a shop's are.
+    if (spec.catalog > 0) t.catalog = await listCatalog(run, t, spec.catalog);
     // The control is not measured for speed: it runs cold (see measuredSale).
     if (spec.target !== 'none') await warmUp(run, t);
     const measured = await measuredSale(run, t);

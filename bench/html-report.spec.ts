@@ -156,6 +156,29 @@ describe('htmlReport', () => {
     expect(html).toContain('<li>fenced telemetry-off: 4,321 req/s, 1.04× the throughput of fenced (off/on, same run)');
   });
 
+  it("states a catalog row's with/without throughput ratio, and each settling row's order lag", () => {
+    const catalog = { products: 50, listed: 50, listMs: 106 };
+    const orderLag = { orders: 30, p50: 13.3, p99: 109.3, max: 109.3, clock: 'one machine' as const };
+    const withCatalog = row('fenced', {
+      label: 'fenced catalog-50',
+      catalog,
+      vsNoCatalog: { throughput: 0.97 },
+      settlement: { drainMs: 0, rows: 30, byStatus: { reserved: 30 }, lag: [], orderLag },
+    });
+    const html = htmlReport(results([row('fenced'), withCatalog]), chartJs);
+    expect(html).toContain(
+      '<li data-strategy="fenced catalog-50">fenced catalog-50: 4,321 req/s with 50 idle products listed (through the admin API in 106 ms; ' +
+        '50 in Redis&#39;s products set), 0.97× the throughput of fenced (with/without, same run; goal ≥ 0.95×)</li>',
+    );
+    expect(html).toContain(
+      '<ul id="settlement-lag">\n<li data-strategy="fenced catalog-50">fenced catalog-50: p50 13.3 ms, p99 109.3 ms, max 109.3 ms',
+    );
+    // Neither section without its rows.
+    const plain = htmlReport(results([row('fenced')]), chartJs);
+    expect(plain).not.toContain('id="catalog"');
+    expect(plain).not.toContain('id="settlement-lag"');
+  });
+
   it('draws units sold against a stock line, latency on a log percentile axis, answers by code; then sets ready', () => {
     const { charts, ready } = drawn(htmlReport(results([row('lock'), oversold]), chartJs));
     expect(charts.map((c) => c.canvas)).toEqual(['chart-sold', 'chart-latency', 'chart-codes']);

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { Row, rowResult } from './report';
+import { catalogLine, orderLagLine, Row, rowResult, twin } from './report';
 import { checksAgainst } from './verdict';
 
 /** What one bench run wrote to its JSON file, as far as the page needs it. */
@@ -67,14 +67,33 @@ export function htmlReport(results: BenchResults, chartJs: string): string {
       `<td class="peak">${r.history ? n(r.history.peak.units) : '-'}</td>` +
       `<td class="history">${escapeHtml(historyCell(r))}</td></tr>`,
   );
-  // The row it was measured against: the same strategy and workers, telemetry on.
-  const onRow = (r: Row) => rows.find((o) => o.telemetry && o.strategy === r.strategy && o.workers === r.workers);
+  // The row it was measured against: the same set-up, telemetry on.
+  const onRow = (r: Row) => twin(rows, r, { telemetry: true });
   const telemetry = rows
     .filter((r) => r.vsTelemetryOn)
     .map(
       (r) =>
         `<li>${escapeHtml(r.label)}: ${n(r.throughput)} req/s, ${r.vsTelemetryOn!.throughput.toFixed(2)}× the ` +
         `throughput of ${escapeHtml(onRow(r)?.label ?? r.strategy)} (off/on, same run)</li>`,
+    );
+  const catalog = rows
+    .filter((r) => r.catalog)
+    .map(
+      (r) =>
+        `<li data-strategy="${escapeHtml(r.label)}">${escapeHtml(r.label)}: ${n(r.throughput)} req/s ` +
+        `${escapeHtml(catalogLine(r.catalog!))}` +
+        (r.vsNoCatalog
+          ? `, ${r.vsNoCatalog.throughput.toFixed(2)}× the throughput of ` +
+            `${escapeHtml(twin(rows, r, { catalog: 0 })?.label ?? r.strategy)} (with/without, same run; goal ≥ 0.95×)`
+          : '') +
+        '</li>',
+    );
+  const settlementLag = rows
+    .filter((r) => r.settlement?.orderLag)
+    .map(
+      (r) =>
+        `<li data-strategy="${escapeHtml(r.label)}">${escapeHtml(r.label)}: ` +
+        `${escapeHtml(orderLagLine(r.settlement!.orderLag!))}</li>`,
     );
   const machineText = `Node ${machine.node}, Redis ${machine.redis}, ${machine.cpus} × ${machine.cpuModel}`;
   return `<!doctype html>
@@ -108,7 +127,14 @@ ${body.join('\n')}
 most units held at any instant of the order log, and history the checker's verdict on the whole history (each request
 and answer, each order and return): units come back, so a sale can end whole after an oversell only the peak shows.
 An unsafe row passes when it shows the failure it exists to show.</p>
-${telemetry.length > 0 ? `<h2>Telemetry off vs on</h2>\n<ul id="telemetry">\n${telemetry.join('\n')}\n</ul>\n` : ''}<h2>Units held over time</h2>
+${telemetry.length > 0 ? `<h2>Telemetry off vs on</h2>\n<ul id="telemetry">\n${telemetry.join('\n')}\n</ul>\n` : ''}${
+    catalog.length > 0 ? `<h2>A catalog of idle products</h2>\n<ul id="catalog">\n${catalog.join('\n')}\n</ul>\n` : ''
+  }${
+    settlementLag.length > 0
+      ? `<h2>Settlement lag</h2>\n<p class="hint">Each order's time from its entry in its product's stream to its row in ` +
+        `PostgreSQL (<code>order_events.settled_at - at</code>).</p>\n<ul id="settlement-lag">\n${settlementLag.join('\n')}\n</ul>\n`
+      : ''
+  }<h2>Units held over time</h2>
 <p class="hint">Units held: the orders' units less those returned (cancelled, expired), each at its time on Redis's own clock
 (the order stream's entry id). The dashed line is the stock: a lock's line climbs to it and stays at or under it; a line
 that goes above it held units that did not exist (an oversell), even if returns bring it back under later. A triangle

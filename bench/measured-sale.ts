@@ -269,6 +269,7 @@ export function toRow(
     ...(settlement && { settlement }),
     ...(opening && { opening }),
     ...(queue && { queue }),
+    ...(t.catalog && { catalog: t.catalog }),
     pass: passes(verdict.invariants, t.unsafe) && (t.unsafe || exitCode === 0),
   };
 }

@@ -45,6 +45,12 @@ describe('bench options', () => {
     expect(parseOptions(['--queue', 'off', '--products', '2'])).toMatchObject({ queue: [0], products: 2 });
   });
 
+  it('lists no catalog by default; --catalog N takes a whole number of idle products', () => {
+    expect(parseOptions([])).toMatchObject({ catalog: 0 });
+    expect(parseOptions(['--catalog', '10000'])).toMatchObject({ catalog: 10_000 });
+    expect(parseOptions(['--catalog', '0'])).toMatchObject({ catalog: 0 });
+  });
+
   it('runs without buyer tokens by default; --auth off,es256 gives a row each', () => {
     expect(parseOptions([])).toMatchObject({ auth: ['off'] });
     expect(parseOptions(['--auth', 'off,es256,hs256'])).toMatchObject({ auth: ['off', 'es256', 'hs256'] });
@@ -66,6 +72,10 @@ describe('bench options', () => {
     [['--products', '0'], '--products must be an integer from 1 to 1000, got "0"'],
     [['--products', '5', '--buyers', '4'], '--products 5 needs at least as many buyers, got --buyers 4'],
     [['--products', '2', '--retries', '1'], '--retries runs with one product only'],
+    [['--catalog', 'many'], '--catalog must be an integer from 0 to 100000, got "many"'],
+    [['--catalog=-5'], '--catalog must be an integer from 0 to 100000, got "-5"'],
+    [['--catalog', '2.5'], '--catalog must be an integer from 0 to 100000, got "2.5"'],
+    [['--catalog', '100001'], '--catalog must be an integer from 0 to 100000, got "100001"'],
   ])('refuses %j', (argv, message) => {
     expect(() => parseOptions(argv)).toThrow(UsageError);
     expect(() => parseOptions(argv)).toThrow(message);

@@ -57,6 +57,11 @@ export interface BenchOptions {
   readonly auth: BenchAuth[];
   /** --queue: each strategy runs with these waiting rooms, a row each: admitPerSecond, or 0 for none. */
   readonly queue: number[];
+  /**
+   * --catalog N: idle products (idle-1..idle-N) each row's app lists before its sale; with
+   * N > 0 every row runs twice, without the catalog and with it (bench/catalog.ts).
+   */
+  readonly catalog: number;
 }
 
 export const BENCH_AUTH = ['off', 'hs256', 'es256'] as const;
@@ -136,6 +141,11 @@ export const USAGE = `usage: npm run bench -- [options]
                     app CPU per request as a ratio to the row without. One
                     product, one unit a buyer; not with --starts-in,
                     --pay, --retries or --sold-out-path                (off)
+  --catalog N       each row runs twice: as without it, then with N idle
+                    products (idle-1..idle-N, a little stock each, nothing
+                    bought) listed through the app's admin API before its
+                    warm-up; the report gives the with/without throughput
+                    ratio (same run)                                   (0)
   --redis URL       use this Redis instead of starting a private one
   --out FILE        JSON results, and beside it the HTML report with charts
                     (FILE without .json, plus .html)  (bench/results/<timestamp>.json)
@@ -168,6 +178,7 @@ export function parseOptions(argv: string[]): BenchOptions {
     'starts-in': { type: 'string' },
     auth: { type: 'string', default: 'off' },
     queue: { type: 'string', default: 'off' },
+    catalog: { type: 'string', default: '0' },
     help: { type: 'boolean', short: 'h' },
   } as const;
   let parsed;
@@ -308,6 +319,7 @@ export function parseOptions(argv: string[]): BenchOptions {
     ...(startsInMs !== undefined && { startsInMs }),
     auth,
     queue,
+    catalog: int('catalog', values.catalog!, 0, 100_000),
     out: resolve(values.out ?? join(ROOT, 'bench', 'results', `${stamp}.json`)),
   };
 }

@@ -1,6 +1,7 @@
 import { failedReport, historyReport, historyVerdict } from '../test/helpers/history-report';
 import { historyLine } from './history/check';
 import { formatReport, Row } from './report';
+import { withRatios } from './results';
 import type { HistoryVerdict } from './verdict';
 
 const START = 1_700_000_000_000;
@@ -105,6 +106,55 @@ describe('formatReport', () => {
     expect(text).toContain(
       'telemetry: fenced telemetry-off served 1,040 req/s, with it on 1,000: off/on throughput 1.04x (same run)',
     );
+  });
+
+  it('compares a row with a catalog to its twin without one (same options otherwise), and says so', () => {
+    const catalog = { products: 10_000, listed: 10_000, listMs: 4120 };
+    const rows = withRatios([
+      row('fenced', [1], { telemetry: true, settle: true, throughput: 1000 }),
+      row('fenced', [1], { label: 'fenced settle-off', telemetry: true, settle: false, throughput: 2000 }),
+      row('fenced', [1], { label: 'fenced catalog-10000', telemetry: true, settle: true, throughput: 970, catalog }),
+      row('fenced', [1], {
+        label: 'fenced settle-off catalog-10000',
+        telemetry: true,
+        settle: false,
+        throughput: 1500,
+        catalog,
+      }),
+    ]);
+    // Each against the row with its own settle value: not the first fenced row found.
+    expect(rows.map((r) => r.vsNoCatalog)).toEqual([undefined, undefined, { throughput: 0.97 }, { throughput: 0.75 }]);
+    // And settlement's ratio pairs the catalog rows with each other, not with the row without one.
+    expect(rows.map((r) => r.vsSettleOff)).toEqual([{ throughput: 0.5 }, undefined, { throughput: 0.65 }, undefined]);
+    const { text } = formatReport(rows);
+    expect(text).toContain('| fenced catalog-10000 | PASS | 970 |');
+    expect(text).toContain(
+      "catalog: fenced catalog-10000 served 970 req/s with 10,000 idle products listed (through the admin API in 4,120 ms; 10,000 in Redis's products set); " +
+        'fenced without them 1,000: with/without throughput 0.97x (same run; goal >= 0.95x)',
+    );
+    expect(text).toContain('catalog: fenced settle-off catalog-10000 served 1,500 req/s');
+    expect(text).toContain('fenced settle-off without them 2,000: with/without throughput 0.75x');
+  });
+
+  it("states each settling row's order lag percentiles, and which clocks they were read on", () => {
+    const settlement = (orderLag: unknown) => ({ drainMs: 12, rows: 3, byStatus: { reserved: 3 }, lag: [], orderLag });
+    const { text } = formatReport([
+      row('fenced', [1], {
+        settle: true,
+        settlement: settlement({ orders: 3, p50: 12.5, p99: 98, max: 101.2, clock: 'one machine' }),
+      } as Partial<Row>),
+      row('lock', [1], {
+        settle: true,
+        settlement: settlement({ orders: 1000, p50: 40, p99: 120, max: 130, clock: { skewMs: -3 } }),
+      } as Partial<Row>),
+      row('atomic', [1], { settle: false }),
+    ]);
+    expect(text.split('\n').filter((line) => line.startsWith('settlement lag: '))).toEqual([
+      "settlement lag: fenced p50 12.5 ms, p99 98 ms, max 101.2 ms from each of 3 orders' stream entry to its row in PostgreSQL " +
+        "(goal: p99 <= 100 ms; Redis's and PostgreSQL's clocks are one machine's)",
+      "settlement lag: lock p50 40 ms, p99 120 ms, max 130 ms from each of 1,000 orders' stream entry to its row in PostgreSQL " +
+        "(goal: p99 <= 100 ms; Redis's clock brought to this machine's by the skew measured at the sale's start, -3 ms)",
+    ]);
   });
 
   it('reports the none control oversold by its peak, at its time, and its end beside it', () => {

@@ -1,3 +1,4 @@
+import type { CatalogFigures } from './catalog';
 import { historyLine } from './history/check';
 import type { Opening } from './starts-in';
 import type { QueueFigures } from './queue-load';
@@ -68,6 +69,10 @@ export interface Row extends Verdict {
   readonly queue?: QueueFigures;
   /** A row behind a waiting room: its app CPU per request divided by the same set-up's without one, same run. */
   readonly vsNoQueue?: { appCpuPerRequest: number };
+  /** --catalog N: the idle products listed before the row's sale (absent: none). */
+  readonly catalog?: CatalogFigures;
+  /** A row with a catalog: its throughput divided by the same set-up's without one, same run. */
+  readonly vsNoCatalog?: { throughput: number };
   /** False when any product (or the totals) fails. */
   readonly pass: boolean;
 }
@@ -81,6 +86,12 @@ export interface SettlementRow {
   readonly byStatus: Record<string, number>;
   /** Unsettled stream entries over time (ms since the load's start). */
   readonly lag: { ms: number; unsettled: number }[];
+  /**
+   * Each order's settlement lag, ms: from its stream entry (Redis's clock) to its row's
+   * insert in the settling transaction (order_events.settled_at, PostgreSQL's clock), over
+   * the measured product's orders; absent if settlement did not catch up.
+   */
+  readonly orderLag?: OrderLag;
   /** --pay: orders paid, cancelled and left to expire, what was refused, and the second wave. */
   readonly afterlife?: {
     readonly paid: number;
@@ -90,6 +101,21 @@ export interface SettlementRow {
     readonly unitsReturned: number;
     readonly secondWave: { buyers: number; created: number; refused: Record<string, number> };
   };
+}
+
+/** Percentiles of the orders' settlement lag (bench/settled.ts), ms. */
+export interface OrderLag {
+  /** Orders measured: every order of the product PostgreSQL holds with its settled_at. */
+  readonly orders: number;
+  readonly p50: number;
+  readonly p99: number;
+  readonly max: number;
+  /**
+   * How the two clocks were put on one line: `one machine` (the bench's own Redis and
+   * PostgreSQL), or Redis's brought to this machine's by the skew measured at the sale's
+   * start (--redis: Redis may be elsewhere), in ms.
+   */
+  readonly clock: 'one machine' | { skewMs: number };
 }
 
 /**
@@ -112,11 +138,40 @@ export function rowLabel(
     settle?: boolean;
     auth?: string;
     queue?: Pick<QueueFigures, 'admitPerSecond'>;
+    catalog?: Pick<CatalogFigures, 'products'>;
   },
 ): string {
   return `${r.strategy}${r.workers > 1 ? ` ×${r.workers}` : ''}${r.telemetry === false ? ' telemetry-off' : ''}${
     r.settle === false ? ' settle-off' : ''
-  }${r.auth ? ` auth-${r.auth}` : ''}${r.queue ? ` queue-${r.queue.admitPerSecond}/s` : ''}`;
+  }${r.auth ? ` auth-${r.auth}` : ''}${r.queue ? ` queue-${r.queue.admitPerSecond}/s` : ''}${
+    r.catalog ? ` catalog-${r.catalog.products}` : ''
+  }`;
+}
+
+/** A row's set-up: its value of each option that makes rows (bench/bench.ts). */
+function setUp(r: Row) {
+  return {
+    strategy: r.strategy,
+    workers: r.workers,
+    telemetry: r.telemetry,
+    settle: r.settle,
+    auth: r.auth,
+    queue: r.queue?.admitPerSecond ?? 0,
+    catalog: r.catalog?.products ?? 0,
+  };
+}
+
+/**
+ * The row of the same run whose set-up is `row`'s with `change` made: what a row is
+ * compared with (telemetry on, settlement off, no waiting room, no catalog), every other
+ * option the same.
+ */
+export function twin(rows: readonly Row[], row: Row, change: Partial<ReturnType<typeof setUp>>): Row | undefined {
+  const want = { ...setUp(row), ...change };
+  return rows.find((r) => {
+    const has = setUp(r);
+    return (Object.keys(want) as (keyof typeof want)[]).every((k) => has[k] === want[k]);
+  });
 }
 const label = rowLabel;
 
@@ -270,7 +325,7 @@ export function formatReport(rows: Row[]): { text: string; tables: string; faile
   for (const r of rows) if (r.cost.shards.length > 1) lines.push(shardSplit(r));
   for (const r of rows) {
     if (!r.vsTelemetryOn) continue;
-    const on = rows.find((o) => o.strategy === r.strategy && o.workers === r.workers && o.telemetry !== false);
+    const on = twin(rows, r, { telemetry: true });
     lines.push(
       `telemetry: ${label(r)} served ${n(r.throughput)} req/s, with it on ${n(on?.throughput ?? null)}: ` +
         `off/on throughput ${r.vsTelemetryOn.throughput.toFixed(2)}x (same run)`,
@@ -287,6 +342,18 @@ export function formatReport(rows: Row[]): { text: string; tables: string; faile
           ? `; throughput ${r.vsSettleOff.throughput.toFixed(2)}x the same strategy's without settlement (same run)`
           : ''),
     );
+    if (s.orderLag) lines.push(`settlement lag: ${label(r)} ${orderLagLine(s.orderLag)}`);
+  }
+  for (const r of rows) {
+    if (!r.catalog) continue;
+    const without = twin(rows, r, { catalog: 0 });
+    lines.push(
+      `catalog: ${label(r)} served ${n(r.throughput)} req/s ${catalogLine(r.catalog)}` +
+        (without && r.vsNoCatalog
+          ? `; ${label(without)} without them ${n(without.throughput)}: with/without throughput ` +
+            `${r.vsNoCatalog.throughput.toFixed(2)}x (same run; goal >= 0.95x)`
+          : ''),
+    );
   }
   for (const r of rows) {
     if (!route || r === route || !r.vsFastifyRoute) continue;
@@ -296,6 +363,24 @@ export function formatReport(rows: Row[]): { text: string; tables: string; faile
     );
   }
   return { text: lines.join('\n'), tables, failed };
+}
+
+/** `p50 12 ms, p99 85 ms, max 97 ms from each of 1,000 orders' stream entry to PostgreSQL (...)`. */
+export function orderLagLine(lag: OrderLag): string {
+  const clock =
+    lag.clock === 'one machine'
+      ? "Redis's and PostgreSQL's clocks are one machine's"
+      : `Redis's clock brought to this machine's by the skew measured at the sale's start, ${lag.clock.skewMs} ms`;
+  return (
+    `p50 ${lag.p50} ms, p99 ${lag.p99} ms, max ${lag.max} ms from each of ${n(lag.orders)} orders' stream entry ` +
+    `to its row in PostgreSQL (goal: p99 <= 100 ms; ${clock})`
+  );
+}
+
+/** `with 10,000 idle products listed (through the admin API in 4,120 ms; 10,000 in Redis's products set)`. */
+export function catalogLine(c: CatalogFigures): string {
+  const products = `${n(c.products)} idle product${c.products === 1 ? '' : 's'}`;
+  return `with ${products} listed (through the admin API in ${n(c.listMs)} ms; ${n(c.listed)} in Redis's products set)`;
 }
 
 /** `history: fenced: <the checker's line>`, one per product that has a history report. */

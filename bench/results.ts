@@ -7,7 +7,7 @@ import { cpus } from 'node:os';
 import { dirname, relative } from 'node:path';
 import { ROOT } from '../harness/paths';
 import { chartJsSource, htmlReport, htmlPathFor } from './html-report';
-import type { Row } from './report';
+import { Row, twin } from './report';
 import { n, Run } from './rows';
 
 /** The JSON results, and the HTML report beside them; the machine they ran on and the HTML's path. */
@@ -39,21 +39,21 @@ export async function writeResults(
 /**
  * Each row's figures as multiples of the comparison servers' measured in the same run:
  * throughput and p99 of the baseline's, app CPU per request of the bare Fastify route's;
- * a telemetry-off row's throughput as a multiple of its strategy's with telemetry on.
+ * a telemetry-off row's throughput as a multiple of the same set-up's with telemetry on,
+ * a settling row's of the one without settlement, a row with a catalog of the one
+ * without (each its twin: every other row option the same).
  */
 export function withRatios(rows: Row[]): Row[] {
   const ratio = (a: number, b: number) => Math.round((a / Math.max(b, 1)) * 100) / 100;
   const baseline = rows.find((r) => r.strategy === 'baseline');
   const routeCpu = rows.find((r) => r.strategy === 'fastify-route')?.cost.appCpuUsPerRequest;
-  const telemetryOn = (row: Row) =>
-    rows.find((r) => r.strategy === row.strategy && r.workers === row.workers && r.telemetry);
-  const settleOff = (row: Row) =>
-    rows.find(
-      (r) =>
-        r.strategy === row.strategy && r.workers === row.workers && r.telemetry === row.telemetry && r.settle === false,
-    );
+  const telemetryOn = (row: Row) => twin(rows, row, { telemetry: true });
+  const settleOff = (row: Row) => twin(rows, row, { settle: false });
+  const noCatalog = (row: Row) => twin(rows, row, { catalog: 0 });
   return rows.map((row) => ({
     ...row,
+    ...(row.catalog &&
+      noCatalog(row) && { vsNoCatalog: { throughput: ratio(row.throughput, noCatalog(row)!.throughput) } }),
     ...(row.settle &&
       settleOff(row) && { vsSettleOff: { throughput: ratio(row.throughput, settleOff(row)!.throughput) } }),
     ...(!row.telemetry &&
@@ -77,15 +77,7 @@ export function withRatios(rows: Row[]): Row[] {
 
 /** The same set-up's row without a waiting room, measured in this run. */
 function withoutQueue(rows: readonly Row[], row: Row): Row | undefined {
-  return rows.find(
-    (r) =>
-      !r.queue &&
-      r.strategy === row.strategy &&
-      r.workers === row.workers &&
-      r.telemetry === row.telemetry &&
-      r.settle === row.settle &&
-      r.auth === row.auth,
-  );
+  return twin(rows, row, { queue: 0 });
 }
 
 /** That row's app CPU per request, when both rows have one. */

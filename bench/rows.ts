@@ -11,8 +11,10 @@ import { PrivatePostgres, quiesce, startPrivatePostgres } from '../harness/postg
 import { REDLOCK_NODE, startPrivateRedis } from '../harness/redis';
 import { UNSAFE_STRATEGIES } from '../src/config/app-config';
 import { KeyLayout } from '../src/redis/key-layout';
+import { MARK_TAGS } from '../src/redis/shard-marks';
 import { PAYMENT_SECRET } from './afterlife';
 import { mintBuyerTokens, tokenCount } from './buyer-tokens';
+import type { CatalogFigures } from './catalog';
 import type { MeteredNode } from './cost';
 import { LoadOptions, runLoad } from './load';
 import { BenchAuth, BenchOptions, Target } from './options';
@@ -65,10 +67,17 @@ export interface RowSpec {
   readonly auth: BenchAuth;
   /** --queue: the sale's waiting room admits this many buyers a second (0: no waiting room). */
   readonly queue: number;
+  /** --catalog: idle products listed before the sale (0: none). */
+  readonly catalog: number;
+}
+
+/** --catalog N: each row's catalog sizes, in the order they run: none, then N (a row each). */
+export function catalogs(options: BenchOptions): number[] {
+  return options.catalog > 0 ? [0, options.catalog] : [0];
 }
 
 /** One row's app, and what it wrote. */
-export interface RowApp extends Omit<RowSpec, 'settle'> {
+export interface RowApp extends Omit<RowSpec, 'settle' | 'catalog'> {
   readonly label: string;
   readonly unsafe: boolean;
   /** The app now serving the row: the control gets a fresh one for each of its sales. */
@@ -83,6 +92,8 @@ export interface RowApp extends Omit<RowSpec, 'settle'> {
   readonly databaseUrl?: string;
   /** --auth: each buyer's token. */
   readonly tokens?: ReadonlyMap<string, string>;
+  /** --catalog: the idle products its app listed, once listed (bench/catalog.ts). */
+  catalog?: CatalogFigures;
 }
 
 /** The Redis servers (unless --redis names one) and the verdict's client. */
@@ -117,11 +128,11 @@ export async function prepare(options: BenchOptions): Promise<Run> {
 }
 
 export async function startTarget(run: Run, spec: RowSpec): Promise<RowApp> {
-  const { target, workers, telemetry, settle, auth, queue } = spec;
+  const { target, workers, telemetry, settle, auth, queue, catalog } = spec;
   const unsafe = (UNSAFE_STRATEGIES as readonly string[]).includes(target);
   const prefix = `bench:${run.runId}:${target}:x${workers}${telemetry ? '' : ':t0'}${settle ? '' : ':s0'}${
     auth === 'off' ? '' : `:a-${auth}`
-  }${queue ? `:q${queue}` : ''}:`;
+  }${queue ? `:q${queue}` : ''}${catalog ? `:c${catalog}` : ''}:`;
   // The comparison servers settle nothing: their label says nothing of it.
   const label = rowLabel({
     strategy: target,
@@ -130,6 +141,7 @@ export async function startTarget(run: Run, spec: RowSpec): Promise<RowApp> {
     ...(!SERVERS[target] && { settle }),
     ...(auth !== 'off' && { auth }),
     ...(queue > 0 && { queue: { admitPerSecond: queue } }),
+    ...(catalog > 0 && { catalog: { products: catalog } }),
   });
   // Minted here, before the warm-up and the measured pass: the bench's CPU, not the app's.
   const buyerTokens = auth === 'off' ? undefined : await mintBuyerTokens(auth, tokenCount(run.options));
@@ -244,9 +256,11 @@ export async function cleanUp(run: Run, t: RowApp): Promise<void> {
   }
   if (!run.options.redis) return;
   // One DEL per product: its keys share a slot, different products' may not. Then the
-  // row's list of products, under the row's own prefix: nothing of the row is left.
+  // row's own keys of the whole prefix (each its own slot), and each shard's work marks
+  // (one DEL per tag: its two keys share a slot): nothing of the row is left.
   for (const id of t.products) await run.client.del(...Object.values(t.keys.product(id)));
-  await run.client.del(t.keys.products);
+  for (const key of [t.keys.products, t.keys.settling]) await run.client.del(key);
+  for (const tag of MARK_TAGS) await run.client.del(...Object.values(t.keys.marks(tag)));
 }
 
 /** Every buyer once, plus the duplicates. */

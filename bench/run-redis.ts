@@ -30,7 +30,7 @@ export interface RunRedis {
  */
 export type BenchClient = Pick<
   Redis,
-  'get' | 'del' | 'hmget' | 'hgetall' | 'xrange' | 'time' | 'xinfo' | 'xlen' | 'zcard' | 'zrangebyscore'
+  'get' | 'del' | 'hmget' | 'hgetall' | 'xrange' | 'time' | 'xinfo' | 'xlen' | 'zcard' | 'zrangebyscore' | 'smismember'
 >;
 
 export async function startRunRedis(

@@ -4,6 +4,7 @@ import { Client } from 'pg';
 import type { ProductKeys } from '../src/redis/key-layout';
 import { SETTLE_GROUP } from '../src/settlement/settler';
 import type { SettledOrder } from './history/history';
+import type { OrderLag } from './report';
 
 const STATUS = { R: 'reserved', P: 'paid', C: 'cancelled', E: 'expired' } as const;
 
@@ -148,6 +149,46 @@ export async function checkSettled(
             .map(([id, s]) => `${id}: Redis ${s}, PostgreSQL ${JSON.stringify(inPg.get(id))}`)
             .join('; ')}), ${badEvents.length} orders whose events are not once each`,
       }),
+    };
+  } finally {
+    await client.end();
+  }
+}
+
+/**
+ * The product's orders' settlement lag percentiles: from each order's stream entry
+ * (`at`, Redis's clock, whole ms) to its row's insert (`settled_at`, PostgreSQL's clock,
+ * migration 003), less `skewMs` (Redis's clock less this machine's, where PostgreSQL
+ * runs) when Redis may be elsewhere. Orders only (`created`): when each sale reached
+ * the system of record. null when none has a settled_at.
+ */
+export async function orderLag(
+  databaseUrl: string,
+  productId: string,
+  skewMs: number | null,
+): Promise<OrderLag | null> {
+  const client = new Client({ connectionString: databaseUrl });
+  await client.connect();
+  try {
+    const { rows } = await client.query<{ orders: number; p50: number; p99: number; max: number }>(
+      `SELECT count(*)::int AS orders,
+              percentile_disc(0.5) WITHIN GROUP (ORDER BY lag) AS p50,
+              percentile_disc(0.99) WITHIN GROUP (ORDER BY lag) AS p99,
+              max(lag) AS max
+         FROM (SELECT (extract(epoch FROM settled_at - at) * 1000 + $2)::float8 AS lag
+                 FROM order_events
+                WHERE product_id = $1 AND event = 'created' AND settled_at IS NOT NULL) AS l`,
+      [productId, skewMs ?? 0],
+    );
+    const [r] = rows;
+    if (r.orders === 0) return null;
+    const ms = (x: number) => Math.round(x * 10) / 10;
+    return {
+      orders: r.orders,
+      p50: ms(r.p50),
+      p99: ms(r.p99),
+      max: ms(r.max),
+      clock: skewMs === null ? 'one machine' : { skewMs },
     };
   } finally {
     await client.end();

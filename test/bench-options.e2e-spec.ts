@@ -17,14 +17,82 @@ describe('bench (scripts/bench.js): its options', () => {
   const benchDir = useBenchDir();
   const redis = useTestRedis();
 
-  it('--redis URL sells on that Redis and leaves nothing of its rows there, a key of its own included', async () => {
+  it("--redis URL sells on that Redis and leaves nothing of its rows there, a key of its own included, nor its catalog, nor settlement's or the loops' keys", async () => {
     const admin = redis.client();
     await admin.set('canary', 'theirs');
     const out = join(benchDir(), 'redis.json');
-    const args = ['--redis', redis.url(), '--settle', 'off', '--strategy', 'lock', '--buyers', '300', '--stock', '30'];
-    const { report } = runBench([...args, '--connections', '20', '--warmup', '0'], out, 60_000);
-    expect(report.rows[0]).toMatchObject({ strategy: 'lock', pass: true, sold: 30 });
+    const args = [
+      '--redis',
+      redis.url(),
+      '--settle',
+      'off,on',
+      '--strategy',
+      'lock',
+      '--buyers',
+      '300',
+      '--stock',
+      '30',
+    ];
+    const { report } = runBench([...args, '--catalog', '3', '--connections', '20', '--warmup', '0'], out, 60_000);
+    expect(report.rows.map((r: { label: string }) => r.label)).toEqual([
+      'lock settle-off',
+      'lock settle-off catalog-3',
+      'lock',
+      'lock catalog-3',
+    ]);
+    for (const row of report.rows) expect(row).toMatchObject({ pass: true, sold: 30 });
+    expect(report.rows[3]).toMatchObject({ catalog: { products: 3, listed: 3 }, settlement: { rows: 30 } });
     expect(await admin.keys('*')).toEqual(['canary']);
+  });
+
+  it("--catalog 50 runs each row without, then with 50 idle products listed (read back from Redis's products set): the with/without throughput ratio, and each settling row's order lag percentiles", () => {
+    const out = join(benchDir(), 'catalog.json');
+    const { run, report } = runBench(
+      [
+        '--strategy',
+        'fenced',
+        '--catalog',
+        '50',
+        '--buyers',
+        '300',
+        '--stock',
+        '30',
+        '--connections',
+        '20',
+        '--warmup',
+        '0',
+      ],
+      out,
+      90_000,
+    );
+    const [without, withCatalog] = report.rows;
+    expect(report.rows).toHaveLength(2);
+    expect(without).toMatchObject({ label: 'fenced', settle: true, pass: true, sold: 30 });
+    expect(without).not.toHaveProperty('catalog');
+    expect(without).not.toHaveProperty('vsNoCatalog');
+    expect(withCatalog).toMatchObject({
+      label: 'fenced catalog-50',
+      settle: true,
+      pass: true,
+      sold: 30,
+      catalog: { products: 50, listed: 50 },
+    });
+    expectRounded(withCatalog.vsNoCatalog.throughput, withCatalog.throughput / without.throughput, 2);
+    for (const row of report.rows) {
+      const lag = row.settlement.orderLag;
+      // Every order of the sale, its entry and its insert on this machine's one clock.
+      expect(lag).toMatchObject({ orders: 30, clock: 'one machine' });
+      for (const ms of [lag.p50, lag.p99, lag.max]) expect(Number.isFinite(ms)).toBe(true);
+      // An order reaches PostgreSQL after its entry was written, and the percentiles are in order.
+      expect(0 <= lag.p50 && lag.p50 <= lag.p99 && lag.p99 <= lag.max).toBe(true);
+    }
+    expect(run.stdout).toMatch(
+      /\ncatalog: fenced catalog-50 served [\d,]+ req\/s with 50 idle products listed \(through the admin API in [\d,]+ ms; 50 in Redis's products set\); fenced without them [\d,]+: with\/without throughput [\d.]+x \(same run; goal >= 0\.95x\)/,
+    );
+    expect(run.stdout).toMatch(
+      /\nsettlement lag: fenced catalog-50 p50 [\d.]+ ms, p99 [\d.]+ ms, max [\d.]+ ms from each of 30 orders'/,
+    );
+    expect(run.stdout).toContain("Redis's and PostgreSQL's clocks are one machine's");
   });
 
   it('--telemetry on,off runs each strategy with TELEMETRY on and off, and states the off/on throughput ratio', () => {

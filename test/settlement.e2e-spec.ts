@@ -9,7 +9,7 @@ import { processState, startApp } from '../harness/processes';
 import { checkSettled, unsettled, waitForSettlement } from '../bench/settled';
 import { KeyLayout } from '../src/redis/key-layout';
 import { MARK_TAGS, markWritten } from '../src/redis/shard-marks';
-import { migrate } from '../src/settlement/migrations';
+import { migrate, migrations } from '../src/settlement/migrations';
 import { createPool } from '../src/settlement/postgres';
 import { SETTLE_GROUP, Settler } from '../src/settlement/settler';
 import { ADMIN_TOKEN, pay, request, startTestApp, TestApp } from './helpers/app';
@@ -155,7 +155,13 @@ describe('orders settled into PostgreSQL, units given back once', () => {
         { event: 'paid', n: 2 },
       ]);
       const { rows: migrated } = await pgc.query('SELECT version FROM schema_migrations ORDER BY version');
-      expect(migrated).toEqual([{ version: 1 }, { version: 2 }]);
+      expect(migrated).toEqual([{ version: 1 }, { version: 2 }, { version: 3 }]);
+      // Migration 3: every event the settler wrote has the time it reached PostgreSQL.
+      const { rows: untimed } = await pgc.query(
+        'SELECT count(*)::int AS n FROM order_events WHERE product_id = $1 AND settled_at IS NULL',
+        ['phone'],
+      );
+      expect(untimed).toEqual([{ n: 0 }]);
     } finally {
       await pgc.end();
     }
@@ -388,6 +394,31 @@ describe('orders settled into PostgreSQL, units given back once', () => {
       await pg.end();
     }
   }, 60_000);
+
+  it('migration 3 gives order_events settled_at: rows written before it stay NULL, rows written after get the time of their insert', async () => {
+    const pool = createPool({ databaseUrl: await database(), pgStatementTimeoutMs: 5_000 });
+    const insert = (streamId: string) =>
+      pool.query(
+        "INSERT INTO order_events (product_id, stream_id, order_id, event, at) VALUES ('phone', $1, $2, 'created', now())",
+        [streamId, `phone.${streamId}`],
+      );
+    try {
+      // A database as the release before left it: migrations 1 and 2, with an event in it.
+      expect(await migrate(pool, migrations().slice(0, 2))).toEqual([1, 2]);
+      await insert('1-1');
+      expect(await migrate(pool)).toEqual([3]);
+      await insert('2-1');
+      const { rows } = await pool.query<{ stream_id: string; timed: boolean }>(
+        'SELECT stream_id, settled_at IS NOT NULL AS timed FROM order_events ORDER BY stream_id',
+      );
+      expect(rows).toEqual([
+        { stream_id: '1-1', timed: false },
+        { stream_id: '2-1', timed: true },
+      ]);
+    } finally {
+      await pool.end();
+    }
+  }, 30_000);
 
   it("a claim scan's cursor from a stream since made anew skips nothing: the scan goes round once more from the start", async () => {
     const keys = new KeyLayout(uniquePrefix('claim-cursor'));

@@ -2,13 +2,14 @@
  * --settle on: the row's app settles every order into its own PostgreSQL database;
  * the lag is sampled through the sale, and after it settlement must catch up and hold
  * every order once, with the status Redis has (bench/settled.ts). The drain is timed
- * from the end of the last load.
+ * from the end of the last load; each order's own lag (stream entry to PostgreSQL) is
+ * read from PostgreSQL once it has caught up.
  */
 import type { SettlementRow } from '../report';
-import { checkSettled, unsettled, waitForSettlement } from '../settled';
+import { checkSettled, orderLag, unsettled, waitForSettlement } from '../settled';
 import type { Sale, Scenario } from './scenario';
 
-export function settle({ run, t, productId }: Sale): Scenario | undefined {
+export function settle({ run, t, productId, skewMs }: Sale): Scenario | undefined {
   if (!t.databaseUrl) return undefined;
   const k = t.keys.product(productId);
   const points: SettlementRow['lag'] = [];
@@ -45,11 +46,14 @@ export function settle({ run, t, productId }: Sale): Scenario | undefined {
       );
       settled = { ok: check.ok, ...(check.problem && { problem: check.problem }) };
       figures.settled = { [productId]: check.orders };
+      // The bench's PostgreSQL runs here; so does its Redis unless --redis names one, whose clock may differ.
+      const lag = await orderLag(t.databaseUrl!, productId, run.options.redis ? skewMs : null);
       figures.settlement = {
         drainMs,
         rows: check.rows,
         byStatus: check.byStatus,
         lag: points,
+        ...(lag && { orderLag: lag }),
         ...(afterlife && { afterlife }),
       };
       return load;
