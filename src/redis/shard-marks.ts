@@ -106,9 +106,10 @@ export class MarkReads {
       .map((m) => `${m}=${masterMarks(this.redis as Cluster, m).tag}`)
       .sort()
       .join(' ');
+    // The first look is no change (its pass reads every tag anyway: allAt is long past).
     if (layout !== this.layout) {
+      if (this.layout !== '') this.changedAt = now;
       this.layout = layout;
-      this.changedAt = now;
     }
     const all = now - this.changedAt < ALL_AFTER_CHANGE_MS || now - this.allAt >= ALL_EVERY_MS;
     if (!all) return own;
