@@ -444,7 +444,11 @@ describe('the catalog and its orders, for an admin', () => {
   // Last: it stops this file's PostgreSQL.
   it('says 503 POSTGRES_UNAVAILABLE while PostgreSQL is down', async () => {
     const { url } = await app(uniquePrefix('catalog-pg-down'), true);
-    expect((await admin(url, '/api/products/phone/orders')).status).toBe(200);
+    // The instance migrates its database in the background after it starts: 503 until then.
+    await waitUntil(
+      'the orders page to answer',
+      async () => (await admin(url, '/api/products/phone/orders')).status === 200,
+    );
     await pg.stop();
     const res = await admin(url, '/api/products/phone/orders');
     expect(res.status).toBe(503);

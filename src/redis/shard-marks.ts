@@ -133,6 +133,26 @@ function unlessWrongType<T>(value: T): (err: unknown) => T {
   };
 }
 
+/**
+ * Whether an order log may hold entries the settle group has not settled: its group has
+ * some pending or undelivered (or cannot count them: after a deletion), or, without the
+ * group (no settler met it yet), it has any entry.
+ */
+async function hasUnsettled(redis: RedisClient, stream: string): Promise<boolean> {
+  let groups: unknown[][];
+  try {
+    groups = (await redis.xinfo('GROUPS', stream)) as unknown[][];
+  } catch (err) {
+    if (/no such key/i.test(String(err))) return false;
+    return unlessWrongType(false)(err);
+  }
+  // The settler's group (SETTLE_GROUP, src/settlement/settler.ts).
+  const settle = groups.find((g) => g[1] === 'settle');
+  if (!settle) return (await redis.xlen(stream)) > 0;
+  const field = (name: string) => settle[settle.indexOf(name) + 1];
+  return Number(field('pending')) > 0 || field('lag') !== 0;
+}
+
 /** The tag a script takes for a guess when it is served where the guess says (includes/shard-marks.lua). */
 function tagOfGuess(guess: string): string {
   if (guess.startsWith('=')) return guess.slice(1);
@@ -145,9 +165,9 @@ function tagOfGuess(guess: string): string {
  * whose order log has entries, and every reservation's deadline. At every start of an
  * instance, so that once the last older instance has stopped, restarting one new
  * instance marks whatever they wrote last (docs/deployment.md). A catalog's length of
- * work, once per start, never when idle. Marking twice changes nothing (a mark is a hint;
- * a deadline is a set member); a failure throws, for the caller to try again. Returns
- * the products marked.
+ * work, once per start, never when idle. A product already marked is left as it is, and
+ * a deadline is a set member: marking again changes nothing; a failure throws, for the
+ * caller to try again. Returns the products it marked that were not.
  */
 export async function markWhatCameBefore(redis: RedisClient, keys: KeyLayout): Promise<number> {
   const guess = markGuess(redis);
@@ -161,13 +181,13 @@ export async function markWhatCameBefore(redis: RedisClient, keys: KeyLayout): P
         const k = keys.product(productId);
         const marks = keys.marks(tagOfGuess(guess(productId)));
         // A key of another type (no stream, no sorted set) holds nothing to mark.
-        const [entries, deadlines] = await Promise.all([
-          redis.xlen(k.orders).catch(unlessWrongType(0)),
+        const [unsettled, deadlines] = await Promise.all([
+          hasUnsettled(redis, k.orders),
           redis.zrangebyscore(k.deadlines, '-inf', '+inf', 'WITHSCORES').catch(unlessWrongType<string[]>([])),
         ]);
-        if (entries > 0) await redis.zincrby(marks.settle, 1, productId);
         for (let i = 0; i < deadlines.length; i += 2) await redis.zadd(marks.due, deadlines[i + 1], deadlines[i]);
-        return entries > 0 ? 1 : 0;
+        // NX: a mark there already is the settler's to take off (unmark-1.lua compares its score).
+        return unsettled ? await redis.zadd(marks.settle, 'NX', 1, productId) : 0;
       }),
     );
     marked += counts.reduce((n: number, c) => n + c, 0);
