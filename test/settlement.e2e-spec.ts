@@ -451,6 +451,33 @@ describe('orders settled into PostgreSQL, units given back once', () => {
     }
   }, 30_000);
 
+  it("a dead instance's consumer is gone from the group once its entries, claimed by another, are settled", async () => {
+    const keys = new KeyLayout(uniquePrefix('dead-consumer'));
+    const stream = keys.product('phone').orders;
+    const pool = createPool({ databaseUrl: await database(), pgStatementTimeoutMs: 5_000 });
+    const consumers = async () =>
+      ((await client.xinfo('CONSUMERS', stream, SETTLE_GROUP)) as string[][]).map((c) => c[1]);
+    try {
+      await migrate(pool);
+      await client.xgroup('CREATE', stream, SETTLE_GROUP, '0', 'MKSTREAM');
+      await client.xadd(stream, '*', 'orderId', 'phone.o1', 'userId', 'u1', 'quantity', '1');
+      await markWritten(client, keys, 'phone');
+      // An instance reads the entry and dies before its XACK; the product is not sold again.
+      await client.xreadgroup('GROUP', SETTLE_GROUP, 'dead-host/1', 'STREAMS', stream, '>');
+      expect(await consumers()).toEqual(['dead-host/1']);
+      const settler = new Settler(client, pool, keys, { settleBatch: 10, settleClaimIdleMs: 100, settleTrim: false });
+      // Claimed once it has been idle SETTLE_CLAIM_IDLE_MS, settled, then the product found settled.
+      await sleep(150);
+      expect(await settler.settleOnce()).toBe(1);
+      expect(await settler.settleOnce()).toBe(0);
+      expect(await client.zcard(keys.marks(MARK_TAGS[0]).settle)).toBe(0);
+      expect(await client.xpending(stream, SETTLE_GROUP)).toEqual([0, null, null, null]);
+      expect(await consumers()).not.toContain('dead-host/1');
+    } finally {
+      await pool.end();
+    }
+  }, 30_000);
+
   it("one product's trouble holds up no other's settlement or expiry", async () => {
     const prefix = uniquePrefix('isolation');
     const keys = new KeyLayout(prefix);
