@@ -56,11 +56,11 @@ function mastersOf(cluster: Cluster): Set<string> {
 
 /**
  * The scripts' guess of a product's shard marks (their ARGV, includes/shard-marks.lua):
- * on a cluster, its master's marks by this client's slot map; '' on one Redis, where
- * the first tag is always the one.
+ * on a cluster, its master's marks by this client's slot map; `!` on one Redis, where
+ * the first tag is always the one and nothing needs probing.
  */
 export function markGuess(redis: RedisClient): (productId: string) => string {
-  if (!(redis instanceof Cluster)) return () => '';
+  if (!(redis instanceof Cluster)) return () => '!';
   return (productId) => {
     const master = masterOf(redis, calculateSlot(`p:${productId}`));
     return master === undefined ? '' : masterMarks(redis, master).guess;
@@ -157,6 +157,7 @@ async function hasUnsettled(redis: RedisClient, stream: string): Promise<boolean
 /** The tag a script takes for a guess when it is served where the guess says (includes/shard-marks.lua). */
 function tagOfGuess(guess: string): string {
   if (guess.startsWith('=')) return guess.slice(1);
+  if (guess === '!') return MARK_TAGS[0];
   return MARK_TAGS[Math.max(0, Number(guess || 1) - 1)];
 }
 

@@ -25,7 +25,7 @@ local MARK_TAGS = {
 -- The marks of the shard that holds `productKey` (any key of the product), or an error
 -- before anything is written when none is served here. `guess`: an index into MARK_TAGS,
 -- or `=<tag>` (a master that serves none of their slots: a tag of a slot it serves, from
--- the app's slot map), or '' for none; tried first. Both keys are probed: while a slot
+-- the app's slot map), or '' for none; tried first. `!`: one Redis, the first tag, unprobed. Both keys are probed: while a slot
 -- moves, one of them may have left the node already, and a write to it would fail
 -- half-way through the script. Call it before the script's first write.
 local function shardMarks(guess, productKey)
@@ -38,6 +38,11 @@ local function shardMarks(guess, productKey)
         return nil
       end
     end
+    return {settle = base .. 'settle', due = base .. 'due', product = product}
+  end
+  -- One Redis (the app's word): every slot is here, nothing to probe.
+  if guess == '!' then
+    local base = prefix .. '{w:' .. MARK_TAGS[1] .. '}:'
     return {settle = base .. 'settle', due = base .. 'due', product = product}
   end
   local first = tonumber(guess)
