@@ -19,10 +19,14 @@ import { formatReport, Row } from './report';
 import { queueComparisons, withRatios, writeResults } from './results';
 import { listCatalog } from './catalog';
 import { catalogs, cleanUp, prepare, RowSpec, Run, startTarget, warmUp } from './rows';
+import { benchTarget, TargetRefusal } from './target';
 import { textChart } from './text-chart';
 
 async function main(): Promise<number> {
-  const run = await prepare(parseOptions(process.argv.slice(2)));
+  const parsed = parseOptions(process.argv.slice(2));
+  // A deployment already running: no app of the bench's, one row (bench/target.ts).
+  if (parsed.target) return benchTarget(parsed);
+  const run = await prepare(parsed);
   const { options } = run;
   const rows: Row[] = [];
   // The comparison servers have no telemetry to switch off: they run once.
@@ -103,6 +107,11 @@ export function cli(): void {
     onSignal: (signal) => process.stderr.write(`\n[bench] ${signal}: stopping everything the bench started\n`),
     quietAfterSignal: true,
     failed: (err) => {
+      // One line, no usage: the command was right, the deployment it names is not.
+      if (err instanceof TargetRefusal) {
+        process.stderr.write(`[bench] refused: ${err.message}\n`);
+        return 2;
+      }
       process.stderr.write(
         err instanceof UsageError ? `${err.message}\n\n${USAGE}` : `[bench] failed: ${err.stack ?? err.message}\n`,
       );

@@ -321,3 +321,35 @@ export function mergeLoads(loads: readonly LoadResult[]): LoadResult {
     },
   };
 }
+
+/**
+ * --target with several URLs: the buyers spread over the deployment's instances, as a
+ * load balancer would spread them. One buyer sequence, dealt round-robin, so a buyer's
+ * duplicate may reach another instance than its first request did: the per-user limit
+ * is the deployment's to keep, not one instance's.
+ */
+export async function spreadLoad(
+  options: LoadOptions,
+  urls: readonly string[],
+  progress: LoadProgress = { done: 0 },
+): Promise<LoadResult> {
+  const ids = options.userIds ?? buyerSequence(options.buyers, options.duplicates, Math.random, options.userPrefix);
+  const loads = await Promise.all(
+    urls.map((url, k) =>
+      runLoad(
+        {
+          ...options,
+          url,
+          userIds: ids.filter((_, i) => i % urls.length === k),
+          connections: Math.max(1, Math.ceil(options.connections / urls.length)),
+        },
+        progress,
+      ),
+    ),
+  );
+  const merged = mergeLoads(loads);
+  // One history, in sending order; a buyer answered by two instances is still one buyer.
+  const requests = [...merged.requests!].sort((a, b) => a.sentAt - b.sentAt);
+  const answered = new Set(requests.filter((r) => r.status !== null).map((r) => r.userId));
+  return { ...merged, requests, distinctBuyers: answered.size };
+}

@@ -24,6 +24,7 @@ import { queue } from './scenarios/queue';
 import { retries } from './scenarios/retries';
 import type { Figures, Sale, Scenario } from './scenarios/scenario';
 import { settle } from './scenarios/settle';
+import { spread } from './scenarios/spread';
 import { startsIn } from './scenarios/starts-in';
 import type { Opening } from './starts-in';
 import { soldOverTime, SoldPoint } from './timeline';
@@ -34,7 +35,7 @@ import { passes, peakOversold, ProductVerdict, readSale, SaleSnapshot, Verdict, 
  * the pass before settlement is awaited; the payments' check, the opening's and the
  * waiting room's before settlement's.
  */
-const KINDS: readonly ((sale: Sale) => Scenario | undefined)[] = [retries, pay, startsIn, queue, settle];
+const KINDS: readonly ((sale: Sale) => Scenario | undefined)[] = [retries, pay, startsIn, queue, settle, spread];
 
 /** Sales the `none` control gets to show an oversell before the bench calls itself blind. */
 const CONTROL_ATTEMPTS = 3;
@@ -88,7 +89,7 @@ export async function measuredSale(run: Run, t: RowApp): Promise<Measured> {
 
 async function oneSale(run: Run, t: RowApp, attempt: number): Promise<Measured> {
   const { options } = run;
-  const ids = measuredProducts(options, attempt);
+  const ids = t.measuredProducts?.(attempt) ?? measuredProducts(options, attempt);
   const productId = ids[0];
   t.products.push(...ids);
   if (attempt > 1) watchLine(run, t, productId);

@@ -62,6 +62,19 @@ export interface BenchOptions {
    * N > 0 every row runs twice, without the catalog and with it (bench/catalog.ts).
    */
   readonly catalog: number;
+  /** --target: a deployment already running (bench/target.ts); no app is started. */
+  readonly target?: TargetDeployment;
+}
+
+/** --target URL[,URL...]: the user's own deployment, its admin token, and where it keeps its data. */
+export interface TargetDeployment {
+  /** Its instances (or one load balancer): the buyers are spread over them. */
+  readonly urls: string[];
+  readonly adminToken: string;
+  /** Its KEY_PREFIX (seckill: unless given). */
+  readonly keyPrefix: string;
+  /** Its PostgreSQL, when it settles: the row's orders are checked there too. */
+  readonly database?: string;
 }
 
 export const BENCH_AUTH = ['off', 'hs256', 'es256'] as const;
@@ -147,6 +160,18 @@ export const USAGE = `usage: npm run bench -- [options]
                     warm-up; the report gives the with/without throughput
                     ratio (same run)                                   (0)
   --redis URL       use this Redis instead of starting a private one
+  --target URL[,URL...]  load-test a deployment already running there (no app
+                    started): the sale is started through its admin API on a
+                    product of the run's own (bench-<run id>), the buyers are
+                    spread over the URLs, and the row is judged from --redis
+                    (its Redis) and --database (its PostgreSQL, if it settles).
+                    Needs --admin-token and --redis; not with --strategy,
+                    --workers, --telemetry, --settle, --catalog, --baseline,
+                    --sold-out-path, --cluster, --products, --auth, --pay,
+                    --retries, --watch or --queue (docs/bench.md)
+  --admin-token T   the deployment's ADMIN_TOKEN, with --target
+  --database URL    the deployment's PostgreSQL, with --target
+  --key-prefix P    the deployment's KEY_PREFIX, with --target       (seckill:)
   --out FILE        JSON results, and beside it the HTML report with charts
                     (FILE without .json, plus .html)  (bench/results/<timestamp>.json)
 `;
@@ -179,6 +204,10 @@ export function parseOptions(argv: string[]): BenchOptions {
     auth: { type: 'string', default: 'off' },
     queue: { type: 'string', default: 'off' },
     catalog: { type: 'string', default: '0' },
+    target: { type: 'string' },
+    'admin-token': { type: 'string' },
+    database: { type: 'string' },
+    'key-prefix': { type: 'string' },
     help: { type: 'boolean', short: 'h' },
   } as const;
   let parsed;
@@ -294,6 +323,7 @@ export function parseOptions(argv: string[]): BenchOptions {
     // A pass for a remainder below the quantity buys nothing and holds its place until it lapses.
     if (values.quantity !== '1') throw new UsageError('--queue buys one unit a buyer: not with --quantity');
   }
+  const target = values.target === undefined ? undefined : targetOf(argv, values);
   const stamp = new Date().toISOString().replace(/[:.]/g, '-');
   return {
     buyers,
@@ -301,7 +331,8 @@ export function parseOptions(argv: string[]): BenchOptions {
     connections: int('connections', values.connections ?? size.connections, 1, 20_000),
     stock,
     quantity: int('quantity', values.quantity!, 1, 100),
-    strategies: names as LockStrategyName[],
+    // A deployment runs one strategy, its own: /health names it (bench/target.ts).
+    strategies: target ? [] : (names as LockStrategyName[]),
     workers: [...new Set(values.workers!.split(',').map((w) => int('workers', w.trim(), 1, 64)))],
     telemetry,
     watch: values.watch ?? false,
@@ -313,14 +344,72 @@ export function parseOptions(argv: string[]): BenchOptions {
     soldOutPath,
     products,
     ...(cluster !== undefined && { cluster }),
-    settle,
+    // Its PostgreSQL is the deployment's (--database), not one the bench starts.
+    settle: target ? [] : settle,
     ...(pay !== undefined && { pay }),
     paymentTimeoutMs: int('payment-timeout', values['payment-timeout']!, 1000, 3_600_000),
     ...(startsInMs !== undefined && { startsInMs }),
     auth,
     queue,
     catalog: int('catalog', values.catalog!, 0, 100_000),
+    ...(target && { target }),
     out: resolve(values.out ?? join(ROOT, 'bench', 'results', `${stamp}.json`)),
+  };
+}
+
+/** What a row of the app's own makes of these; a deployment already running decides them itself. */
+const NOT_WITH_TARGET = [
+  'strategy',
+  'workers',
+  'telemetry',
+  'settle',
+  'catalog',
+  'baseline',
+  'sold-out-path',
+  'cluster',
+  'products',
+  'auth',
+  'pay',
+  'payment-timeout',
+  'retries',
+  'watch',
+] as const;
+
+function targetOf(
+  argv: string[],
+  values: {
+    target?: string;
+    'admin-token'?: string;
+    redis?: string;
+    database?: string;
+    'key-prefix'?: string;
+    queue?: string;
+  },
+): TargetDeployment {
+  // Given, not defaulted: parseArgs fills defaults in, so the command line itself is read.
+  const given = NOT_WITH_TARGET.filter((name) => argv.some((a) => a === `--${name}` || a.startsWith(`--${name}=`)));
+  if (given.length > 0) {
+    throw new UsageError(
+      `--target runs against a deployment as it is: not with ${given.map((g) => `--${g}`).join(', ')}`,
+    );
+  }
+  const urls = values.target!.split(',').map((u) => u.trim().replace(/\/+$/, ''));
+  for (const url of urls) {
+    if (!/^https?:\/\/[^/]+$/.test(url)) throw new UsageError(`--target takes http(s)://host:port URLs, got "${url}"`);
+  }
+  if (!values['admin-token']) throw new UsageError("--target needs --admin-token (the deployment's ADMIN_TOKEN)");
+  if (!values.redis)
+    throw new UsageError('--target needs --redis (the Redis the deployment uses): the verdict is read there');
+  if (values.database !== undefined && !/^postgres(ql)?:\/\//.test(values.database)) {
+    throw new UsageError(`--database must be a postgres:// URL, got "${values.database}"`);
+  }
+  // Each instance would run its own waiting room's loop over one load: not judged yet.
+  if (urls.length > 1 && values.queue !== 'off') throw new UsageError('--queue goes with one --target URL only');
+  return {
+    urls,
+    adminToken: values['admin-token'],
+    keyPrefix: values['key-prefix'] ?? CONFIG_DEFAULTS.keyPrefix,
+    ...(values.database !== undefined && { database: values.database }),
   };
 }
 

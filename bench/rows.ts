@@ -16,7 +16,7 @@ import { PAYMENT_SECRET } from './afterlife';
 import { mintBuyerTokens, tokenCount } from './buyer-tokens';
 import type { CatalogFigures } from './catalog';
 import type { MeteredNode } from './cost';
-import { LoadOptions, runLoad } from './load';
+import { LoadOptions, runLoad, spreadLoad } from './load';
 import { BenchAuth, BenchOptions, Target } from './options';
 import { loadThroughQueue } from './queue-load';
 import { rowLabel } from './report';
@@ -94,6 +94,10 @@ export interface RowApp extends Omit<RowSpec, 'settle' | 'catalog'> {
   readonly tokens?: ReadonlyMap<string, string>;
   /** --catalog: the idle products its app listed, once listed (bench/catalog.ts). */
   catalog?: CatalogFigures;
+  /** --target: every instance of the deployment, the buyers spread over them (bench/scenarios/spread.ts). */
+  readonly urls?: readonly string[];
+  /** --target: the products of the measured sale's `attempt` are the run's own ids, not hot/p1.. */
+  readonly measuredProducts?: (attempt: number) => string[];
 }
 
 /** The Redis servers (unless --redis names one) and the verdict's client. */
@@ -222,7 +226,10 @@ export async function warmUp(run: Run, t: RowApp): Promise<void> {
   if (options.warmup === 0) return;
   // Per product: each of N warm-up products gets 1/N of the requests, as each measured one does.
   const warmStock = Math.max(1, Math.round((options.warmup * options.stock) / requests(options)));
-  const ids = productIds(options, 'warmup', (i) => `warmup-${i}`);
+  // A deployment's warm-up product is the run's own too (bench/target.ts).
+  const ids = t.measuredProducts
+    ? [`${t.measuredProducts(1)[0]}-warmup`]
+    : productIds(options, 'warmup', (i) => `warmup-${i}`);
   t.products.push(...ids);
   await Promise.all(
     ids.map((id) => startSale(t.app.url, t.token, id, warmStock, options.quantity, undefined, queued(t))),
@@ -239,7 +246,7 @@ export async function warmUp(run: Run, t: RowApp): Promise<void> {
     ...(t.tokens && { tokens: t.tokens }),
   };
   // Behind a waiting room, the warm-up goes the buyers' way: join, read, buy with the pass.
-  await (t.queue ? loadThroughQueue(warm, t.queue) : runLoad(warm));
+  await (t.queue ? loadThroughQueue(warm, t.queue) : t.urls ? spreadLoad(warm, t.urls) : runLoad(warm));
 }
 
 /** --queue: the PUT's waiting room for a row that has one. */

@@ -1,0 +1,151 @@
+/**
+ * `npm run bench -- --target URL[,URL...] --admin-token T --redis URL [--database URL]`:
+ * the same measured sale against a deployment already running, judged from its Redis
+ * (and PostgreSQL) with the same verdict and history checker. Nothing is started, and
+ * nothing is deleted: the run sells only products of its own (bench-<run id>), and says
+ * what it leaves behind and how to remove it. Every refusal comes before any load.
+ */
+import { Redis } from 'ioredis';
+import { relative } from 'node:path';
+import { request } from '../harness/http';
+import { LockStrategyName, UNSAFE_STRATEGIES } from '../src/config/app-config';
+import { KeyLayout } from '../src/redis/key-layout';
+import { measuredSale, toRow } from './measured-sale';
+import type { BenchOptions, TargetDeployment } from './options';
+import { formatReport, rowLabel } from './report';
+import { withRatios, writeResults } from './results';
+import { prepare, RowApp, warmUp } from './rows';
+
+/** A deployment the bench will not load, in one line: exit code 2, before any buyer is sent. */
+export class TargetRefusal extends Error {}
+
+/** Keys the refusal's prefix search reads per SCAN call: bounded, however large the deployment's keyspace. */
+const SCAN_COUNT = 1000;
+
+export async function benchTarget(options: BenchOptions): Promise<number> {
+  const target = options.target!;
+  const health = await probe(target.urls);
+  const run = await prepare(options);
+  const id = `bench-${run.runId}`;
+  const keys = new KeyLayout(target.keyPrefix);
+  await startOwnSale(target, id, options);
+  await checkSeen(run.client, options.redis!, target, keys, id);
+  const strategy = health.strategy as LockStrategyName;
+  const unsafe = health.unsafe === true || (UNSAFE_STRATEGIES as readonly string[]).includes(strategy);
+  const settle = target.database !== undefined;
+  const label = `${rowLabel({ strategy, workers: 1, telemetry: true, settle })} @ ${target.urls.length} URL${
+    target.urls.length > 1 ? 's' : ''
+  }`;
+  const products = [id];
+  const app = { url: target.urls[0], pid: -1, tail: () => '', stop: async () => 0 };
+  const t: RowApp = {
+    target: strategy,
+    workers: 1,
+    telemetry: true,
+    auth: 'off',
+    queue: options.queue[0],
+    label,
+    unsafe,
+    app,
+    token: target.adminToken,
+    keys,
+    // The deployment is not the bench's to restart: a control's next sale runs on the same instances.
+    launch: async () => app,
+    products,
+    urls: target.urls,
+    measuredProducts: (attempt) => [attempt === 1 ? id : `${id}-${attempt}`],
+    ...(target.database && { databaseUrl: target.database }),
+  };
+  run.log(`${label}: the deployment at ${target.urls.join(', ')} runs ${strategy}${unsafe ? ' (UNSAFE)' : ''}`);
+  await warmUp(run, t);
+  if (options.warmup > 0) products.push(`${id}-warmup`);
+  const measured = await measuredSale(run, t);
+  products.push(...Array.from({ length: measured.attempts - 1 }, (_, i) => `${id}-${i + 2}`));
+  const rows = withRatios([toRow(run, t, measured, 0)]);
+  const { html } = await writeResults(run, rows);
+  const { text, failed } = formatReport(rows);
+  process.stdout.write(`${text}\n`);
+  run.log(`results: ${relative(process.cwd(), options.out)}, charts: ${relative(process.cwd(), html)}`);
+  // The app's processes are the deployment's, on whatever machines: not the bench's to read.
+  run.log(`the deployment runs ${strategy} (its /health); the app's CPU was not measured (not the bench's process)`);
+  run.log(leftBehind(target, products));
+  return failed ? 1 : 0;
+}
+
+/** GET /health on every URL: each must answer, and all must run one strategy (the row is about one). */
+async function probe(urls: readonly string[]): Promise<{ strategy: string; unsafe?: boolean }> {
+  const seen = await Promise.all(
+    urls.map(async (url) => {
+      const res = await request(url, 'GET', '/health').catch((err: Error) => {
+        throw new TargetRefusal(
+          `--target ${url} is unreachable: ${(err.cause as Error | undefined)?.message ?? err.message}`,
+        );
+      });
+      if (typeof res.body?.strategy !== 'string') {
+        throw new TargetRefusal(`--target ${url}: GET /health answered ${res.status} without a strategy: not this app`);
+      }
+      return res.body as { strategy: string; unsafe?: boolean };
+    }),
+  );
+  const strategies = [...new Set(seen.map((h) => h.strategy))];
+  if (strategies.length > 1)
+    throw new TargetRefusal(`--target: the instances run different strategies (${strategies.join(', ')})`);
+  return seen[0];
+}
+
+/** The run's product, PUT through the admin API: a wrong token is refused here, before any load. */
+async function startOwnSale(target: TargetDeployment, id: string, options: BenchOptions): Promise<void> {
+  const res = await request(target.urls[0], 'PUT', `/api/products/${id}`, {
+    json: { stock: options.stock, perUserLimit: options.quantity, discardOrders: true },
+    token: target.adminToken,
+  });
+  if (res.status === 401) throw new TargetRefusal(`--admin-token: ${target.urls[0]} refused it (401 UNAUTHORIZED)`);
+  if (res.status !== 200) {
+    throw new TargetRefusal(`--target: PUT /api/products/${id} answered ${res.status} ${JSON.stringify(res.body)}`);
+  }
+}
+
+/**
+ * The verdict is read from --redis under --key-prefix: the product just PUT must be there.
+ * If it is not, the product is found under another prefix (bounded SCANs for its hash
+ * tag) or nowhere; either way it is retired through the API, being the run's own.
+ */
+async function checkSeen(
+  client: Pick<Redis, 'hgetall'>,
+  redisUrl: string,
+  target: TargetDeployment,
+  keys: KeyLayout,
+  id: string,
+): Promise<void> {
+  if (Object.keys(await client.hgetall(keys.product(id).meta)).length > 0) return;
+  const other = await findMeta(redisUrl, `*{p:${id}}:meta`);
+  await request(target.urls[0], 'DELETE', `/api/products/${id}?discardOrders=true`, { token: target.adminToken });
+  if (other !== null) {
+    const prefix = other.slice(0, other.indexOf(`{p:${id}}`));
+    throw new TargetRefusal(`--key-prefix: the deployment writes under "${prefix}", not "${target.keyPrefix}"`);
+  }
+  throw new TargetRefusal(`--redis ${redisUrl} is not the deployment's Redis: its product ${id} did not appear there`);
+}
+
+async function findMeta(redisUrl: string, pattern: string): Promise<string | null> {
+  const redis = new Redis(redisUrl, { lazyConnect: true });
+  try {
+    await redis.connect();
+    let cursor = '0';
+    do {
+      const [next, found] = await redis.scan(cursor, 'MATCH', pattern, 'COUNT', SCAN_COUNT);
+      if (found.length > 0) return found[0];
+      cursor = next;
+    } while (cursor !== '0');
+    return null;
+  } finally {
+    redis.disconnect();
+  }
+}
+
+/** What the run leaves in the deployment, and the admin call that removes each product. */
+function leftBehind(target: TargetDeployment, products: readonly string[]): string {
+  const base = target.urls[0];
+  const orders = target.database ? ', its orders in PostgreSQL (kept by a DELETE)' : '';
+  return `left behind: the products ${products.join(', ')}${orders}; remove each with curl -X DELETE -H 'Authorization: Bearer <admin token>' '${base}/api/products/<id>?discardOrders=true' (docs/api.md "Retiring a product")`;
+}
