@@ -36,7 +36,7 @@ export async function benchTarget(options: BenchOptions): Promise<number> {
   const label = `${rowLabel({ strategy, workers: 1, telemetry: true, settle })} @ ${target.urls.length} URL${
     target.urls.length > 1 ? 's' : ''
   }`;
-  const products = [id];
+  const products: string[] = [];
   const app = { url: target.urls[0], pid: -1, tail: () => '', stop: async () => 0 };
   const t: RowApp = {
     target: strategy,
@@ -57,10 +57,9 @@ export async function benchTarget(options: BenchOptions): Promise<number> {
     ...(target.database && { databaseUrl: target.database }),
   };
   run.log(`${label}: the deployment at ${target.urls.join(', ')} runs ${strategy}${unsafe ? ' (UNSAFE)' : ''}`);
+  // Each sale adds its products to t.products (the warm-up's, then each attempt's).
   await warmUp(run, t);
-  if (options.warmup > 0) products.push(`${id}-warmup`);
   const measured = await measuredSale(run, t);
-  products.push(...Array.from({ length: measured.attempts - 1 }, (_, i) => `${id}-${i + 2}`));
   const rows = withRatios([toRow(run, t, measured, 0)]);
   const { html } = await writeResults(run, rows);
   const { text, failed } = formatReport(rows);
@@ -146,6 +145,6 @@ async function findMeta(redisUrl: string, pattern: string): Promise<string | nul
 /** What the run leaves in the deployment, and the admin call that removes each product. */
 function leftBehind(target: TargetDeployment, products: readonly string[]): string {
   const base = target.urls[0];
-  const orders = target.database ? ', its orders in PostgreSQL (kept by a DELETE)' : '';
+  const orders = target.database ? ', and their orders in PostgreSQL (a DELETE keeps them)' : '';
   return `left behind: the products ${products.join(', ')}${orders}; remove each with curl -X DELETE -H 'Authorization: Bearer <admin token>' '${base}/api/products/<id>?discardOrders=true' (docs/api.md "Retiring a product")`;
 }

@@ -70,7 +70,9 @@ describe('bench --target: a deployment already running', () => {
     expect(Object.values(row.invariants).every(Boolean)).toBe(true);
     expect(row.cost.appCpuUsPerRequest).toBeNull();
     expect(run.stderr).toMatch(/runs fenced \(its \/health\); the app's CPU was not measured/);
-    const id = /left behind: the products (bench-\w+), bench-\w+-warmup/.exec(run.stderr)?.[1];
+    const id = /left behind: the products bench-\w+-warmup, (bench-\w+), and their orders in PostgreSQL/.exec(
+      run.stderr,
+    )?.[1];
     expect(id).toBeDefined();
     expect(await admin.get('other:canary')).toBe('theirs');
     // Nothing of the run deleted: its product is still there, under the deployment's prefix, for the user to retire.
