@@ -17,6 +17,36 @@ describe('bench options', () => {
     expect(() => parseOptions(['--starts-in', 'soon'])).toThrow(UsageError);
   });
 
+  it('takes --target URL[,URL...] with its admin token and Redis: no strategy or settling database of its own, and refuses what the deployment decides', () => {
+    const deployment = [
+      '--target',
+      'http://10.0.0.1:3000/,http://10.0.0.2:3000',
+      '--admin-token',
+      'T',
+      '--redis',
+      'redis://10.0.0.3:6379',
+    ];
+    expect(parseOptions(deployment)).toMatchObject({
+      target: { urls: ['http://10.0.0.1:3000', 'http://10.0.0.2:3000'], adminToken: 'T', keyPrefix: 'seckill:' },
+      strategies: [],
+      settle: [],
+    });
+    expect(parseOptions([...deployment, '--database', 'postgres://u@db/x', '--key-prefix', 'shop:'])).toMatchObject({
+      target: { database: 'postgres://u@db/x', keyPrefix: 'shop:' },
+    });
+    expect(() => parseOptions(['--target', 'http://a:1', '--redis', 'redis://b:2'])).toThrow(
+      '--target needs --admin-token',
+    );
+    expect(() => parseOptions(['--target', 'http://a:1', '--admin-token', 'T'])).toThrow('--target needs --redis');
+    expect(() => parseOptions([...deployment.slice(2), '--target', 'a:1'])).toThrow(
+      '--target takes http(s)://host:port URLs, got "a:1"',
+    );
+    expect(() => parseOptions([...deployment, '--workers', '2', '--catalog=5', '--strategy', 'lock'])).toThrow(
+      '--target runs against a deployment as it is: not with --strategy, --workers, --catalog',
+    );
+    expect(() => parseOptions([...deployment, '--queue', '100'])).toThrow('--queue goes with one --target URL only');
+  });
+
   it('takes --products N and --cluster K', () => {
     expect(parseOptions(['--products', '12', '--cluster', '3'])).toMatchObject({ products: 12, cluster: 3 });
   });
