@@ -44,7 +44,14 @@ describe('bench options', () => {
     expect(() => parseOptions([...deployment, '--workers', '2', '--catalog=5', '--strategy', 'lock'])).toThrow(
       '--target runs against a deployment as it is: not with --strategy, --workers, --catalog',
     );
-    expect(() => parseOptions([...deployment, '--queue', '100'])).toThrow('--queue goes with one --target URL only');
+    for (const one of [
+      ['--queue', '100'],
+      ['--starts-in', '1000'],
+    ]) {
+      expect(() => parseOptions([...deployment, ...one])).toThrow(
+        '--queue and --starts-in go with one --target URL only',
+      );
+    }
   });
 
   it('takes --products N and --cluster K', () => {

@@ -168,7 +168,8 @@ export const USAGE = `usage: npm run bench -- [options]
                     Needs --admin-token and --redis; not with --strategy,
                     --workers, --telemetry, --settle, --catalog, --baseline,
                     --sold-out-path, --cluster, --products, --auth, --pay,
-                    --retries, --watch or --queue (docs/bench.md)
+                    --retries or --watch; --queue and --starts-in with
+                    one URL only (docs/bench.md)
   --admin-token T   the deployment's ADMIN_TOKEN, with --target
   --database URL    the deployment's PostgreSQL, with --target
   --key-prefix P    the deployment's KEY_PREFIX, with --target       (seckill:)
@@ -384,6 +385,7 @@ function targetOf(
     database?: string;
     'key-prefix'?: string;
     queue?: string;
+    'starts-in'?: string;
   },
 ): TargetDeployment {
   // Given, not defaulted: parseArgs fills defaults in, so the command line itself is read.
@@ -403,8 +405,10 @@ function targetOf(
   if (values.database !== undefined && !/^postgres(ql)?:\/\//.test(values.database)) {
     throw new UsageError(`--database must be a postgres:// URL, got "${values.database}"`);
   }
-  // Each instance would run its own waiting room's loop over one load: not judged yet.
-  if (urls.length > 1 && values.queue !== 'off') throw new UsageError('--queue goes with one --target URL only');
+  // Both fire the buyers their own way, at one URL; spreading them over several is not written yet.
+  if (urls.length > 1 && (values.queue !== 'off' || values['starts-in'] !== undefined)) {
+    throw new UsageError('--queue and --starts-in go with one --target URL only');
+  }
   return {
     urls,
     adminToken: values['admin-token'],
