@@ -1,13 +1,13 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { waitUntil } from '../bench/faults/kit';
-import { PrivatePostgres, startPrivatePostgres } from '../harness/postgres';
 import { processState, startApp, stopAll } from '../harness/processes';
 import { KeyLayout } from '../src/redis/key-layout';
 import { MARK_TAGS, markWritten } from '../src/redis/shard-marks';
 import { deleteProduct, deleteProductKeys } from '../src/redis/lua-scripts';
 import { ADMIN_TOKEN, pay, request, startTestApp, TestApp } from './helpers/app';
-import { closeClient, startTestRedis, TestRedis, uniquePrefix } from './helpers/redis';
+import { TestRedis, uniquePrefix } from './helpers/redis';
+import { useRedisAndPostgres } from './helpers/stack';
 
 /**
  * The admin's view of the catalog and its orders: GET /api/products pages the products
@@ -15,36 +15,22 @@ import { closeClient, startTestRedis, TestRedis, uniquePrefix } from './helpers/
  * PostgreSQL's orders by order id. Real redis-server and PostgreSQL processes.
  */
 describe('the catalog and its orders, for an admin', () => {
+  const stack = useRedisAndPostgres('catalog_test');
   let redis: TestRedis;
-  let pg: PrivatePostgres;
   let client: Redis;
-  let databases = 0;
-  const open: TestApp[] = [];
-
-  beforeAll(async () => {
-    [redis, pg] = await Promise.all([startTestRedis(), startPrivatePostgres()]);
-    client = new Redis(redis.url);
-  }, 60_000);
-
-  afterEach(async () => {
-    await Promise.all(open.splice(0).map((a) => a.close()));
+  beforeAll(() => {
+    ({ redis, client } = stack);
   });
 
-  afterAll(async () => {
-    await stopAll();
-    await closeClient(client);
-    await Promise.all([redis?.stop(), pg?.remove()]);
-  });
+  afterAll(() => stopAll());
 
   /** More env for the DELETE's tests: TELEMETRY=0, no live counts published into the product's live hash on a timer (its keys hold still). */
   const QUIET = { TELEMETRY: '0' };
 
   async function app(prefix: string, settles: boolean, extra: Record<string, string> = {}): Promise<TestApp> {
     const env: Record<string, string> = { REDIS_URL: redis.url, KEY_PREFIX: prefix, ...extra };
-    if (settles) env.DATABASE_URL = await pg.createDatabase(`catalog_test_${process.pid}_${++databases}`);
-    const a = await startTestApp(env);
-    open.push(a);
-    return a;
+    if (settles) env.DATABASE_URL = await stack.database();
+    return stack.opened(await startTestApp(env));
   }
 
   const admin = (url: string, path: string) => request(url, 'GET', path, { admin: true });
@@ -449,7 +435,7 @@ describe('the catalog and its orders, for an admin', () => {
       'the orders page to answer',
       async () => (await admin(url, '/api/products/phone/orders')).status === 200,
     );
-    await pg.stop();
+    await stack.pg.stop();
     const res = await admin(url, '/api/products/phone/orders');
     expect(res.status).toBe(503);
     expect(res.body).toMatchObject({ statusCode: 503, code: 'POSTGRES_UNAVAILABLE' });

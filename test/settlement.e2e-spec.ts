@@ -4,7 +4,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { Client } from 'pg';
 import { APP_CWD } from '../harness/paths';
-import { PrivatePostgres, startPrivatePostgres } from '../harness/postgres';
+import { startPrivatePostgres } from '../harness/postgres';
 import { processState, startApp } from '../harness/processes';
 import { checkSettled, unsettled, waitForSettlement } from '../bench/settled';
 import { KeyLayout } from '../src/redis/key-layout';
@@ -13,7 +13,8 @@ import { migrate, migrations } from '../src/settlement/migrations';
 import { createPool } from '../src/settlement/postgres';
 import { SETTLE_GROUP, Settler } from '../src/settlement/settler';
 import { ADMIN_TOKEN, pay, request, startTestApp, TestApp } from './helpers/app';
-import { closeClient, startTestRedis, TestRedis, uniquePrefix } from './helpers/redis';
+import { TestRedis, uniquePrefix } from './helpers/redis';
+import { useRedisAndPostgres } from './helpers/stack';
 
 /**
  * Orders outlive Redis: the reservation's afterlife (pay, cancel, expiry at the
@@ -23,32 +24,18 @@ import { closeClient, startTestRedis, TestRedis, uniquePrefix } from './helpers/
  * processes; the kills land at named stop points (FAULT_STOP_AT), never by timing.
  */
 describe('orders settled into PostgreSQL, units given back once', () => {
+  const stack = useRedisAndPostgres('settle_test');
+  const { database } = stack;
   let redis: TestRedis;
-  let pg: PrivatePostgres;
   let client: Redis;
-  let databases = 0;
-  const open: TestApp[] = [];
-
-  beforeAll(async () => {
-    [redis, pg] = await Promise.all([startTestRedis(), startPrivatePostgres()]);
-    client = new Redis(redis.url);
-  }, 60_000);
-
-  afterEach(async () => {
-    await Promise.all(open.splice(0).map((a) => a.close()));
+  beforeAll(() => {
+    ({ redis, client } = stack);
   });
-
-  afterAll(async () => {
-    await closeClient(client);
-    await Promise.all([redis?.stop(), pg?.remove()]);
-  });
-
-  const database = () => pg.createDatabase(`settle_test_${process.pid}_${++databases}`);
 
   async function app(prefix: string, databaseUrl: string, env: Record<string, string> = {}): Promise<TestApp> {
-    const a = await startTestApp({ REDIS_URL: redis.url, KEY_PREFIX: prefix, DATABASE_URL: databaseUrl, ...env });
-    open.push(a);
-    return a;
+    return stack.opened(
+      await startTestApp({ REDIS_URL: redis.url, KEY_PREFIX: prefix, DATABASE_URL: databaseUrl, ...env }),
+    );
   }
 
   const sale = (url: string, productId: string, stock: number, paymentTimeoutMs: number) =>
@@ -174,7 +161,7 @@ describe('orders settled into PostgreSQL, units given back once', () => {
     // Sold by an instance that does not settle; then what an older version would not have
     // written: the shards' marks.
     const seller = await startTestApp({ REDIS_URL: redis.url, KEY_PREFIX: prefix, EXPIRY_SWEEP_MS: '60000' });
-    open.push(seller);
+    stack.opened(seller);
     await sale(seller.url, 'phone', 3, 1000);
     const ids = [await buy(seller.url, 'phone', 'o1'), await buy(seller.url, 'phone', 'o2')];
     await seller.close();
@@ -197,7 +184,7 @@ describe('orders settled into PostgreSQL, units given back once', () => {
     // An instance that sells and does not settle: the settle group is made by hand, as a
     // settler that has not caught up would leave it.
     const seller = await startTestApp({ REDIS_URL: redis.url, KEY_PREFIX: prefix, EXPIRY_SWEEP_MS: '60000' });
-    open.push(seller);
+    stack.opened(seller);
     await sale(seller.url, 'phone', 3, 1000);
     const id = await buy(seller.url, 'phone', 'r1');
     await client.xgroup('CREATE', k.orders, 'settle', '0');
@@ -281,7 +268,7 @@ describe('orders settled into PostgreSQL, units given back once', () => {
       expect(await settler.settleOnce()).toBe(0);
       expect(await client.get(keys.settling)).toBe('1');
       const seller = await startTestApp({ REDIS_URL: redis.url, KEY_PREFIX: prefix, EXPIRY_SWEEP_MS: '60000' });
-      open.push(seller);
+      stack.opened(seller);
       await sale(seller.url, 'phone', 5, 60_000);
       expect((await client.xinfo('GROUPS', k.orders)) as unknown[]).toHaveLength(1);
       const ids = [await buy(seller.url, 'phone', 'e1'), await buy(seller.url, 'phone', 'e2')];
@@ -700,7 +687,7 @@ describe('orders settled into PostgreSQL, units given back once', () => {
       // The orders are sold by another instance (no settler of its own): the victim only
       // settles, so its stop leaves no buyer waiting on it.
       const seller = await startTestApp({ REDIS_URL: redis.url, KEY_PREFIX: prefix });
-      open.push(seller);
+      stack.opened(seller);
       const orders = 30;
       expect((await sale(seller.url, 'phone', orders, 60_000)).status).toBe(200);
       await Promise.all(Array.from({ length: orders }, (_, i) => buy(seller.url, 'phone', `k${i}`)));
