@@ -63,6 +63,7 @@ describe('HTTP API', () => {
         startsAt: null,
         endsAt: null,
         queue: null,
+        buckets: 1,
         serverTime: expect.stringMatching(/^\d{4}-\d{2}-\d{2}T/),
       });
     });
@@ -98,6 +99,7 @@ describe('HTTP API', () => {
         startsAt: null,
         endsAt: null,
         queue: null,
+        buckets: 1,
         serverTime: expect.stringMatching(/^\d{4}-\d{2}-\d{2}T/),
       });
       expect(await client.exists(k.buyers, k.orders, k.lock, k.idem)).toBe(0);
@@ -198,6 +200,7 @@ describe('HTTP API', () => {
         startsAt: null,
         endsAt: null,
         queue: null,
+        buckets: 1,
         serverTime: expect.stringMatching(/^\d{4}-\d{2}-\d{2}T/),
       });
     });

@@ -272,6 +272,7 @@ describe('OpenAPI at /docs-json, Swagger UI at /docs', () => {
         'DELETE /api/products/:id': [{ admin: [] }],
         'GET /api/products': [{ admin: [] }],
         'GET /api/products/:id/orders': [{ admin: [] }],
+        'GET /api/products/:id/buckets': [{ admin: [] }],
         // Either one: a list of requirements is an OR.
         'POST /api/orders/:orderId/pay': expect.arrayContaining([{ admin: [] }, { paymentSignature: [] }]),
       });

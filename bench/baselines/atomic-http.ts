@@ -117,6 +117,9 @@ async function startSale(req: IncomingMessage, res: ServerResponse, id: string):
     '',
     '',
     '0',
+    '',
+    '',
+    '0',
   );
   send(res, 200, { id, initialStock: stock, stock, sold: 0, orders: 0, perUserLimit });
 }

@@ -128,6 +128,15 @@ export class SaleHasOrdersError extends createError(
 ) {}
 example(SaleHasOrdersError, 'phone', 5);
 
+/** A PUT that names another bucket count than the product's: its buckets are fixed for its life (src/sale/buckets.ts). */
+export class BucketsFixedError extends createError(
+  'BUCKETS_FIXED',
+  409,
+  (productId: string, buckets: number, asked: number) =>
+    `product "${productId}" is sold from ${buckets} bucket${buckets === 1 ? '' : 's'}, fixed for its life; to sell it from ${asked}, DELETE it and PUT it again`,
+) {}
+example(BucketsFixedError, 'phone', 3, 1);
+
 export class SaleNotSettledError extends createError(
   'SALE_NOT_SETTLED',
   409,

@@ -53,6 +53,15 @@ export class ContentionError extends createError('CONTENTION', 503, (attempts: n
 ) {}
 example(ContentionError, 8, 2000);
 
+/** A bucketed product's last units kept moving to other buckets' buyers before this one's could buy them (src/orders/escrow.ts). */
+export class BucketsBusyError extends createError(
+  'BUCKETS_BUSY',
+  503,
+  (attempts: number) =>
+    `the product's last units were taken by buyers of its other buckets each of the ${attempts} times they were moved to this buyer's; nothing was changed, retry`,
+) {}
+example(BucketsBusyError, 16);
+
 /**
  * A write was sent to Redis and its reply never came (timeout, connection cut): the
  * order may have been written, or not. Never answered as a failure, since it may not be one.

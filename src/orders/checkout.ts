@@ -4,7 +4,17 @@ import { DoorRefusals } from '../door/door-refusals';
 import { passShaped, WaitingRoom } from '../door/waiting-room';
 import { ErrorBody, errorBody } from '../errors/error-body';
 import { toAppError } from '../redis/redis-errors';
-import { AdmissionInvalidError, IdempotencyKeyMismatchError, StrategyMismatchError } from '../errors/errors';
+import {
+  AdmissionInvalidError,
+  BucketsBusyError,
+  IdempotencyKeyMismatchError,
+  InsufficientStockError,
+  SoldOutError,
+  StrategyMismatchError,
+  UnknownProductError,
+} from '../errors/errors';
+import { productOfBucket } from '../sale/buckets';
+import { Escrow } from './escrow';
 import { CREATED, PurchaseTelemetry, REPLAYED } from '../telemetry/purchase-telemetry';
 import { buyerScopedKey, Idempotency, parseIdempotencyKey } from './idempotency';
 import type { Order, OrderLine } from './order';
@@ -29,6 +39,7 @@ export class Checkout {
     private readonly mismatches: StrategyMismatches,
     private readonly room: WaitingRoom,
     private readonly door: DoorRefusals,
+    private readonly escrow: Escrow,
   ) {}
 
   /**
@@ -57,44 +68,9 @@ export class Checkout {
           ? undefined
           : buyerScopedKey(parseIdempotencyKey(rawKey), reply.request.buyer);
     this.telemetry.arrived(line.productId);
-    let order: Order;
-    // A 201 that answers again an order written before: counted apart (REPLAYED), so CREATED counts orders.
-    let replayed = false;
+    let placed: Placed;
     try {
-      // REDIS_WAIT_REPLICAS: a purchase is refused before anything is written when the
-      // master lacks the replicas; with a key, only once the key's lookup found no order.
-      let master = '';
-      const ensure = async () => {
-        master = await this.replicas.ensure(line.productId);
-      };
-      if (key === undefined) {
-        if (this.replicas.enabled) await ensure();
-        order = await this.purchases.purchase(line);
-        if (this.replicas.enabled) await this.replicas.confirm(line.productId, false, master);
-      } else {
-        // With a pass, the claim checks it (idempotency-claim-2.lua): one pass, one order.
-        const checks = this.replicas.enabled ? ensure : undefined;
-        const keyed = await this.idempotency.purchase(line, key, checks, pass).catch((err: unknown) => {
-          // A pass that already bought, for another user or quantity.
-          if (pass !== undefined && err instanceof IdempotencyKeyMismatchError) {
-            throw new AdmissionInvalidError('was used for another purchase (another user or quantity)');
-          }
-          throw err;
-        });
-        // Its pass no longer holds units back: a replay's too, since the first attempt's
-        // removal may have been lost with its answer (OUTCOME_UNKNOWN) or its process.
-        if (pass !== undefined) void this.room.used(line.productId, pass);
-        order = keyed.order;
-        replayed = keyed.replayed;
-        if (this.replicas.enabled && keyed.acknowledgedBy < this.replicas.required) {
-          // A replay of an order no replica is known to have (its first answer may have
-          // been OUTCOME_UNKNOWN): confirmed now, or OUTCOME_UNKNOWN again.
-          if (keyed.replayed) master = await this.replicas.ensure(line.productId, true);
-          await this.replicas.confirm(line.productId, true, master);
-          await this.idempotency.noteAcknowledged(line.productId, key, order.orderId, this.replicas.required);
-        }
-        if (keyed.replayed) void reply.header('idempotent-replayed', 'true');
-      }
+      placed = await this.inBuckets(line, (bucketLine) => this.place(bucketLine, key, pass, reply));
     } catch (err) {
       // The code ErrorFilter will answer with, told once, before the answer is written.
       const known = toAppError(err);
@@ -111,7 +87,91 @@ export class Checkout {
       }
       throw err;
     }
-    this.telemetry.answered(line.productId, replayed ? REPLAYED : CREATED);
-    return order;
+    this.telemetry.answered(line.productId, placed.replayed ? REPLAYED : CREATED);
+    return placed.order;
+  }
+
+  /**
+   * A purchase in the buyer's home bucket (src/orders/escrow.ts; the product itself when
+   * it has one bucket). A bucket found dry or short is refilled from the others and the
+   * purchase made again; SOLD_OUT (INSUFFICIENT_STOCK) only when every bucket, and every
+   * move in flight, has nothing (too little) left. The answer names the product, never a bucket.
+   */
+  private async inBuckets(line: OrderLine, place: (line: OrderLine) => Promise<Placed>): Promise<Placed> {
+    const home = await this.escrow.home(line.productId, line.userId);
+    if (home.buckets.length === 1) return place(line);
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const placed = await place({ ...line, productId: home.bucketId });
+        return { ...placed, order: { ...placed.order, productId: line.productId } };
+      } catch (err) {
+        if (err instanceof UnknownProductError) {
+          this.escrow.forget(line.productId);
+          throw new UnknownProductError(line.productId);
+        }
+        if (!(err instanceof SoldOutError || err instanceof InsufficientStockError)) throw err;
+        const left = await this.escrow.refill(home, line.quantity);
+        if (left === 0) throw new SoldOutError(line.productId);
+        if (left < line.quantity) throw new InsufficientStockError(line.productId, left, line.quantity);
+        // Units keep leaving before this buyer's turn (other dry buckets took them): a retry decides afresh.
+        if (attempt >= BUCKET_ATTEMPTS) throw new BucketsBusyError(attempt);
+      }
+    }
+  }
+
+  /** The purchase itself, in one bucket: with its Idempotency-Key or pass, replica acknowledgements. */
+  private async place(
+    line: OrderLine,
+    key: string | undefined,
+    pass: string | undefined,
+    reply: FastifyReply,
+  ): Promise<Placed> {
+    let order: Order;
+    // A 201 that answers again an order written before: counted apart (REPLAYED), so CREATED counts orders.
+    let replayed = false;
+    // REDIS_WAIT_REPLICAS: a purchase is refused before anything is written when the
+    // master lacks the replicas; with a key, only once the key's lookup found no order.
+    let master = '';
+    const ensure = async () => {
+      master = await this.replicas.ensure(line.productId);
+    };
+    if (key === undefined) {
+      if (this.replicas.enabled) await ensure();
+      order = await this.purchases.purchase(line);
+      if (this.replicas.enabled) await this.replicas.confirm(line.productId, false, master);
+      return { order, replayed };
+    }
+    // With a pass, the claim checks it (idempotency-claim-2.lua): one pass, one order.
+    const checks = this.replicas.enabled ? ensure : undefined;
+    const keyed = await this.idempotency.purchase(line, key, checks, pass).catch((err: unknown) => {
+      // A pass that already bought, for another user or quantity.
+      if (pass !== undefined && err instanceof IdempotencyKeyMismatchError) {
+        throw new AdmissionInvalidError('was used for another purchase (another user or quantity)');
+      }
+      throw err;
+    });
+    // Its pass no longer holds units back: a replay's too, since the first attempt's
+    // removal may have been lost with its answer (OUTCOME_UNKNOWN) or its process.
+    if (pass !== undefined) void this.room.used(productOfBucket(line.productId), pass);
+    order = keyed.order;
+    replayed = keyed.replayed;
+    if (this.replicas.enabled && keyed.acknowledgedBy < this.replicas.required) {
+      // A replay of an order no replica is known to have (its first answer may have
+      // been OUTCOME_UNKNOWN): confirmed now, or OUTCOME_UNKNOWN again.
+      if (keyed.replayed) master = await this.replicas.ensure(line.productId, true);
+      await this.replicas.confirm(line.productId, true, master);
+      await this.idempotency.noteAcknowledged(line.productId, key, order.orderId, this.replicas.required);
+    }
+    if (keyed.replayed) void reply.header('idempotent-replayed', 'true');
+    return { order, replayed };
   }
 }
+
+/** An order placed, or answered again (`replayed`: the same Idempotency-Key or pass). */
+interface Placed {
+  readonly order: Order;
+  readonly replayed: boolean;
+}
+
+/** Purchases of one buyer in a bucketed product before BUCKETS_BUSY: each found its home refilled, and emptied again by others. */
+const BUCKET_ATTEMPTS = 16;

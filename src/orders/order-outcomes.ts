@@ -11,6 +11,7 @@ import { KeyLayout, type ProductKeys } from '../redis/key-layout';
 import { orderOutcome, orderOutcomeKeys } from '../redis/lua-scripts';
 import { REDIS_CLIENT } from '../redis/redis.constants';
 import { isOutcomeUnknown } from '../redis/redis-errors';
+import { productOfBucket } from '../sale/buckets';
 import { OrderStatusName, productOfOrder } from './order';
 
 const STATUS_OF = { R: 'reserved', P: 'paid', C: 'cancelled', E: 'expired' } as const;
@@ -128,7 +129,8 @@ export class OrderOutcomes {
     const [status, userId, quantity, paidBy, deadline] = reply;
     return {
       orderId,
-      productId,
+      // A bucket's order is its product's (src/sale/buckets.ts): the answer names the product.
+      productId: productOfBucket(productId),
       userId,
       quantity: Number(quantity),
       status: STATUS_OF[status],

@@ -69,10 +69,14 @@ export function newOrderId(productId: string): string {
   return `${productId}.${randomUUID()}`;
 }
 
-/** What an order id looks like (newOrderId); the product id before the dot. */
-export const ORDER_ID_PATTERN = /^([A-Za-z0-9_-]{1,64})\.[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+/**
+ * What an order id looks like (newOrderId); before the dot, the product id, or the id of
+ * the bucket that sold it (`<product id>~<n>`, src/sale/buckets.ts), whose keys hold it.
+ */
+export const ORDER_ID_PATTERN =
+  /^([A-Za-z0-9_-]{1,64}(?:~[1-9][0-9]{0,3})?)\.[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
-/** The product an order id names, or null when it is not one of ours. */
+/** The product (or bucket: its keys) an order id names, or null when it is not one of ours. */
 export function productOfOrder(orderId: string): string | null {
   return ORDER_ID_PATTERN.exec(orderId)?.[1] ?? null;
 }

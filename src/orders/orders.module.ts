@@ -6,6 +6,7 @@ import { LESSONS_CONFIG, LessonsConfig } from '../settings/lessons.config';
 import { ConfigsOf, configView } from '../settings/setting';
 import { LockStrategyName, STRATEGY_CONFIG, StrategyConfig, UNSAFE_STRATEGIES } from '../settings/strategy.config';
 import { Checkout } from './checkout';
+import { Escrow } from './escrow';
 import { FaultStop } from './fault-stop';
 import { PURCHASE_CONFIG } from './orders.config';
 import { Idempotency } from './idempotency';
@@ -65,6 +66,7 @@ export class OrdersModule {
           useFactory: (c: LessonsConfig) => new FaultStop(c.faultStopAt),
         },
         Checkout,
+        Escrow,
         Idempotency,
         ReplicaAcks,
         StrategyMismatches,
@@ -72,7 +74,7 @@ export class OrdersModule {
         ExpirySweeper,
         Announcement,
       ],
-      exports: [Checkout, PurchasePath, StrategyMismatches, FaultStop, OrderOutcomes, ExpirySweeper],
+      exports: [Checkout, Escrow, PurchasePath, StrategyMismatches, FaultStop, OrderOutcomes, ExpirySweeper],
     };
   }
 }

@@ -15,6 +15,7 @@ export const PRODUCT_SCHEMA = {
     'startsAt',
     'endsAt',
     'queue',
+    'buckets',
     'serverTime',
   ],
   properties: {
@@ -53,10 +54,33 @@ export const PRODUCT_SCHEMA = {
         passTtlMs: { type: 'integer', description: 'how long an unused pass stays valid' },
       },
     },
+    buckets: {
+      type: 'integer',
+      description:
+        'escrow buckets the stock is kept in, each on its own hash tag (on a cluster, on distinct masters where there are enough): 1 for a product sold from one shard; stock and sold are their sums, units moving between them counted in stock (GET /api/products/:id/buckets, admin, shows each)',
+    },
     serverTime: {
       type: 'string',
       description: "Redis's clock now: compare it with startsAt for a countdown that ignores the client's own clock",
     },
+  },
+} as const;
+
+/** The JSON Schema of a ProductBucket (product.ts). */
+export const PRODUCT_BUCKET_SCHEMA = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['id', 'slot', 'initialStock', 'stock', 'orders', 'inFlight'],
+  properties: {
+    id: {
+      type: 'string',
+      description: "the product's id for bucket 0, `<id>~<n>` for the others (its keys' hash tag is `{p:<bucket id>}`)",
+    },
+    slot: { type: 'integer', description: 'the Redis Cluster slot of its keys (CLUSTER KEYSLOT)' },
+    initialStock: { type: 'integer', description: "its share of the sale's stock at the start" },
+    stock: { type: 'integer', description: 'units it holds the rights to now' },
+    orders: { type: 'integer', description: "orders it sold (its buyers' home bucket)" },
+    inFlight: { type: 'integer', description: 'units it gave up to another bucket that have not landed there yet' },
   },
 } as const;
 

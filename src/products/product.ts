@@ -14,8 +14,26 @@ export interface Product {
   readonly endsAt: string | null;
   /** The sale's waiting room, null when buyers buy directly. */
   readonly queue: { readonly admitPerSecond: number; readonly passTtlMs: number } | null;
+  /** Escrow buckets the stock is kept in (src/sale/buckets.ts); 1 for a product sold from one shard. */
+  readonly buckets: number;
   /** Redis's clock now, the one startsAt and endsAt are judged by. */
   readonly serverTime: string;
+}
+
+/** One escrow bucket of a product, as GET /api/products/:id/buckets (admin) shows it. */
+export interface ProductBucket {
+  /** The product's id for bucket 0, `<id>~<n>` for the others: its keys' hash tag is `{p:<bucket id>}`. */
+  readonly id: string;
+  /** The Redis Cluster slot of its keys (CLUSTER KEYSLOT of any of them). */
+  readonly slot: number;
+  /** Its share of the sale's stock at the start. */
+  readonly initialStock: number;
+  /** Units it holds the rights to now. */
+  readonly stock: number;
+  /** Orders it sold (its buyers' home bucket). */
+  readonly orders: number;
+  /** Units it gave up to another bucket that have not landed there yet (move-out-3.lua). */
+  readonly inFlight: number;
 }
 
 /** What POST /api/products/:id/close did: the sale ended, its reservations cancelled, settlement waited for. */

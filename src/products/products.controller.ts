@@ -10,18 +10,20 @@ import { DeleteProductQueryDto } from './dto/delete-product-query.dto';
 import { StartSaleDto } from './dto/start-sale.dto';
 import { ListOrdersQueryDto } from './dto/list-orders-query.dto';
 import { DEFAULT_PAGE_LIMIT, ListProductsQueryDto } from './dto/list-products-query.dto';
-import { ClosedSale, DeletedProduct, OrderPage, Product, ProductPage } from './product';
+import { ClosedSale, DeletedProduct, OrderPage, Product, ProductBucket, ProductPage } from './product';
 import { ProductOrders } from './product-orders';
 import {
   CLOSED_SALE_SCHEMA,
   DELETED_PRODUCT_SCHEMA,
   pageSchema,
   PRODUCT_SCHEMA,
+  PRODUCT_BUCKET_SCHEMA,
   SETTLED_ORDER_SCHEMA,
 } from './product.schema';
 import { ProductsService } from './products.service';
 
 const PRODUCT = component('Product', PRODUCT_SCHEMA);
+const PRODUCT_BUCKET = component('ProductBucket', PRODUCT_BUCKET_SCHEMA);
 const PRODUCT_PAGE = component(
   'ProductPage',
   pageSchema(PRODUCT, "the next page's cursor (opaque: Redis's SSCAN cursor); null after the last page"),
@@ -113,6 +115,7 @@ export class ProductsController {
     'SALE_HAS_ORDERS',
     'SALE_NOT_SETTLED',
     'SALE_HAS_RESERVATIONS',
+    'BUCKETS_FIXED',
     ...EXCLUSIVE_ERRORS,
   )
   startSale(@Param() params: ProductParamsDto, @Body() body: StartSaleDto): Promise<Product> {
@@ -123,6 +126,7 @@ export class ProductsController {
       startsAt: body.startsAt,
       endsAt: body.endsAt,
       queue: body.queue,
+      buckets: body.buckets,
     });
   }
 
@@ -179,6 +183,20 @@ export class ProductsController {
       discardOrders: query.discardOrders === 'true',
       switchStrategy: query.switchStrategy === 'true',
     });
+  }
+
+  /** Admin: each escrow bucket of a product (docs/scaling.md "One product on several shards"). */
+  @Get(':id/buckets')
+  @UseGuards(AdminGuard)
+  @ApiBearerAuth(ADMIN_AUTH)
+  @ApiOperation({
+    summary: "admin: a product's escrow buckets: each one's slot, share, stock, orders and units in flight",
+  })
+  @ApiPathParams(ProductParamsDto)
+  @ApiOkResponse({ description: 'its buckets, bucket 0 first', schema: { type: 'array', items: PRODUCT_BUCKET } })
+  @ApiErrors('VALIDATION_FAILED', 'URI_TOO_LONG', 'UNAUTHORIZED', 'UNKNOWN_PRODUCT', 'REDIS_UNAVAILABLE')
+  buckets(@Param() params: ProductParamsDto): Promise<ProductBucket[]> {
+    return this.products.buckets(params.id);
   }
 
   @Get(':id')

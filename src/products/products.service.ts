@@ -1,11 +1,14 @@
 import { Inject, Injectable, Optional } from '@nestjs/common';
+import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { Cluster } from 'ioredis';
 import type { RedisClient } from '../redis/create-client';
 import { ORDERS_CONFIG } from '../orders/orders.config';
 import { SETTLEMENT_CONFIG } from '../settlement/settlement.config';
 import { ConfigsOf, configView } from '../settings/setting';
 import { STRATEGY_CONFIG, strategyFamily } from '../settings/strategy.config';
 import {
+  BucketsFixedError,
   OrdersUnsettledError,
   RedisNoPermissionError,
   ReservationsOpenError,
@@ -17,6 +20,8 @@ import {
   ValidationFailedError,
 } from '../errors/errors';
 import { DEFAULT_PASS_TTL_MS } from '../sale/sale-limits';
+import { bucketSlot, bucketsOf, placeBuckets } from '../sale/buckets';
+import { Escrow } from '../orders/escrow';
 import { DoorRefusals } from '../door/door-refusals';
 import { OrderOutcomes } from '../orders/order-outcomes';
 import { PurchasePath } from '../orders/purchases/purchase-path';
@@ -34,7 +39,7 @@ import { REDIS_CLIENT } from '../redis/redis.constants';
 import { SettlementLag } from '../settlement/settlement-lag';
 import { Settler } from '../settlement/settler';
 import { PurchaseTelemetry } from '../telemetry/purchase-telemetry';
-import { ClosedSale, DeletedProduct, Product, ProductPage } from './product';
+import { ClosedSale, DeletedProduct, Product, ProductBucket, ProductPage } from './product';
 
 /** What a sale's start and reset read: the strategy's family, whether orders settle, the payment timeout. */
 export const PRODUCTS_CONFIG = configView('products', STRATEGY_CONFIG, SETTLEMENT_CONFIG, ORDERS_CONFIG);
@@ -85,6 +90,7 @@ export class ProductsService {
     private readonly door: DoorRefusals,
     private readonly outcomes: OrderOutcomes,
     private readonly settlement: SettlementLag,
+    private readonly escrow: Escrow,
     @Optional() private readonly settler?: Settler,
   ) {}
 
@@ -112,50 +118,82 @@ export class ProductsService {
       startsAt?: string;
       endsAt?: string;
       queue?: { admitPerSecond: number; passTtlMs?: number };
+      /** Escrow buckets (src/sale/buckets.ts): fixed at the product's first sale; omitted, as they are (1 for a new product). */
+      buckets?: number;
     } = {},
   ): Promise<Product> {
-    const k = this.keys.product(productId);
     const { startsAt, endsAt } = saleWindow(options.startsAt, options.endsAt);
     const family = strategyFamily(this.config.lockStrategy);
+    const buckets = await this.bucketsFor(productId, options.buckets, options.queue !== undefined);
     // The settler and the expiry sweeper find the product here: listed before its sale
     // starts, so no order of it is ever unlisted (a product listed without a sale is skipped).
     await this.redis.sadd(this.keys.products, productId);
     // Settled here, or by a settler elsewhere (another instance, `npm run settle`): the
     // reset makes the order log with its consumer group either way.
     const settled = this.config.databaseUrl !== null || (await this.redis.exists(this.keys.settling)) === 1;
-    await this.purchases.exclusive(productId, async () => {
-      const reply = await resetSale.run(
-        this.redis,
-        resetSaleKeys(k),
-        stock,
-        perUserLimit,
-        options.discardOrders ? '1' : '0',
-        family,
-        options.switchStrategy ? '1' : '0',
-        options.paymentTimeoutMs ?? this.config.paymentTimeoutMs,
-        startsAt ?? '',
-        endsAt ?? '',
-        options.queue?.admitPerSecond ?? '',
-        options.queue ? (options.queue.passTtlMs ?? DEFAULT_PASS_TTL_MS) : '',
-        settled ? '1' : '0',
-      );
-      if (reply[0] === 'HAS_ORDERS') throw new SaleHasOrdersError(productId, reply[1]);
-      if (reply[0] === 'NOT_SETTLED') throw new SaleNotSettledError(productId, reply[1]);
-      if (reply[0] === 'NO_PERMISSION') throw new RedisNoPermissionError(false);
-      if (reply[0] === 'HAS_RESERVATIONS') throw new SaleHasReservationsError(productId, reply[1]);
-      if (reply[0] === 'STRATEGY_MISMATCH') throw new StrategyMismatchError(productId, reply[1], family);
-      const value = reply[1];
-      this.telemetry.saleRestarted(productId);
-      // What this instance's door learnt of the last sale is not the new one's (other
-      // instances forget it within DOOR_TRUST_MS).
-      this.door.forget(productId);
-      this.telemetry.saleStarted(productId, value);
-    });
+    // Several buckets: one epoch for this sale in every bucket (the moves check it), each
+    // bucket checked before any is reset, bucket 0 (which lists the others) reset last.
+    const epoch = buckets.length > 1 ? randomUUID() : '';
+    const reset = (bucket: number, checkOnly: boolean) =>
+      resetSale
+        .run(
+          this.redis,
+          resetSaleKeys(this.keys.product(buckets[bucket])),
+          share(stock, buckets.length, bucket),
+          perUserLimit,
+          options.discardOrders ? '1' : '0',
+          family,
+          options.switchStrategy ? '1' : '0',
+          options.paymentTimeoutMs ?? this.config.paymentTimeoutMs,
+          startsAt ?? '',
+          endsAt ?? '',
+          options.queue?.admitPerSecond ?? '',
+          options.queue ? (options.queue.passTtlMs ?? DEFAULT_PASS_TTL_MS) : '',
+          settled ? '1' : '0',
+          epoch,
+          bucket === 0 ? buckets.slice(1).join(' ') : '',
+          checkOnly ? '1' : '0',
+        )
+        .then((reply) => refusal(productId, family, reply));
+    if (buckets.length > 1) for (let b = 0; b < buckets.length; b++) await reset(b, true);
+    for (let b = buckets.length - 1; b >= 0; b--) {
+      await this.purchases.exclusive(buckets[b], async () => {
+        const value = await reset(b, false);
+        if (b > 0) return;
+        this.telemetry.saleRestarted(productId);
+        // What this instance's door learnt of the last sale is not the new one's (other
+        // instances forget it within DOOR_TRUST_MS).
+        this.door.forget(productId);
+        this.escrow.forget(productId);
+        this.telemetry.saleStarted(productId, value);
+      });
+    }
     // Listed again now that the sale exists: a DELETE of the product that unlisted it
     // between the first SADD and the reset, after its own check found no sale, would
     // otherwise leave a sale unlisted (unlist()).
     await this.redis.sadd(this.keys.products, productId);
     return this.get(productId);
+  }
+
+  /**
+   * The bucket ids of a product's sale: those it has (its buckets are fixed for its
+   * life: another count is BUCKETS_FIXED), or for a new product `asked` buckets placed on
+   * distinct masters where the cluster has them (placeBuckets()).
+   */
+  private async bucketsFor(productId: string, asked: number | undefined, queued: boolean): Promise<string[]> {
+    const [known, field] = await this.redis.hmget(this.keys.product(productId).meta, 'initialStock', 'buckets');
+    const buckets =
+      known !== null
+        ? bucketsOf(productId, field)
+        : placeBuckets(productId, asked ?? 1, (slot) =>
+            this.redis instanceof Cluster ? (this.redis.slots as (string[] | undefined)[])[slot]?.[0] : undefined,
+          );
+    if (asked !== undefined && asked !== buckets.length) throw new BucketsFixedError(productId, buckets.length, asked);
+    if (queued && buckets.length > 1) {
+      const rule = 'a waiting room (queue) is not offered for a product sold from several buckets';
+      throw new ValidationFailedError(rule, [{ field: 'queue', messages: [rule] }]);
+    }
+    return buckets;
   }
 
   /**
@@ -171,35 +209,47 @@ export class ProductsService {
     productId: string,
     options: { discardOrders?: boolean; switchStrategy?: boolean } = {},
   ): Promise<DeletedProduct> {
-    const k = this.keys.product(productId);
     const family = strategyFamily(this.config.lockStrategy);
     const settled = this.config.databaseUrl !== null || (await this.redis.exists(this.keys.settling)) === 1;
-    const reply = await this.purchases.exclusive(productId, () =>
-      deleteProduct.run(
-        this.redis,
-        deleteProductKeys(k),
-        options.discardOrders ? '1' : '0',
-        family,
-        options.switchStrategy ? '1' : '0',
-        settled ? '1' : '0',
-      ),
-    );
-    // Unknown: listed still if a crash came between a DELETE's two steps; a retry unlists it.
-    if (reply[0] === 'UNKNOWN_PRODUCT') {
-      await this.unlist(productId);
-      throw new UnknownProductError(productId);
+    const buckets = await this.escrow.buckets(productId, true);
+    let keys = 0;
+    let discardedOrders = 0;
+    // Bucket 0 last: while it stands the product is known, and a DELETE refused half-way
+    // (one bucket's orders not settled yet) is sent again and finishes the rest.
+    for (let b = buckets.length - 1; b >= 0; b--) {
+      const k = this.keys.product(buckets[b]);
+      const reply = await this.purchases.exclusive(buckets[b], () =>
+        deleteProduct.run(
+          this.redis,
+          deleteProductKeys(k),
+          options.discardOrders ? '1' : '0',
+          family,
+          options.switchStrategy ? '1' : '0',
+          settled ? '1' : '0',
+        ),
+      );
+      if (reply[0] === 'UNKNOWN_PRODUCT' && b > 0) continue;
+      // Unknown: listed still if a crash came between a DELETE's two steps; a retry unlists it.
+      if (reply[0] === 'UNKNOWN_PRODUCT') {
+        await this.unlist(productId);
+        throw new UnknownProductError(productId);
+      }
+      if (reply[0] === 'STRATEGY_MISMATCH') throw new StrategyMismatchError(productId, reply[1], family);
+      if (reply[0] === 'UNSETTLED') throw new OrdersUnsettledError(productId, reply[1], false);
+      if (reply[0] === 'ONLY_IN_REDIS') throw new OrdersUnsettledError(productId, reply[1], true);
+      if (reply[0] === 'RESERVATIONS_OPEN') throw new ReservationsOpenError(productId, reply[1]);
+      // The escrow's logs go with the bucket (moves of its sale in flight land nowhere now).
+      keys += reply[1] + (await this.redis.del(k.moves, k.landed));
+      discardedOrders += reply[2];
     }
-    if (reply[0] === 'STRATEGY_MISMATCH') throw new StrategyMismatchError(productId, reply[1], family);
-    if (reply[0] === 'UNSETTLED') throw new OrdersUnsettledError(productId, reply[1], false);
-    if (reply[0] === 'ONLY_IN_REDIS') throw new OrdersUnsettledError(productId, reply[1], true);
-    if (reply[0] === 'RESERVATIONS_OPEN') throw new ReservationsOpenError(productId, reply[1]);
+    this.escrow.forget(productId);
     // What this instance's door learnt of the sale (a sell-out) is of no product now: a
     // purchase hears UNKNOWN_PRODUCT at once here, within DOOR_TRUST_MS elsewhere. (The
     // dashboard's unpublished counts need nothing: live-publish-2.lua writes no product
     // without a meta hash.)
     this.door.forget(productId);
     await this.unlist(productId);
-    return { id: productId, keys: reply[1], discardedOrders: reply[2] };
+    return { id: productId, keys, discardedOrders };
   }
 
   /**
@@ -225,18 +275,25 @@ export class ProductsService {
    * unsettled). Paid orders stay paid. Closing a closed sale again changes nothing.
    */
   async closeSale(productId: string): Promise<ClosedSale> {
-    const k = this.keys.product(productId);
-    const [status] = await closeSale.run(this.redis, [k.meta], '');
-    if (status === 'UNKNOWN_PRODUCT') throw new UnknownProductError(productId);
-    // What this instance's door learnt (a sell-out) is not what it must say now (ended).
-    this.door.forget(productId);
+    const buckets = await this.escrow.buckets(productId, true);
     let cancelled = 0;
-    // A reservation paid, expired or cancelled by its buyer between the scan and this
-    // cancel keeps that outcome, and is not counted.
-    for await (const orderId of this.reservations(k.states)) if (await this.outcomes.release(orderId)) cancelled++;
+    for (const bucket of buckets) {
+      const k = this.keys.product(bucket);
+      const [status] = await closeSale.run(this.redis, [k.meta], '');
+      if (status === 'UNKNOWN_PRODUCT') throw new UnknownProductError(productId);
+      // What this instance's door learnt (a sell-out) is not what it must say now (ended).
+      this.door.forget(productId);
+      // A reservation paid, expired or cancelled by its buyer between the scan and this
+      // cancel keeps that outcome, and is not counted.
+      for await (const orderId of this.reservations(k.states)) if (await this.outcomes.release(orderId)) cancelled++;
+    }
     // Settled here or by a settler elsewhere (the prefix marked): its lag is Redis's to tell.
     const settles = this.config.databaseUrl !== null || (await this.redis.exists(this.keys.settling)) === 1;
-    const unsettled = settles ? await this.settled(productId) : null;
+    let unsettled: number | null = null;
+    if (settles) {
+      unsettled = 0;
+      for (const bucket of buckets) unsettled += await this.settled(bucket);
+    }
     return { product: await this.get(productId), cancelled, unsettled };
   }
 
@@ -298,24 +355,78 @@ export class ProductsService {
     // One read-only script: one sale's fields, never half of two, and answered while
     // Redis refuses writes for memory (a MULTI is refused whole then).
     const read = await productRead.run(this.redis, productReadKeys(k), '');
-    const meta = read.slice(0, 7);
-    const [stock, orders, now] = [read[7], Number(read[8]), Number(read[9])];
-    const [initialStock, perUserLimit, paymentTimeoutMs, startsAt, endsAt, queueRate, passTtlMs] = meta;
+    const [initialStock, perUserLimit, paymentTimeoutMs, startsAt, endsAt, queueRate, passTtlMs, others] = read;
+    const [stock, orders, now] = [read[8], Number(read[9]), Number(read[10])];
     const instant = (ms: string | null) => (ms === null ? null : new Date(Number(ms)).toISOString());
     if (initialStock === null || perUserLimit === null || stock === null) throw new UnknownProductError(productId);
+    const sale = { initialStock: Number(initialStock), stock: Number(stock), orders };
+    const buckets = bucketsOf(productId, others);
+    // Several buckets: the product's figures are their sums, the units in flight between them in its stock.
+    if (buckets.length > 1) Object.assign(sale, sum(await this.buckets(productId, buckets)));
     return {
       id: productId,
-      initialStock: Number(initialStock),
-      stock: Number(stock),
-      sold: Number(initialStock) - Number(stock),
-      orders,
+      initialStock: sale.initialStock,
+      stock: sale.stock,
+      sold: sale.initialStock - sale.stock,
+      orders: sale.orders,
       perUserLimit: Number(perUserLimit),
       paymentTimeoutMs: paymentTimeoutMs === null ? null : Number(paymentTimeoutMs),
       startsAt: instant(startsAt),
       endsAt: instant(endsAt),
       queue: queueRate === null ? null : { admitPerSecond: Number(queueRate), passTtlMs: Number(passTtlMs) },
+      buckets: buckets.length,
       // Redis's clock, the one the window is judged by (the shard's that holds the product).
       serverTime: new Date(now).toISOString(),
     };
   }
+
+  /**
+   * Each bucket of a product as it is now (GET /api/products/:id/buckets, admin): its
+   * id, slot, share of the stock, stock, orders, and the units it has in flight to others.
+   */
+  async buckets(productId: string, ids?: readonly string[]): Promise<ProductBucket[]> {
+    if (!ids) await this.get(productId);
+    const buckets = ids ?? (await this.escrow.buckets(productId, true));
+    const moves = await this.escrow.read(buckets);
+    return Promise.all(
+      buckets.map(async (id, i) => {
+        const read = await productRead.run(this.redis, productReadKeys(this.keys.product(id)), '');
+        return {
+          id,
+          slot: bucketSlot(id),
+          initialStock: Number(read[0] ?? 0),
+          stock: Number(read[8] ?? 0),
+          orders: Number(read[9]),
+          inFlight: moves[i].inFlight.reduce((n, m) => n + m.units, 0),
+        };
+      }),
+    );
+  }
+}
+
+/** A bucketed product's figures: the sums of its buckets', units in flight counted in its stock. */
+function sum(buckets: readonly ProductBucket[]): { initialStock: number; stock: number; orders: number } {
+  return buckets.reduce(
+    (s, b) => ({
+      initialStock: s.initialStock + b.initialStock,
+      stock: s.stock + b.stock + b.inFlight,
+      orders: s.orders + b.orders,
+    }),
+    { initialStock: 0, stock: 0, orders: 0 },
+  );
+}
+
+/** Bucket `b`'s share of `stock` split over `n` buckets: the remainder goes to the first ones. */
+export function share(stock: number, n: number, b: number): number {
+  return Math.floor(stock / n) + (b < stock % n ? 1 : 0);
+}
+
+/** reset-sale-10.lua's refusal as the error a PUT answers, or the new sale's id. */
+function refusal(productId: string, family: string, reply: Awaited<ReturnType<typeof resetSale.run>>): number {
+  if (reply[0] === 'HAS_ORDERS') throw new SaleHasOrdersError(productId, reply[1]);
+  if (reply[0] === 'NOT_SETTLED') throw new SaleNotSettledError(productId, reply[1]);
+  if (reply[0] === 'NO_PERMISSION') throw new RedisNoPermissionError(false);
+  if (reply[0] === 'HAS_RESERVATIONS') throw new SaleHasReservationsError(productId, reply[1]);
+  if (reply[0] === 'STRATEGY_MISMATCH') throw new StrategyMismatchError(productId, reply[1], family);
+  return reply[1];
 }

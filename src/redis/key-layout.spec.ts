@@ -17,6 +17,8 @@ describe('KeyLayout', () => {
       deadlines: 'seckill:{p:sku-1}:deadlines',
       queue: 'seckill:{p:sku-1}:queue',
       admitted: 'seckill:{p:sku-1}:admitted',
+      moves: 'seckill:{p:sku-1}:moves',
+      landed: 'seckill:{p:sku-1}:landed',
     });
     // Redis Cluster hashes only the text between the first { and the next }.
     const tags = Object.values(keys).map((k) => k.slice(k.indexOf('{') + 1, k.indexOf('}')));

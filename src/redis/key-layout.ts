@@ -34,6 +34,10 @@ export interface ProductKeys {
   readonly queue: string;
   /** Sorted set: the passes issued and not yet used, by expiry (ms, Redis's clock). */
   readonly admitted: string;
+  /** Hash: escrow moves out of this bucket still in flight, `o:<transfer id>` (move-out-3.lua). */
+  readonly moves: string;
+  /** Hash: escrow moves this bucket has answered, `i:<transfer id>` (move-in-3.lua); kept for the product's life. */
+  readonly landed: string;
   /**
    * Not a key, and not enumerable (Object.values() of a product's keys is its keys): the
    * scripts that write the order log take it (ARGV) to find the shard's marks
@@ -117,6 +121,8 @@ export class KeyLayout {
       deadlines: `${base}:deadlines`,
       queue: `${base}:queue`,
       admitted: `${base}:admitted`,
+      moves: `${base}:moves`,
+      landed: `${base}:landed`,
     } as Omit<ProductKeys, 'marksGuess'>;
     // Not enumerable: Object.values() of a product's keys stays its keys alone (a DEL of all of them).
     return Object.defineProperty(keys, 'marksGuess', {

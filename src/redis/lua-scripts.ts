@@ -43,6 +43,9 @@ export const resetSale = new LuaScript<
     admitPerSecond: number | '',
     passTtlMs: number | '',
     settle: '1' | '0',
+    epoch: string,
+    buckets: string,
+    checkOnly: '1' | '0',
   ],
   | ['OK', number]
   | ['HAS_ORDERS', number]
@@ -99,6 +102,40 @@ export function deleteProductKeys(k: ProductKeys): Parameters<typeof deleteProdu
     k.queue,
     k.admitted,
   ];
+}
+
+/** An escrow move's first step, on the source bucket (src/orders/escrow.ts): units off its stock, in flight, logged there. */
+export const moveOut = new LuaScript<
+  [stock: string, meta: string, moves: string],
+  [transferId: string, destination: string, units: number],
+  ['OUT', number, string] | ['DRY', 0] | ['NO_EPOCH', 0]
+>('move-out');
+
+/** An escrow move's landing in the destination bucket, once per transfer id. */
+export const moveIn = new LuaScript<
+  [stock: string, meta: string, landed: string],
+  [transferId: string, units: number, epoch: string],
+  'IN' | 'STALE'
+>('move-in');
+
+/** An escrow move's record closed on the source; its units back there when the destination refused them. */
+export const moveDone = new LuaScript<
+  [stock: string, meta: string, moves: string],
+  [transferId: string, landing: 'IN' | 'STALE'],
+  number
+>('move-done');
+
+/** move-out-3.lua's KEYS for the source bucket. */
+export function moveOutKeys(k: ProductKeys): Parameters<typeof moveOut.run>[1] {
+  return [k.stock, k.meta, k.moves];
+}
+
+/** move-done-3.lua's KEYS: the source bucket's, as move-out-3.lua's. */
+export const moveDoneKeys: (k: ProductKeys) => Parameters<typeof moveDone.run>[1] = moveOutKeys;
+
+/** move-in-3.lua's KEYS for the destination bucket. */
+export function moveInKeys(k: ProductKeys): Parameters<typeof moveIn.run>[1] {
+  return [k.stock, k.meta, k.landed];
 }
 
 /** Ends a product's sale now (endsAt, by Redis's clock): its end, or UNKNOWN_PRODUCT. */

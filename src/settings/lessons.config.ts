@@ -5,8 +5,15 @@ import { ConfigError, ConfigOf, defaulted, flag, oneOf, section, setting } from 
  * settle-before-commit / settle-before-ack: the settler with a batch written to
  * PostgreSQL, before its COMMIT / after it and before its XACK.
  * sweep-between: the expiry sweeper between two expiries of one sweep.
+ * move-between: an escrow move (src/orders/escrow.ts) out of its source, not yet landed.
  */
-export const FAULT_POINTS = ['before-write', 'settle-before-commit', 'settle-before-ack', 'sweep-between'] as const;
+export const FAULT_POINTS = [
+  'before-write',
+  'settle-before-commit',
+  'settle-before-ack',
+  'sweep-between',
+  'move-between',
+] as const;
 export type FaultPoint = (typeof FAULT_POINTS)[number];
 export interface FaultStop {
   readonly point: FaultPoint;
@@ -36,7 +43,7 @@ export const LESSONS_CONFIG = section(
     faultStopAt: setting(
       'FAULT_STOP_AT',
       'unset',
-      'fault suite only: accepted only with `ALLOW_UNSAFE=1` and never with `NODE_ENV=production`, and `/health` then says `unsafe: true, faultStopAt`. `before-write:<n>` makes the process stop itself (`SIGSTOP`) at its nth hold (or `optimistic` attempt) that reaches its write, right after its validity check, so the suite freezes a holder at that exact point ([faults.md](faults.md)); `settle-before-commit:<n>` and `settle-before-ack:<n>` stop the settler with its nth batch written, before its `COMMIT` or after it and before its `XACK`; `sweep-between:<n>` stops the expiry sweeper between two expiries',
+      "fault suite only: accepted only with `ALLOW_UNSAFE=1` and never with `NODE_ENV=production`, and `/health` then says `unsafe: true, faultStopAt`. `before-write:<n>` makes the process stop itself (`SIGSTOP`) at its nth hold (or `optimistic` attempt) that reaches its write, right after its validity check, so the suite freezes a holder at that exact point ([faults.md](faults.md)); `settle-before-commit:<n>` and `settle-before-ack:<n>` stop the settler with its nth batch written, before its `COMMIT` or after it and before its `XACK`; `sweep-between:<n>` stops the expiry sweeper between two expiries; `move-between:<n>` stops an escrow move between its source's step and its landing ([scaling.md](scaling.md))",
       faultStop,
     ),
     faultClockSkewMs: defaulted(

@@ -1,3 +1,4 @@
+import { productOfBucket } from '../sale/buckets';
 import { hostname } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Pool } from 'pg';
@@ -279,7 +280,8 @@ export class Settler {
     const client = await this.pool.connect();
     try {
       await client.query('BEGIN');
-      await writeBatch(client, productId, events);
+      // A bucket's orders are its product's (src/sale/buckets.ts): PostgreSQL knows no buckets.
+      await writeBatch(client, productOfBucket(productId), events);
       this.faults?.reached('settle-before-commit');
       await client.query('COMMIT');
     } catch (err) {

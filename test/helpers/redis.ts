@@ -92,6 +92,9 @@ export function resetPlainSale(
     '',
     '',
     '0',
+    '',
+    '',
+    '0',
   );
 }
 

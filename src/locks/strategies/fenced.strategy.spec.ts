@@ -25,7 +25,24 @@ describe('FencedLockStrategy (fenced) against a real Redis', () => {
     await a.release(first!);
     expect(await b.tryAcquire(k.lock)).toMatchObject({ fence: 2 });
     // A sale reset never touches the counter: tokens only grow.
-    await resetSale.run(redis, resetSaleKeys(k), 3, 1, '1', '', '0', DEFAULT_PAYMENT_TIMEOUT_MS, '', '', '', '', '0');
+    await resetSale.run(
+      redis,
+      resetSaleKeys(k),
+      3,
+      1,
+      '1',
+      '',
+      '0',
+      DEFAULT_PAYMENT_TIMEOUT_MS,
+      '',
+      '',
+      '',
+      '',
+      '0',
+      '',
+      '',
+      '0',
+    );
     expect(await redis.get(k.fence)).toBe('2');
   });
 

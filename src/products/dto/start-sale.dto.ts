@@ -10,6 +10,7 @@ import {
   MIN_PASS_TTL_MS,
   MIN_PAYMENT_TIMEOUT_MS,
 } from '../../sale/sale-limits';
+import { MAX_BUCKETS } from '../../sale/buckets';
 import { Nested } from '../../validation/json-schema';
 import { Omittable } from '../../validation/omittable';
 
@@ -63,6 +64,18 @@ export class StartSaleDto {
   @Omittable()
   @Matches(INSTANT_PATTERN, { message: `endsAt ${INSTANT_RULE}` })
   readonly endsAt?: string;
+
+  /**
+   * Escrow buckets (docs/scaling.md "One product on several shards"): the stock is split
+   * into this many buckets on distinct hash tags (on a cluster, distinct masters), so as
+   * many shards sell the product. Fixed for the product's life (another value: 409
+   * BUCKETS_FIXED); omitted: as it is, 1 for a new product. Not with `queue`.
+   */
+  @Omittable()
+  @Max(MAX_BUCKETS)
+  @Min(1)
+  @IsInt()
+  readonly buckets?: number;
 
   /** A waiting room in front of the sale; omitted: none, buyers buy directly. */
   @Omittable()

@@ -8,14 +8,15 @@
   KEYS[1]  meta hash   KEYS[2]  stock   KEYS[3]  order states hash
   ARGV[1]  unused ('')
   Returns  {initialStock, perUserLimit, paymentTimeoutMs, startsAt, endsAt, queueRate,
-            passTtlMs (each false when absent), stock (false: no sale), orders (the
+            passTtlMs, buckets (bucket 0's list of the other buckets: src/sale/buckets.ts)
+            (each false when absent), stock (false: no sale), orders (the
             states hash's length), Redis's clock in ms}
 ]]
 --- @include "includes/clock"
 
 local meta = redis.call('HMGET', KEYS[1], 'initialStock', 'perUserLimit', 'paymentTimeoutMs', 'startsAt', 'endsAt',
-  'queueRate', 'passTtlMs')
-meta[8] = redis.call('GET', KEYS[2])
-meta[9] = redis.call('HLEN', KEYS[3])
-meta[10] = nowMs()
+  'queueRate', 'passTtlMs', 'buckets')
+meta[9] = redis.call('GET', KEYS[2])
+meta[10] = redis.call('HLEN', KEYS[3])
+meta[11] = nowMs()
 return meta

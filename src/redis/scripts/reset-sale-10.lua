@@ -44,6 +44,13 @@
            settled; and a log without the group is taken as wholly unsettled (orders of
            a sale started before settlement was on). A log that had the group gets it
            again whatever ARGV[11] says: settlement, once on, stays on
+  ARGV[12] escrow buckets (src/sale/buckets.ts): the product sale's epoch, the same in
+           every bucket of one PUT, which the moves between them check
+           (move-out-3.lua, move-in-3.lua); '' for a product of one bucket
+  ARGV[13] bucket 0's list of the other buckets' ids, space-separated ('' for any other
+           bucket, and for one bucket)
+  ARGV[14] '1' to check only: the refusals below, or {'OK', 0} with nothing changed (a
+           PUT of N buckets checks them all before it resets any)
   Returns  {'OK', the new sale's id (integer >= 1, one more than the last sale's)}
            {'HAS_ORDERS', orders in the log}: nothing changed
            {'NOT_SETTLED', entries}: orders are settled into PostgreSQL (the order log
@@ -96,6 +103,9 @@ end
 if settled and not redis.acl_check_cmd('XGROUP', 'CREATE', KEYS[4], 'settle', '0', 'MKSTREAM') then
   return {'NO_PERMISSION', 'XGROUP|CREATE'}
 end
+if ARGV[14] == '1' then
+  return {'OK', 0}
+end
 redis.call('DEL', KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10])
 if settled then
   -- From id 0: every entry of the new log is the group's, whenever the settler first reads.
@@ -104,7 +114,8 @@ end
 redis.call('HSET', KEYS[1], 'initialStock', ARGV[1], 'perUserLimit', ARGV[2], 'paymentTimeoutMs', ARGV[6],
   'startedAt', nowMs())
 -- The window and the waiting room: a field is there only when the sale has it.
-local optional = {startsAt = ARGV[7], endsAt = ARGV[8], queueRate = ARGV[9], passTtlMs = ARGV[10]}
+local optional = {startsAt = ARGV[7], endsAt = ARGV[8], queueRate = ARGV[9], passTtlMs = ARGV[10], epoch = ARGV[12],
+  buckets = ARGV[13]}
 for field, value in pairs(optional) do
   if value == '' then
     redis.call('HDEL', KEYS[1], field)

@@ -1,0 +1,182 @@
+import { randomUUID } from 'node:crypto';
+import { Inject, Injectable, Logger } from '@nestjs/common';
+import type { RedisClient } from '../redis/create-client';
+import { execAll } from '../redis/exec-all';
+import { KeyLayout } from '../redis/key-layout';
+import { moveDone, moveDoneKeys, moveIn, moveInKeys, moveOut, moveOutKeys } from '../redis/lua-scripts';
+import { REDIS_CLIENT } from '../redis/redis.constants';
+import { bucketsOf, homeBucket } from '../sale/buckets';
+import { FaultStop } from './fault-stop';
+import { PurchasePath } from './purchases/purchase-path';
+
+/** How long an instance trusts the bucket list it read: a product's buckets are fixed for its life (PUT refuses a change). */
+const BUCKETS_TRUST_MS = 1_000;
+
+/** Reads of the buckets one refill makes before it lets its buyer try again. */
+const REFILL_ROUNDS = 4;
+
+/** A move logged on its source and not yet closed (move-out-3.lua's record). */
+interface InFlight {
+  readonly id: string;
+  readonly source: string;
+  readonly destination: string;
+  readonly units: number;
+  readonly epoch: string;
+}
+
+/** One bucket as a refill reads it. */
+interface BucketRead {
+  readonly id: string;
+  readonly stock: number;
+  readonly epoch: string | null;
+  /** Its moves in flight of its current sale (older ones are closed as they are found). */
+  readonly inFlight: readonly InFlight[];
+  /** Its moves of an earlier sale, to close. */
+  readonly stale: readonly InFlight[];
+}
+
+/** Where a buyer buys a product: its buckets and the buyer's home among them. */
+export interface Home {
+  readonly productId: string;
+  readonly buckets: readonly string[];
+  /** The home bucket's id (the product's own for one bucket). */
+  readonly bucketId: string;
+}
+
+/**
+ * Escrow between a product's buckets (src/sale/buckets.ts): each bucket holds rights to
+ * part of the stock and sells them in its own scripts; when a buyer's home bucket is dry,
+ * rights move to it from the bucket that has the most (move()). A move is three scripts,
+ * each atomic on its own shard: the source gives the units up and logs the move
+ * (move-out-3.lua), the destination takes them, once per transfer id (move-in-3.lua),
+ * the source closes the record (move-done-3.lua). Whatever stops between them, the units
+ * are in flight, in no stock, and whoever reads the log next lands them (land()): never
+ * in two buckets, never lost. SOLD_OUT is only for a product whose every bucket was read
+ * dry with nothing in flight (refill() returns 0).
+ */
+@Injectable()
+export class Escrow {
+  private readonly logger = new Logger('Escrow');
+  private readonly lists = new Map<string, { buckets: string[]; until: number }>();
+  /** One refill at a time per home bucket in this process: the others wait for it. */
+  private readonly refills = new Map<string, Promise<number>>();
+  /** Moves this process made, landed and closed (for the bench's report and /metrics). */
+  moves = 0;
+
+  constructor(
+    @Inject(REDIS_CLIENT) private readonly redis: RedisClient,
+    private readonly keys: KeyLayout,
+    private readonly purchases: PurchasePath,
+    private readonly faults: FaultStop,
+  ) {}
+
+  /** The buyer's home bucket for `productId`, from the bucket list read at most BUCKETS_TRUST_MS ago. */
+  async home(productId: string, userId: string): Promise<Home> {
+    const buckets = await this.buckets(productId);
+    return { productId, buckets, bucketId: buckets[homeBucket(userId, buckets.length)] };
+  }
+
+  /** A product's bucket ids, bucket 0 (its own id) first. */
+  async buckets(productId: string, fresh = false): Promise<string[]> {
+    const now = performance.now();
+    const known = this.lists.get(productId);
+    if (known && known.until > now && !fresh) return known.buckets;
+    const field = await this.redis.hget(this.keys.product(productId).meta, 'buckets');
+    const buckets = bucketsOf(productId, field);
+    this.lists.set(productId, { buckets, until: now + BUCKETS_TRUST_MS });
+    return buckets;
+  }
+
+  /** Forgets what this instance read of a product's buckets (its sale restarted or deleted here). */
+  forget(productId: string): void {
+    this.lists.delete(productId);
+  }
+
+  /**
+   * Brings rights to `home`'s bucket, which a purchase of `needed` units found short:
+   * lands every move in flight it finds, then moves units from the bucket with the most.
+   * Returns the units the product has in all its buckets after (0: every bucket dry and
+   * nothing in flight, so SOLD_OUT is true), so the caller buys again while it is
+   * positive. One refill per home bucket runs at a time in this process.
+   */
+  refill(home: Home, needed: number): Promise<number> {
+    let running = this.refills.get(home.bucketId);
+    if (!running) {
+      running = this.refillOnce(home, needed).finally(() => this.refills.delete(home.bucketId));
+      this.refills.set(home.bucketId, running);
+    }
+    return running;
+  }
+
+  private async refillOnce(home: Home, needed: number): Promise<number> {
+    // Bounded: a source found dry (or restarting) by the time it is asked is read again, a few times.
+    for (let round = 1; ; round++) {
+      const read = await this.read(home.buckets);
+      await Promise.all(read.flatMap((b) => b.stale).map((m) => this.land(m)));
+      const flying = read.flatMap((b) => b.inFlight);
+      const total = read.reduce((sum, b) => sum + Math.max(b.stock, 0), 0) + flying.reduce((s, m) => s + m.units, 0);
+      if (flying.length > 0) {
+        // Landed first, wherever they go; then read again.
+        await Promise.all(flying.map((m) => this.land(m)));
+        continue;
+      }
+      const mine = read.find((b) => b.id === home.bucketId)!;
+      if (mine.stock >= needed) return total;
+      const source = read.filter((b) => b.id !== home.bucketId && b.stock > 0).sort((a, b) => b.stock - a.stock)[0];
+      if (!source) return total;
+      const moved = await this.move(source.id, home.bucketId, needed - Math.max(mine.stock, 0));
+      if (moved > 0 || round >= REFILL_ROUNDS) return total;
+    }
+  }
+
+  /**
+   * Moves up to `units` (or half the source's stock, if more) from `source` to
+   * `destination`: out under the source's exclusion (no purchase of it between its read
+   * and its write), then landed. The units moved (0: the source was dry).
+   */
+  async move(source: string, destination: string, units: number): Promise<number> {
+    const id = randomUUID();
+    const [status, moved, epoch] = await this.purchases.exclusive(source, () =>
+      moveOut.run(this.redis, moveOutKeys(this.keys.product(source)), id, destination, units),
+    );
+    if (status !== 'OUT') return 0;
+    // The fault suite's stop: the units are in flight, logged on the source only.
+    this.faults.reached('move-between');
+    await this.land({ id, source, destination, units: moved, epoch: epoch as string });
+    this.moves++;
+    return moved;
+  }
+
+  /** Finishes a move in flight: in at its destination (at most once), then its record closed on the source. */
+  async land(m: InFlight): Promise<void> {
+    const landing = await moveIn.run(this.redis, moveInKeys(this.keys.product(m.destination)), m.id, m.units, m.epoch);
+    const back = await moveDone.run(this.redis, moveDoneKeys(this.keys.product(m.source)), m.id, landing);
+    if (back > 0)
+      this.logger.warn(`move ${m.id}: ${m.destination} refused ${back} units of another sale; back in ${m.source}`);
+  }
+
+  /** Units in flight between a product's buckets now, and each bucket's stock, for GET. */
+  async read(buckets: readonly string[]): Promise<BucketRead[]> {
+    return Promise.all(
+      buckets.map(async (id) => {
+        const k = this.keys.product(id);
+        const [stock, epoch, moves] = (await execAll(
+          this.redis.multi().get(k.stock).hget(k.meta, 'epoch').hgetall(k.moves),
+        )) as [string | null, string | null, Record<string, string>];
+        const all = Object.entries(moves).flatMap(([field, record]): InFlight[] => {
+          const [destination, units, from] = record.split('|');
+          return field.startsWith('o:')
+            ? [{ id: field.slice(2), source: id, destination, units: Number(units), epoch: from }]
+            : [];
+        });
+        return {
+          id,
+          stock: Number(stock ?? 0),
+          epoch,
+          inFlight: all.filter((m) => m.epoch === epoch),
+          stale: all.filter((m) => m.epoch !== epoch),
+        };
+      }),
+    );
+  }
+}

@@ -1,0 +1,260 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Cluster } from 'ioredis';
+import { processState, startApp } from '../harness/processes';
+import { createRedisCluster } from '../src/redis/create-client';
+import { KeyLayout } from '../src/redis/key-layout';
+import { moveDone, moveDoneKeys, moveIn, moveInKeys, moveOut, moveOutKeys } from '../src/redis/lua-scripts';
+import { bucketSlot, homeBucket } from '../src/sale/buckets';
+import { ADMIN_TOKEN, request, startTestApp, TestApp } from './helpers/app';
+import { clusterReady, readSlotMap, startTestCluster, TestCluster, uniquePrefix } from './helpers/redis';
+
+const hostPort = (s: string) => {
+  const [host, port] = s.split(':');
+  return { host, port: Number(port) };
+};
+
+/** `count` user ids whose home bucket among `n` is `bucket` (homeBucket()), named `<stem><i>`. */
+function usersOf(bucket: number, n: number, count: number, stem = 'u'): string[] {
+  const users: string[] = [];
+  for (let i = 0; users.length < count; i++) if (homeBucket(`${stem}${i}`, n) === bucket) users.push(`${stem}${i}`);
+  return users;
+}
+
+/**
+ * One hot product on three shards: its stock in escrow buckets on three masters of a
+ * real Redis Cluster, rights moving to the bucket of a buyer whose own is dry (three
+ * scripts, each atomic on its shard), SOLD_OUT only when every bucket and every move in
+ * flight is empty, the per-user limit in each buyer's home bucket. Moves interrupted
+ * between their steps (a script run by hand, an app SIGKILLed at a named stop point) are
+ * finished by whoever finds them, once.
+ */
+describe('escrow buckets on a Redis Cluster', () => {
+  let cluster: TestCluster;
+  let client: Cluster;
+  const apps: TestApp[] = [];
+
+  beforeAll(async () => {
+    cluster = await startTestCluster({ masters: 3 });
+    client = createRedisCluster({ nodes: cluster.clusterNodes.split(',').map(hostPort), tls: false }, 'test');
+    await clusterReady(client);
+  }, 60_000);
+
+  afterEach(async () => {
+    await Promise.all(apps.splice(0).map((a) => a.close()));
+  });
+
+  afterAll(async () => {
+    client?.disconnect();
+    await cluster?.stop();
+  });
+
+  async function app(prefix: string, strategy = 'fenced'): Promise<TestApp> {
+    const started = await startTestApp({
+      REDIS_CLUSTER_NODES: cluster.clusterNodes,
+      KEY_PREFIX: prefix,
+      LOCK_STRATEGY: strategy,
+    });
+    apps.push(started);
+    return started;
+  }
+
+  const put = (url: string, id: string, json: Record<string, unknown>) =>
+    request(url, 'PUT', `/api/products/${id}`, { json, admin: true });
+  const buy = (url: string, productId: string, userId: string, quantity = 1) =>
+    request(url, 'POST', '/api/orders', { json: { productId, userId, quantity } });
+
+  /** Each bucket's stock and moves in flight, read from Redis itself. */
+  async function bucketsNow(keys: KeyLayout, ids: string[]): Promise<{ stock: number[]; inFlight: number }> {
+    const stock = await Promise.all(ids.map(async (id) => Number((await client.get(keys.product(id).stock)) ?? 0)));
+    const moves = await Promise.all(ids.map((id) => client.hlen(keys.product(id).moves)));
+    return { stock, inFlight: moves.reduce((a, b) => a + b, 0) };
+  }
+
+  /** The orders each bucket's log holds. */
+  const logged = (keys: KeyLayout, ids: string[]) =>
+    Promise.all(ids.map((id) => client.xlen(keys.product(id).orders))).then((n) => n.reduce((a, b) => a + b, 0));
+
+  it('places 3 buckets on 3 masters, shows the product as their sum, and keeps the count fixed', async () => {
+    const prefix = uniquePrefix('bkt-place');
+    const { url } = await app(prefix);
+    const res = await put(url, 'phone', { stock: 31, buckets: 3 });
+    expect(res.status).toBe(200);
+    expect(res.body).toMatchObject({ id: 'phone', stock: 31, initialStock: 31, sold: 0, buckets: 3 });
+    const each = await request(url, 'GET', '/api/products/phone/buckets', { admin: true });
+    expect(each.status).toBe(200);
+    expect(each.body.map((b: { initialStock: number }) => b.initialStock)).toEqual([11, 10, 10]);
+    const map = await readSlotMap(client.nodes('master')[0]);
+    const masters = each.body.map((b: { id: string; slot: number }) => {
+      expect(b.slot).toBe(bucketSlot(b.id));
+      return map.masterOfSlot(b.slot);
+    });
+    expect(new Set(masters).size).toBe(3);
+    // The admin's view is the admin's.
+    expect((await request(url, 'GET', '/api/products/phone/buckets')).status).toBe(401);
+    // Another count is refused, nothing changed; the same count (or none) restarts the sale.
+    const fixed = await put(url, 'phone', { stock: 5, buckets: 2, discardOrders: true });
+    expect(fixed.status).toBe(409);
+    expect(fixed.body.code).toBe('BUCKETS_FIXED');
+    expect((await request(url, 'GET', '/api/products/phone')).body).toMatchObject({ stock: 31, buckets: 3 });
+    const queued = await put(url, 'phone', { stock: 5, queue: { admitPerSecond: 10 } });
+    expect(queued.status).toBe(400);
+    expect(queued.body.code).toBe('VALIDATION_FAILED');
+    expect((await put(url, 'phone', { stock: 6, discardOrders: true })).body).toMatchObject({ stock: 6, buckets: 3 });
+  });
+
+  it.each(['fenced', 'atomic'])(
+    '%s: every buyer homed in one bucket still buys every unit; SOLD_OUT only once all are gone',
+    async (strategy) => {
+      const prefix = uniquePrefix(`bkt-skew-${strategy}`);
+      const keys = new KeyLayout(prefix);
+      const { url } = await app(prefix, strategy);
+      expect((await put(url, 'tv', { stock: 30, buckets: 3 })).status).toBe(200);
+      const ids = (await request(url, 'GET', '/api/products/tv/buckets', { admin: true })).body.map(
+        (b: { id: string }) => b.id,
+      );
+      const answers = await Promise.all(usersOf(0, 3, 40).map((u) => buy(url, 'tv', u)));
+      const codes = answers.map((a) => (a.status === 201 ? 201 : a.body.code));
+      expect(codes.filter((c) => c === 201)).toHaveLength(30);
+      expect(codes.filter((c) => c === 'SOLD_OUT')).toHaveLength(10);
+      // Every order in the home bucket's log, named by the product, its id by the bucket.
+      expect(answers.filter((a) => a.status === 201).every((a) => a.body.productId === 'tv')).toBe(true);
+      expect(await client.xlen(keys.product(ids[0]).orders)).toBe(30);
+      expect(await bucketsNow(keys, ids)).toEqual({ stock: [0, 0, 0], inFlight: 0 });
+      // Rights came from both other buckets, each move once.
+      expect(await client.hlen(keys.product(ids[0]).landed)).toBeGreaterThanOrEqual(2);
+      expect((await request(url, 'GET', '/api/products/tv')).body).toMatchObject({ stock: 0, sold: 30, orders: 30 });
+    },
+    60_000,
+  );
+
+  it('keeps the per-user limit in the home bucket, wherever the units came from', async () => {
+    const prefix = uniquePrefix('bkt-limit');
+    const keys = new KeyLayout(prefix);
+    const { url } = await app(prefix);
+    // Bucket 0 gets 2 units (6 over 3), and its buyer may buy 3: the third comes from another bucket.
+    expect((await put(url, 'cam', { stock: 6, buckets: 3, perUserLimit: 3 })).status).toBe(200);
+    const [user] = usersOf(0, 3, 1, 'limit');
+    for (let i = 0; i < 3; i++) expect((await buy(url, 'cam', user)).status).toBe(201);
+    const fourth = await buy(url, 'cam', user);
+    expect(fourth.status).toBe(409);
+    expect(fourth.body.code).toBe('LIMIT_REACHED');
+    expect(await client.hget(keys.product('cam').buyers, user)).toBe('3');
+  });
+
+  it('sells the last unit with every bucket but one dry, then answers SOLD_OUT', async () => {
+    const prefix = uniquePrefix('bkt-last');
+    const keys = new KeyLayout(prefix);
+    const { url } = await app(prefix);
+    expect((await put(url, 'pen', { stock: 3, buckets: 3 })).status).toBe(200);
+    const ids: string[] = (await request(url, 'GET', '/api/products/pen/buckets', { admin: true })).body.map(
+      (b: { id: string }) => b.id,
+    );
+    // Buckets 0 and 1 sold out by their own buyers: one unit left, in bucket 2.
+    for (const b of [0, 1]) expect((await buy(url, 'pen', usersOf(b, 3, 1, 'own')[0])).status).toBe(201);
+    expect((await bucketsNow(keys, ids)).stock).toEqual([0, 0, 1]);
+    const [first, second] = usersOf(1, 3, 2, 'late');
+    expect((await buy(url, 'pen', first)).status).toBe(201);
+    const last = await buy(url, 'pen', second);
+    expect(last.status).toBe(409);
+    expect(last.body.code).toBe('SOLD_OUT');
+    expect(await logged(keys, ids)).toBe(3);
+  });
+
+  it('finishes moves left in flight (a source that logged them, no landing): every unit sold once', async () => {
+    const prefix = uniquePrefix('bkt-flight');
+    const keys = new KeyLayout(prefix);
+    const { url } = await app(prefix);
+    expect((await put(url, 'cup', { stock: 3, buckets: 3 })).status).toBe(200);
+    const ids: string[] = (await request(url, 'GET', '/api/products/cup/buckets', { admin: true })).body.map(
+      (b: { id: string }) => b.id,
+    );
+    // What an app stopped after the first step leaves: units out of buckets 1 and 2, logged there.
+    for (const b of [1, 2]) {
+      const out = await moveOut.run(client, moveOutKeys(keys.product(ids[b])), `crashed-${b}`, ids[0], 1);
+      expect(out[0]).toBe('OUT');
+    }
+    expect(await bucketsNow(keys, ids)).toEqual({ stock: [1, 0, 0], inFlight: 2 });
+    // GET counts the units in flight as stock: they are unsold.
+    expect((await request(url, 'GET', '/api/products/cup')).body).toMatchObject({ stock: 3, sold: 0 });
+    // Buyers of the dry buckets 1 and 2 find them, land them and buy.
+    const buyers = [...usersOf(1, 3, 2, 'f'), ...usersOf(2, 3, 2, 'g')];
+    const answers = [];
+    for (const u of buyers) answers.push(await buy(url, 'cup', u));
+    expect(answers.map((a) => a.status)).toEqual([201, 201, 201, 409]);
+    expect(answers[3].body.code).toBe('SOLD_OUT');
+    expect(await bucketsNow(keys, ids)).toEqual({ stock: [0, 0, 0], inFlight: 0 });
+    expect(await logged(keys, ids)).toBe(3);
+  });
+
+  it('lands a move once when two finish it at the same time, and gives refused units back once', async () => {
+    const prefix = uniquePrefix('bkt-race');
+    const keys = new KeyLayout(prefix);
+    const { url } = await app(prefix);
+    expect((await put(url, 'mug', { stock: 20, buckets: 2 })).status).toBe(200);
+    const bucketIds: string[] = (await request(url, 'GET', '/api/products/mug/buckets', { admin: true })).body.map(
+      (b: { id: string }) => b.id,
+    );
+    const [home, other] = [keys.product(bucketIds[0]), keys.product(bucketIds[1])];
+    const [, units, epoch] = await moveOut.run(client, moveOutKeys(other), 't1', bucketIds[0], 1);
+    expect(units).toBe(5); // half the source's 10
+    // Two finishers, each landing and closing the same move.
+    const finish = async () => {
+      const landing = await moveIn.run(client, moveInKeys(home), 't1', units, epoch as string);
+      return [landing, await moveDone.run(client, moveDoneKeys(other), 't1', landing)] as const;
+    };
+    const both = await Promise.all([finish(), finish()]);
+    expect(both.map((f) => f[0])).toEqual(['IN', 'IN']);
+    expect(await client.get(home.stock)).toBe('15');
+    expect(await client.get(other.stock)).toBe('5');
+    expect(await client.hlen(other.moves)).toBe(0);
+    // A destination whose sale moved on refuses the units for good; the source takes them back once.
+    const [, back, epoch2] = await moveOut.run(client, moveOutKeys(other), 't2', bucketIds[0], 1);
+    await client.hset(home.meta, 'epoch', 'another-sale');
+    const refused = await Promise.all([finish2(), finish2()]);
+    async function finish2() {
+      const landing = await moveIn.run(client, moveInKeys(home), 't2', back, epoch2 as string);
+      return [landing, await moveDone.run(client, moveDoneKeys(other), 't2', landing)] as const;
+    }
+    expect(refused.map((f) => f[0])).toEqual(['STALE', 'STALE']);
+    expect(refused.map((f) => f[1]).sort()).toEqual([0, back]);
+    // Even once the destination's epoch is the move's again, the marker keeps it out.
+    await client.hset(home.meta, 'epoch', epoch2 as string);
+    expect(await moveIn.run(client, moveInKeys(home), 't2', back, epoch2 as string)).toBe('STALE');
+    expect(await client.get(home.stock)).toBe('15');
+    expect(await client.get(other.stock)).toBe('5');
+  });
+
+  it("an app SIGKILLed between a move's steps: another instance lands the units, every unit sold once", async () => {
+    const prefix = uniquePrefix('bkt-kill');
+    const keys = new KeyLayout(prefix);
+    const env = { REDIS_CLUSTER_NODES: cluster.clusterNodes, KEY_PREFIX: prefix, ADMIN_TOKEN, LOG_LEVEL: 'warn' };
+    const stopper = await startApp({ env: { ...env, FAULT_STOP_AT: 'move-between:1', ALLOW_UNSAFE: '1' } });
+    const { url } = await app(prefix);
+    try {
+      expect((await put(stopper.url, 'hat', { stock: 4, buckets: 2 })).status).toBe(200);
+      const ids: string[] = (await request(url, 'GET', '/api/products/hat/buckets', { admin: true })).body.map(
+        (b: { id: string }) => b.id,
+      );
+      const [a, b] = usersOf(0, 2, 2, 'k');
+      // Bucket 0's two units bought, then a third buyer of bucket 0: the stopper moves units out of bucket 1 and stops.
+      for (const u of [a, b]) expect((await buy(stopper.url, 'hat', u)).status).toBe(201);
+      const third = buy(stopper.url, 'hat', usersOf(0, 2, 3, 'k')[2]).catch(() => null);
+      for (let i = 0; processState(stopper.pid) !== 'T'; i++) {
+        expect(i).toBeLessThan(400);
+        await sleep(25);
+      }
+      process.kill(stopper.pid, 'SIGKILL');
+      await third;
+      expect(await bucketsNow(keys, ids)).toEqual({ stock: [0, 1], inFlight: 1 });
+      // The other instance's buyers: the one unit in flight lands, the rest of bucket 1 sells, then SOLD_OUT.
+      const late = usersOf(0, 2, 6, 'k').slice(3);
+      const answers = [];
+      for (const u of late) answers.push(await buy(url, 'hat', u));
+      expect(answers.map((x) => (x.status === 201 ? 201 : x.body.code))).toEqual([201, 201, 'SOLD_OUT']);
+      expect(await bucketsNow(keys, ids)).toEqual({ stock: [0, 0], inFlight: 0 });
+      expect(await logged(keys, ids)).toBe(4);
+    } finally {
+      await stopper.stop();
+    }
+  });
+});
