@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis';
-import type { ProductKeys } from '../src/redis/key-layout';
+import { KeyLayout, type ProductKeys } from '../src/redis/key-layout';
 import { historyLine } from './history/check';
 import { CHECKS, CheckName, Finding, HistoryReport } from './history/history';
 import { readLog } from './history/read-log';
@@ -30,6 +30,8 @@ export interface SaleSnapshot {
   readonly returns?: readonly OrderEntry[];
   /** Orders per status letter of the states hash (R reserved, P paid, C cancelled, E expired). */
   readonly statuses?: Readonly<Record<string, number>>;
+  /** Escrow buckets the sale was read from, when more than one (src/sale/buckets.ts). */
+  readonly buckets?: number;
 }
 
 export interface Invariants {
@@ -105,10 +107,37 @@ export async function readSale(
   redis: Pick<Redis, 'hmget' | 'get' | 'hgetall' | 'xrange'>,
   keys: ProductKeys,
 ): Promise<SaleSnapshot> {
-  const [[initialStock, perUserLimit], stock, buyers] = await Promise.all([
-    redis.hmget(keys.meta, 'initialStock', 'perUserLimit'),
+  const main = await readBucket(redis, keys);
+  if (main.bucketIds.length === 0) return main;
+  // Escrow buckets (src/sale/buckets.ts): one sale over every bucket's log, the units in
+  // flight between them counted as stock left (unsold, in no bucket yet).
+  const layout = productLayoutOf(keys);
+  const others = await Promise.all(main.bucketIds.map((id) => readBucket(redis, layout.product(id))));
+  const all = [main, ...others];
+  const inFlight = all.reduce((sum, b) => sum + b.inFlight, 0);
+  const merged = mergeSales(all);
+  const statuses: Record<string, number> = {};
+  for (const b of all) for (const [k, n] of Object.entries(b.statuses ?? {})) statuses[k] = (statuses[k] ?? 0) + n;
+  return {
+    ...merged,
+    perUserLimit: main.perUserLimit,
+    stockLeft: merged.stockLeft + inFlight,
+    returns: [...(merged.returns ?? [])].sort((a, b) => a.ms - b.ms),
+    statuses,
+    buckets: all.length,
+  };
+}
+
+/** One bucket's sale (a product's own keys are its bucket 0): its snapshot, the other buckets' ids, its units in flight. */
+async function readBucket(
+  redis: Pick<Redis, 'hmget' | 'get' | 'hgetall' | 'xrange'>,
+  keys: ProductKeys,
+): Promise<SaleSnapshot & { bucketIds: string[]; inFlight: number }> {
+  const [[initialStock, perUserLimit, others], stock, buyers, moves] = await Promise.all([
+    redis.hmget(keys.meta, 'initialStock', 'perUserLimit', 'buckets'),
     redis.get(keys.stock),
     redis.hgetall(keys.buyers),
+    redis.hgetall(keys.moves),
   ]);
   if (initialStock === null || perUserLimit === null || stock === null) {
     throw new Error(`no sale found under ${keys.meta}`);
@@ -136,7 +165,16 @@ export async function readSale(
     returned,
     returns,
     statuses,
+    bucketIds: others ? others.split(' ') : [],
+    // move-out-3.lua's records: `<destination>|<units>|<epoch>|<at>`.
+    inFlight: Object.values(moves).reduce((sum, r) => sum + Number(r.split('|')[1]), 0),
   };
+}
+
+/** The key layout a product's keys were built by (its prefix), for its other buckets' keys. */
+function productLayoutOf(keys: ProductKeys): KeyLayout {
+  const at = keys.meta.indexOf('{p:');
+  return new KeyLayout(keys.meta.slice(0, at));
 }
 
 /** Checks the invariants (docs/bench.md lists them) against what Redis holds and what the buyers were told. */
