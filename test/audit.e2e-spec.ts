@@ -197,6 +197,19 @@ describe('npm run audit', () => {
     expect(stale.stdout).toMatch(/^ {2}not proven: the sale's meta hash has no startedAt of its own/m);
   }, 90_000);
 
+  it('says a product sold from escrow buckets is not judged, and never passes it by silence', async () => {
+    const prefix = uniquePrefix('audit-buckets');
+    const app = await startTestApp({ REDIS_URL: redis.url(), KEY_PREFIX: prefix });
+    apps.push(app);
+    const put = await request(app.url, 'PUT', '/api/products/split', { json: { stock: 4, buckets: 2 }, admin: true });
+    expect(put.status).toBe(200);
+    const run = await audit('--redis', redis.url(), '--key-prefix', prefix, '--product', 'split');
+    expectExit(run, 3);
+    expect(run.stdout).toMatch(
+      /^product split: skipped, sold from 2 escrow buckets, which this audit does not judge yet/m,
+    );
+  });
+
   it('fails a sale written oversold, naming the product, the peak and the orders above the stock', async () => {
     const prefix = uniquePrefix('audit-over');
     const keys = new KeyLayout(prefix);

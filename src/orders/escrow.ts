@@ -8,6 +8,8 @@ import { REDIS_CLIENT } from '../redis/redis.constants';
 import { bucketsOf, homeBucket } from '../sale/buckets';
 import { FaultStop } from './fault-stop';
 import { PurchasePath } from './purchases/purchase-path';
+import { ReplicaAcks } from './replica-acks';
+import { RedisUnavailableError } from '../errors/errors';
 
 /** How long an instance trusts the bucket list it read: a product's buckets are fixed for its life (PUT refuses a change). */
 const BUCKETS_TRUST_MS = 1_000;
@@ -68,6 +70,7 @@ export class Escrow {
     private readonly keys: KeyLayout,
     private readonly purchases: PurchasePath,
     private readonly faults: FaultStop,
+    private readonly replicas: ReplicaAcks,
   ) {}
 
   /** The buyer's home bucket for `productId`, from the bucket list read at most BUCKETS_TRUST_MS ago. */
@@ -147,8 +150,22 @@ export class Escrow {
     return moved;
   }
 
-  /** Finishes a move in flight: in at its destination (at most once), then its record closed on the source. */
+  /**
+   * Finishes a move in flight: in at its destination (at most once), then its record
+   * closed on the source. With REDIS_WAIT_REPLICAS, only once that many replicas of the
+   * source have the move's first step: a failover that lost it would give the source its
+   * units back while the destination has them too.
+   */
   async land(m: InFlight): Promise<void> {
+    if (this.replicas.enabled) {
+      try {
+        await this.replicas.confirm(m.source, true, await this.replicas.ensure(m.source, true));
+      } catch {
+        throw new RedisUnavailableError(
+          `units moving to this buyer's bucket are not on ${this.replicas.required} replicas of their source yet; nothing was written for this purchase; retry`,
+        );
+      }
+    }
     const landing = await moveIn.run(this.redis, moveInKeys(this.keys.product(m.destination)), m.id, m.units, m.epoch);
     const back = await moveDone.run(this.redis, moveDoneKeys(this.keys.product(m.source)), m.id, landing);
     if (back > 0)
