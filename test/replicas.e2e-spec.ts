@@ -3,6 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { PrivateRedis, startPrivateRedis } from '../harness/redis';
 import type { LockStrategyName } from '../src/config/app-config';
 import { liveReplicasIn } from '../src/orders/replica-acks';
+import { homeBucket } from '../src/sale/buckets';
 import { KeyLayout, ProductKeys } from '../src/redis/key-layout';
 import { request, startSale, startTestApp, TestApp } from './helpers/app';
 import { closeClient, uniquePrefix } from './helpers/redis';
@@ -78,6 +79,47 @@ describe('REDIS_WAIT_REPLICAS', () => {
     },
     30_000,
   );
+
+  it('lands an escrow move only once the replica has its first step; until then the units stay in flight', async () => {
+    const prefix = uniquePrefix('wait-buckets');
+    const app = await startTestApp({
+      REDIS_URL: master.url,
+      KEY_PREFIX: prefix,
+      REDIS_WAIT_REPLICAS: '1',
+      REDIS_WAIT_TIMEOUT_MS: '300',
+    });
+    try {
+      const put = await request(app.url, 'PUT', '/api/products/pair', { json: { stock: 2, buckets: 2 }, admin: true });
+      expect(put.status).toBe(200);
+      const keys = new KeyLayout(prefix);
+      const [home, other] = [keys.product('pair'), keys.product('pair~1')];
+      const homed: string[] = [];
+      for (let i = 0; homed.length < 3; i++) if (homeBucket(`w${i}`, 2) === 0) homed.push(`w${i}`);
+      const buy = (userId: string) => request(app.url, 'POST', '/api/orders', { json: { productId: 'pair', userId } });
+      expect((await buy(homed[0])).status).toBe(201);
+      await client.set(`${prefix}synced`, '1');
+      expect(await client.wait(1, 5_000)).toBe(1);
+      process.kill(replica.pid, 'SIGSTOP');
+      try {
+        const waiting = await buy(homed[1]);
+        expect(waiting.status).toBe(503);
+        expect(waiting.body.code).toBe('REDIS_UNAVAILABLE');
+        expect(waiting.body.message).toContain('not on 1 replicas of their source yet; nothing was written');
+      } finally {
+        process.kill(replica.pid, 'SIGCONT');
+      }
+      // Out of its source, logged there, landed nowhere: the next buyer lands it and buys.
+      expect([await client.get(home.stock), await client.get(other.stock), await client.hlen(other.moves)]).toEqual([
+        '0',
+        '0',
+        1,
+      ]);
+      expect((await buy(homed[2])).status).toBe(201);
+      expect([await client.hlen(other.moves), await client.xlen(home.orders)]).toEqual([0, 2]);
+    } finally {
+      await app.close();
+    }
+  }, 30_000);
 
   it('refuses a purchase before writing anything when the master has fewer live replicas than asked', async () => {
     const prefix = uniquePrefix('wait-missing');
