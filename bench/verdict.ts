@@ -166,8 +166,11 @@ async function readBucket(
     returns,
     statuses,
     bucketIds: others ? others.split(' ') : [],
-    // move-out-3.lua's records: `<destination>|<units>|<epoch>|<at>`.
-    inFlight: Object.values(moves).reduce((sum, r) => sum + Number(r.split('|')[1]), 0),
+    // move-out-4.lua's records: `<destination>|<units>|<epoch>|<at>`.
+    inFlight: Object.entries(moves).reduce(
+      (sum, [f, r]) => sum + (f.startsWith('o:') ? Number(r.split('|')[1]) : 0),
+      0,
+    ),
   };
 }
 

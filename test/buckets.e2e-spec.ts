@@ -66,9 +66,12 @@ describe('escrow buckets on a Redis Cluster', () => {
   /** Each bucket's stock and moves in flight, read from Redis itself. */
   async function bucketsNow(keys: KeyLayout, ids: string[]): Promise<{ stock: number[]; inFlight: number }> {
     const stock = await Promise.all(ids.map(async (id) => Number((await client.get(keys.product(id).stock)) ?? 0)));
-    const moves = await Promise.all(ids.map((id) => client.hlen(keys.product(id).moves)));
+    const moves = await Promise.all(ids.map((id) => inFlightOf(keys.product(id).moves)));
     return { stock, inFlight: moves.reduce((a, b) => a + b, 0) };
   }
+
+  /** Moves logged out of a bucket and not closed (its moves hash's `o:<id>` records). */
+  const inFlightOf = async (moves: string) => (await client.hkeys(moves)).filter((f) => f.startsWith('o:')).length;
 
   /** The orders each bucket's log holds. */
   const logged = (keys: KeyLayout, ids: string[]) =>
@@ -123,6 +126,8 @@ describe('escrow buckets on a Redis Cluster', () => {
       // Rights came from both other buckets, each move once.
       expect(await client.hlen(keys.product(ids[0]).landed)).toBeGreaterThanOrEqual(2);
       expect((await request(url, 'GET', '/api/products/tv')).body).toMatchObject({ stock: 0, sold: 30, orders: 30 });
+      const metrics = await (await fetch(`${url}/metrics`)).text();
+      expect(Number(/^seckill_escrow_moves_total (\d+)$/m.exec(metrics)?.[1])).toBeGreaterThanOrEqual(2);
     },
     60_000,
   );
@@ -170,7 +175,7 @@ describe('escrow buckets on a Redis Cluster', () => {
     );
     // What an app stopped after the first step leaves: units out of buckets 1 and 2, logged there.
     for (const b of [1, 2]) {
-      const out = await moveOut.run(client, moveOutKeys(keys.product(ids[b])), `crashed-${b}`, ids[0], 1);
+      const out = await moveOut.run(client, moveOutKeys(keys.product(ids[b])), `crashed-${b}`, ids[0], 1, '');
       expect(out[0]).toBe('OUT');
     }
     expect(await bucketsNow(keys, ids)).toEqual({ stock: [1, 0, 0], inFlight: 2 });
@@ -195,7 +200,7 @@ describe('escrow buckets on a Redis Cluster', () => {
       (b: { id: string }) => b.id,
     );
     const [home, other] = [keys.product(bucketIds[0]), keys.product(bucketIds[1])];
-    const [, units, epoch] = await moveOut.run(client, moveOutKeys(other), 't1', bucketIds[0], 1);
+    const [, units, epoch] = await moveOut.run(client, moveOutKeys(other), 't1', bucketIds[0], 1, '');
     expect(units).toBe(5); // half the source's 10
     // Two finishers, each landing and closing the same move.
     const finish = async () => {
@@ -206,9 +211,9 @@ describe('escrow buckets on a Redis Cluster', () => {
     expect(both.map((f) => f[0])).toEqual(['IN', 'IN']);
     expect(await client.get(home.stock)).toBe('15');
     expect(await client.get(other.stock)).toBe('5');
-    expect(await client.hlen(other.moves)).toBe(0);
+    expect(await inFlightOf(other.moves)).toBe(0);
     // A destination whose sale moved on refuses the units for good; the source takes them back once.
-    const [, back, epoch2] = await moveOut.run(client, moveOutKeys(other), 't2', bucketIds[0], 1);
+    const [, back, epoch2] = await moveOut.run(client, moveOutKeys(other), 't2', bucketIds[0], 1, '');
     await client.hset(home.meta, 'epoch', 'another-sale');
     const refused = await Promise.all([finish2(), finish2()]);
     async function finish2() {

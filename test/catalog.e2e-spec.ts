@@ -347,7 +347,7 @@ describe('the catalog and its orders, for an admin', () => {
     await client.xdel(k.orders, ids[2]);
     const group = (await client.xinfo('GROUPS', k.orders)) as unknown[][];
     expect(group[0][group[0].indexOf('lag') + 1]).toBeNull();
-    const run = () => deleteProduct.run(client, deleteProductKeys(k), '0', '', '0', '1');
+    const run = () => deleteProduct.run(client, deleteProductKeys(k), '0', '', '0', '1', '0');
 
     // An entry added after the deletion, not delivered: unsettled (its count a floor, 1).
     await client.xadd(k.orders, '*', 'orderId', 'o4');

@@ -59,6 +59,7 @@ const FAMILIES = {
   seckill_loop_redis_commands_total: 'counter',
   seckill_loop_passes_total: 'counter',
   seckill_loop_work: 'gauge',
+  seckill_escrow_moves_total: 'counter',
 };
 
 describe('GET /metrics (Prometheus, prom-client)', () => {

@@ -70,7 +70,18 @@ export class Checkout {
     this.telemetry.arrived(line.productId);
     let placed: Placed;
     try {
-      placed = await this.inBuckets(line, (bucketLine) => this.place(bucketLine, key, pass, reply));
+      placed = await this.inBuckets(line, (bucketLine, bucketed) =>
+        // On a product of several buckets a key lives in the buyer's home bucket, so it is
+        // the buyer's, as under BUYER_AUTH: the same key from another userId is another request.
+        this.place(
+          bucketLine,
+          bucketed && pass === undefined && key !== undefined && reply.request.buyer === null
+            ? buyerScopedKey(key, line.userId)
+            : key,
+          pass,
+          reply,
+        ),
+      );
     } catch (err) {
       // The code ErrorFilter will answer with, told once, before the answer is written.
       const known = toAppError(err);
@@ -97,12 +108,15 @@ export class Checkout {
    * purchase made again; SOLD_OUT (INSUFFICIENT_STOCK) only when every bucket, and every
    * move in flight, has nothing (too little) left. The answer names the product, never a bucket.
    */
-  private async inBuckets(line: OrderLine, place: (line: OrderLine) => Promise<Placed>): Promise<Placed> {
+  private async inBuckets(
+    line: OrderLine,
+    place: (line: OrderLine, bucketed: boolean) => Promise<Placed>,
+  ): Promise<Placed> {
     const home = await this.escrow.home(line.productId, line.userId);
-    if (home.buckets.length === 1) return place(line);
+    if (home.buckets.length === 1) return place(line, false);
     for (let attempt = 1; ; attempt++) {
       try {
-        const placed = await place({ ...line, productId: home.bucketId });
+        const placed = await place({ ...line, productId: home.bucketId }, true);
         return { ...placed, order: { ...placed.order, productId: line.productId } };
       } catch (err) {
         if (err instanceof UnknownProductError) {

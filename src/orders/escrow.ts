@@ -9,15 +9,18 @@ import { bucketsOf, homeBucket } from '../sale/buckets';
 import { FaultStop } from './fault-stop';
 import { PurchasePath } from './purchases/purchase-path';
 import { ReplicaAcks } from './replica-acks';
-import { RedisUnavailableError } from '../errors/errors';
+import { Metrics } from '../telemetry/metrics';
+import { OutcomeUnknownError, RedisUnavailableError } from '../errors/errors';
 
 /** How long an instance trusts the bucket list it read: a product's buckets are fixed for its life (PUT refuses a change). */
-const BUCKETS_TRUST_MS = 1_000;
+export const BUCKETS_TRUST_MS = 1_000;
 
 /** Reads of the buckets one refill makes before it lets its buyer try again. */
 const REFILL_ROUNDS = 4;
+/** Products whose bucket lists an instance keeps at most (then it starts afresh). */
+const MAX_LISTS = 10_000;
 
-/** A move logged on its source and not yet closed (move-out-3.lua's record). */
+/** A move logged on its source and not yet closed (move-out-4.lua's record). */
 interface InFlight {
   readonly id: string;
   readonly source: string;
@@ -35,6 +38,8 @@ interface BucketRead {
   readonly inFlight: readonly InFlight[];
   /** Its moves of an earlier sale, to close. */
   readonly stale: readonly InFlight[];
+  /** Moves out and in it has made (its moves hash's `v`): unchanged between two reads, no unit moved through it. */
+  readonly version: string;
 }
 
 /** Where a buyer buys a product: its buckets and the buyer's home among them. */
@@ -50,7 +55,7 @@ export interface Home {
  * part of the stock and sells them in its own scripts; when a buyer's home bucket is dry,
  * rights move to it from the bucket that has the most (move()). A move is three scripts,
  * each atomic on its own shard: the source gives the units up and logs the move
- * (move-out-3.lua), the destination takes them, once per transfer id (move-in-3.lua),
+ * (move-out-4.lua), the destination takes them, once per transfer id (move-in-4.lua),
  * the source closes the record (move-done-3.lua). Whatever stops between them, the units
  * are in flight, in no stock, and whoever reads the log next lands them (land()): never
  * in two buckets, never lost. SOLD_OUT is only for a product whose every bucket was read
@@ -71,7 +76,10 @@ export class Escrow {
     private readonly purchases: PurchasePath,
     private readonly faults: FaultStop,
     private readonly replicas: ReplicaAcks,
-  ) {}
+    metrics: Metrics,
+  ) {
+    metrics.readEscrow(() => this.moves);
+  }
 
   /** The buyer's home bucket for `productId`, from the bucket list read at most BUCKETS_TRUST_MS ago. */
   async home(productId: string, userId: string): Promise<Home> {
@@ -79,14 +87,18 @@ export class Escrow {
     return { productId, buckets, bucketId: buckets[homeBucket(userId, buckets.length)] };
   }
 
-  /** A product's bucket ids, bucket 0 (its own id) first. */
+  /** A product's bucket ids, bucket 0 (its own id) first ([productId] for a product without a sale). */
   async buckets(productId: string, fresh = false): Promise<string[]> {
     const now = performance.now();
     const known = this.lists.get(productId);
     if (known && known.until > now && !fresh) return known.buckets;
-    const field = await this.redis.hget(this.keys.product(productId).meta, 'buckets');
+    const [sale, field] = await this.redis.hmget(this.keys.product(productId).meta, 'initialStock', 'buckets');
     const buckets = bucketsOf(productId, field);
-    this.lists.set(productId, { buckets, until: now + BUCKETS_TRUST_MS });
+    // Only sales are kept, and only so many: ids that name no product cost a read, never memory.
+    if (sale !== null) {
+      if (this.lists.size >= MAX_LISTS) this.lists.clear();
+      this.lists.set(productId, { buckets, until: now + BUCKETS_TRUST_MS });
+    }
     return buckets;
   }
 
@@ -98,78 +110,112 @@ export class Escrow {
   /**
    * Brings rights to `home`'s bucket, which a purchase of `needed` units found short:
    * lands every move in flight it finds, then moves units from the bucket with the most.
-   * Returns the units the product has in all its buckets after (0: every bucket dry and
-   * nothing in flight, so SOLD_OUT is true), so the caller buys again while it is
-   * positive. One refill per home bucket runs at a time in this process.
+   * Returns the units the product has in all its buckets after (0: every bucket was read
+   * dry twice over, nothing in flight and nothing moved in between, so SOLD_OUT is true),
+   * so the caller buys again while it is positive. One refill per home bucket and size
+   * runs at a time in this process. Whatever a move's scripts answered, the buyer's own
+   * purchase wrote nothing: a failure is REDIS_UNAVAILABLE, never OUTCOME_UNKNOWN (a
+   * move whose reply was lost is in flight, logged on its source, and the next refill
+   * lands it).
    */
   refill(home: Home, needed: number): Promise<number> {
-    let running = this.refills.get(home.bucketId);
+    const id = `${home.bucketId}#${needed}`;
+    let running = this.refills.get(id);
     if (!running) {
-      running = this.refillOnce(home, needed).finally(() => this.refills.delete(home.bucketId));
-      this.refills.set(home.bucketId, running);
+      running = this.refillOnce(home, needed)
+        .catch((err: unknown) => {
+          if (!(err instanceof OutcomeUnknownError)) throw err;
+          throw new RedisUnavailableError(
+            "a move of units to this buyer's bucket got no reply; nothing was written for this purchase; retry",
+          );
+        })
+        .finally(() => this.refills.delete(id));
+      this.refills.set(id, running);
     }
     return running;
   }
 
   private async refillOnce(home: Home, needed: number): Promise<number> {
     // Bounded: a source found dry (or restarting) by the time it is asked is read again, a few times.
-    for (let round = 1; ; round++) {
+    let total = 0;
+    for (let round = 1; round <= REFILL_ROUNDS; round++) {
       const read = await this.read(home.buckets);
-      await Promise.all(read.flatMap((b) => b.stale).map((m) => this.land(m)));
-      const flying = read.flatMap((b) => b.inFlight);
-      const total = read.reduce((sum, b) => sum + Math.max(b.stock, 0), 0) + flying.reduce((s, m) => s + m.units, 0);
+      const flying = read.flatMap((b) => [...b.inFlight, ...b.stale]);
+      total = read.reduce((sum, b) => sum + Math.max(b.stock, 0), 0) + flying.reduce((s, m) => s + m.units, 0);
       if (flying.length > 0) {
-        // Landed first, wherever they go; then read again.
+        // Landed first, wherever they go (back to their source if refused); then read again.
         await Promise.all(flying.map((m) => this.land(m)));
         continue;
       }
       const mine = read.find((b) => b.id === home.bucketId)!;
       if (mine.stock >= needed) return total;
       const source = read.filter((b) => b.id !== home.bucketId && b.stock > 0).sort((a, b) => b.stock - a.stock)[0];
-      if (!source) return total;
-      const moved = await this.move(source.id, home.bucketId, needed - Math.max(mine.stock, 0));
-      if (moved > 0 || round >= REFILL_ROUNDS) return total;
+      if (!source) {
+        // Dry everywhere, as read one bucket after another: said only if a second read
+        // finds every bucket as it was, so no unit moved (or came back) between the reads
+        // unseen: a unit landing in a bucket already read, from one read after it left.
+        if (total > 0) return total;
+        const again = await this.read(home.buckets);
+        if (
+          again.every(
+            (b, i) => b.stock <= 0 && b.inFlight.length + b.stale.length === 0 && b.version === read[i].version,
+          )
+        )
+          return 0;
+        continue;
+      }
+      if ((await this.move(source.id, home.bucketId, needed - Math.max(mine.stock, 0))) > 0) return total;
     }
+    return total;
   }
 
   /**
    * Moves up to `units` (or half the source's stock, if more) from `source` to
    * `destination`: out under the source's exclusion (no purchase of it between its read
-   * and its write), then landed. The units moved (0: the source was dry).
+   * and its write; under `fenced`, the step refuses if a later hold was issued), then
+   * landed. The units moved (0: the source was dry, or the destination refused them).
    */
   async move(source: string, destination: string, units: number): Promise<number> {
     const id = randomUUID();
-    const [status, moved, epoch] = await this.purchases.exclusive(source, () =>
-      moveOut.run(this.redis, moveOutKeys(this.keys.product(source)), id, destination, units),
+    const [status, moved, epoch] = await this.purchases.exclusive(source, (fence) =>
+      moveOut.run(this.redis, moveOutKeys(this.keys.product(source)), id, destination, units, fence ?? ''),
     );
     if (status !== 'OUT') return 0;
     // The fault suite's stop: the units are in flight, logged on the source only.
     this.faults.reached('move-between');
-    await this.land({ id, source, destination, units: moved, epoch: epoch as string });
+    if ((await this.land({ id, source, destination, units: moved, epoch: epoch as string })) !== 'IN') return 0;
     this.moves++;
     return moved;
   }
 
   /**
    * Finishes a move in flight: in at its destination (at most once), then its record
-   * closed on the source. With REDIS_WAIT_REPLICAS, only once that many replicas of the
-   * source have the move's first step: a failover that lost it would give the source its
-   * units back while the destination has them too.
+   * closed on the source (its units back there if the destination refused them). With
+   * REDIS_WAIT_REPLICAS, each step only once that many replicas have the one before: a
+   * failover of the source that lost its first step would give it the units back while
+   * they landed, and one of the destination that lost the landing, after the source's
+   * record was closed, would lose them.
    */
-  async land(m: InFlight): Promise<void> {
-    if (this.replicas.enabled) {
-      try {
-        await this.replicas.confirm(m.source, true, await this.replicas.ensure(m.source, true));
-      } catch {
-        throw new RedisUnavailableError(
-          `units moving to this buyer's bucket are not on ${this.replicas.required} replicas of their source yet; nothing was written for this purchase; retry`,
-        );
-      }
-    }
+  async land(m: InFlight): Promise<'IN' | 'STALE'> {
+    await this.replicated(m.source);
     const landing = await moveIn.run(this.redis, moveInKeys(this.keys.product(m.destination)), m.id, m.units, m.epoch);
+    if (landing === 'IN') await this.replicated(m.destination);
     const back = await moveDone.run(this.redis, moveDoneKeys(this.keys.product(m.source)), m.id, landing);
     if (back > 0)
       this.logger.warn(`move ${m.id}: ${m.destination} refused ${back} units of another sale; back in ${m.source}`);
+    return landing;
+  }
+
+  /** REDIS_WAIT_REPLICAS: waits until that many replicas of `bucket`'s master have what was written there. */
+  private async replicated(bucket: string): Promise<void> {
+    if (!this.replicas.enabled) return;
+    try {
+      await this.replicas.confirm(bucket, true, await this.replicas.ensure(bucket, true));
+    } catch {
+      throw new RedisUnavailableError(
+        `units moving to this buyer's bucket are not on ${this.replicas.required} replicas of ${bucket}'s master yet; nothing was written for this purchase; retry`,
+      );
+    }
   }
 
   /** Units in flight between a product's buckets now, and each bucket's stock, for GET. */
@@ -177,8 +223,9 @@ export class Escrow {
     return Promise.all(
       buckets.map(async (id) => {
         const k = this.keys.product(id);
+        // A pipeline of reads, not a MULTI: answered while Redis refuses writes for memory.
         const [stock, epoch, moves] = (await execAll(
-          this.redis.multi().get(k.stock).hget(k.meta, 'epoch').hgetall(k.moves),
+          this.redis.pipeline().get(k.stock).hget(k.meta, 'epoch').hgetall(k.moves),
         )) as [string | null, string | null, Record<string, string>];
         const all = Object.entries(moves).flatMap(([field, record]): InFlight[] => {
           const [destination, units, from] = record.split('|');
@@ -189,6 +236,7 @@ export class Escrow {
         return {
           id,
           stock: Number(stock ?? 0),
+          version: moves.v ?? '0',
           epoch,
           inFlight: all.filter((m) => m.epoch === epoch),
           stale: all.filter((m) => m.epoch !== epoch),

@@ -32,7 +32,7 @@ export interface ProductBucket {
   readonly stock: number;
   /** Orders it sold (its buyers' home bucket). */
   readonly orders: number;
-  /** Units it gave up to another bucket that have not landed there yet (move-out-3.lua). */
+  /** Units it gave up to another bucket that have not landed there yet (move-out-4.lua). */
   readonly inFlight: number;
 }
 

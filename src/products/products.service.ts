@@ -21,7 +21,7 @@ import {
 } from '../errors/errors';
 import { DEFAULT_PASS_TTL_MS } from '../sale/sale-limits';
 import { bucketSlot, bucketsOf, placeBuckets } from '../sale/buckets';
-import { Escrow } from '../orders/escrow';
+import { BUCKETS_TRUST_MS, Escrow } from '../orders/escrow';
 import { DoorRefusals } from '../door/door-refusals';
 import { OrderOutcomes } from '../orders/order-outcomes';
 import { PurchasePath } from '../orders/purchases/purchase-path';
@@ -40,6 +40,8 @@ import { SettlementLag } from '../settlement/settlement-lag';
 import { Settler } from '../settlement/settler';
 import { PurchaseTelemetry } from '../telemetry/purchase-telemetry';
 import { ClosedSale, DeletedProduct, Product, ProductBucket, ProductPage } from './product';
+import { saleWindow } from './sale-window';
+import { exclusiveAll, oneChangeAtATime } from './one-change';
 
 /** What a sale's start and reset read: the strategy's family, whether orders settle, the payment timeout. */
 export const PRODUCTS_CONFIG = configView('products', STRATEGY_CONFIG, SETTLEMENT_CONFIG, ORDERS_CONFIG);
@@ -50,34 +52,6 @@ export const CLOSE_SETTLE_WAIT_MS = 10_000;
 const CLOSE_SETTLE_POLL_MS = 100;
 /** Order states read per HSCAN while a close looks for reservations. */
 const CLOSE_SCAN_COUNT = 1_000;
-
-/** A sale window's ISO 8601 instants as ms, or a 400 naming the field: a real date, and endsAt after startsAt. */
-export function saleWindow(startsAt?: string, endsAt?: string): { startsAt?: number; endsAt?: number } {
-  const ms = (field: string, value: string | undefined): number | undefined => {
-    if (value === undefined) return undefined;
-    const parsed = Date.parse(value);
-    // Date.parse rolls 2026-02-30 over to March: a date that does not exist is refused.
-    if (Number.isNaN(parsed) || new Date(parsed).toISOString().slice(0, 10) !== utcDate(value, parsed)) {
-      const rule = `${field} is not a real date and time: ${value}`;
-      throw new ValidationFailedError(rule, [{ field, messages: [rule] }]);
-    }
-    return parsed;
-  };
-  const window = { startsAt: ms('startsAt', startsAt), endsAt: ms('endsAt', endsAt) };
-  if (window.startsAt !== undefined && window.endsAt !== undefined && window.endsAt <= window.startsAt) {
-    const rule = 'endsAt must be after startsAt';
-    throw new ValidationFailedError(rule, [{ field: 'endsAt', messages: [rule] }]);
-  }
-  return window;
-}
-
-/** The UTC date `value` names, computed from its own fields and offset (not Date's rollover). */
-function utcDate(value: string, parsed: number): string {
-  const [, y, mo, d] = /^(\d{4})-(\d{2})-(\d{2})/.exec(value)!;
-  const days = new Date(Date.UTC(Number(y), Number(mo) - 1, 1)).getUTCMonth() === Number(mo) - 1;
-  const real = days && Number(d) >= 1 && Number(d) <= new Date(Date.UTC(Number(y), Number(mo), 0)).getUTCDate();
-  return real ? new Date(parsed).toISOString().slice(0, 10) : 'invalid';
-}
 
 @Injectable()
 export class ProductsService {
@@ -124,42 +98,42 @@ export class ProductsService {
   ): Promise<Product> {
     const { startsAt, endsAt } = saleWindow(options.startsAt, options.endsAt);
     const family = strategyFamily(this.config.lockStrategy);
-    const buckets = await this.bucketsFor(productId, options.buckets, options.queue !== undefined);
-    // The settler and the expiry sweeper find the product here: listed before its sale
-    // starts, so no order of it is ever unlisted (a product listed without a sale is skipped).
-    await this.redis.sadd(this.keys.products, productId);
-    // Settled here, or by a settler elsewhere (another instance, `npm run settle`): the
-    // reset makes the order log with its consumer group either way.
-    const settled = this.config.databaseUrl !== null || (await this.redis.exists(this.keys.settling)) === 1;
-    // Several buckets: one epoch for this sale in every bucket (the moves check it), each
-    // bucket checked before any is reset, bucket 0 (which lists the others) reset last.
-    const epoch = buckets.length > 1 ? randomUUID() : '';
-    const reset = (bucket: number, checkOnly: boolean) =>
-      resetSale
-        .run(
-          this.redis,
-          resetSaleKeys(this.keys.product(buckets[bucket])),
-          share(stock, buckets.length, bucket),
-          perUserLimit,
-          options.discardOrders ? '1' : '0',
-          family,
-          options.switchStrategy ? '1' : '0',
-          options.paymentTimeoutMs ?? this.config.paymentTimeoutMs,
-          startsAt ?? '',
-          endsAt ?? '',
-          options.queue?.admitPerSecond ?? '',
-          options.queue ? (options.queue.passTtlMs ?? DEFAULT_PASS_TTL_MS) : '',
-          settled ? '1' : '0',
-          epoch,
-          bucket === 0 ? buckets.slice(1).join(' ') : '',
-          checkOnly ? '1' : '0',
-        )
-        .then((reply) => refusal(productId, family, reply));
-    if (buckets.length > 1) for (let b = 0; b < buckets.length; b++) await reset(b, true);
-    for (let b = buckets.length - 1; b >= 0; b--) {
-      await this.purchases.exclusive(buckets[b], async () => {
-        const value = await reset(b, false);
-        if (b > 0) return;
+    return oneChangeAtATime(this.redis, this.keys.product(productId).admin, async () => {
+      const buckets = await this.bucketsFor(productId, options.buckets, options.queue !== undefined);
+      // The settler and the expiry sweeper find the product here: listed before its sale
+      // starts, so no order of it is ever unlisted (a product listed without a sale is skipped).
+      await this.redis.sadd(this.keys.products, productId);
+      // Settled here, or by a settler elsewhere (another instance, `npm run settle`): the
+      // reset makes the order log with its consumer group either way.
+      const settled = this.config.databaseUrl !== null || (await this.redis.exists(this.keys.settling)) === 1;
+      // Several buckets: one epoch for this sale in every bucket (the moves check it), each
+      // bucket checked before any is reset, bucket 0 (which lists the others) reset last.
+      const epoch = buckets.length > 1 ? randomUUID() : '';
+      const reset = (bucket: number, checkOnly: boolean) =>
+        resetSale
+          .run(
+            this.redis,
+            resetSaleKeys(this.keys.product(buckets[bucket])),
+            share(stock, buckets.length, bucket),
+            perUserLimit,
+            options.discardOrders ? '1' : '0',
+            family,
+            options.switchStrategy ? '1' : '0',
+            options.paymentTimeoutMs ?? this.config.paymentTimeoutMs,
+            startsAt ?? '',
+            endsAt ?? '',
+            options.queue?.admitPerSecond ?? '',
+            options.queue ? (options.queue.passTtlMs ?? DEFAULT_PASS_TTL_MS) : '',
+            settled ? '1' : '0',
+            epoch,
+            bucket === 0 ? buckets.slice(1).join(' ') : '',
+            checkOnly ? '1' : '0',
+          )
+          .then((reply) => refusal(productId, family, reply));
+      await exclusiveAll(this.purchases, buckets, async () => {
+        if (buckets.length > 1) for (let b = 0; b < buckets.length; b++) await reset(b, true);
+        let value = 0;
+        for (let b = buckets.length - 1; b >= 0; b--) value = await reset(b, false);
         this.telemetry.saleRestarted(productId);
         // What this instance's door learnt of the last sale is not the new one's (other
         // instances forget it within DOOR_TRUST_MS).
@@ -167,12 +141,12 @@ export class ProductsService {
         this.escrow.forget(productId);
         this.telemetry.saleStarted(productId, value);
       });
-    }
-    // Listed again now that the sale exists: a DELETE of the product that unlisted it
-    // between the first SADD and the reset, after its own check found no sale, would
-    // otherwise leave a sale unlisted (unlist()).
-    await this.redis.sadd(this.keys.products, productId);
-    return this.get(productId);
+      // Listed again now that the sale exists: a DELETE of the product that unlisted it
+      // between the first SADD and the reset, after its own check found no sale, would
+      // otherwise leave a sale unlisted (unlist()).
+      await this.redis.sadd(this.keys.products, productId);
+      return this.get(productId);
+    });
   }
 
   /**
@@ -211,45 +185,59 @@ export class ProductsService {
   ): Promise<DeletedProduct> {
     const family = strategyFamily(this.config.lockStrategy);
     const settled = this.config.databaseUrl !== null || (await this.redis.exists(this.keys.settling)) === 1;
-    const buckets = await this.escrow.buckets(productId, true);
-    let keys = 0;
-    let discardedOrders = 0;
-    // Bucket 0 last: while it stands the product is known, and a DELETE refused half-way
-    // (one bucket's orders not settled yet) is sent again and finishes the rest.
-    for (let b = buckets.length - 1; b >= 0; b--) {
-      const k = this.keys.product(buckets[b]);
-      const reply = await this.purchases.exclusive(buckets[b], () =>
+    return oneChangeAtATime(this.redis, this.keys.product(productId).admin, async () => {
+      const buckets = await this.escrow.buckets(productId, true);
+      const remove = (bucket: string, checkOnly: boolean) =>
         deleteProduct.run(
           this.redis,
-          deleteProductKeys(k),
+          deleteProductKeys(this.keys.product(bucket)),
           options.discardOrders ? '1' : '0',
           family,
           options.switchStrategy ? '1' : '0',
           settled ? '1' : '0',
-        ),
-      );
-      if (reply[0] === 'UNKNOWN_PRODUCT' && b > 0) continue;
-      // Unknown: listed still if a crash came between a DELETE's two steps; a retry unlists it.
-      if (reply[0] === 'UNKNOWN_PRODUCT') {
-        await this.unlist(productId);
-        throw new UnknownProductError(productId);
-      }
-      if (reply[0] === 'STRATEGY_MISMATCH') throw new StrategyMismatchError(productId, reply[1], family);
-      if (reply[0] === 'UNSETTLED') throw new OrdersUnsettledError(productId, reply[1], false);
-      if (reply[0] === 'ONLY_IN_REDIS') throw new OrdersUnsettledError(productId, reply[1], true);
-      if (reply[0] === 'RESERVATIONS_OPEN') throw new ReservationsOpenError(productId, reply[1]);
-      // The escrow's logs go with the bucket (moves of its sale in flight land nowhere now).
-      keys += reply[1] + (await this.redis.del(k.moves, k.landed));
-      discardedOrders += reply[2];
-    }
-    this.escrow.forget(productId);
-    // What this instance's door learnt of the sale (a sell-out) is of no product now: a
-    // purchase hears UNKNOWN_PRODUCT at once here, within DOOR_TRUST_MS elsewhere. (The
-    // dashboard's unpublished counts need nothing: live-publish-2.lua writes no product
-    // without a meta hash.)
-    this.door.forget(productId);
-    await this.unlist(productId);
-    return { id: productId, keys, discardedOrders };
+          checkOnly ? '1' : '0',
+        );
+      let keys = 0;
+      let discardedOrders = 0;
+      // Every bucket checked before any is deleted, under all their exclusions: refused,
+      // the DELETE changes nothing. Bucket 0 last: while it stands the product is known.
+      await exclusiveAll(this.purchases, buckets, async () => {
+        const steps = buckets.length > 1 ? [true, false] : [false];
+        for (const checkOnly of steps) {
+          for (let b = buckets.length - 1; b >= 0; b--) {
+            const reply = await remove(buckets[b], checkOnly);
+            // A bucket already gone (a DELETE that crashed half-way): the rest goes now.
+            if (reply[0] === 'UNKNOWN_PRODUCT' && b > 0) continue;
+            // Unknown: listed still if a crash came between a DELETE's two steps; a retry unlists it.
+            if (reply[0] === 'UNKNOWN_PRODUCT') {
+              await this.unlist(productId);
+              throw new UnknownProductError(productId);
+            }
+            if (reply[0] === 'STRATEGY_MISMATCH') throw new StrategyMismatchError(productId, reply[1], family);
+            if (reply[0] === 'UNSETTLED') throw new OrdersUnsettledError(productId, reply[1], false);
+            if (reply[0] === 'ONLY_IN_REDIS') throw new OrdersUnsettledError(productId, reply[1], true);
+            if (reply[0] === 'RESERVATIONS_OPEN') throw new ReservationsOpenError(productId, reply[1]);
+            if (checkOnly) continue;
+            // The escrow's logs go with the bucket (a move of its sale still in flight lands nowhere now).
+            const k = this.keys.product(buckets[b]);
+            keys += reply[1] + (await this.redis.del(k.moves, k.landed));
+            discardedOrders += reply[2];
+          }
+        }
+      });
+      this.escrow.forget(productId);
+      // Other instances trust the bucket list they read for BUCKETS_TRUST_MS: the id is
+      // free for a new sale (another bucket count) only once none can still sell by the
+      // old one. The change's mark is held meanwhile, so no PUT starts before.
+      await sleep(BUCKETS_TRUST_MS);
+      // What this instance's door learnt of the sale (a sell-out) is of no product now: a
+      // purchase hears UNKNOWN_PRODUCT at once here, within DOOR_TRUST_MS elsewhere. (The
+      // dashboard's unpublished counts need nothing: live-publish-2.lua writes no product
+      // without a meta hash.)
+      this.door.forget(productId);
+      await this.unlist(productId);
+      return { id: productId, keys, discardedOrders };
+    });
   }
 
   /**
@@ -275,26 +263,34 @@ export class ProductsService {
    * unsettled). Paid orders stay paid. Closing a closed sale again changes nothing.
    */
   async closeSale(productId: string): Promise<ClosedSale> {
-    const buckets = await this.escrow.buckets(productId, true);
-    let cancelled = 0;
-    for (const bucket of buckets) {
-      const k = this.keys.product(bucket);
-      const [status] = await closeSale.run(this.redis, [k.meta], '');
-      if (status === 'UNKNOWN_PRODUCT') throw new UnknownProductError(productId);
+    return oneChangeAtATime(this.redis, this.keys.product(productId).admin, async () => {
+      const buckets = await this.escrow.buckets(productId, true);
+      // Every bucket ended before any reservation is cancelled: nothing is sold after the
+      // end this close answers, in any bucket (each judged by its own shard's clock).
+      for (const bucket of buckets) {
+        const [status] = await closeSale.run(this.redis, [this.keys.product(bucket).meta], '');
+        if (status === 'UNKNOWN_PRODUCT') throw new UnknownProductError(productId);
+      }
       // What this instance's door learnt (a sell-out) is not what it must say now (ended).
       this.door.forget(productId);
+      let cancelled = 0;
       // A reservation paid, expired or cancelled by its buyer between the scan and this
       // cancel keeps that outcome, and is not counted.
-      for await (const orderId of this.reservations(k.states)) if (await this.outcomes.release(orderId)) cancelled++;
-    }
-    // Settled here or by a settler elsewhere (the prefix marked): its lag is Redis's to tell.
-    const settles = this.config.databaseUrl !== null || (await this.redis.exists(this.keys.settling)) === 1;
-    let unsettled: number | null = null;
-    if (settles) {
-      unsettled = 0;
-      for (const bucket of buckets) unsettled += await this.settled(bucket);
-    }
-    return { product: await this.get(productId), cancelled, unsettled };
+      for (const bucket of buckets) {
+        for await (const orderId of this.reservations(this.keys.product(bucket).states)) {
+          if (await this.outcomes.release(orderId)) cancelled++;
+        }
+      }
+      // Settled here or by a settler elsewhere (the prefix marked): its lag is Redis's to tell.
+      const settles = this.config.databaseUrl !== null || (await this.redis.exists(this.keys.settling)) === 1;
+      const until = performance.now() + CLOSE_SETTLE_WAIT_MS;
+      let unsettled: number | null = null;
+      if (settles) {
+        unsettled = 0;
+        for (const bucket of buckets) unsettled += await this.settled(bucket, until);
+      }
+      return { product: await this.get(productId), cancelled, unsettled };
+    });
   }
 
   /** The orders of a states hash still reserved (`R|...`), a bounded HSCAN page at a time. */
@@ -318,8 +314,7 @@ export class ProductsService {
    * (0: all settled). No wait while this instance's settlement is failing (PostgreSQL
    * away): nothing would come of it, and the PUT refuses until it is mended.
    */
-  private async settled(productId: string): Promise<number> {
-    const until = performance.now() + CLOSE_SETTLE_WAIT_MS;
+  private async settled(productId: string, until: number): Promise<number> {
     for (;;) {
       const { unsettled } = await this.settlement.forProduct(productId);
       if (unsettled === 0 || this.cannotSettle(productId) || performance.now() >= until) return unsettled;

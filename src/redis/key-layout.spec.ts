@@ -18,6 +18,7 @@ describe('KeyLayout', () => {
       queue: 'seckill:{p:sku-1}:queue',
       admitted: 'seckill:{p:sku-1}:admitted',
       moves: 'seckill:{p:sku-1}:moves',
+      admin: 'seckill:{p:sku-1}:admin',
       landed: 'seckill:{p:sku-1}:landed',
     });
     // Redis Cluster hashes only the text between the first { and the next }.

@@ -34,9 +34,15 @@ export interface ProductKeys {
   readonly queue: string;
   /** Sorted set: the passes issued and not yet used, by expiry (ms, Redis's clock). */
   readonly admitted: string;
-  /** Hash: escrow moves out of this bucket still in flight, `o:<transfer id>` (move-out-3.lua). */
+  /** Hash: escrow moves out of this bucket still in flight, `o:<transfer id>` (move-out-4.lua). */
   readonly moves: string;
-  /** Hash: escrow moves this bucket has answered, `i:<transfer id>` (move-in-3.lua); kept for the product's life. */
+  /**
+   * String, with a TTL: the token of an admin change (PUT, DELETE, close) of the product
+   * under way (products.service.ts): one at a time, so a product's buckets are never left
+   * in two sales. Bucket 0's only.
+   */
+  readonly admin: string;
+  /** Hash: escrow moves this bucket has answered, `i:<transfer id>` (move-in-4.lua); kept for the product's life. */
   readonly landed: string;
   /**
    * Not a key, and not enumerable (Object.values() of a product's keys is its keys): the
@@ -122,6 +128,7 @@ export class KeyLayout {
       queue: `${base}:queue`,
       admitted: `${base}:admitted`,
       moves: `${base}:moves`,
+      admin: `${base}:admin`,
       landed: `${base}:landed`,
     } as Omit<ProductKeys, 'marksGuess'>;
     // Not enumerable: Object.values() of a product's keys stays its keys alone (a DEL of all of them).

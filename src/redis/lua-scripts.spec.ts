@@ -83,7 +83,7 @@ describe('Lua scripts (src/redis/scripts/<name>-<numberOfKeys>.lua)', () => {
     expect(writtenIn(/stateRecord\('R'|'R\|'/)).toEqual(['includes/order-write.lua']);
     expect(writtenIn(/'STRATEGY_MISMATCH'/)).toEqual(['includes/sale-family.lua']);
     // Units leave stock in an order, or as rights in flight to another escrow bucket (src/orders/escrow.ts).
-    expect(writtenIn(/redis\.call\('DECRBY'/)).toEqual(['move-out-3.lua', 'includes/order-write.lua']);
+    expect(writtenIn(/redis\.call\('DECRBY'/)).toEqual(['move-out-4.lua', 'includes/order-write.lua']);
   });
 
   it("builds each product script's KEYS by one function beside its handle, and no caller writes a list", () => {

@@ -75,7 +75,7 @@ export const deleteProduct = new LuaScript<
     queue: string,
     admitted: string,
   ],
-  [discardOrders: '1' | '0', family: string, switchFamily: '1' | '0', settle: '1' | '0'],
+  [discardOrders: '1' | '0', family: string, switchFamily: '1' | '0', settle: '1' | '0', checkOnly: '1' | '0'],
   | ['OK', keys: number, discarded: number]
   | ['UNKNOWN_PRODUCT']
   | ['STRATEGY_MISMATCH', string]
@@ -106,14 +106,14 @@ export function deleteProductKeys(k: ProductKeys): Parameters<typeof deleteProdu
 
 /** An escrow move's first step, on the source bucket (src/orders/escrow.ts): units off its stock, in flight, logged there. */
 export const moveOut = new LuaScript<
-  [stock: string, meta: string, moves: string],
-  [transferId: string, destination: string, units: number],
-  ['OUT', number, string] | ['DRY', 0] | ['NO_EPOCH', 0]
+  [stock: string, meta: string, moves: string, fence: string],
+  [transferId: string, destination: string, units: number, fence: number | ''],
+  ['OUT', number, string] | ['DRY', 0] | ['NO_EPOCH', 0] | ['STALE_LOCK', 0]
 >('move-out');
 
 /** An escrow move's landing in the destination bucket, once per transfer id. */
 export const moveIn = new LuaScript<
-  [stock: string, meta: string, landed: string],
+  [stock: string, meta: string, landed: string, moves: string],
   [transferId: string, units: number, epoch: string],
   'IN' | 'STALE'
 >('move-in');
@@ -125,17 +125,19 @@ export const moveDone = new LuaScript<
   number
 >('move-done');
 
-/** move-out-3.lua's KEYS for the source bucket. */
+/** move-out-4.lua's KEYS for the source bucket. */
 export function moveOutKeys(k: ProductKeys): Parameters<typeof moveOut.run>[1] {
+  return [k.stock, k.meta, k.moves, k.fence];
+}
+
+/** move-done-3.lua's KEYS for the source bucket. */
+export function moveDoneKeys(k: ProductKeys): Parameters<typeof moveDone.run>[1] {
   return [k.stock, k.meta, k.moves];
 }
 
-/** move-done-3.lua's KEYS: the source bucket's, as move-out-3.lua's. */
-export const moveDoneKeys: (k: ProductKeys) => Parameters<typeof moveDone.run>[1] = moveOutKeys;
-
-/** move-in-3.lua's KEYS for the destination bucket. */
+/** move-in-4.lua's KEYS for the destination bucket. */
 export function moveInKeys(k: ProductKeys): Parameters<typeof moveIn.run>[1] {
-  return [k.stock, k.meta, k.landed];
+  return [k.stock, k.meta, k.landed, k.moves];
 }
 
 /** Ends a product's sale now (endsAt, by Redis's clock): its end, or UNKNOWN_PRODUCT. */

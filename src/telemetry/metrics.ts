@@ -244,7 +244,24 @@ export class Metrics implements PurchaseListener, OnApplicationShutdown {
         for (const [loop, cost] of loops) this.set({ loop }, cost.productsWithWork);
       },
     });
+    const escrow = () => this.escrowMoves?.() ?? 0;
+    new Counter({
+      name: 'seckill_escrow_moves_total',
+      help: 'Escrow moves this instance made between a product\'s buckets (docs/scaling.md "One product on several shards"): rights moved to a buyer\'s dry home bucket from the fullest other, landed and closed.',
+      registers,
+      collect() {
+        this.reset();
+        this.inc(escrow());
+      },
+    });
     if (this.enabled) telemetry.listen(this);
+  }
+
+  /** The escrow's count of moves, read at each scrape (orders/ imports telemetry/, never the reverse). */
+  private escrowMoves?: () => number;
+
+  readEscrow(moves: () => number): void {
+    this.escrowMoves = moves;
   }
 
   /** The background loops' costs, read at each scrape (the settler and the sweeper hand theirs in). */

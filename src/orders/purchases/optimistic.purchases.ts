@@ -105,7 +105,7 @@ export class OptimisticPurchases extends PurchasePath implements OnApplicationSh
   }
 
   /** WATCH aborts a purchase whose keys a reset changed, so the reset needs nothing more. */
-  exclusive<T>(_productId: string, fn: () => Promise<T>): Promise<T> {
+  exclusive<T>(_productId: string, fn: (fence?: number) => Promise<T>): Promise<T> {
     return fn();
   }
 

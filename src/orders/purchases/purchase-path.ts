@@ -22,10 +22,12 @@ export abstract class PurchasePath {
   abstract purchase(order: OrderRequest): Promise<Order>;
 
   /**
-   * Runs `fn` (a sale reset) while no purchase of `productId` is between its read and
-   * its write, so none can land in the new sale with a decision made in the old one.
+   * Runs `fn` (a sale reset, an escrow move's first step) while no purchase of
+   * `productId` is between its read and its write, so none can land in the new sale with
+   * a decision made in the old one. Under `fenced`, `fn` is given the hold's fencing
+   * token, which its script checks as a write does.
    */
-  abstract exclusive<T>(productId: string, fn: () => Promise<T>): Promise<T>;
+  abstract exclusive<T>(productId: string, fn: (fence?: number) => Promise<T>): Promise<T>;
 
   abstract status(): Promise<PurchaseStatus>;
 }
@@ -41,8 +43,8 @@ export abstract class LockedPurchases extends PurchasePath {
     super();
   }
 
-  exclusive<T>(productId: string, fn: () => Promise<T>): Promise<T> {
-    return this.lock.using(this.keys.product(productId).lock, fn);
+  exclusive<T>(productId: string, fn: (fence?: number) => Promise<T>): Promise<T> {
+    return this.lock.using(this.keys.product(productId).lock, (hold) => fn(hold.fence));
   }
 
   async status(): Promise<PurchaseStatus> {

@@ -76,7 +76,7 @@ export class ScriptedPurchases extends PurchasePath {
   }
 
   /** Each purchase is one script, so a reset (one script too) can never fall inside one. */
-  exclusive<T>(_productId: string, fn: () => Promise<T>): Promise<T> {
+  exclusive<T>(_productId: string, fn: (fence?: number) => Promise<T>): Promise<T> {
     return fn();
   }
 

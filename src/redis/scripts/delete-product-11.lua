@@ -29,6 +29,8 @@
            the caller's hold: the operator says none is left)
   ARGV[4]  '1' when orders are settled into PostgreSQL (the caller has DATABASE_URL, or
            a settler marked the prefix: KeyLayout.settling), as reset-sale-10.lua's ARGV[11]
+  ARGV[5]  '1' to check only: the refusals below, or {'OK', 0, 0} with nothing deleted (a
+           DELETE of a product of several escrow buckets checks them all before it deletes any)
   Returns  {'OK', keys deleted, orders deleted that PostgreSQL never had}
            {'UNKNOWN_PRODUCT'}: no meta hash; nothing changed
            {'STRATEGY_MISMATCH', soldBy}: nothing changed
@@ -80,6 +82,9 @@ if settled then
   if reserved > 0 then
     return {'RESERVATIONS_OPEN', reserved}
   end
+end
+if ARGV[5] == '1' then
+  return {'OK', 0, 0}
 end
 local deleted = redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9],
   KEYS[10], KEYS[11])

@@ -1,6 +1,6 @@
 --[[
   The last step of an escrow move, on the source: its log record closes. When the
-  destination refused the units (move-in-3.lua said STALE), they come back to the
+  destination refused the units (move-in-4.lua said STALE), they come back to the
   source's stock, once (the record's deletion decides who gives back), and only if the
   source still sells the sale they left (its epoch is the record's): a restarted sale
   has its own stock.
@@ -23,4 +23,5 @@ if epoch ~= redis.call('HGET', KEYS[2], 'epoch') then
   return 0
 end
 redis.call('INCRBY', KEYS[1], units)
+redis.call('HINCRBY', KEYS[3], 'v', 1)
 return tonumber(units)

@@ -46,7 +46,7 @@
            again whatever ARGV[11] says: settlement, once on, stays on
   ARGV[12] escrow buckets (src/sale/buckets.ts): the product sale's epoch, the same in
            every bucket of one PUT, which the moves between them check
-           (move-out-3.lua, move-in-3.lua); '' for a product of one bucket
+           (move-out-4.lua, move-in-4.lua); '' for a product of one bucket
   ARGV[13] bucket 0's list of the other buckets' ids, space-separated ('' for any other
            bucket, and for one bucket)
   ARGV[14] '1' to check only: the refusals below, or {'OK', 0} with nothing changed (a

@@ -9,20 +9,27 @@
 
   KEYS[1]  destination stock   KEYS[2]  destination meta (`epoch`)
   KEYS[3]  destination landed hash: `i:<transfer id>` -> units landed, or `stale`
+  KEYS[4]  destination moves hash: its `v` counts the moves made through the bucket
   ARGV[1]  transfer id   ARGV[2]  units   ARGV[3]  the epoch the source logged
   Returns  'IN': the units are in the destination's stock (now or by an earlier call)
-           'STALE': refused (now or before): the source takes them back, if its sale is
-           still theirs
+           'STALE': refused (now or before), or a destination with no sale (deleted: nothing
+           is written to it): the source takes them back, if its sale is still theirs
 ]]
 
 local marker = redis.call('HGET', KEYS[3], 'i:' .. ARGV[1])
 if marker then
   return marker == 'stale' and 'STALE' or 'IN'
 end
-if redis.call('HGET', KEYS[2], 'epoch') ~= ARGV[3] then
-  redis.call('HSET', KEYS[3], 'i:' .. ARGV[1], 'stale')
+local epoch = redis.call('HGET', KEYS[2], 'epoch')
+if epoch ~= ARGV[3] then
+  -- A bucket deleted (no meta) keeps no marker: its keys are gone for good, and a new
+  -- sale of the id has another epoch, so the move is refused there too.
+  if redis.call('EXISTS', KEYS[2]) == 1 then
+    redis.call('HSET', KEYS[3], 'i:' .. ARGV[1], 'stale')
+  end
   return 'STALE'
 end
 redis.call('INCRBY', KEYS[1], ARGV[2])
 redis.call('HSET', KEYS[3], 'i:' .. ARGV[1], ARGV[2])
+redis.call('HINCRBY', KEYS[4], 'v', 1)
 return 'IN'
