@@ -1,14 +1,30 @@
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
+import { startPrivateNginx } from '../harness/nginx';
 import { PrivatePostgres, startPrivatePostgres } from '../harness/postgres';
 import { RunningApp, startApp } from '../harness/processes';
 import { runBench, useBenchDir } from './helpers/bench';
 import { startTestRedis, TestRedis, useTestRedis } from './helpers/redis';
+import { findNginx, NGINX_ENV } from '../scripts/nginx';
 
 const ROOT = join(__dirname, '..');
 const BENCH = join(ROOT, 'scripts', 'bench.js');
 const TOKEN = 'the-deployments-admin-token';
 const PREFIX = 'shop:';
+
+/** Purchases an instance has served so far, by its own count (/metrics). */
+async function served(url: string): Promise<number> {
+  const metrics = await (await fetch(`${url}/metrics`)).text();
+  return [...metrics.matchAll(/^seckill_purchases_total\{[^}]*\} (\d+)$/gm)].reduce((a, m) => a + Number(m[1]), 0);
+}
+
+/** Without nginx the test behind it is one skipped test whose name says why, as the browser tests do without Chromium. */
+const nginxBin = findNginx();
+const withNginx = nginxBin ? it : it.skip;
+const behindNginx = (name: string) =>
+  nginxBin
+    ? name
+    : `${name}: needs nginx (${process.env[NGINX_ENV] ? `${NGINX_ENV}=${process.env[NGINX_ENV]} is not an executable file` : "none at /usr/sbin/nginx or on PATH; npm test installs Debian's nginx as root"})`;
 
 /**
  * `npm run bench -- --target`: a deployment the user started, two instances of the built
@@ -49,25 +65,38 @@ describe('bench --target: a deployment already running', () => {
       timeout: 60_000,
     });
 
-  it('sells its own product over both instances, judges it from their Redis and PostgreSQL, and leaves a key of another prefix as it was', async () => {
-    const admin = redis.client();
-    await admin.set('other:canary', 'theirs');
-    const out = join(benchDir(), 'target.json');
+  /** The small sale the passing tests run at `url`, judged from the deployment's Redis and PostgreSQL: its row, which must pass. */
+  const sellAt = (url: string, name: string) => {
+    const size = ['--buyers', '300', '--stock', '30', '--connections', '20', '--warmup', '100'];
     const { run, report } = runBench(
-      [...deployment(), '--database', database, '--key-prefix', PREFIX, '--buyers', '300', '--stock', '30'].concat([
-        '--connections',
-        '20',
-        '--warmup',
-        '100',
-      ]),
-      out,
+      [
+        '--target',
+        url,
+        '--admin-token',
+        TOKEN,
+        '--redis',
+        redis.url(),
+        '--database',
+        database,
+        '--key-prefix',
+        PREFIX,
+      ].concat(size),
+      join(benchDir(), `${name}.json`),
       120_000,
     );
     expect(report.rows).toHaveLength(1);
     const [row] = report.rows;
-    expect(row).toMatchObject({ strategy: 'fenced', label: 'fenced @ 2 URLs', pass: true, sold: 30, unsafe: false });
+    expect(row).toMatchObject({ strategy: 'fenced', pass: true, sold: 30, requests: 300, unsafe: false });
     expect(row.settlement).toMatchObject({ rows: 30 });
     expect(Object.values(row.invariants).every(Boolean)).toBe(true);
+    return { run, row };
+  };
+
+  it('sells its own product over both instances, judges it from their Redis and PostgreSQL, and leaves a key of another prefix as it was', async () => {
+    const admin = redis.client();
+    await admin.set('other:canary', 'theirs');
+    const { run, row } = sellAt(target(), 'target');
+    expect(row.label).toBe('fenced @ 2 URLs');
     expect(row.cost.appCpuUsPerRequest).toBeNull();
     expect(run.stderr).toMatch(/runs fenced \(its \/health\); the app's CPU was not measured/);
     const id = /left behind: the products bench-\w+-warmup, (bench-\w+), and their orders in PostgreSQL/.exec(
@@ -78,16 +107,32 @@ describe('bench --target: a deployment already running', () => {
     // Nothing of the run deleted: its product is still there, under the deployment's prefix, for the user to retire.
     expect(await admin.exists(`${PREFIX}{p:${id}}:meta`)).toBe(1);
     // Both instances served buyers (their own count, /metrics): each was sent its share.
-    expect(row.requests).toBe(300);
-    for (const app of apps) {
-      const metrics = await (await fetch(`${app.url}/metrics`)).text();
-      const served = [...metrics.matchAll(/^seckill_purchases_total\{[^}]*\} (\d+)$/gm)].reduce(
-        (a, m) => a + Number(m[1]),
-        0,
-      );
-      expect({ [app.url]: served >= 150 }).toEqual({ [app.url]: true });
-    }
+    for (const app of apps) expect({ [app.url]: (await served(app.url)) >= 150 }).toEqual({ [app.url]: true });
   });
+
+  withNginx(
+    behindNginx(
+      'sells its own product through one nginx in front of both instances (round robin), judged as a list of URLs is',
+    ),
+    async () => {
+      const nginx = await startPrivateNginx(
+        join(benchDir(), 'nginx'),
+        apps.map((a) => a.url),
+      );
+      try {
+        const before = await Promise.all(apps.map((a) => served(a.url)));
+        const { run, row } = sellAt(nginx.url, 'nginx');
+        expect(row.label).toBe('fenced @ 1 URL');
+        expect(run.stderr).toContain(`the deployment at ${nginx.url} runs fenced`);
+        // nginx dealt the buyers to both instances: each served a share of the warm-up's and the sale's 400 requests.
+        const after = await Promise.all(apps.map((a) => served(a.url)));
+        const shares = apps.map((a, i) => ({ [a.url]: after[i] - before[i] >= 100 }));
+        expect(shares).toEqual(apps.map((a) => ({ [a.url]: true })));
+      } finally {
+        await nginx.stop();
+      }
+    },
+  );
 
   it.each([
     [
