@@ -75,15 +75,19 @@ export async function benchTarget(options: BenchOptions): Promise<number> {
 async function probe(urls: readonly string[]): Promise<{ strategy: string; unsafe?: boolean }> {
   const seen = await Promise.all(
     urls.map(async (url) => {
-      const res = await request(url, 'GET', '/health').catch((err: Error) => {
+      const res = await fetch(`${url}/health`).catch((err: Error) => {
         throw new TargetRefusal(
           `--target ${url} is unreachable: ${(err.cause as Error | undefined)?.message ?? err.message}`,
         );
       });
-      if (typeof res.body?.strategy !== 'string') {
-        throw new TargetRefusal(`--target ${url}: GET /health answered ${res.status} without a strategy: not this app`);
+      // A load balancer with no instance behind it answers too (nginx: a 502 page in HTML).
+      const body = (await res.json().catch(() => undefined)) as { strategy?: unknown; unsafe?: boolean } | undefined;
+      if (typeof body?.strategy !== 'string') {
+        throw new TargetRefusal(
+          `--target ${url}: GET /health answered ${res.status} without a strategy: not this app, or none behind it`,
+        );
       }
-      return res.body as { strategy: string; unsafe?: boolean };
+      return body as { strategy: string; unsafe?: boolean };
     }),
   );
   const strategies = [...new Set(seen.map((h) => h.strategy))];

@@ -3,7 +3,7 @@ import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'n
 import { join } from 'node:path';
 import { findNginx } from '../scripts/nginx';
 import { onFreePort } from '../scripts/private-server';
-import { waitForHealth } from './http';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { track } from './processes';
 
 export interface PrivateNginx {
@@ -60,7 +60,7 @@ ${hostPorts.map((h) => `    server ${h};`).join('\n')}
 /**
  * Debian's nginx as a private process in the foreground (`daemon off`) on a free loopback
  * port, in front of `upstreams` (the apps' http://127.0.0.1:<port> URLs), with a config
- * generated into `dir`; resolves once GET /health answers 200 through it. Tracked, so
+ * generated into `dir`; resolves once it answers HTTP (whatever its upstreams do). Tracked, so
  * stopAll() stops it too.
  */
 export async function startPrivateNginx(dir: string, upstreams: readonly string[]): Promise<PrivateNginx> {
@@ -90,11 +90,29 @@ export async function startPrivateNginx(dir: string, upstreams: readonly string[
       },
     };
     const tracked = track({ stop: () => nginx.stop() });
-    await waitForHealth(nginx.url, { timeoutMs: 10_000, failed }).catch(async (err: Error) => {
+    await waitForAnswer(nginx.url, failed).catch(async (err: Error) => {
       await nginx.stop();
       // "Address already in use" is onFreePort's cue to try another port.
       throw new Error(`${err.message}\n${said()}`);
     });
     return nginx;
   });
+}
+
+/** Until nginx answers any HTTP status at all (a 502 if no upstream is up): it is listening. */
+async function waitForAnswer(url: string, failed: () => string | null): Promise<void> {
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    const why = failed();
+    if (why) throw new Error(why);
+    if (
+      await fetch(`${url}/health`).then(
+        () => true,
+        () => false,
+      )
+    )
+      return;
+    if (Date.now() > deadline) throw new Error(`nginx at ${url} did not answer within 10 s`);
+    await sleep(20);
+  }
 }

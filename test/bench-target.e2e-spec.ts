@@ -134,6 +134,24 @@ describe('bench --target: a deployment already running', () => {
     },
   );
 
+  withNginx(
+    behindNginx('refuses an nginx with no instance behind it (its 502 page) in one line, exit code 2'),
+    async () => {
+      const nginx = await startPrivateNginx(join(benchDir(), 'nginx-alone'), ['http://127.0.0.1:1']);
+      try {
+        const run = bench([...deployment().slice(2), '--target', nginx.url, '--buyers', '50', '--warmup', '0']);
+        expect({ status: run.status, stderr: run.stderr.trim() }).toEqual({
+          status: 2,
+          stderr: expect.stringMatching(
+            /^\[bench\] refused: --target http:\S+: GET \/health answered 502 without a strategy: not this app, or none behind it$/m,
+          ),
+        });
+      } finally {
+        await nginx.stop();
+      }
+    },
+  );
+
   it.each([
     [
       'an unreachable URL',
