@@ -54,6 +54,39 @@ describe('bench options', () => {
     }
   });
 
+  it("takes --pay with --target (paid with its admin token), and --auth hs256 with the deployment's buyer secret and claims", () => {
+    const deployment = ['--target', 'http://10.0.0.1:3000', '--admin-token', 'T', '--redis', 'redis://10.0.0.3:6379'];
+    expect(parseOptions([...deployment, '--pay', '0.5', '--payment-timeout', '2000'])).toMatchObject({
+      pay: 0.5,
+      paymentTimeoutMs: 2000,
+    });
+    const claims = ['--buyer-secret', 'S', '--buyer-issuer', 'https://id', '--buyer-audience', 'shop'];
+    expect(parseOptions([...deployment, '--auth', 'hs256', ...claims])).toMatchObject({
+      auth: ['hs256'],
+      target: { buyerAuth: { secret: 'S', issuer: 'https://id', audience: 'shop' } },
+    });
+    expect(parseOptions(deployment).target).not.toHaveProperty('buyerAuth');
+    expect(() => parseOptions([...deployment, '--auth', 'hs256', ...claims.slice(0, 2)])).toThrow(
+      "--auth hs256 with --target mints the buyers' tokens as the deployment checks them: it needs --buyer-issuer, --buyer-audience (BUYER_AUTH=hs256:<secret>, BUYER_AUTH_ISSUER, BUYER_AUTH_AUDIENCE)",
+    );
+    expect(() => parseOptions([...deployment, '--auth', 'es256'])).toThrow(
+      "--auth es256 with --target: minting tokens the deployment's public key verifies needs its identity provider's private key",
+    );
+    expect(() => parseOptions([...deployment, '--auth', 'off,hs256', ...claims])).toThrow(
+      '--auth with --target: the deployment runs one BUYER_AUTH; give off or hs256, not "off,hs256"',
+    );
+    expect(() => parseOptions([...deployment, '--auth', 'hs256', ...claims, '--pay', '0.5'])).toThrow(
+      '--auth does not go with --pay or --retries yet',
+    );
+    // A deployment's secret, given where there is none to check it: said, not ignored.
+    expect(() => parseOptions([...deployment, ...claims.slice(0, 2)])).toThrow(
+      '--buyer-secret go with --target and --auth hs256 only',
+    );
+    expect(() => parseOptions(['--auth', 'hs256', ...claims])).toThrow(
+      '--buyer-secret, --buyer-issuer, --buyer-audience go with --target and --auth hs256 only',
+    );
+  });
+
   it('takes --products N and --cluster K', () => {
     expect(parseOptions(['--products', '12', '--cluster', '3'])).toMatchObject({ products: 12, cluster: 3 });
   });

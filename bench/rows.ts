@@ -12,7 +12,7 @@ import { REDLOCK_NODE, startPrivateRedis } from '../harness/redis';
 import { UNSAFE_STRATEGIES } from '../src/config/app-config';
 import { KeyLayout } from '../src/redis/key-layout';
 import { MARK_TAGS } from '../src/redis/shard-marks';
-import { PAYMENT_SECRET } from './afterlife';
+import { PAYMENT_SECRET, Payer } from './afterlife';
 import { mintBuyerTokens, tokenCount } from './buyer-tokens';
 import type { CatalogFigures } from './catalog';
 import type { MeteredNode } from './cost';
@@ -96,6 +96,8 @@ export interface RowApp extends Omit<RowSpec, 'settle' | 'catalog'> {
   catalog?: CatalogFigures;
   /** --target: every instance of the deployment, the buyers spread over them (bench/scenarios/spread.ts). */
   readonly urls?: readonly string[];
+  /** --pay: how its orders are paid (signed with PAYMENT_SECRET unless said: a deployment's with its admin token). */
+  readonly payer?: Payer;
   /** --target: the products of the measured sale's `attempt` are the run's own ids, not hot/p1.. */
   readonly measuredProducts?: (attempt: number) => string[];
 }

@@ -10,6 +10,8 @@ import { relative } from 'node:path';
 import { request } from '../harness/http';
 import { LockStrategyName, UNSAFE_STRATEGIES } from '../src/config/app-config';
 import { KeyLayout } from '../src/redis/key-layout';
+import { adminPayment } from './afterlife';
+import { mintDeploymentTokens, tokenCount } from './buyer-tokens';
 import { measuredSale, toRow } from './measured-sale';
 import type { BenchOptions, TargetDeployment } from './options';
 import { formatReport, rowLabel } from './report';
@@ -28,12 +30,15 @@ export async function benchTarget(options: BenchOptions): Promise<number> {
   const run = await prepare(options);
   const id = `bench-${run.runId}`;
   const keys = new KeyLayout(target.keyPrefix);
+  // Minted before the warm-up and the pass (the bench's CPU), with the deployment's own key.
+  const tokens = target.buyerAuth && (await mintDeploymentTokens(target.buyerAuth, tokenCount(options)));
+  await checkBuyerAuth(target, id, tokens);
   await startOwnSale(target, id, options);
   await checkSeen(run.client, options.redis!, target, keys, id);
   const strategy = health.strategy as LockStrategyName;
   const unsafe = health.unsafe === true || (UNSAFE_STRATEGIES as readonly string[]).includes(strategy);
   const settle = target.database !== undefined;
-  const label = `${rowLabel({ strategy, workers: 1, telemetry: true, settle })} @ ${target.urls.length} URL${
+  const label = `${rowLabel({ strategy, workers: 1, telemetry: true, settle, ...(target.buyerAuth && { auth: 'hs256' as const }) })} @ ${target.urls.length} URL${
     target.urls.length > 1 ? 's' : ''
   }`;
   const products: string[] = [];
@@ -42,7 +47,10 @@ export async function benchTarget(options: BenchOptions): Promise<number> {
     target: strategy,
     workers: 1,
     telemetry: true,
-    auth: 'off',
+    auth: target.buyerAuth ? 'hs256' : 'off',
+    ...(tokens && { tokens }),
+    // Paid as an operator pays by hand: the deployment's webhook secret is not the bench's.
+    payer: adminPayment(target.adminToken),
     queue: options.queue[0],
     label,
     unsafe,
@@ -94,6 +102,33 @@ async function probe(urls: readonly string[]): Promise<{ strategy: string; unsaf
   if (strategies.length > 1)
     throw new TargetRefusal(`--target: the instances run different strategies (${strategies.join(', ')})`);
   return seen[0];
+}
+
+/**
+ * Whether the deployment checks buyer tokens, and takes the bench's: its buyer's own
+ * order read (a door route) without a token, then with one. Under BUYER_AUTH the first
+ * is 401 BUYER_TOKEN_REQUIRED; a token of the right key reaches the route (404: no such
+ * order), any other is 401 again. Nothing is bought or written.
+ */
+async function checkBuyerAuth(target: TargetDeployment, id: string, tokens?: ReadonlyMap<string, string>) {
+  const url = target.urls[0];
+  const read = (token?: string) =>
+    request(url, 'GET', `/api/orders/${id}.00000000-0000-4000-8000-000000000000`, { ...(token && { token }) });
+  const bare = await read();
+  const required = bare.status === 401 && bare.body?.code === 'BUYER_TOKEN_REQUIRED';
+  if (required && !tokens) {
+    throw new TargetRefusal(
+      '--auth: the deployment checks buyer tokens (BUYER_AUTH): give --auth hs256 with its --buyer-secret, --buyer-issuer and --buyer-audience',
+    );
+  }
+  if (!tokens) return;
+  if (!required) throw new TargetRefusal(`--auth hs256: ${url} checks no buyer tokens (no BUYER_AUTH): drop --auth`);
+  const signed = await read(tokens.values().next().value);
+  if (signed.status === 401) {
+    throw new TargetRefusal(
+      `--buyer-secret, --buyer-issuer, --buyer-audience: ${url} refused a token minted with them (${signed.body?.code}: ${signed.body?.message})`,
+    );
+  }
 }
 
 /** The run's product, PUT through the admin API: a wrong token is refused here, before any load. */

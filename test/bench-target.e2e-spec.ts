@@ -1,4 +1,5 @@
 import { spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { startPrivateNginx } from '../harness/nginx';
 import { PrivatePostgres, startPrivatePostgres } from '../harness/postgres';
@@ -11,6 +12,8 @@ const ROOT = join(__dirname, '..');
 const BENCH = join(ROOT, 'scripts', 'bench.js');
 const TOKEN = 'the-deployments-admin-token';
 const PREFIX = 'shop:';
+/** The third instance's BUYER_AUTH=hs256:<secret> and claims: a deployment that checks buyer tokens. */
+const BUYERS = { secret: randomBytes(32).toString('base64url'), issuer: 'https://id.example', audience: 'seckill' };
 
 /** Purchases an instance has served so far, by its own count (/metrics). */
 async function served(url: string): Promise<number> {
@@ -20,6 +23,18 @@ async function served(url: string): Promise<number> {
 
 /** Without nginx the test behind it is one skipped test whose name says why, as the browser tests do without Chromium. */
 const nginxBin = findNginx();
+
+/** --auth hs256 with a BUYER_AUTH secret, and the claims the checking instance wants. */
+const buyerAuth = (secret: string) => [
+  '--auth',
+  'hs256',
+  '--buyer-secret',
+  secret,
+  '--buyer-issuer',
+  BUYERS.issuer,
+  '--buyer-audience',
+  BUYERS.audience,
+];
 const withNginx = nginxBin ? it : it.skip;
 const behindNginx = (name: string) =>
   nginxBin
@@ -38,6 +53,8 @@ describe('bench --target: a deployment already running', () => {
   let postgres: PrivatePostgres;
   let database: string;
   let apps: RunningApp[] = [];
+  /** An instance of the same deployment that checks buyer tokens (BUYER_AUTH). */
+  let checking: RunningApp;
   /** A Redis of its own, not the deployment's. */
   let stranger: TestRedis;
 
@@ -46,11 +63,17 @@ describe('bench --target: a deployment already running', () => {
     database = await postgres.createDatabase('deployment');
     const env = { REDIS_URL: redis.url(), DATABASE_URL: database, ADMIN_TOKEN: TOKEN, KEY_PREFIX: PREFIX };
     apps = await Promise.all([1, 2].map(() => startApp({ env })));
+    const buyerAuth = {
+      BUYER_AUTH: `hs256:${BUYERS.secret}`,
+      BUYER_AUTH_ISSUER: BUYERS.issuer,
+      BUYER_AUTH_AUDIENCE: BUYERS.audience,
+    };
+    checking = await startApp({ env: { ...env, ...buyerAuth } });
     stranger = await startTestRedis();
   });
   afterAll(async () => {
     await stranger?.stop();
-    await Promise.all(apps.map((a) => a.stop()));
+    await Promise.all([...apps, checking].map((a) => a?.stop()));
     await postgres?.remove();
   });
 
@@ -66,7 +89,7 @@ describe('bench --target: a deployment already running', () => {
     });
 
   /** The small sale the passing tests run at `url`, judged from the deployment's Redis and PostgreSQL: its row, which must pass. */
-  const sellAt = (url: string, name: string) => {
+  const sellAt = (url: string, name: string, more: string[] = []) => {
     const size = ['--buyers', '300', '--stock', '30', '--connections', '20', '--warmup', '100'];
     const { run, report } = runBench(
       [
@@ -80,14 +103,13 @@ describe('bench --target: a deployment already running', () => {
         database,
         '--key-prefix',
         PREFIX,
-      ].concat(size),
+      ].concat(size, more),
       join(benchDir(), `${name}.json`),
       120_000,
     );
     expect(report.rows).toHaveLength(1);
     const [row] = report.rows;
     expect(row).toMatchObject({ strategy: 'fenced', pass: true, sold: 30, requests: 300, unsafe: false });
-    expect(row.settlement).toMatchObject({ rows: 30 });
     expect(Object.values(row.invariants).every(Boolean)).toBe(true);
     return { run, row };
   };
@@ -97,6 +119,7 @@ describe('bench --target: a deployment already running', () => {
     await admin.set('other:canary', 'theirs');
     const { run, row } = sellAt(target(), 'target');
     expect(row.label).toBe('fenced @ 2 URLs');
+    expect(row.settlement).toMatchObject({ rows: 30 });
     expect(row.cost.appCpuUsPerRequest).toBeNull();
     expect(run.stderr).toMatch(/runs fenced \(its \/health\); the app's CPU was not measured/);
     const id = /left behind: the products bench-\w+-warmup, (bench-\w+), and their orders in PostgreSQL/.exec(
@@ -108,6 +131,29 @@ describe('bench --target: a deployment already running', () => {
     expect(await admin.exists(`${PREFIX}{p:${id}}:meta`)).toBe(1);
     // Both instances served buyers (their own count, /metrics): each was sent its share.
     for (const app of apps) expect({ [app.url]: (await served(app.url)) >= 150 }).toEqual({ [app.url]: true });
+  });
+
+  it('pays, cancels and lets expire through the deployment (paid with its admin token), then resells the units returned, judged as a row of its own is', async () => {
+    const { run, row } = sellAt(target(), 'pay', ['--pay', '0.5', '--payment-timeout', '3000']);
+    const { paid, cancelled, leftToExpire, secondWave } = row.settlement.afterlife;
+    // Half the first wave's orders paid, half the rest cancelled (their units sold again in
+    // the pass), the others expired by the deployment's sweeper; then twice the units
+    // left in stock come as a second wave, and each unit is bought and paid.
+    expect(row.settlement.afterlife).toMatchObject({ refused: {} });
+    const unpaid = cancelled + leftToExpire;
+    expect({ paid, cancelled }).toEqual({ paid: Math.floor((paid + unpaid) / 2), cancelled: Math.ceil(unpaid / 2) });
+    expect(secondWave).toEqual({ buyers: 2 * secondWave.created, created: expect.any(Number), refused: {} });
+    expect(row.settlement.byStatus).toEqual({ paid: paid + secondWave.created, cancelled, expired: leftToExpire });
+    expect(run.stderr).toContain(`--pay 0.5: ${paid} paid, ${cancelled} cancelled, ${leftToExpire} left to expire`);
+  });
+
+  it("sells to buyers with tokens minted with the deployment's BUYER_AUTH secret and claims", async () => {
+    const { row } = sellAt(checking.url, 'auth', buyerAuth(BUYERS.secret));
+    expect(row).toMatchObject({
+      label: 'fenced auth-hs256 @ 1 URL',
+      auth: 'hs256',
+      codes: { CREATED: 30, SOLD_OUT: 270 },
+    });
   });
 
   withNginx(
@@ -123,6 +169,7 @@ describe('bench --target: a deployment already running', () => {
         const before = await Promise.all(apps.map((a) => served(a.url)));
         const { run, row } = sellAt(nginx.url, 'nginx');
         expect(row.label).toBe('fenced @ 1 URL');
+        expect(row.settlement).toMatchObject({ rows: 30 });
         expect(run.stderr).toContain(`the deployment at ${nginx.url} runs fenced`);
         // nginx dealt the buyers to both instances: each served a share of the warm-up's and the sale's 400 requests.
         const after = await Promise.all(apps.map((a) => served(a.url)));
@@ -172,6 +219,21 @@ describe('bench --target: a deployment already running', () => {
       'another key prefix',
       (t: string) => ['--target', t, '--key-prefix', 'seckill:'],
       /--key-prefix: the deployment writes under "shop:", not "seckill:"/,
+    ],
+    [
+      'a deployment that checks buyer tokens, given none',
+      () => ['--target', checking.url],
+      /--auth: the deployment checks buyer tokens \(BUYER_AUTH\): give --auth hs256 with its --buyer-secret/,
+    ],
+    [
+      'buyer tokens of another secret',
+      () => ['--target', checking.url, ...buyerAuth('x'.repeat(40))],
+      /--buyer-secret, --buyer-issuer, --buyer-audience: \S+ refused a token minted with them \(BUYER_TOKEN_INVALID/,
+    ],
+    [
+      'buyer tokens for a deployment that checks none',
+      (t: string) => ['--target', t, ...buyerAuth(BUYERS.secret)],
+      /--auth hs256: \S+ checks no buyer tokens \(no BUYER_AUTH\): drop --auth/,
     ],
   ])('refuses %s in one line, exit code 2, before any load', async (_, args, said) => {
     const given = args(target());
