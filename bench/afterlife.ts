@@ -70,9 +70,7 @@ export class Afterlife {
     }
     this.waiting.push(async () => {
       const res = await (
-        payIt
-          ? this.payer(this.url, orderId, `pay-${i}`)
-          : request(this.url, 'POST', `/api/orders/${orderId}/cancel`)
+        payIt ? this.payer(this.url, orderId, `pay-${i}`) : request(this.url, 'POST', `/api/orders/${orderId}/cancel`)
       ).catch((err: Error) => ({ status: 0, body: { code: `network: ${err.message}` } }));
       if (res.status === 200) {
         if (payIt) this.paid++;

@@ -44,14 +44,12 @@ describe('bench options', () => {
     expect(() => parseOptions([...deployment, '--workers', '2', '--catalog=5', '--strategy', 'lock'])).toThrow(
       '--target runs against a deployment as it is: not with --strategy, --workers, --catalog',
     );
-    for (const one of [
-      ['--queue', '100'],
-      ['--starts-in', '1000'],
-    ]) {
-      expect(() => parseOptions([...deployment, ...one])).toThrow(
-        '--queue and --starts-in go with one --target URL only',
-      );
-    }
+    // Over several URLs as over one: each spreads its buyers itself (bench/scenarios/spread.ts).
+    expect(parseOptions([...deployment, '--queue', '100'])).toMatchObject({ queue: [100] });
+    expect(parseOptions([...deployment, '--starts-in', '1000'])).toMatchObject({ startsInMs: 1000 });
+    expect(() => parseOptions([...deployment, '--queue', '100', '--starts-in', '1000'])).toThrow(
+      '--queue runs one product with stock, bought through its waiting room: not with --products, --sold-out-path, --pay, --retries or --starts-in',
+    );
   });
 
   it("takes --pay with --target (paid with its admin token), and --auth hs256 with the deployment's buyer secret and claims", () => {

@@ -162,9 +162,9 @@ export const USAGE = `usage: npm run bench -- [options]
                     Needs --admin-token and --redis; not with --strategy,
                     --workers, --telemetry, --settle, --catalog, --baseline,
                     --sold-out-path, --cluster, --products, --retries or
-                    --watch; --queue and --starts-in with one URL only;
-                    --pay pays with the admin token; --auth hs256 only, with
-                    the deployment's --buyer-secret and claims (docs/bench.md)
+                    --watch; --pay pays with the admin token; --auth hs256
+                    only, with the deployment's --buyer-secret and claims
+                    (docs/bench.md)
   --admin-token T   the deployment's ADMIN_TOKEN, with --target
   --buyer-secret S  with --target --auth hs256: the S of its BUYER_AUTH=hs256:S
   --buyer-issuer I  with --target --auth hs256: its BUYER_AUTH_ISSUER

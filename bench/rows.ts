@@ -16,9 +16,9 @@ import { PAYMENT_SECRET, Payer } from './afterlife';
 import { mintBuyerTokens, tokenCount } from './buyer-tokens';
 import type { CatalogFigures } from './catalog';
 import type { MeteredNode } from './cost';
-import { LoadOptions, runLoad, spreadLoad } from './load';
+import { LoadOptions, loadAt } from './load';
 import { BenchAuth, BenchOptions, Target } from './options';
-import { loadThroughQueue } from './queue-load';
+import { loadThroughQueueAt } from './queue-load';
 import { rowLabel } from './report';
 import { BenchClient, connect, RunRedis, startRunRedis } from './run-redis';
 import { measuredProducts, productIds } from './scenarios/products';
@@ -248,7 +248,7 @@ export async function warmUp(run: Run, t: RowApp): Promise<void> {
     ...(t.tokens && { tokens: t.tokens }),
   };
   // Behind a waiting room, the warm-up goes the buyers' way: join, read, buy with the pass.
-  await (t.queue ? loadThroughQueue(warm, t.queue) : t.urls ? spreadLoad(warm, t.urls) : runLoad(warm));
+  await (t.queue ? loadThroughQueueAt(t.urls ?? [warm.url], warm, t.queue) : loadAt(t.urls)(warm));
 }
 
 /** --queue: the PUT's waiting room for a row that has one. */

@@ -49,8 +49,6 @@ interface TargetValues {
   redis?: string;
   database?: string;
   'key-prefix'?: string;
-  queue?: string;
-  'starts-in'?: string;
   auth?: string;
   'buyer-secret'?: string;
   'buyer-issuer'?: string;
@@ -75,10 +73,6 @@ export function targetOf(argv: string[], values: TargetValues): TargetDeployment
     throw new UsageError('--target needs --redis (the Redis the deployment uses): the verdict is read there');
   if (values.database !== undefined && !/^postgres(ql)?:\/\//.test(values.database)) {
     throw new UsageError(`--database must be a postgres:// URL, got "${values.database}"`);
-  }
-  // Both fire the buyers their own way, at one URL; spreading them over several is not written yet.
-  if (urls.length > 1 && (values.queue !== 'off' || values['starts-in'] !== undefined)) {
-    throw new UsageError('--queue and --starts-in go with one --target URL only');
   }
   const buyerAuth = buyerAuthOf(values);
   return {

@@ -38,9 +38,16 @@ export async function benchTarget(options: BenchOptions): Promise<number> {
   const strategy = health.strategy as LockStrategyName;
   const unsafe = health.unsafe === true || (UNSAFE_STRATEGIES as readonly string[]).includes(strategy);
   const settle = target.database !== undefined;
-  const label = `${rowLabel({ strategy, workers: 1, telemetry: true, settle, ...(target.buyerAuth && { auth: 'hs256' as const }) })} @ ${target.urls.length} URL${
-    target.urls.length > 1 ? 's' : ''
-  }`;
+  const queue = options.queue[0];
+  const setUp = rowLabel({
+    strategy,
+    workers: 1,
+    telemetry: true,
+    settle,
+    ...(target.buyerAuth && { auth: 'hs256' }),
+    ...(queue > 0 && { queue: { admitPerSecond: queue } }),
+  });
+  const label = `${setUp} @ ${target.urls.length} URL${target.urls.length > 1 ? 's' : ''}`;
   const products: string[] = [];
   const app = { url: target.urls[0], pid: -1, tail: () => '', stop: async () => 0 };
   const t: RowApp = {
@@ -51,7 +58,7 @@ export async function benchTarget(options: BenchOptions): Promise<number> {
     ...(tokens && { tokens }),
     // Paid as an operator pays by hand: the deployment's webhook secret is not the bench's.
     payer: adminPayment(target.adminToken),
-    queue: options.queue[0],
+    queue,
     label,
     unsafe,
     app,

@@ -21,6 +21,14 @@ async function served(url: string): Promise<number> {
   return [...metrics.matchAll(/^seckill_purchases_total\{[^}]*\} (\d+)$/gm)].reduce((a, m) => a + Number(m[1]), 0);
 }
 
+/** Requests an instance has answered on `route` (its pattern) with `method`, by its own count (/metrics). */
+async function answered(url: string, method: string, route: string): Promise<number> {
+  const metrics = await (await fetch(`${url}/metrics`)).text();
+  return [...metrics.matchAll(/^seckill_http_request_duration_seconds_count\{([^}]*)\} (\d+)$/gm)]
+    .filter((m) => m[1].includes(`method="${method}"`) && m[1].includes(`route="${route}"`))
+    .reduce((a, m) => a + Number(m[2]), 0);
+}
+
 /** Without nginx the test behind it is one skipped test whose name says why, as the browser tests do without Chromium. */
 const nginxBin = findNginx();
 
@@ -109,7 +117,7 @@ describe('bench --target: a deployment already running', () => {
     );
     expect(report.rows).toHaveLength(1);
     const [row] = report.rows;
-    expect(row).toMatchObject({ strategy: 'fenced', pass: true, sold: 30, requests: 300, unsafe: false });
+    expect(row).toMatchObject({ strategy: 'fenced', pass: true, sold: 30, unsafe: false });
     expect(Object.values(row.invariants).every(Boolean)).toBe(true);
     return { run, row };
   };
@@ -118,8 +126,7 @@ describe('bench --target: a deployment already running', () => {
     const admin = redis.client();
     await admin.set('other:canary', 'theirs');
     const { run, row } = sellAt(target(), 'target');
-    expect(row.label).toBe('fenced @ 2 URLs');
-    expect(row.settlement).toMatchObject({ rows: 30 });
+    expect(row).toMatchObject({ label: 'fenced @ 2 URLs', requests: 300, settlement: { rows: 30 } });
     expect(row.cost.appCpuUsPerRequest).toBeNull();
     expect(run.stderr).toMatch(/runs fenced \(its \/health\); the app's CPU was not measured/);
     const id = /left behind: the products bench-\w+-warmup, (bench-\w+), and their orders in PostgreSQL/.exec(
@@ -147,6 +154,36 @@ describe('bench --target: a deployment already running', () => {
     expect(run.stderr).toContain(`--pay 0.5: ${paid} paid, ${cancelled} cancelled, ${leftToExpire} left to expire`);
   });
 
+  it.each([
+    [
+      'through its waiting room',
+      ['--queue', '500'],
+      // Each buyer joins once, at the instance it was dealt: 150 of the sale's and 50 of the warm-up's at each.
+      async (url: string) => answered(url, 'POST', '/api/products/:id/queue'),
+      200,
+      /fenced queue-500\/s @ 2 URLs: through the waiting room at 500\/s: 300 joins, .* every order an admitted buyer's/,
+    ],
+    [
+      'before its start, in waves until it opens',
+      ['--starts-in', '1500'],
+      // The first wave sends every buyer once, half at each instance; the waves after it send those told to wait.
+      async (url: string) => answered(url, 'POST', '/api/orders'),
+      200,
+      /opened at \S+ \(Redis's clock\): \d+ answers SALE_NOT_STARTED over \d+ waves; .* none before the start$/m,
+    ],
+  ])(
+    'sells %s over both instances, each buyer at one of them, judged as at one URL',
+    async (_, more, count, least, said) => {
+      const before = await Promise.all(apps.map((a) => count(a.url)));
+      const { run } = sellAt(target(), `spread-${more[0].slice(2)}`, more);
+      expect(run.stderr).toMatch(said);
+      const after = await Promise.all(apps.map((a) => count(a.url)));
+      expect(apps.map((a, i) => ({ [a.url]: after[i] - before[i] >= least }))).toEqual(
+        apps.map((a) => ({ [a.url]: true })),
+      );
+    },
+  );
+
   it("sells to buyers with tokens minted with the deployment's BUYER_AUTH secret and claims", async () => {
     const { row } = sellAt(checking.url, 'auth', buyerAuth(BUYERS.secret));
     expect(row).toMatchObject({
@@ -168,8 +205,7 @@ describe('bench --target: a deployment already running', () => {
       try {
         const before = await Promise.all(apps.map((a) => served(a.url)));
         const { run, row } = sellAt(nginx.url, 'nginx');
-        expect(row.label).toBe('fenced @ 1 URL');
-        expect(row.settlement).toMatchObject({ rows: 30 });
+        expect(row).toMatchObject({ label: 'fenced @ 1 URL', requests: 300, settlement: { rows: 30 } });
         expect(run.stderr).toContain(`the deployment at ${nginx.url} runs fenced`);
         // nginx dealt the buyers to both instances: each served a share of the warm-up's and the sale's 400 requests.
         const after = await Promise.all(apps.map((a) => served(a.url)));
