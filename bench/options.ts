@@ -153,7 +153,9 @@ export const USAGE = `usage: npm run bench -- [options]
                     bought) listed through the app's admin API before its
                     warm-up; the report gives the with/without throughput
                     ratio (same run)                                   (0)
-  --redis URL       use this Redis instead of starting a private one
+  --redis URL       use this Redis instead of starting a private one; a
+                    node of a Redis Cluster: the cluster (every master read
+                    and metered, the app given REDIS_CLUSTER_NODES)
   --target URL[,URL...]  load-test a deployment already running there (no app
                     started): the sale is started through its admin API on a
                     product of the run's own (bench-<run id>), the buyers are

@@ -16,7 +16,8 @@ import { measuredSale, toRow } from './measured-sale';
 import type { BenchOptions, TargetDeployment } from './options';
 import { formatReport, rowLabel } from './report';
 import { withRatios, writeResults } from './results';
-import { prepare, RowApp, warmUp } from './rows';
+import { prepare, RowApp, Run, warmUp } from './rows';
+import type { RedisNode } from './run-redis';
 
 /** A deployment the bench will not load, in one line: exit code 2, before any buyer is sent. */
 export class TargetRefusal extends Error {}
@@ -34,7 +35,7 @@ export async function benchTarget(options: BenchOptions): Promise<number> {
   const tokens = target.buyerAuth && (await mintDeploymentTokens(target.buyerAuth, tokenCount(options)));
   await checkBuyerAuth(target, id, tokens);
   await startOwnSale(target, id, options);
-  await checkSeen(run.client, options.redis!, target, keys, id);
+  await checkSeen(run, target, keys, id);
   const strategy = health.strategy as LockStrategyName;
   const unsafe = health.unsafe === true || (UNSAFE_STRATEGIES as readonly string[]).includes(strategy);
   const settle = target.database !== undefined;
@@ -153,39 +154,38 @@ async function startOwnSale(target: TargetDeployment, id: string, options: Bench
 /**
  * The verdict is read from --redis under --key-prefix: the product just PUT must be there.
  * If it is not, the product is found under another prefix (bounded SCANs for its hash
- * tag) or nowhere; either way it is retired through the API, being the run's own.
+ * tag, on every master of a cluster) or nowhere; either way it is retired through the
+ * API, being the run's own.
  */
-async function checkSeen(
-  client: Pick<Redis, 'hgetall'>,
-  redisUrl: string,
-  target: TargetDeployment,
-  keys: KeyLayout,
-  id: string,
-): Promise<void> {
-  if (Object.keys(await client.hgetall(keys.product(id).meta)).length > 0) return;
-  const other = await findMeta(redisUrl, `*{p:${id}}:meta`);
+async function checkSeen(run: Run, target: TargetDeployment, keys: KeyLayout, id: string): Promise<void> {
+  if (Object.keys(await run.client.hgetall(keys.product(id).meta)).length > 0) return;
+  const other = await findMeta(run.redis.nodes, `*{p:${id}}:meta`);
   await request(target.urls[0], 'DELETE', `/api/products/${id}?discardOrders=true`, { token: target.adminToken });
   if (other !== null) {
     const prefix = other.slice(0, other.indexOf(`{p:${id}}`));
     throw new TargetRefusal(`--key-prefix: the deployment writes under "${prefix}", not "${target.keyPrefix}"`);
   }
-  throw new TargetRefusal(`--redis ${redisUrl} is not the deployment's Redis: its product ${id} did not appear there`);
+  throw new TargetRefusal(
+    `--redis ${run.options.redis} is not the deployment's Redis: its product ${id} did not appear there`,
+  );
 }
 
-async function findMeta(redisUrl: string, pattern: string): Promise<string | null> {
-  const redis = new Redis(redisUrl, { lazyConnect: true });
-  try {
-    await redis.connect();
-    let cursor = '0';
-    do {
-      const [next, found] = await redis.scan(cursor, 'MATCH', pattern, 'COUNT', SCAN_COUNT);
-      if (found.length > 0) return found[0];
-      cursor = next;
-    } while (cursor !== '0');
-    return null;
-  } finally {
-    redis.disconnect();
+async function findMeta(nodes: readonly RedisNode[], pattern: string): Promise<string | null> {
+  for (const node of nodes) {
+    const redis = new Redis(node.url, { lazyConnect: true });
+    try {
+      await redis.connect();
+      let cursor = '0';
+      do {
+        const [next, found] = await redis.scan(cursor, 'MATCH', pattern, 'COUNT', SCAN_COUNT);
+        if (found.length > 0) return found[0];
+        cursor = next;
+      } while (cursor !== '0');
+    } finally {
+      redis.disconnect();
+    }
   }
+  return null;
 }
 
 /** What the run leaves in the deployment, and the admin call that removes each product. */

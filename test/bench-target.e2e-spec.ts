@@ -5,6 +5,7 @@ import { startPrivateNginx } from '../harness/nginx';
 import { PrivatePostgres, startPrivatePostgres } from '../harness/postgres';
 import { RunningApp, startApp } from '../harness/processes';
 import { runBench, useBenchDir } from './helpers/bench';
+import { PrivateCluster, startPrivateCluster } from '../harness/redis';
 import { startTestRedis, TestRedis, useTestRedis } from './helpers/redis';
 import { findNginx, NGINX_ENV } from '../scripts/nginx';
 
@@ -97,7 +98,7 @@ describe('bench --target: a deployment already running', () => {
     });
 
   /** The small sale the passing tests run at `url`, judged from the deployment's Redis and PostgreSQL: its row, which must pass. */
-  const sellAt = (url: string, name: string, more: string[] = []) => {
+  const sellAt = (url: string, name: string, more: string[] = [], stores = { redis: redis.url(), database }) => {
     const size = ['--buyers', '300', '--stock', '30', '--connections', '20', '--warmup', '100'];
     const { run, report } = runBench(
       [
@@ -106,9 +107,9 @@ describe('bench --target: a deployment already running', () => {
         '--admin-token',
         TOKEN,
         '--redis',
-        redis.url(),
+        stores.redis,
         '--database',
-        database,
+        stores.database,
         '--key-prefix',
         PREFIX,
       ].concat(size, more),
@@ -234,6 +235,33 @@ describe('bench --target: a deployment already running', () => {
       }
     },
   );
+
+  describe('on a Redis Cluster', () => {
+    let cluster: PrivateCluster;
+    let onCluster: RunningApp;
+    let clusterDatabase: string;
+    beforeAll(async () => {
+      cluster = await startPrivateCluster({ masters: 3 });
+      clusterDatabase = await postgres.createDatabase('on_cluster');
+      const env = { DATABASE_URL: clusterDatabase, ADMIN_TOKEN: TOKEN, KEY_PREFIX: PREFIX };
+      onCluster = await startApp({ env: { ...env, REDIS_CLUSTER_NODES: cluster.clusterNodes } });
+    });
+    afterAll(async () => {
+      await onCluster?.stop();
+      await cluster?.remove();
+    });
+
+    it('sells through an instance on a Redis Cluster, --redis naming one of its nodes: read and metered on every master', async () => {
+      const seed = cluster.nodes[1].url;
+      const { run, row } = sellAt(onCluster.url, 'cluster', [], { redis: seed, database: clusterDatabase });
+      expect(row).toMatchObject({ label: 'fenced @ 1 URL', settlement: { rows: 30 } });
+      const masters = cluster.nodes.map((n) => `127.0.0.1:${n.port}`);
+      expect(run.stderr).toContain(
+        `--redis 127.0.0.1:${cluster.nodes[1].port} is a node of a Redis Cluster: its masters`,
+      );
+      expect(row.cost.shards.map((s: { node: string }) => s.node).sort()).toEqual(masters.sort());
+    });
+  });
 
   it.each([
     [
