@@ -1,11 +1,26 @@
 import { randomBytes } from 'node:crypto';
-import { pay, request } from '../harness/http';
+import { JsonResponse, pay, request } from '../harness/http';
 
 /**
  * The PAYMENT_WEBHOOK_SECRET of the apps this bench starts: it pays as the payment
  * provider does, each callback signed (src/door/payment-signature.ts). One per run.
  */
 export const PAYMENT_SECRET = randomBytes(32).toString('base64url');
+
+/** How the bench confirms a payment: POST /api/orders/:orderId/pay, answered. */
+export type Payer = (url: string, orderId: string, paymentId: string) => Promise<JsonResponse>;
+
+/** As the payment provider pays the apps this bench starts: a callback signed with PAYMENT_SECRET. */
+export const signedPayment: Payer = (url, orderId, paymentId) => pay(url, orderId, paymentId, PAYMENT_SECRET);
+
+/**
+ * As an operator marks a payment by hand, with the admin token (the pay route takes
+ * either): a deployment's PAYMENT_WEBHOOK_SECRET is its own, and the bench has its token.
+ */
+export const adminPayment =
+  (token: string): Payer =>
+  (url, orderId, paymentId) =>
+    request(url, 'POST', `/api/orders/${orderId}/pay`, { json: { paymentId }, token });
 
 /** What the afterlife of a sale's orders was answered. */
 export interface AfterlifeResult {
@@ -41,6 +56,7 @@ export class Afterlife {
   constructor(
     private readonly url: string,
     private readonly pay: number,
+    private readonly payer: Payer = signedPayment,
   ) {}
 
   /** A 201's order: paid, cancelled or left, by its place among the orders seen. */
@@ -54,9 +70,7 @@ export class Afterlife {
     }
     this.waiting.push(async () => {
       const res = await (
-        payIt
-          ? pay(this.url, orderId, `pay-${i}`, PAYMENT_SECRET)
-          : request(this.url, 'POST', `/api/orders/${orderId}/cancel`)
+        payIt ? this.payer(this.url, orderId, `pay-${i}`) : request(this.url, 'POST', `/api/orders/${orderId}/cancel`)
       ).catch((err: Error) => ({ status: 0, body: { code: `network: ${err.message}` } }));
       if (res.status === 200) {
         if (payIt) this.paid++;
@@ -89,11 +103,15 @@ export class Afterlife {
 }
 
 /** Pays every order given (the second wave pays at once); what was refused, by code. */
-export async function payAll(url: string, orderIds: readonly string[]): Promise<Record<string, number>> {
+export async function payAll(
+  url: string,
+  orderIds: readonly string[],
+  payer: Payer = signedPayment,
+): Promise<Record<string, number>> {
   const refused: Record<string, number> = {};
   await inParallel(
     orderIds.map((orderId, i) => async () => {
-      const res = await pay(url, orderId, `wave2-${i}`, PAYMENT_SECRET);
+      const res = await payer(url, orderId, `wave2-${i}`);
       if (res.status === 200) return;
       const code = String(res.body.code ?? res.status);
       refused[code] = (refused[code] ?? 0) + 1;

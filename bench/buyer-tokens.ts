@@ -4,6 +4,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { BenchAuth, BenchOptions } from './options';
+import type { TargetBuyerAuth } from './target-options';
 
 const ISSUER = 'seckill-bench';
 const AUDIENCE = 'seckill';
@@ -41,13 +42,29 @@ export async function mintBuyerTokens(auth: Exclude<BenchAuth, 'off'>, count: nu
     env = { BUYER_AUTH: `spki-file:${pem}` };
     sign = (jwt) => jwt.setProtectedHeader({ alg: 'ES256' }).sign(privateKey);
   }
+  const tokens = await mint(sign, { issuer: ISSUER, audience: AUDIENCE }, count);
+  return { env: { ...env, BUYER_AUTH_ISSUER: ISSUER, BUYER_AUTH_AUDIENCE: AUDIENCE }, tokens };
+}
+
+/**
+ * --target --auth hs256: a token per buyer `b<i>` minted with the deployment's own
+ * BUYER_AUTH secret, issuer and audience (the user gives them: bench/target-options.ts).
+ */
+export function mintDeploymentTokens(key: TargetBuyerAuth, count: number): Promise<ReadonlyMap<string, string>> {
+  const secret = new TextEncoder().encode(key.secret);
+  return mint((jwt) => jwt.setProtectedHeader({ alg: 'HS256' }).sign(secret), key, count);
+}
+
+async function mint(
+  sign: (jwt: SignJWT) => Promise<string>,
+  claims: { issuer: string; audience: string },
+  count: number,
+): Promise<Map<string, string>> {
   const tokens = new Map<string, string>();
   for (let i = 0; i < count; i++) {
     const userId = `b${i}`;
-    tokens.set(
-      userId,
-      await sign(new SignJWT({}).setSubject(userId).setIssuer(ISSUER).setAudience(AUDIENCE).setExpirationTime('1h')),
-    );
+    const jwt = new SignJWT({}).setSubject(userId).setIssuer(claims.issuer).setAudience(claims.audience);
+    tokens.set(userId, await sign(jwt.setExpirationTime('1h')));
   }
-  return { env: { ...env, BUYER_AUTH_ISSUER: ISSUER, BUYER_AUTH_AUDIENCE: AUDIENCE }, tokens };
+  return tokens;
 }

@@ -353,3 +353,10 @@ export async function spreadLoad(
   const answered = new Set(requests.filter((r) => r.status !== null).map((r) => r.userId));
   return { ...merged, requests, distinctBuyers: answered.size };
 }
+
+/** One burst of buyers at `options.url`, or, given a deployment's several URLs, dealt over them. */
+export function loadAt(
+  urls: readonly string[] | undefined,
+): (options: LoadOptions, progress?: LoadProgress) => Promise<LoadResult> {
+  return urls && urls.length > 1 ? (options, progress) => spreadLoad(options, urls, progress) : runLoad;
+}

@@ -44,14 +44,45 @@ describe('bench options', () => {
     expect(() => parseOptions([...deployment, '--workers', '2', '--catalog=5', '--strategy', 'lock'])).toThrow(
       '--target runs against a deployment as it is: not with --strategy, --workers, --catalog',
     );
-    for (const one of [
-      ['--queue', '100'],
-      ['--starts-in', '1000'],
-    ]) {
-      expect(() => parseOptions([...deployment, ...one])).toThrow(
-        '--queue and --starts-in go with one --target URL only',
-      );
-    }
+    // Over several URLs as over one: each spreads its buyers itself (bench/scenarios/spread.ts).
+    expect(parseOptions([...deployment, '--queue', '100'])).toMatchObject({ queue: [100] });
+    expect(parseOptions([...deployment, '--starts-in', '1000'])).toMatchObject({ startsInMs: 1000 });
+    expect(() => parseOptions([...deployment, '--queue', '100', '--starts-in', '1000'])).toThrow(
+      '--queue runs one product with stock, bought through its waiting room: not with --products, --sold-out-path, --pay, --retries or --starts-in',
+    );
+  });
+
+  it("takes --pay with --target (paid with its admin token), and --auth hs256 with the deployment's buyer secret and claims", () => {
+    const deployment = ['--target', 'http://10.0.0.1:3000', '--admin-token', 'T', '--redis', 'redis://10.0.0.3:6379'];
+    expect(parseOptions([...deployment, '--pay', '0.5', '--payment-timeout', '2000'])).toMatchObject({
+      pay: 0.5,
+      paymentTimeoutMs: 2000,
+    });
+    const claims = ['--buyer-secret', 'S', '--buyer-issuer', 'https://id', '--buyer-audience', 'shop'];
+    expect(parseOptions([...deployment, '--auth', 'hs256', ...claims])).toMatchObject({
+      auth: ['hs256'],
+      target: { buyerAuth: { secret: 'S', issuer: 'https://id', audience: 'shop' } },
+    });
+    expect(parseOptions(deployment).target).not.toHaveProperty('buyerAuth');
+    expect(() => parseOptions([...deployment, '--auth', 'hs256', ...claims.slice(0, 2)])).toThrow(
+      "--auth hs256 with --target mints the buyers' tokens as the deployment checks them: it needs --buyer-issuer, --buyer-audience (BUYER_AUTH=hs256:<secret>, BUYER_AUTH_ISSUER, BUYER_AUTH_AUDIENCE)",
+    );
+    expect(() => parseOptions([...deployment, '--auth', 'es256'])).toThrow(
+      "--auth es256 with --target: minting tokens the deployment's public key verifies needs its identity provider's private key",
+    );
+    expect(() => parseOptions([...deployment, '--auth', 'off,hs256', ...claims])).toThrow(
+      '--auth with --target: the deployment runs one BUYER_AUTH; give off or hs256, not "off,hs256"',
+    );
+    expect(() => parseOptions([...deployment, '--auth', 'hs256', ...claims, '--pay', '0.5'])).toThrow(
+      '--auth does not go with --pay or --retries yet',
+    );
+    // A deployment's secret, given where there is none to check it: said, not ignored.
+    expect(() => parseOptions([...deployment, ...claims.slice(0, 2)])).toThrow(
+      '--buyer-secret go with --target and --auth hs256 only',
+    );
+    expect(() => parseOptions(['--auth', 'hs256', ...claims])).toThrow(
+      '--buyer-secret, --buyer-issuer, --buyer-audience go with --target and --auth hs256 only',
+    );
   });
 
   it('takes --products N and --cluster K', () => {

@@ -5,6 +5,11 @@ import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { ROOT } from '../harness/paths';
 import { CONFIG_DEFAULTS, LOCK_STRATEGY_NAMES, LockStrategyName, UNSAFE_STRATEGIES } from '../src/config/app-config';
+import { checkNoBuyerFlags, TargetDeployment, targetOf } from './target-options';
+import { UsageError } from './usage-error';
+
+export { UsageError };
+export type { TargetDeployment };
 
 export interface BenchOptions {
   readonly buyers: number;
@@ -64,17 +69,6 @@ export interface BenchOptions {
   readonly catalog: number;
   /** --target: a deployment already running (bench/target.ts); no app is started. */
   readonly target?: TargetDeployment;
-}
-
-/** --target URL[,URL...]: the user's own deployment, its admin token, and where it keeps its data. */
-export interface TargetDeployment {
-  /** Its instances (or one load balancer): the buyers are spread over them. */
-  readonly urls: string[];
-  readonly adminToken: string;
-  /** Its KEY_PREFIX (seckill: unless given). */
-  readonly keyPrefix: string;
-  /** Its PostgreSQL, when it settles: the row's orders are checked there too. */
-  readonly database?: string;
 }
 
 export const BENCH_AUTH = ['off', 'hs256', 'es256'] as const;
@@ -159,7 +153,9 @@ export const USAGE = `usage: npm run bench -- [options]
                     bought) listed through the app's admin API before its
                     warm-up; the report gives the with/without throughput
                     ratio (same run)                                   (0)
-  --redis URL       use this Redis instead of starting a private one
+  --redis URL       use this Redis instead of starting a private one; a
+                    node of a Redis Cluster: the cluster (every master read
+                    and metered, the app given REDIS_CLUSTER_NODES)
   --target URL[,URL...]  load-test a deployment already running there (no app
                     started): the sale is started through its admin API on a
                     product of the run's own (bench-<run id>), the buyers are
@@ -167,10 +163,14 @@ export const USAGE = `usage: npm run bench -- [options]
                     (its Redis) and --database (its PostgreSQL, if it settles).
                     Needs --admin-token and --redis; not with --strategy,
                     --workers, --telemetry, --settle, --catalog, --baseline,
-                    --sold-out-path, --cluster, --products, --auth, --pay,
-                    --retries or --watch; --queue and --starts-in with
-                    one URL only (docs/bench.md)
+                    --sold-out-path, --cluster, --products, --retries or
+                    --watch; --pay pays with the admin token; --auth hs256
+                    only, with the deployment's --buyer-secret and claims
+                    (docs/bench.md)
   --admin-token T   the deployment's ADMIN_TOKEN, with --target
+  --buyer-secret S  with --target --auth hs256: the S of its BUYER_AUTH=hs256:S
+  --buyer-issuer I  with --target --auth hs256: its BUYER_AUTH_ISSUER
+  --buyer-audience A  with --target --auth hs256: its BUYER_AUTH_AUDIENCE
   --database URL    the deployment's PostgreSQL, with --target
   --key-prefix P    the deployment's KEY_PREFIX, with --target       (seckill:)
   --out FILE        JSON results, and beside it the HTML report with charts
@@ -209,6 +209,9 @@ export function parseOptions(argv: string[]): BenchOptions {
     'admin-token': { type: 'string' },
     database: { type: 'string' },
     'key-prefix': { type: 'string' },
+    'buyer-secret': { type: 'string' },
+    'buyer-issuer': { type: 'string' },
+    'buyer-audience': { type: 'string' },
     help: { type: 'boolean', short: 'h' },
   } as const;
   let parsed;
@@ -325,6 +328,7 @@ export function parseOptions(argv: string[]): BenchOptions {
     if (values.quantity !== '1') throw new UsageError('--queue buys one unit a buyer: not with --quantity');
   }
   const target = values.target === undefined ? undefined : targetOf(argv, values);
+  if (!target) checkNoBuyerFlags(values);
   const stamp = new Date().toISOString().replace(/[:.]/g, '-');
   return {
     buyers,
@@ -357,64 +361,3 @@ export function parseOptions(argv: string[]): BenchOptions {
     out: resolve(values.out ?? join(ROOT, 'bench', 'results', `${stamp}.json`)),
   };
 }
-
-/** What a row of the app's own makes of these; a deployment already running decides them itself. */
-const NOT_WITH_TARGET = [
-  'strategy',
-  'workers',
-  'telemetry',
-  'settle',
-  'catalog',
-  'baseline',
-  'sold-out-path',
-  'cluster',
-  'products',
-  'auth',
-  'pay',
-  'payment-timeout',
-  'retries',
-  'watch',
-] as const;
-
-function targetOf(
-  argv: string[],
-  values: {
-    target?: string;
-    'admin-token'?: string;
-    redis?: string;
-    database?: string;
-    'key-prefix'?: string;
-    queue?: string;
-    'starts-in'?: string;
-  },
-): TargetDeployment {
-  // Given, not defaulted: parseArgs fills defaults in, so the command line itself is read.
-  const given = NOT_WITH_TARGET.filter((name) => argv.some((a) => a === `--${name}` || a.startsWith(`--${name}=`)));
-  if (given.length > 0) {
-    throw new UsageError(
-      `--target runs against a deployment as it is: not with ${given.map((g) => `--${g}`).join(', ')}`,
-    );
-  }
-  const urls = values.target!.split(',').map((u) => u.trim().replace(/\/+$/, ''));
-  for (const url of urls) {
-    if (!/^https?:\/\/[^/]+$/.test(url)) throw new UsageError(`--target takes http(s)://host:port URLs, got "${url}"`);
-  }
-  if (!values['admin-token']) throw new UsageError("--target needs --admin-token (the deployment's ADMIN_TOKEN)");
-  if (!values.redis)
-    throw new UsageError('--target needs --redis (the Redis the deployment uses): the verdict is read there');
-  if (values.database !== undefined && !/^postgres(ql)?:\/\//.test(values.database)) {
-    throw new UsageError(`--database must be a postgres:// URL, got "${values.database}"`);
-  }
-  // Both fire the buyers their own way, at one URL; spreading them over several is not written yet.
-  if (urls.length > 1 && (values.queue !== 'off' || values['starts-in'] !== undefined)) {
-    throw new UsageError('--queue and --starts-in go with one --target URL only');
-  }
-  return {
-    urls,
-    adminToken: values['admin-token'],
-    keyPrefix: values['key-prefix'] ?? CONFIG_DEFAULTS.keyPrefix,
-    ...(values.database !== undefined && { database: values.database }),
-  };
-}
-
-export class UsageError extends Error {}

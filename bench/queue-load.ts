@@ -16,7 +16,7 @@ import type { Redis } from 'ioredis';
 import type { ProductKeys } from '../src/redis/key-layout';
 import type { RequestRecord } from './history/history';
 import { latencyCurve } from './latency-curve';
-import { buyerSequence, cannon, LoadOptions, LoadResult, Recording } from './load';
+import { buyerSequence, cannon, LoadOptions, LoadResult, mergeLoads, Recording } from './load';
 import { historyNow } from './history/clock';
 
 /** What the waiting room did for the load: requests of each kind, and the buyers it turned away. */
@@ -44,6 +44,53 @@ const READ_TICK_MS = 50;
 
 /** A ticket's answer (a join's 202 or a read's 200) as the counted code: QUEUE_WAITING, QUEUE_ADMITTED, ... */
 const ticketCode = (state: unknown) => `QUEUE_${String(state).toUpperCase()}`;
+
+/**
+ * --target with several URLs: the buyers spread over the deployment's instances, each
+ * buyer's whole way (join, ticket reads, purchase) at one of them, as a client keeps its
+ * connection; the waiting room is the deployment's, in Redis, whichever instance a buyer
+ * reaches. The loads are one for the verdict, and their figures summed.
+ */
+export async function loadThroughQueueAt(
+  urls: readonly string[],
+  options: LoadOptions,
+  admitPerSecond: number,
+  progress: { done: number } = { done: 0 },
+): Promise<{ load: LoadResult; queue: QueueFigures }> {
+  if (urls.length < 2) return loadThroughQueue(options, admitPerSecond, progress);
+  const ids = options.userIds ?? buyerSequence(options.buyers, options.duplicates, Math.random, options.userPrefix);
+  // Each distinct buyer dealt to an instance in the order it first comes; its duplicates follow it.
+  const at = new Map<string, number>();
+  for (const id of ids) if (!at.has(id)) at.set(id, at.size % urls.length);
+  const parts = await Promise.all(
+    urls.map((url, k) =>
+      loadThroughQueue(
+        {
+          ...options,
+          url,
+          userIds: ids.filter((id) => at.get(id) === k),
+          connections: Math.max(1, Math.ceil(options.connections / urls.length)),
+        },
+        admitPerSecond,
+        progress,
+      ),
+    ),
+  );
+  const merged = mergeLoads(parts.map((p) => p.load));
+  const sum = (pick: (q: QueueFigures) => number) => parts.reduce((a, p) => a + pick(p.queue), 0);
+  return {
+    // One history, in sending order.
+    load: { ...merged, requests: [...merged.requests!].sort((a, b) => a.sentAt - b.sentAt) },
+    queue: {
+      admitPerSecond,
+      joins: sum((q) => q.joins),
+      reads: sum((q) => q.reads),
+      purchases: sum((q) => q.purchases),
+      admitted: sum((q) => q.admitted),
+      turnedAway: sum((q) => q.turnedAway),
+    },
+  };
+}
 
 /**
  * Runs every buyer's way through the queue to the end: bought, or told there is nothing

@@ -12,13 +12,13 @@ import { REDLOCK_NODE, startPrivateRedis } from '../harness/redis';
 import { UNSAFE_STRATEGIES } from '../src/config/app-config';
 import { KeyLayout } from '../src/redis/key-layout';
 import { MARK_TAGS } from '../src/redis/shard-marks';
-import { PAYMENT_SECRET } from './afterlife';
+import { PAYMENT_SECRET, Payer } from './afterlife';
 import { mintBuyerTokens, tokenCount } from './buyer-tokens';
 import type { CatalogFigures } from './catalog';
 import type { MeteredNode } from './cost';
-import { LoadOptions, runLoad, spreadLoad } from './load';
+import { LoadOptions, loadAt } from './load';
 import { BenchAuth, BenchOptions, Target } from './options';
-import { loadThroughQueue } from './queue-load';
+import { loadThroughQueueAt } from './queue-load';
 import { rowLabel } from './report';
 import { BenchClient, connect, RunRedis, startRunRedis } from './run-redis';
 import { measuredProducts, productIds } from './scenarios/products';
@@ -96,6 +96,8 @@ export interface RowApp extends Omit<RowSpec, 'settle' | 'catalog'> {
   catalog?: CatalogFigures;
   /** --target: every instance of the deployment, the buyers spread over them (bench/scenarios/spread.ts). */
   readonly urls?: readonly string[];
+  /** --pay: how its orders are paid (signed with PAYMENT_SECRET unless said: a deployment's with its admin token). */
+  readonly payer?: Payer;
   /** --target: the products of the measured sale's `attempt` are the run's own ids, not hot/p1.. */
   readonly measuredProducts?: (attempt: number) => string[];
 }
@@ -246,7 +248,7 @@ export async function warmUp(run: Run, t: RowApp): Promise<void> {
     ...(t.tokens && { tokens: t.tokens }),
   };
   // Behind a waiting room, the warm-up goes the buyers' way: join, read, buy with the pass.
-  await (t.queue ? loadThroughQueue(warm, t.queue) : t.urls ? spreadLoad(warm, t.urls) : runLoad(warm));
+  await (t.queue ? loadThroughQueueAt(t.urls ?? [warm.url], warm, t.queue) : loadAt(t.urls)(warm));
 }
 
 /** --queue: the PUT's waiting room for a row that has one. */

@@ -39,11 +39,43 @@ export async function startRunRedis(
 ): Promise<RunRedis> {
   if (options.cluster !== undefined) return startCluster(options.cluster, log);
   if (options.redis) {
+    const masters = await clusterMasters(options.redis);
+    if (masters) {
+      log(
+        `--redis ${nodeOf(options.redis).name} is a node of a Redis Cluster: its masters ${masters.map((m) => nodeOf(m).name).join(', ')}`,
+      );
+      return { nodes: masters.map(nodeOf), appEnv: { REDIS_CLUSTER_NODES: masters.join(',') }, stop: async () => {} };
+    }
     return { nodes: [nodeOf(options.redis)], appEnv: { REDIS_URL: options.redis }, stop: async () => {} };
   }
   const redis = await startPrivateRedis({ appendonly: true });
   log(`private Redis at ${redis.url} (AOF everysec, removed afterwards)`);
   return { nodes: [nodeOf(redis.url)], appEnv: { REDIS_URL: redis.url }, stop: () => redis.remove() };
+}
+
+/**
+ * A Redis named by URL may be a node of a Redis Cluster (a deployment on one: --target):
+ * then the run reads and meters every master, as for --cluster K, each reached with the
+ * URL's scheme and login (a cluster's nodes share them). Null for a standalone server.
+ */
+async function clusterMasters(url: string): Promise<string[] | null> {
+  const node = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 1 });
+  try {
+    await node.connect();
+    if (!/^cluster_enabled:1\b/m.test(await node.info('cluster'))) return null;
+    const lines = String(await node.call('CLUSTER', 'NODES'))
+      .trim()
+      .split('\n');
+    const { protocol, username, password } = new URL(url);
+    const login = username || password ? `${username}${password ? `:${password}` : ''}@` : '';
+    // `<id> <ip:port@cport[,hostname]> <flags> ...`: the masters not marked failed.
+    return lines
+      .map((line) => line.split(' '))
+      .filter(([, , flags]) => flags.split(',').includes('master') && !/fail/.test(flags))
+      .map(([, address]) => `${protocol}//${login}${address.split('@')[0]}`);
+  } finally {
+    node.disconnect();
+  }
 }
 
 /**
@@ -75,9 +107,18 @@ export function connect(redis: RunRedis): {
     );
   if (redis.appEnv.REDIS_CLUSTER_NODES !== undefined) {
     // No periodic slot refresh: ioredis' timer can outlive quit() (see create-client.ts).
+    const { protocol, username, password } = new URL(redis.nodes[0].url);
     const cluster = new Cluster(
       redis.nodes.map((n) => hostPort(n.url)),
-      { slotsRefreshInterval: 0 },
+      {
+        slotsRefreshInterval: 0,
+        // A cluster named by --redis: its URL's login and TLS, for every node the client finds.
+        redisOptions: {
+          ...(username && { username: decodeURIComponent(username) }),
+          ...(password && { password: decodeURIComponent(password) }),
+          ...(protocol === 'rediss:' && { tls: {} }),
+        },
+      },
     );
     const perNode = redis.nodes.map((n) => ({ name: n.name, client: new Redis(n.url) }));
     return {

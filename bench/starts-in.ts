@@ -37,13 +37,15 @@ export async function loadUntilOpen(
   startsAt: number,
   redisNow: () => Promise<number>,
   progress: LoadProgress,
+  /** How a wave is fired: one burst at the app, or spread over a deployment's URLs. */
+  load: (options: LoadOptions, progress: LoadProgress) => Promise<LoadResult> = runLoad,
 ): Promise<{ load: LoadResult; waves: number; notStarted: number }> {
   const loads: LoadResult[] = [];
   let waiting: string[] | undefined;
   let notStarted = 0;
   for (let wave = 1; wave <= MAX_WAVES; wave++) {
     const refused: string[] = [];
-    const load = await runLoad(
+    const fired = await load(
       {
         ...options,
         ...(waiting && { userIds: waiting, buyers: waiting.length, duplicates: 0 }),
@@ -54,7 +56,7 @@ export async function loadUntilOpen(
       },
       progress,
     );
-    loads.push(load);
+    loads.push(fired);
     notStarted += refused.length;
     if (refused.length === 0) {
       const merged = mergeLoads(loads);

@@ -72,4 +72,38 @@ function findOrAptInstall({ find, pkg, what, howTo, notFound, log }) {
   return installed;
 }
 
-module.exports = { canAptInstall, aptInstall, findOrAptInstall };
+/**
+ * For `npm test`, a binary some tests need and the others do not (Chromium, nginx): found
+ * (`$envName`, else where `find()` looks), or Debian's package `pkg` installed where that
+ * asks nobody anything (root, apt-get), and its path exported as `$envName` to the tests.
+ * Where there is none it says in one line that `tests` will be skipped, and the run goes on.
+ * @param {{ find: () => string | null, pkg: string, envName: string, tests: string, log: (line: string) => void }} wanted
+ * @returns {string | null}
+ */
+function provideOptional({ find, pkg, envName, tests, log }) {
+  let found = find();
+  if (!found && process.env[envName]) {
+    log(`${envName}=${process.env[envName]} is not an executable file: ${tests} will be skipped`);
+    return null;
+  }
+  if (!found && canAptInstall()) {
+    log(`${pkg} is not installed: installing Debian package ${pkg} with apt-get (running as root) for ${tests}`);
+    try {
+      aptInstall(pkg, log);
+      found = find();
+    } catch (err) {
+      log(`${err.message}: ${tests} will be skipped`);
+      return null;
+    }
+  }
+  if (!found) {
+    log(
+      `${pkg} is not installed and cannot be installed here (that needs root and apt-get): ${tests} will be skipped (install Debian/Ubuntu package ${pkg}, or set ${envName}=/path/to/${pkg})`,
+    );
+    return null;
+  }
+  process.env[envName] = found;
+  return found;
+}
+
+module.exports = { canAptInstall, aptInstall, findOrAptInstall, provideOptional };

@@ -6,7 +6,7 @@
  */
 const fs = require('node:fs');
 const path = require('node:path');
-const { aptInstall, canAptInstall } = require('./apt');
+const { provideOptional } = require('./apt');
 
 /** The Chromium the tests run: set by `npm test` to what it found, or by you to choose another. */
 const CHROMIUM_ENV = 'SECKILL_CHROMIUM';
@@ -33,39 +33,20 @@ function isExecutable(file) {
 }
 
 /**
- * For `npm test`: finds Chromium, installing Debian's package first when that asks
- * nobody anything (root, apt-get), and exports its path as $SECKILL_CHROMIUM to the
- * tests. The browser tests are optional: when there is none, it says in one line that
- * they will be skipped, and the run goes on.
+ * For `npm test`: Chromium, installed where that asks nobody anything (scripts/apt.js
+ * provideOptional), its path exported as $SECKILL_CHROMIUM to the tests; without one
+ * the browser tests are skipped, and the run says so in one line.
  * @param {(line: string) => void} log
  * @returns {string | null}
  */
 function provideChromium(log) {
-  let found = findChromium();
-  if (!found && process.env[CHROMIUM_ENV]) {
-    log(`${CHROMIUM_ENV}=${process.env[CHROMIUM_ENV]} is not an executable file: the browser tests will be skipped`);
-    return null;
-  }
-  if (!found && canAptInstall()) {
-    log(
-      'chromium is not installed: installing Debian package chromium with apt-get (running as root) for the browser tests',
-    );
-    try {
-      aptInstall('chromium', log);
-      found = findChromium();
-    } catch (err) {
-      log(`${err.message}: the browser tests will be skipped`);
-      return null;
-    }
-  }
-  if (!found) {
-    log(
-      'chromium is not installed and cannot be installed here (that needs root and apt-get): the browser tests will be skipped (install Debian/Ubuntu package chromium, or set SECKILL_CHROMIUM=/path/to/chromium)',
-    );
-    return null;
-  }
-  process.env[CHROMIUM_ENV] = found;
-  return found;
+  return provideOptional({
+    find: findChromium,
+    pkg: 'chromium',
+    envName: CHROMIUM_ENV,
+    tests: 'the browser tests',
+    log,
+  });
 }
 
 module.exports = { CHROMIUM_ENV, findChromium, provideChromium };

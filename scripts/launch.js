@@ -3,7 +3,7 @@
  * The steps every launcher behind an npm script takes before its own work, in one
  * place: run on a Node the project supports (relaunching itself on one if need be),
  * install the dependencies if they are missing, provide the servers and browser it
- * starts (redis-server, PostgreSQL, Chromium: found, or installed where that asks
+ * starts (redis-server, PostgreSQL, Chromium, nginx: found, or installed where that asks
  * nobody), and build dist/ if it is missing or older than the sources. Then its own
  * work. A new entry point is a few lines:
  *
@@ -20,6 +20,7 @@ const { ROOT, log, relaunchOnSupportedNode, ensureDependencies, ensureBuilt } = 
  * @property {boolean} [redis]     find or install redis-server, handed to what it starts as REDIS_SERVER
  * @property {boolean} [postgres]  find or install PostgreSQL (the servers it starts are private)
  * @property {boolean} [chromium]  find or install Chromium if it can (browser tests skip without it)
+ * @property {boolean} [nginx]     find or install nginx if it can (the test behind nginx skips without it)
  * @property {boolean} [build]     build dist/ when it is older than the sources (default true)
  */
 
@@ -40,6 +41,7 @@ function launch(steps, main) {
   if (want.redis) require('./redis-server').provideRedisServerOrExit(log);
   if (want.postgres) require('./postgres-server').ensurePostgres(log);
   if (want.chromium) require('./chromium').provideChromium(log);
+  if (want.nginx) require('./nginx').provideNginx(log);
   if (want.build ?? true) ensureBuilt();
   main();
 }

@@ -239,6 +239,7 @@ const BUILD = {
     'scripts/postgres-server.js',
     'scripts/private-server.js',
     'scripts/apt.js',
+    'scripts/nginx.js',
     'package-lock.json',
     'tsconfig.json',
     'tsconfig.build.json',

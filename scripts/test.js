@@ -138,11 +138,12 @@ launch(
     // ES modules with the require(esm) of Node 24.9+ (vm modules that evaluate synchronously).
     node: { announce: true, min: '24.9' },
     // The tests start their own redis-server and PostgreSQL servers; the browser tests
-    // are skipped without Chromium; the process, bench and fault tests run the built app
+    // are skipped without Chromium, the --target test behind nginx without nginx; the process, bench and fault tests run the built app
     // and bench as real processes.
     redis: true,
     postgres: true,
     chromium: true,
+    nginx: true,
   },
   main,
 );

@@ -1,14 +1,54 @@
 import { spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
+import { startPrivateNginx } from '../harness/nginx';
 import { PrivatePostgres, startPrivatePostgres } from '../harness/postgres';
 import { RunningApp, startApp } from '../harness/processes';
 import { runBench, useBenchDir } from './helpers/bench';
+import { PrivateCluster, startPrivateCluster } from '../harness/redis';
 import { startTestRedis, TestRedis, useTestRedis } from './helpers/redis';
+import { findNginx, NGINX_ENV } from '../scripts/nginx';
 
 const ROOT = join(__dirname, '..');
 const BENCH = join(ROOT, 'scripts', 'bench.js');
 const TOKEN = 'the-deployments-admin-token';
 const PREFIX = 'shop:';
+/** The third instance's BUYER_AUTH=hs256:<secret> and claims: a deployment that checks buyer tokens. */
+const BUYERS = { secret: randomBytes(32).toString('base64url'), issuer: 'https://id.example', audience: 'seckill' };
+
+/** Purchases an instance has served so far, by its own count (/metrics). */
+async function served(url: string): Promise<number> {
+  const metrics = await (await fetch(`${url}/metrics`)).text();
+  return [...metrics.matchAll(/^seckill_purchases_total\{[^}]*\} (\d+)$/gm)].reduce((a, m) => a + Number(m[1]), 0);
+}
+
+/** Requests an instance has answered on `route` (its pattern) with `method`, by its own count (/metrics). */
+async function answered(url: string, method: string, route: string): Promise<number> {
+  const metrics = await (await fetch(`${url}/metrics`)).text();
+  return [...metrics.matchAll(/^seckill_http_request_duration_seconds_count\{([^}]*)\} (\d+)$/gm)]
+    .filter((m) => m[1].includes(`method="${method}"`) && m[1].includes(`route="${route}"`))
+    .reduce((a, m) => a + Number(m[2]), 0);
+}
+
+/** Without nginx the test behind it is one skipped test whose name says why, as the browser tests do without Chromium. */
+const nginxBin = findNginx();
+
+/** --auth hs256 with a BUYER_AUTH secret, and the claims the checking instance wants. */
+const buyerAuth = (secret: string) => [
+  '--auth',
+  'hs256',
+  '--buyer-secret',
+  secret,
+  '--buyer-issuer',
+  BUYERS.issuer,
+  '--buyer-audience',
+  BUYERS.audience,
+];
+const withNginx = nginxBin ? it : it.skip;
+const behindNginx = (name: string) =>
+  nginxBin
+    ? name
+    : `${name}: needs nginx (${process.env[NGINX_ENV] ? `${NGINX_ENV}=${process.env[NGINX_ENV]} is not an executable file` : "none at /usr/sbin/nginx or on PATH; npm test installs Debian's nginx as root"})`;
 
 /**
  * `npm run bench -- --target`: a deployment the user started, two instances of the built
@@ -22,6 +62,8 @@ describe('bench --target: a deployment already running', () => {
   let postgres: PrivatePostgres;
   let database: string;
   let apps: RunningApp[] = [];
+  /** An instance of the same deployment that checks buyer tokens (BUYER_AUTH). */
+  let checking: RunningApp;
   /** A Redis of its own, not the deployment's. */
   let stranger: TestRedis;
 
@@ -30,11 +72,17 @@ describe('bench --target: a deployment already running', () => {
     database = await postgres.createDatabase('deployment');
     const env = { REDIS_URL: redis.url(), DATABASE_URL: database, ADMIN_TOKEN: TOKEN, KEY_PREFIX: PREFIX };
     apps = await Promise.all([1, 2].map(() => startApp({ env })));
+    const buyerAuth = {
+      BUYER_AUTH: `hs256:${BUYERS.secret}`,
+      BUYER_AUTH_ISSUER: BUYERS.issuer,
+      BUYER_AUTH_AUDIENCE: BUYERS.audience,
+    };
+    checking = await startApp({ env: { ...env, ...buyerAuth } });
     stranger = await startTestRedis();
   });
   afterAll(async () => {
     await stranger?.stop();
-    await Promise.all(apps.map((a) => a.stop()));
+    await Promise.all([...apps, checking].map((a) => a?.stop()));
     await postgres?.remove();
   });
 
@@ -49,25 +97,37 @@ describe('bench --target: a deployment already running', () => {
       timeout: 60_000,
     });
 
-  it('sells its own product over both instances, judges it from their Redis and PostgreSQL, and leaves a key of another prefix as it was', async () => {
-    const admin = redis.client();
-    await admin.set('other:canary', 'theirs');
-    const out = join(benchDir(), 'target.json');
+  /** The small sale the passing tests run at `url`, judged from the deployment's Redis and PostgreSQL: its row, which must pass. */
+  const sellAt = (url: string, name: string, more: string[] = [], stores = { redis: redis.url(), database }) => {
+    const size = ['--buyers', '300', '--stock', '30', '--connections', '20', '--warmup', '100'];
     const { run, report } = runBench(
-      [...deployment(), '--database', database, '--key-prefix', PREFIX, '--buyers', '300', '--stock', '30'].concat([
-        '--connections',
-        '20',
-        '--warmup',
-        '100',
-      ]),
-      out,
+      [
+        '--target',
+        url,
+        '--admin-token',
+        TOKEN,
+        '--redis',
+        stores.redis,
+        '--database',
+        stores.database,
+        '--key-prefix',
+        PREFIX,
+      ].concat(size, more),
+      join(benchDir(), `${name}.json`),
       120_000,
     );
     expect(report.rows).toHaveLength(1);
     const [row] = report.rows;
-    expect(row).toMatchObject({ strategy: 'fenced', label: 'fenced @ 2 URLs', pass: true, sold: 30, unsafe: false });
-    expect(row.settlement).toMatchObject({ rows: 30 });
+    expect(row).toMatchObject({ strategy: 'fenced', pass: true, sold: 30, unsafe: false });
     expect(Object.values(row.invariants).every(Boolean)).toBe(true);
+    return { run, row };
+  };
+
+  it('sells its own product over both instances, judges it from their Redis and PostgreSQL, and leaves a key of another prefix as it was', async () => {
+    const admin = redis.client();
+    await admin.set('other:canary', 'theirs');
+    const { run, row } = sellAt(target(), 'target');
+    expect(row).toMatchObject({ label: 'fenced @ 2 URLs', requests: 300, settlement: { rows: 30 } });
     expect(row.cost.appCpuUsPerRequest).toBeNull();
     expect(run.stderr).toMatch(/runs fenced \(its \/health\); the app's CPU was not measured/);
     const id = /left behind: the products bench-\w+-warmup, (bench-\w+), and their orders in PostgreSQL/.exec(
@@ -78,15 +138,129 @@ describe('bench --target: a deployment already running', () => {
     // Nothing of the run deleted: its product is still there, under the deployment's prefix, for the user to retire.
     expect(await admin.exists(`${PREFIX}{p:${id}}:meta`)).toBe(1);
     // Both instances served buyers (their own count, /metrics): each was sent its share.
-    expect(row.requests).toBe(300);
-    for (const app of apps) {
-      const metrics = await (await fetch(`${app.url}/metrics`)).text();
-      const served = [...metrics.matchAll(/^seckill_purchases_total\{[^}]*\} (\d+)$/gm)].reduce(
-        (a, m) => a + Number(m[1]),
-        0,
+    for (const app of apps) expect({ [app.url]: (await served(app.url)) >= 150 }).toEqual({ [app.url]: true });
+  });
+
+  it('pays, cancels and lets expire through the deployment (paid with its admin token), then resells the units returned, judged as a row of its own is', async () => {
+    const { run, row } = sellAt(target(), 'pay', ['--pay', '0.5', '--payment-timeout', '3000']);
+    const { paid, cancelled, leftToExpire, secondWave } = row.settlement.afterlife;
+    // Half the first wave's orders paid, half the rest cancelled (their units sold again in
+    // the pass), the others expired by the deployment's sweeper; then twice the units
+    // left in stock come as a second wave, and each unit is bought and paid.
+    expect(row.settlement.afterlife).toMatchObject({ refused: {} });
+    const unpaid = cancelled + leftToExpire;
+    expect({ paid, cancelled }).toEqual({ paid: Math.floor((paid + unpaid) / 2), cancelled: Math.ceil(unpaid / 2) });
+    expect(secondWave).toEqual({ buyers: 2 * secondWave.created, created: expect.any(Number), refused: {} });
+    expect(row.settlement.byStatus).toEqual({ paid: paid + secondWave.created, cancelled, expired: leftToExpire });
+    expect(run.stderr).toContain(`--pay 0.5: ${paid} paid, ${cancelled} cancelled, ${leftToExpire} left to expire`);
+  });
+
+  it.each([
+    [
+      'through its waiting room',
+      ['--queue', '500'],
+      // Each buyer joins once, at the instance it was dealt: 150 of the sale's and 50 of the warm-up's at each.
+      async (url: string) => answered(url, 'POST', '/api/products/:id/queue'),
+      200,
+      /fenced queue-500\/s @ 2 URLs: through the waiting room at 500\/s: 300 joins, .* every order an admitted buyer's/,
+    ],
+    [
+      'before its start, in waves until it opens',
+      ['--starts-in', '1500'],
+      // The first wave sends every buyer once, half at each instance; the waves after it send those told to wait.
+      async (url: string) => answered(url, 'POST', '/api/orders'),
+      200,
+      /opened at \S+ \(Redis's clock\): \d+ answers SALE_NOT_STARTED over \d+ waves; .* none before the start$/m,
+    ],
+  ])(
+    'sells %s over both instances, each buyer at one of them, judged as at one URL',
+    async (_, more, count, least, said) => {
+      const before = await Promise.all(apps.map((a) => count(a.url)));
+      const { run } = sellAt(target(), `spread-${more[0].slice(2)}`, more);
+      expect(run.stderr).toMatch(said);
+      const after = await Promise.all(apps.map((a) => count(a.url)));
+      expect(apps.map((a, i) => ({ [a.url]: after[i] - before[i] >= least }))).toEqual(
+        apps.map((a) => ({ [a.url]: true })),
       );
-      expect({ [app.url]: served >= 150 }).toEqual({ [app.url]: true });
-    }
+    },
+  );
+
+  it("sells to buyers with tokens minted with the deployment's BUYER_AUTH secret and claims", async () => {
+    const { row } = sellAt(checking.url, 'auth', buyerAuth(BUYERS.secret));
+    expect(row).toMatchObject({
+      label: 'fenced auth-hs256 @ 1 URL',
+      auth: 'hs256',
+      codes: { CREATED: 30, SOLD_OUT: 270 },
+    });
+  });
+
+  withNginx(
+    behindNginx(
+      'sells its own product through one nginx in front of both instances (round robin), judged as a list of URLs is',
+    ),
+    async () => {
+      const nginx = await startPrivateNginx(
+        join(benchDir(), 'nginx'),
+        apps.map((a) => a.url),
+      );
+      try {
+        const before = await Promise.all(apps.map((a) => served(a.url)));
+        const { run, row } = sellAt(nginx.url, 'nginx');
+        expect(row).toMatchObject({ label: 'fenced @ 1 URL', requests: 300, settlement: { rows: 30 } });
+        expect(run.stderr).toContain(`the deployment at ${nginx.url} runs fenced`);
+        // nginx dealt the buyers to both instances: each served a share of the warm-up's and the sale's 400 requests.
+        const after = await Promise.all(apps.map((a) => served(a.url)));
+        const shares = apps.map((a, i) => ({ [a.url]: after[i] - before[i] >= 100 }));
+        expect(shares).toEqual(apps.map((a) => ({ [a.url]: true })));
+      } finally {
+        await nginx.stop();
+      }
+    },
+  );
+
+  withNginx(
+    behindNginx('refuses an nginx with no instance behind it (its 502 page) in one line, exit code 2'),
+    async () => {
+      const nginx = await startPrivateNginx(join(benchDir(), 'nginx-alone'), ['http://127.0.0.1:1']);
+      try {
+        const run = bench([...deployment().slice(2), '--target', nginx.url, '--buyers', '50', '--warmup', '0']);
+        expect({ status: run.status, stderr: run.stderr.trim() }).toEqual({
+          status: 2,
+          stderr: expect.stringMatching(
+            /^\[bench\] refused: --target http:\S+: GET \/health answered 502 without a strategy: not this app, or none behind it$/m,
+          ),
+        });
+      } finally {
+        await nginx.stop();
+      }
+    },
+  );
+
+  describe('on a Redis Cluster', () => {
+    let cluster: PrivateCluster;
+    let onCluster: RunningApp;
+    let clusterDatabase: string;
+    beforeAll(async () => {
+      cluster = await startPrivateCluster({ masters: 3 });
+      clusterDatabase = await postgres.createDatabase('on_cluster');
+      const env = { DATABASE_URL: clusterDatabase, ADMIN_TOKEN: TOKEN, KEY_PREFIX: PREFIX };
+      onCluster = await startApp({ env: { ...env, REDIS_CLUSTER_NODES: cluster.clusterNodes } });
+    });
+    afterAll(async () => {
+      await onCluster?.stop();
+      await cluster?.remove();
+    });
+
+    it('sells through an instance on a Redis Cluster, --redis naming one of its nodes: read and metered on every master', async () => {
+      const seed = cluster.nodes[1].url;
+      const { run, row } = sellAt(onCluster.url, 'cluster', [], { redis: seed, database: clusterDatabase });
+      expect(row).toMatchObject({ label: 'fenced @ 1 URL', settlement: { rows: 30 } });
+      const masters = cluster.nodes.map((n) => `127.0.0.1:${n.port}`);
+      expect(run.stderr).toContain(
+        `--redis 127.0.0.1:${cluster.nodes[1].port} is a node of a Redis Cluster: its masters`,
+      );
+      expect(row.cost.shards.map((s: { node: string }) => s.node).sort()).toEqual(masters.sort());
+    });
   });
 
   it.each([
@@ -109,6 +283,21 @@ describe('bench --target: a deployment already running', () => {
       'another key prefix',
       (t: string) => ['--target', t, '--key-prefix', 'seckill:'],
       /--key-prefix: the deployment writes under "shop:", not "seckill:"/,
+    ],
+    [
+      'a deployment that checks buyer tokens, given none',
+      () => ['--target', checking.url],
+      /--auth: the deployment checks buyer tokens \(BUYER_AUTH\): give --auth hs256 with its --buyer-secret/,
+    ],
+    [
+      'buyer tokens of another secret',
+      () => ['--target', checking.url, ...buyerAuth('x'.repeat(40))],
+      /--buyer-secret, --buyer-issuer, --buyer-audience: \S+ refused a token minted with them \(BUYER_TOKEN_INVALID/,
+    ],
+    [
+      'buyer tokens for a deployment that checks none',
+      (t: string) => ['--target', t, ...buyerAuth(BUYERS.secret)],
+      /--auth hs256: \S+ checks no buyer tokens \(no BUYER_AUTH\): drop --auth/,
     ],
   ])('refuses %s in one line, exit code 2, before any load', async (_, args, said) => {
     const given = args(target());

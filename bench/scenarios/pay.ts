@@ -20,7 +20,7 @@ export function pay({ run, t, productId }: Sale): Scenario | undefined {
   return {
     paymentTimeoutMs: options.paymentTimeoutMs,
     begin: () => {
-      paying = new Afterlife(t.app.url, options.pay!);
+      paying = new Afterlife(t.app.url, options.pay!, t.payer);
     },
     onAnswer: (a) => a.orderId && a.status === 201 && paying.offer(a.orderId),
     async after(load, figures) {
@@ -50,7 +50,7 @@ export function pay({ run, t, productId }: Sale): Scenario | undefined {
           quantity: options.quantity,
           userPrefix: 'w2-',
         });
-        secondRefused = await payAll(t.app.url, [...new Set(second.orderIds)]);
+        secondRefused = await payAll(t.app.url, [...new Set(second.orderIds)], t.payer);
         run.log(
           `${t.label}: second wave: ${stockLeft * 2} buyers bought ${second.orderIds.length} orders of the returned units and paid`,
         );

@@ -3,7 +3,7 @@
  * buyer joins, reads its ticket until admitted, and buys with its pass
  * (bench/queue-load.ts). Every order must be an admitted buyer's.
  */
-import { loadThroughQueue, queueVerdict } from '../queue-load';
+import { loadThroughQueueAt, queueVerdict } from '../queue-load';
 import { n, queued } from '../rows';
 import type { Sale, Scenario } from './scenario';
 import { broke } from './scenario';
@@ -13,7 +13,8 @@ export function queue({ run, t, productId }: Sale): Scenario | undefined {
   return {
     put: queued(t),
     async load(options, progress, figures) {
-      const r = await loadThroughQueue(options, t.queue, progress);
+      // --target with several URLs: spread over them (one URL, or an app of the bench's: that one).
+      const r = await loadThroughQueueAt(t.urls ?? [options.url], options, t.queue, progress);
       figures.queue = r.queue;
       return r.load;
     },

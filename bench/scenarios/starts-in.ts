@@ -4,6 +4,7 @@
  * no order may be older than the start.
  */
 import { loadUntilOpen, openingOf } from '../starts-in';
+import { loadAt } from '../load';
 import type { Sale, Scenario } from './scenario';
 import { broke } from './scenario';
 
@@ -15,7 +16,7 @@ export function startsIn({ run, t, skewMs }: Sale): Scenario | undefined {
   return {
     put: { startsAt: new Date(startsAt).toISOString() },
     async load(options, progress) {
-      const r = await loadUntilOpen(options, startsAt, async () => Date.now() + skewMs, progress);
+      const r = await loadUntilOpen(options, startsAt, async () => Date.now() + skewMs, progress, loadAt(t.urls));
       waves = r;
       return r.load;
     },
