@@ -1,17 +1,11 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Cluster } from 'ioredis';
 import { processState, startApp } from '../harness/processes';
-import { createRedisCluster } from '../src/redis/create-client';
 import { KeyLayout } from '../src/redis/key-layout';
 import { moveDone, moveDoneKeys, moveIn, moveInKeys, moveOut, moveOutKeys } from '../src/redis/lua-scripts';
 import { bucketSlot, homeBucket } from '../src/sale/buckets';
 import { ADMIN_TOKEN, request, startTestApp, TestApp } from './helpers/app';
-import { clusterReady, readSlotMap, startTestCluster, TestCluster, uniquePrefix } from './helpers/redis';
-
-const hostPort = (s: string) => {
-  const [host, port] = s.split(':');
-  return { host, port: Number(port) };
-};
+import { readSlotMap, uniquePrefix, useTestCluster } from './helpers/redis';
 
 /** `count` user ids whose home bucket among `n` is `bucket` (homeBucket()), named `<stem><i>`. */
 function usersOf(bucket: number, n: number, count: number, stem = 'u'): string[] {
@@ -29,33 +23,20 @@ function usersOf(bucket: number, n: number, count: number, stem = 'u'): string[]
  * finished by whoever finds them, once.
  */
 describe('escrow buckets on a Redis Cluster', () => {
-  let cluster: TestCluster;
+  const shared = useTestCluster();
   let client: Cluster;
-  const apps: TestApp[] = [];
-
-  beforeAll(async () => {
-    cluster = await startTestCluster({ masters: 3 });
-    client = createRedisCluster({ nodes: cluster.clusterNodes.split(',').map(hostPort), tls: false }, 'test');
-    await clusterReady(client);
-  }, 60_000);
-
-  afterEach(async () => {
-    await Promise.all(apps.splice(0).map((a) => a.close()));
-  });
-
-  afterAll(async () => {
-    client?.disconnect();
-    await cluster?.stop();
+  beforeAll(() => {
+    client = shared.client;
   });
 
   async function app(prefix: string, strategy = 'fenced'): Promise<TestApp> {
-    const started = await startTestApp({
-      REDIS_CLUSTER_NODES: cluster.clusterNodes,
-      KEY_PREFIX: prefix,
-      LOCK_STRATEGY: strategy,
-    });
-    apps.push(started);
-    return started;
+    return shared.opened(
+      await startTestApp({
+        REDIS_CLUSTER_NODES: shared.cluster.clusterNodes,
+        KEY_PREFIX: prefix,
+        LOCK_STRATEGY: strategy,
+      }),
+    );
   }
 
   const put = (url: string, id: string, json: Record<string, unknown>) =>
@@ -232,7 +213,12 @@ describe('escrow buckets on a Redis Cluster', () => {
   it("an app SIGKILLed between a move's steps: another instance lands the units, every unit sold once", async () => {
     const prefix = uniquePrefix('bkt-kill');
     const keys = new KeyLayout(prefix);
-    const env = { REDIS_CLUSTER_NODES: cluster.clusterNodes, KEY_PREFIX: prefix, ADMIN_TOKEN, LOG_LEVEL: 'warn' };
+    const env = {
+      REDIS_CLUSTER_NODES: shared.cluster.clusterNodes,
+      KEY_PREFIX: prefix,
+      ADMIN_TOKEN,
+      LOG_LEVEL: 'warn',
+    };
     const stopper = await startApp({ env: { ...env, FAULT_STOP_AT: 'move-between:1', ALLOW_UNSAFE: '1' } });
     const { url } = await app(prefix);
     try {

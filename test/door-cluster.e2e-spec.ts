@@ -1,13 +1,6 @@
-import { Cluster } from 'ioredis';
-import { createRedisCluster } from '../src/redis/create-client';
 import { KeyLayout } from '../src/redis/key-layout';
-import { request, startTestApp, TestApp } from './helpers/app';
-import { clusterReady, readSlotMap, startTestCluster, TestCluster, uniquePrefix } from './helpers/redis';
-
-const hostPort = (s: string) => {
-  const [host, port] = s.split(':');
-  return { host, port: Number(port) };
-};
+import { request, startTestApp } from './helpers/app';
+import { readSlotMap, uniquePrefix, useTestCluster } from './helpers/redis';
 
 /**
  * The door on a Redis Cluster: the window judged by the clock of the shard that holds
@@ -16,34 +9,18 @@ const hostPort = (s: string) => {
  * instances, under a lock strategy and the lock-free script.
  */
 describe('the door on a Redis Cluster', () => {
-  let cluster: TestCluster;
-  let client: Cluster;
-  const open: TestApp[] = [];
-
-  beforeAll(async () => {
-    cluster = await startTestCluster({ masters: 3 });
-    client = createRedisCluster({ nodes: cluster.clusterNodes.split(',').map(hostPort), tls: false }, 'test');
-    await clusterReady(client);
-  }, 60_000);
-
-  afterEach(async () => {
-    await Promise.all(open.splice(0).map((a) => a.close()));
-  });
-
-  afterAll(async () => {
-    client?.disconnect();
-    await cluster?.stop();
-  });
+  const shared = useTestCluster();
 
   it.each(['fenced', 'atomic'])(
     '%s: window and waiting room on every shard, across two instances',
     async (strategy) => {
       const prefix = uniquePrefix(`cluster-door-${strategy}`);
       const keys = new KeyLayout(prefix);
-      const products = (await readSlotMap(client)).productsOnEveryShard(keys);
-      const env = { REDIS_CLUSTER_NODES: cluster.clusterNodes, KEY_PREFIX: prefix, LOCK_STRATEGY: strategy };
+      const products = (await readSlotMap(shared.client)).productsOnEveryShard(keys);
+      const env = { REDIS_CLUSTER_NODES: shared.cluster.clusterNodes, KEY_PREFIX: prefix, LOCK_STRATEGY: strategy };
       const [a, b] = [await startTestApp(env), await startTestApp(env)];
-      open.push(a, b);
+      shared.opened(a);
+      shared.opened(b);
       for (const productId of products) {
         const later = new Date(Date.now() + 60_000).toISOString();
         const windowed = await request(a.url, 'PUT', `/api/products/${productId}`, {
@@ -53,7 +30,7 @@ describe('the door on a Redis Cluster', () => {
         expect(windowed.status).toBe(200);
         const early = await request(b.url, 'POST', '/api/orders', { json: { productId, userId: 'u0' } });
         expect(early.body).toMatchObject({ code: 'SALE_NOT_STARTED' });
-        expect(await client.xlen(keys.product(productId).orders)).toBe(0);
+        expect(await shared.client.xlen(keys.product(productId).orders)).toBe(0);
 
         const queued = await request(a.url, 'PUT', `/api/products/${productId}`, {
           json: { stock: 2, queue: { admitPerSecond: 100 }, discardOrders: true },
@@ -80,8 +57,8 @@ describe('the door on a Redis Cluster', () => {
         }
         const last = await request(a.url, 'GET', `/api/products/${productId}/queue/${tickets[2].ticket as string}`);
         expect(last.body.state).toBe('sold_out');
-        expect(await client.xlen(keys.product(productId).orders)).toBe(2);
-        expect(await client.get(keys.product(productId).stock)).toBe('0');
+        expect(await shared.client.xlen(keys.product(productId).orders)).toBe(2);
+        expect(await shared.client.get(keys.product(productId).stock)).toBe('0');
       }
     },
     60_000,

@@ -9,7 +9,7 @@ import {
   startPrivateCluster,
   startPrivateRedis,
 } from '../../harness/redis';
-import { whenReady } from '../../src/redis/create-client';
+import { createRedisCluster, whenReady } from '../../src/redis/create-client';
 import { KeyLayout, ProductKeys } from '../../src/redis/key-layout';
 import { resetSale, resetSaleKeys } from '../../src/redis/lua-scripts';
 
@@ -182,6 +182,55 @@ export type TestCluster = Omit<PrivateCluster, 'remove'>;
 export async function startTestCluster(options: PrivateClusterOptions = {}): Promise<TestCluster> {
   const cluster = await startPrivateCluster(options);
   return { ...cluster, stop: cluster.remove };
+}
+
+/** A cluster client of the test's own (its seed nodes the cluster's), ready. */
+export async function clusterClient(cluster: TestCluster): Promise<Cluster> {
+  const nodes = cluster.clusterNodes.split(',').map((s) => {
+    const [host, port] = s.split(':');
+    return { host, port: Number(port) };
+  });
+  const client = createRedisCluster({ nodes, tls: false }, 'test');
+  await clusterReady(client);
+  return client;
+}
+
+/**
+ * Registers the hooks of a file whose tests share one private Redis Cluster of `masters`
+ * masters and a client of it: started before the first test, stopped after the last;
+ * each test's apps (`opened`) closed after it.
+ */
+export function useTestCluster(masters = 3): {
+  readonly cluster: TestCluster;
+  readonly client: Cluster;
+  opened<T extends { close(): Promise<void> }>(app: T): T;
+} {
+  let cluster: TestCluster | undefined;
+  let client: Cluster | undefined;
+  const open: { close(): Promise<void> }[] = [];
+  beforeAll(async () => {
+    cluster = await startTestCluster({ masters });
+    client = await clusterClient(cluster);
+  }, 60_000);
+  afterEach(async () => {
+    await Promise.all(open.splice(0).map((a) => a.close()));
+  });
+  afterAll(async () => {
+    client?.disconnect();
+    await cluster?.stop();
+  });
+  return {
+    get cluster() {
+      return cluster!;
+    },
+    get client() {
+      return client!;
+    },
+    opened: (app) => {
+      open.push(app);
+      return app;
+    },
+  };
 }
 
 /** Which master serves each slot, as one node's CLUSTER SLOTS said when it was read. */
