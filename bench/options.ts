@@ -5,6 +5,7 @@ import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { ROOT } from '../harness/paths';
 import { CONFIG_DEFAULTS, LOCK_STRATEGY_NAMES, LockStrategyName, UNSAFE_STRATEGIES } from '../src/config/app-config';
+import { MAX_BUCKETS } from '../src/sale/buckets';
 
 export interface BenchOptions {
   readonly buyers: number;
@@ -64,6 +65,10 @@ export interface BenchOptions {
   readonly catalog: number;
   /** --target: a deployment already running (bench/target.ts); no app is started. */
   readonly target?: TargetDeployment;
+  /** --buckets: each strategy runs with these escrow bucket counts, a row each (1: the product's own keys only). */
+  readonly buckets: number[];
+  /** --skew F: that share of the buyers have bucket 0 as their home bucket (bucketed rows). */
+  readonly skew?: number;
 }
 
 /** --target URL[,URL...]: the user's own deployment, its admin token, and where it keeps its data. */
@@ -159,6 +164,14 @@ export const USAGE = `usage: npm run bench -- [options]
                     bought) listed through the app's admin API before its
                     warm-up; the report gives the with/without throughput
                     ratio (same run)                                   (0)
+  --buckets LIST    escrow buckets of each product (PUT buckets: N), a row
+                    each: 1,3 runs every strategy with 1 and with 3; on
+                    --cluster they sit on distinct masters, else on one
+                    Redis (the report says so)                        (1)
+  --skew F          that share (0 to 1) of the buyers is chosen so their
+                    home bucket is bucket 0, the rest spread as without it;
+                    needs a --buckets count above 1; one product, not
+                    with --auth                                       (0)
   --redis URL       use this Redis instead of starting a private one
   --target URL[,URL...]  load-test a deployment already running there (no app
                     started): the sale is started through its admin API on a
@@ -209,6 +222,8 @@ export function parseOptions(argv: string[]): BenchOptions {
     'admin-token': { type: 'string' },
     database: { type: 'string' },
     'key-prefix': { type: 'string' },
+    buckets: { type: 'string', default: '1' },
+    skew: { type: 'string' },
     help: { type: 'boolean', short: 'h' },
   } as const;
   let parsed;
@@ -229,6 +244,12 @@ export function parseOptions(argv: string[]): BenchOptions {
       throw new UsageError(`--${name} must be an integer from ${min} to ${max}, got "${value}"`);
     }
     return n;
+  };
+  const fraction = (name: string, value: string): number => {
+    if (!/^(0(\.\d+)?|1(\.0+)?)$/.test(value)) {
+      throw new UsageError(`--${name} must be a fraction from 0 to 1, got "${value}"`);
+    }
+    return Number(value);
   };
   const duplicates = Number(values.duplicates);
   if (!Number.isFinite(duplicates) || duplicates < 0 || duplicates > 10) {
@@ -290,10 +311,7 @@ export function parseOptions(argv: string[]): BenchOptions {
   });
   let pay: number | undefined;
   if (values.pay !== undefined) {
-    pay = Number(values.pay);
-    if (!/^(0(\.\d+)?|1(\.0+)?)$/.test(values.pay)) {
-      throw new UsageError(`--pay must be a fraction from 0 to 1, got "${values.pay}"`);
-    }
+    pay = fraction('pay', values.pay);
     if (products > 1 || retries > 0) throw new UsageError('--pay runs with one product and no --retries');
     if (soldOutPath) throw new UsageError('--pay needs orders: it cannot go with --sold-out-path');
   }
@@ -325,6 +343,15 @@ export function parseOptions(argv: string[]): BenchOptions {
     if (values.quantity !== '1') throw new UsageError('--queue buys one unit a buyer: not with --quantity');
   }
   const target = values.target === undefined ? undefined : targetOf(argv, values);
+  const buckets = [...new Set(values.buckets!.split(',').map((b) => int('buckets', b.trim(), 1, MAX_BUCKETS)))];
+  let skew: number | undefined;
+  if (values.skew !== undefined) {
+    skew = fraction('skew', values.skew);
+    if (!buckets.some((b) => b > 1))
+      throw new UsageError('--skew sends buyers to one bucket: it needs --buckets above 1');
+    // The skewed buyers are named apart from b0..bN: no --products round-robin, no tokens minted for them.
+    if (products > 1 || auth.some((a) => a !== 'off')) throw new UsageError('--skew runs one product, without --auth');
+  }
   const stamp = new Date().toISOString().replace(/[:.]/g, '-');
   return {
     buyers,
@@ -354,6 +381,8 @@ export function parseOptions(argv: string[]): BenchOptions {
     queue,
     catalog: int('catalog', values.catalog!, 0, 100_000),
     ...(target && { target }),
+    buckets,
+    ...(skew !== undefined && { skew }),
     out: resolve(values.out ?? join(ROOT, 'bench', 'results', `${stamp}.json`)),
   };
 }
@@ -374,6 +403,8 @@ const NOT_WITH_TARGET = [
   'payment-timeout',
   'retries',
   'watch',
+  'buckets',
+  'skew',
 ] as const;
 
 function targetOf(
