@@ -1,5 +1,5 @@
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { expectCost, expectRounded, listening, ports, runBench, useBenchDir } from './helpers/bench';
 import { useTestRedis } from './helpers/redis';
@@ -43,6 +43,60 @@ describe('bench (scripts/bench.js): its options', () => {
     for (const row of report.rows) expect(row).toMatchObject({ pass: true, sold: 30 });
     expect(report.rows[3]).toMatchObject({ catalog: { products: 3, listed: 3 }, settlement: { rows: 30 } });
     expect(await admin.keys('*')).toEqual(['canary']);
+  });
+
+  it("--buckets 1,3 --skew 0.9 on one Redis: a row per bucket count, each judged over every bucket (history, settlement), the moves reported, every bucket's keys removed", async () => {
+    const admin = redis.client();
+    // The file's Redis is shared: what its earlier tests left (a canary) must be all there is after.
+    const before = (await admin.keys('*')).sort();
+    const out = join(benchDir(), 'buckets.json');
+    const { run, report } = runBench(
+      [
+        '--redis',
+        redis.url(),
+        '--strategy',
+        'fenced',
+        '--buckets',
+        '1,3',
+        '--skew',
+        '0.9',
+        '--buyers',
+        '600',
+        '--stock',
+        '60',
+        '--connections',
+        '20',
+        '--warmup',
+        '0',
+      ],
+      out,
+      90_000,
+    );
+    const [one, three] = report.rows;
+    expect(report.rows.map((r: { label: string }) => r.label)).toEqual(['fenced', 'fenced buckets-3']);
+    expect(one).not.toHaveProperty('buckets');
+    // Every invariant, the history checker's over the merged streams and settled included.
+    for (const row of report.rows) {
+      expect(row).toMatchObject({ pass: true, sold: 60, stockLeft: 0, settle: true, settlement: { rows: 60 } });
+      expect(Object.entries(row.invariants).filter(([, ok]) => ok !== true)).toEqual([]);
+      expect(row.invariants).toMatchObject({ history: true, settled: true });
+      expect(row.history).toMatchObject({ holds: true, orders: 60, peak: { units: 60 } });
+      expect(row.cost.measured.sold).toBe(60);
+    }
+    // Of the 60 buyers b0..b59 (the tenth not skewed), 13 have bucket 2 as their home and it
+    // holds 20 units: the sale sold out, so rights left it in at least one move.
+    expect(three.buckets).toMatchObject({ count: 3, ids: ['hot', 'hot~1', 'hot~2'], cluster: false, skew: 0.9 });
+    expect(three.buckets.moves).toBeGreaterThanOrEqual(1);
+    expect(run.stdout).toContain(
+      `\nbuckets: fenced buckets-3: 3 buckets (hot, hot~1, hot~2) on one Redis server (no --cluster: one thread serves ` +
+        `every bucket); ${three.buckets.moves} move${three.buckets.moves === 1 ? '' : 's'} of rights into them; ` +
+        `--skew 0.9: 90% of the buyers chosen with bucket 0 (hot) as their home`,
+    );
+    const html = readFileSync(out.replace(/\.json$/, '.html'), 'utf8');
+    expect(html).toContain('<ul id="buckets">');
+    expect(html).toContain('fenced buckets-3: 3 buckets (hot, hot~1, hot~2)');
+    // The clean-up removed every bucket's keys, not only the product's own.
+    expect((await admin.keys('*')).sort()).toEqual(before);
   });
 
   it("--catalog 50 runs each row without, then with 50 idle products listed (read back from Redis's products set): the with/without throughput ratio, and each settling row's order lag percentiles", () => {
