@@ -215,6 +215,34 @@ function costTable(rows: Row[]): string[] {
 }
 
 /**
+ * On more than one Redis node, each node's part of each row's pass: a shard runs its
+ * commands on one thread, so the busiest shard's Redis CPU per sale sets the row's
+ * ceiling (1 s / it), however many shards share the rest.
+ */
+function shardTable(rows: Row[]): string[] {
+  if (!rows.some((r) => r.cost.shards.length > 1)) return [];
+  const header = '| strategy | shard | Redis CPU µs/sale | Redis cmds/sale | share | sales/s ceiling (busiest shard) |';
+  const lines = [header, `|${header.slice(1).replace(/[^|]+/g, '---')}`];
+  const fixed = (x: number | null, digits: number) => (x === null ? '-' : x.toFixed(digits));
+  for (const r of rows.filter((x) => x.cost.shards.length > 1)) {
+    const ceiling = busiestShardCeiling(r);
+    for (const s of r.cost.shards) {
+      lines.push(
+        `| ${label(r)} | ${s.node} | ${fixed(s.cpuUsPerSale, 1)} | ${fixed(s.commandsPerSale, 2)} | ` +
+          `${Math.round(s.share * 100)}% | ${n(ceiling)} |`,
+      );
+    }
+  }
+  return ['', ...lines];
+}
+
+/** 1 s / the busiest node's Redis CPU per sale: sales per second before that node's one thread is full; null if nothing sold. */
+export function busiestShardCeiling(r: Pick<Row, 'cost'>): number | null {
+  const busiest = Math.max(0, ...r.cost.shards.map((s) => s.cpuUsPerSale ?? 0));
+  return busiest > 0 ? Math.round(1e6 / busiest) : null;
+}
+
+/**
  * With --products N > 1, one line per product of each row: the same sale columns, so a
  * failing product is found at a glance among a dozen.
  */
@@ -277,7 +305,7 @@ export function formatReport(rows: Row[]): { text: string; tables: string; faile
         (ratios ? ` ${r.vsBaseline?.throughput.toFixed(2) ?? '-'}x | ${r.vsBaseline?.p99.toFixed(2) ?? '-'}x |` : ''),
     );
   }
-  lines.push('', ...costTable(rows), ...productTable(rows), '');
+  lines.push('', ...costTable(rows), ...shardTable(rows), ...productTable(rows), '');
   const tables = lines.join('\n').trimEnd();
   let failed = false;
   const route = rows.find((r) => r.strategy === 'fastify-route');
