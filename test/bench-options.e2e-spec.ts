@@ -99,6 +99,36 @@ describe('bench (scripts/bench.js): its options', () => {
     expect((await admin.keys('*')).sort()).toEqual(before);
   });
 
+  it("--buckets 3 with more units than buyers: the cost's units sold and the stock left count every bucket", () => {
+    const out = join(benchDir(), 'buckets-left.json');
+    const { report } = runBench(
+      [
+        '--strategy',
+        'fenced',
+        '--buckets',
+        '3',
+        '--settle',
+        'off',
+        '--buyers',
+        '30',
+        '--stock',
+        '60',
+        '--connections',
+        '5',
+        '--warmup',
+        '0',
+      ],
+      out,
+      60_000,
+    );
+    // 20 units a bucket; of b0..b29, 15 have bucket 0 as their home, 9 bucket 1, 6 bucket 2:
+    // no bucket runs dry, and 30 units are left, 5 of them in bucket 0.
+    const [row] = report.rows;
+    expect(row).toMatchObject({ label: 'fenced settle-off buckets-3', pass: true, sold: 30, stockLeft: 30 });
+    expect(row.buckets).toMatchObject({ count: 3, moves: 0 });
+    expect(row.cost.measured.sold).toBe(30);
+  });
+
   it("--catalog 50 runs each row without, then with 50 idle products listed (read back from Redis's products set): the with/without throughput ratio, and each settling row's order lag percentiles", () => {
     const out = join(benchDir(), 'catalog.json');
     const { run, report } = runBench(
