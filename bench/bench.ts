@@ -39,6 +39,7 @@ async function main(): Promise<number> {
     auth: 'off',
     queue: 0,
     catalog: 0,
+    buckets: 1,
   });
   const specs: RowSpec[] = [
     ...(options.baseline ? [server('baseline')] : []),
@@ -49,15 +50,18 @@ async function main(): Promise<number> {
           options.settle.flatMap((settle) =>
             options.auth.flatMap((auth) =>
               options.queue.flatMap((queue) =>
-                catalogs(options).map((catalog): RowSpec => ({
-                  target,
-                  workers,
-                  telemetry,
-                  settle,
-                  auth,
-                  queue,
-                  catalog,
-                })),
+                catalogs(options).flatMap((catalog) =>
+                  options.buckets.map((buckets): RowSpec => ({
+                    target,
+                    workers,
+                    telemetry,
+                    settle,
+                    auth,
+                    queue,
+                    catalog,
+                    buckets,
+                  })),
+                ),
               ),
             ),
           ),

@@ -156,6 +156,29 @@ describe('htmlReport', () => {
     expect(html).toContain('<li>fenced telemetry-off: 4,321 req/s, 1.04× the throughput of fenced (off/on, same run)');
   });
 
+  it("names a bucketed row's buckets and moves, with its per-shard CPU split", () => {
+    const shard = (node: string, share: number) => ({
+      node,
+      cpuUs: 1,
+      cpuUsPerSale: 1,
+      commands: 1,
+      commandsPerSale: 1,
+      share,
+    });
+    const bucketed = row('fenced', {
+      label: 'fenced buckets-3',
+      buckets: { count: 3, ids: ['hot', 'hot~1', 'hot~4'], moves: 28, cluster: true, skew: 0.9 },
+      cost: { shards: [shard('127.0.0.1:7001', 0.75), shard('127.0.0.1:7002', 0.12), shard('127.0.0.1:7003', 0.13)] },
+    } as unknown as Partial<Row>);
+    const html = htmlReport(results([row('fenced'), bucketed]), chartJs);
+    expect(html).toContain(
+      '<ul id="buckets">\n<li data-strategy="fenced buckets-3">fenced buckets-3: 3 buckets (hot, hot~1, hot~4) on a Redis Cluster; ' +
+        '28 moves of rights into them; --skew 0.9: 90% of the buyers chosen with bucket 0 (hot) as their home; ' +
+        'per-shard CPU split: fenced buckets-3: shard 127.0.0.1:7001 75% · 127.0.0.1:7002 12% · 127.0.0.1:7003 13%</li>',
+    );
+    expect(htmlReport(results([row('fenced')]), chartJs)).not.toContain('id="buckets"');
+  });
+
   it("states a catalog row's with/without throughput ratio, and each settling row's order lag", () => {
     const catalog = { products: 50, listed: 50, listMs: 106 };
     const orderLag = { orders: 30, p50: 13.3, p99: 109.3, max: 109.3, clock: 'one machine' as const };

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { catalogLine, orderLagLine, Row, rowResult, twin } from './report';
+import { bucketsLine, catalogLine, orderLagLine, Row, rowResult, shardSplit, twin } from './report';
 import { checksAgainst } from './verdict';
 
 /** What one bench run wrote to its JSON file, as far as the page needs it. */
@@ -88,6 +88,14 @@ export function htmlReport(results: BenchResults, chartJs: string): string {
           : '') +
         '</li>',
     );
+  const buckets = rows
+    .filter((r) => r.buckets)
+    .map(
+      (r) =>
+        `<li data-strategy="${escapeHtml(r.label)}">${escapeHtml(r.label)}: ${escapeHtml(bucketsLine(r.buckets!))}` +
+        (r.cost.shards.length > 1 ? `; ${escapeHtml(shardSplit(r))}` : '') +
+        '</li>',
+    );
   const settlementLag = rows
     .filter((r) => r.settlement?.orderLag)
     .map(
@@ -129,6 +137,11 @@ and answer, each order and return): units come back, so a sale can end whole aft
 An unsafe row passes when it shows the failure it exists to show.</p>
 ${telemetry.length > 0 ? `<h2>Telemetry off vs on</h2>\n<ul id="telemetry">\n${telemetry.join('\n')}\n</ul>\n` : ''}${
     catalog.length > 0 ? `<h2>A catalog of idle products</h2>\n<ul id="catalog">\n${catalog.join('\n')}\n</ul>\n` : ''
+  }${
+    buckets.length > 0
+      ? `<h2>Escrow buckets</h2>\n<p class="hint">One product's stock in several buckets, each its own hash tag; a move ` +
+        `hands rights from the fullest bucket to a dry one (docs/scaling.md).</p>\n<ul id="buckets">\n${buckets.join('\n')}\n</ul>\n`
+      : ''
   }${
     settlementLag.length > 0
       ? `<h2>Settlement lag</h2>\n<p class="hint">Each order's time from its entry in its product's stream to its row in ` +

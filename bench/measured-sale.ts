@@ -4,6 +4,7 @@
  * settlement) is its scenario's, in bench/scenarios/: this file only calls their hooks.
  */
 import { startSale } from '../harness/http';
+import { BucketFigures, bucketKeys, unitsLeft } from './buckets';
 import { startMeter } from './cost';
 import type { Cost } from './cost';
 import { emit } from './events';
@@ -18,6 +19,7 @@ import type { QueueFigures } from './queue-load';
 import { redisClockSkewMs } from './redis-clock';
 import { ProductRow, Row, SettlementRow } from './report';
 import { pauseToWatch, requests, RowApp, Run, SERVERS, watchLine } from './rows';
+import { buckets } from './scenarios/buckets';
 import { pay } from './scenarios/pay';
 import { judgeSale, measuredProducts } from './scenarios/products';
 import { queue } from './scenarios/queue';
@@ -35,7 +37,15 @@ import { passes, peakOversold, ProductVerdict, readSale, SaleSnapshot, Verdict, 
  * the pass before settlement is awaited; the payments' check, the opening's and the
  * waiting room's before settlement's.
  */
-const KINDS: readonly ((sale: Sale) => Scenario | undefined)[] = [retries, pay, startsIn, queue, settle, spread];
+const KINDS: readonly ((sale: Sale) => Scenario | undefined)[] = [
+  retries,
+  pay,
+  startsIn,
+  queue,
+  settle,
+  spread,
+  buckets,
+];
 
 /** Sales the `none` control gets to show an oversell before the bench calls itself blind. */
 const CONTROL_ATTEMPTS = 3;
@@ -63,6 +73,8 @@ export interface Measured {
   /** The last sale's units over time. */
   readonly soldOverTime: SoldPoint[];
   readonly settlement?: SettlementRow;
+  /** --buckets: the measured product's buckets and their moves. */
+  readonly buckets?: BucketFigures;
 }
 
 /**
@@ -102,10 +114,10 @@ async function oneSale(run: Run, t: RowApp, attempt: number): Promise<Measured> 
   await Promise.all(ids.map((id) => startSale(t.app.url, t.token, id, options.stock, options.quantity, deadline, put)));
   await pauseToWatch(run, t);
   const progress: LoadProgress = { done: 0 };
-  const stockKeys = ids.map((id) => t.keys.product(id).stock);
-  // Units left over all the products (one GET each: on a cluster they sit in different slots).
-  const left = async () =>
-    (await Promise.all(stockKeys.map((key) => run.client.get(key)))).reduce((sum, v) => sum + Number(v ?? 0), 0);
+  const bucketsOfIds = (await Promise.all(ids.map((id) => bucketKeys(run.client, t.keys, id)))).flat();
+  // Units left over all the products and their buckets (reads of one bucket each: on a
+  // cluster they sit in different slots), what is in flight between buckets included.
+  const left = () => unitsLeft(run.client, bucketsOfIds);
   const onSale = options.stock * ids.length;
   emit({ type: 'sale', label: t.label, stock: onSale, requests: requests(options), attempt });
   const reporter = startProgress(t.label, requests(options), progress, async () => String(await left()), onSale);
@@ -115,6 +127,7 @@ async function oneSale(run: Run, t: RowApp, attempt: number): Promise<Measured> 
   // The cost is the pass's alone: after the sale's setup, before the retries and the verdict.
   const meter = await startMeter(run.meters, t.app.pid);
   const listeners = kinds.flatMap((k) => k.onAnswer ?? []);
+  const userIds = kinds.find((k) => k.userIds)?.userIds;
   const loadOptions: LoadOptions = {
     url: t.app.url,
     productId,
@@ -127,6 +140,7 @@ async function oneSale(run: Run, t: RowApp, attempt: number): Promise<Measured> 
     // The sold-out path is bought through the URL, where the door answers it.
     productPath: options.soldOutPath,
     ...(t.tokens && { tokens: t.tokens }),
+    ...(userIds && { userIds }),
     ...(listeners.length > 0 && { onAnswer: (a: Answer) => listeners.forEach((listen) => listen(a)) }),
   };
   const figures: Figures = {};
@@ -152,6 +166,7 @@ async function oneSale(run: Run, t: RowApp, attempt: number): Promise<Measured> 
     cost,
     soldOverTime: sold,
     settlement: figures.settlement,
+    ...(figures.buckets && { buckets: figures.buckets }),
     ...(figures.opening && { opening: figures.opening }),
     ...(figures.queue && { queue: figures.queue }),
   };
@@ -202,9 +217,10 @@ async function judged(
 }
 
 /**
- * One product's history judged: its order stream read as a log, every request sent to
- * it (each load's, retries and second waves included), the clocks' link, and
- * PostgreSQL's rows once settlement drained.
+ * One product's history judged: its order stream read as a log (a bucketed product's
+ * streams merged on Redis's clock, every bucket's entries as one product's), every
+ * request sent to it (each load's, retries and second waves included), the clocks'
+ * link, and PostgreSQL's rows once settlement drained.
  */
 async function productHistory(
   run: Run,
@@ -215,8 +231,11 @@ async function productHistory(
   clock: ClockReading[],
   settled: History['settled'],
 ): Promise<HistoryReport> {
-  const key = t.keys.product(productId).orders;
-  const log = await readWholeLog(run.client, key);
+  const streams = (await bucketKeys(run.client, t.keys, productId)).map((k) => k.orders);
+  // Stable: one bucket's entries keep their order; the buckets' shards share this machine's clock.
+  const log = (await Promise.all(streams.map((key) => readWholeLog(run.client, key))))
+    .flat()
+    .sort((a, b) => a.ms - b.ms);
   // A load that kept no request (none today) leaves the client's checks not run, never passed on half a history.
   const requests = load.requests?.filter((r) => (r.productId ?? productId) === productId);
   return checkHistory({
@@ -224,7 +243,7 @@ async function productHistory(
     stock: sale.initialStock,
     perUserLimit: sale.perUserLimit,
     log,
-    logComplete: await logComplete(run.client, key),
+    logComplete: (await Promise.all(streams.map((key) => logComplete(run.client, key)))).every(Boolean),
     ...(requests && { requests, clock: linkClocks(...clock) }),
     ...(settled && { settled }),
   });
@@ -233,7 +252,7 @@ async function productHistory(
 export function toRow(
   run: Run,
   t: RowApp,
-  { load, verdict, products, attempts, cost, soldOverTime: sold, settlement, opening, queue }: Measured,
+  { load, verdict, products, attempts, cost, soldOverTime: sold, settlement, opening, queue, buckets }: Measured,
   exitCode: number | null,
 ): Row {
   const { options } = run;
@@ -271,6 +290,7 @@ export function toRow(
     ...(opening && { opening }),
     ...(queue && { queue }),
     ...(t.catalog && { catalog: t.catalog }),
+    ...(buckets && { buckets }),
     pass: passes(verdict.invariants, t.unsafe) && (t.unsafe || exitCode === 0),
   };
 }

@@ -119,6 +119,17 @@ describe('bench options', () => {
     expect(parseOptions(['--catalog', '0'])).toMatchObject({ catalog: 0 });
   });
 
+  it('sells from one bucket by default; --buckets 1,3 gives a row each, --skew F a share of buyers homed on bucket 0', () => {
+    expect(parseOptions([])).toMatchObject({ buckets: [1] });
+    expect(parseOptions([])).not.toHaveProperty('skew');
+    expect(parseOptions(['--cluster', '3', '--buckets', '1,3'])).toMatchObject({ cluster: 3, buckets: [1, 3] });
+    expect(parseOptions(['--buckets', '3,3'])).toMatchObject({ buckets: [3] });
+    // Buckets on one Redis server are allowed (the report says so).
+    expect(parseOptions(['--buckets', '3'])).toMatchObject({ buckets: [3] });
+    expect(parseOptions(['--buckets', '1,3', '--skew', '0.9'])).toMatchObject({ buckets: [1, 3], skew: 0.9 });
+    expect(parseOptions(['--buckets', '16', '--skew', '1'])).toMatchObject({ buckets: [16], skew: 1 });
+  });
+
   it('runs without buyer tokens by default; --auth off,es256 gives a row each', () => {
     expect(parseOptions([])).toMatchObject({ auth: ['off'] });
     expect(parseOptions(['--auth', 'off,es256,hs256'])).toMatchObject({ auth: ['off', 'es256', 'hs256'] });
@@ -144,6 +155,21 @@ describe('bench options', () => {
     [['--catalog=-5'], '--catalog must be an integer from 0 to 100000, got "-5"'],
     [['--catalog', '2.5'], '--catalog must be an integer from 0 to 100000, got "2.5"'],
     [['--catalog', '100001'], '--catalog must be an integer from 0 to 100000, got "100001"'],
+    [['--buckets', '0'], '--buckets must be an integer from 1 to 16, got "0"'],
+    [['--buckets', '1,17'], '--buckets must be an integer from 1 to 16, got "17"'],
+    [['--buckets', 'three'], '--buckets must be an integer from 1 to 16, got "three"'],
+    [['--skew', '0.9'], '--skew sends buyers to one bucket: it needs --buckets above 1'],
+    [['--buckets', '1', '--skew', '0.9'], '--skew sends buyers to one bucket: it needs --buckets above 1'],
+    [['--buckets', '3', '--skew', '1.5'], '--skew must be a fraction from 0 to 1, got "1.5"'],
+    [['--buckets', '3', '--skew', '.5'], '--skew must be a fraction from 0 to 1, got ".5"'],
+    [['--buckets', '3', '--skew', '0.9', '--products', '2'], '--skew runs one product, without --auth'],
+    [['--buckets', '3', '--skew', '0.9', '--auth', 'hs256'], '--skew runs one product, without --auth'],
+    [['--pay', '2'], '--pay must be a fraction from 0 to 1, got "2"'],
+    [['--buckets', '1,3', '--queue', '100'], '--buckets above 1 sells without a waiting room: not with --queue'],
+    [
+      ['--target', 'http://a:1', '--admin-token', 'T', '--redis', 'redis://b:2', '--buckets', '3'],
+      '--target runs against a deployment as it is: not with --buckets',
+    ],
   ])('refuses %j', (argv, message) => {
     expect(() => parseOptions(argv)).toThrow(UsageError);
     expect(() => parseOptions(argv)).toThrow(message);

@@ -10,6 +10,7 @@ import { UsageError } from './usage-error';
 
 export { UsageError };
 export type { TargetDeployment };
+import { MAX_BUCKETS } from '../src/sale/buckets';
 
 export interface BenchOptions {
   readonly buyers: number;
@@ -69,6 +70,10 @@ export interface BenchOptions {
   readonly catalog: number;
   /** --target: a deployment already running (bench/target.ts); no app is started. */
   readonly target?: TargetDeployment;
+  /** --buckets: each strategy runs with these escrow bucket counts, a row each (1: the product's own keys only). */
+  readonly buckets: number[];
+  /** --skew F: that share of the buyers have bucket 0 as their home bucket (bucketed rows). */
+  readonly skew?: number;
 }
 
 export const BENCH_AUTH = ['off', 'hs256', 'es256'] as const;
@@ -153,6 +158,14 @@ export const USAGE = `usage: npm run bench -- [options]
                     bought) listed through the app's admin API before its
                     warm-up; the report gives the with/without throughput
                     ratio (same run)                                   (0)
+  --buckets LIST    escrow buckets of each product (PUT buckets: N), a row
+                    each: 1,3 runs every strategy with 1 and with 3; on
+                    --cluster they sit on distinct masters, else on one
+                    Redis (the report says so); not with --queue      (1)
+  --skew F          that share (0 to 1) of the buyers is chosen so their
+                    home bucket is bucket 0, the rest spread as without it;
+                    needs a --buckets count above 1; one product, not
+                    with --auth                                       (0)
   --redis URL       use this Redis instead of starting a private one; a
                     node of a Redis Cluster: the cluster (every master read
                     and metered, the app given REDIS_CLUSTER_NODES)
@@ -212,6 +225,8 @@ export function parseOptions(argv: string[]): BenchOptions {
     'buyer-secret': { type: 'string' },
     'buyer-issuer': { type: 'string' },
     'buyer-audience': { type: 'string' },
+    buckets: { type: 'string', default: '1' },
+    skew: { type: 'string' },
     help: { type: 'boolean', short: 'h' },
   } as const;
   let parsed;
@@ -232,6 +247,12 @@ export function parseOptions(argv: string[]): BenchOptions {
       throw new UsageError(`--${name} must be an integer from ${min} to ${max}, got "${value}"`);
     }
     return n;
+  };
+  const fraction = (name: string, value: string): number => {
+    if (!/^(0(\.\d+)?|1(\.0+)?)$/.test(value)) {
+      throw new UsageError(`--${name} must be a fraction from 0 to 1, got "${value}"`);
+    }
+    return Number(value);
   };
   const duplicates = Number(values.duplicates);
   if (!Number.isFinite(duplicates) || duplicates < 0 || duplicates > 10) {
@@ -293,10 +314,7 @@ export function parseOptions(argv: string[]): BenchOptions {
   });
   let pay: number | undefined;
   if (values.pay !== undefined) {
-    pay = Number(values.pay);
-    if (!/^(0(\.\d+)?|1(\.0+)?)$/.test(values.pay)) {
-      throw new UsageError(`--pay must be a fraction from 0 to 1, got "${values.pay}"`);
-    }
+    pay = fraction('pay', values.pay);
     if (products > 1 || retries > 0) throw new UsageError('--pay runs with one product and no --retries');
     if (soldOutPath) throw new UsageError('--pay needs orders: it cannot go with --sold-out-path');
   }
@@ -329,6 +347,19 @@ export function parseOptions(argv: string[]): BenchOptions {
   }
   const target = values.target === undefined ? undefined : targetOf(argv, values);
   if (!target) checkNoBuyerFlags(values);
+  const buckets = [...new Set(values.buckets!.split(',').map((b) => int('buckets', b.trim(), 1, MAX_BUCKETS)))];
+  // The app offers no waiting room with buckets (400 on the PUT).
+  if (buckets.some((b) => b > 1) && queue.some((q) => q > 0)) {
+    throw new UsageError('--buckets above 1 sells without a waiting room: not with --queue');
+  }
+  let skew: number | undefined;
+  if (values.skew !== undefined) {
+    skew = fraction('skew', values.skew);
+    if (!buckets.some((b) => b > 1))
+      throw new UsageError('--skew sends buyers to one bucket: it needs --buckets above 1');
+    // The skewed buyers are named apart from b0..bN: no --products round-robin, no tokens minted for them.
+    if (products > 1 || auth.some((a) => a !== 'off')) throw new UsageError('--skew runs one product, without --auth');
+  }
   const stamp = new Date().toISOString().replace(/[:.]/g, '-');
   return {
     buyers,
@@ -358,6 +389,8 @@ export function parseOptions(argv: string[]): BenchOptions {
     queue,
     catalog: int('catalog', values.catalog!, 0, 100_000),
     ...(target && { target }),
+    buckets,
+    ...(skew !== undefined && { skew }),
     out: resolve(values.out ?? join(ROOT, 'bench', 'results', `${stamp}.json`)),
   };
 }

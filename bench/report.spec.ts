@@ -66,6 +66,26 @@ describe('formatReport', () => {
     expect(text).not.toContain('per-shard CPU split: atomic');
   });
 
+  it('on several nodes, gives each shard of a row its Redis CPU per sale and the ceiling its busiest sets', () => {
+    const one = row('fenced', [22.2, 0.4, 0.4]);
+    const three = row('fenced', [13.9, 13.8, 11], {
+      label: 'fenced buckets-3',
+      buckets: { count: 3, ids: ['hot', 'hot~1', 'hot~4'], moves: 8, cluster: true },
+    });
+    const { text } = formatReport([one, three, row('atomic', [1])]);
+    expect(text).toContain(
+      '| strategy | shard | Redis CPU µs/sale | Redis cmds/sale | share | sales/s ceiling (busiest shard) |',
+    );
+    // 1 s / 22.2 µs and 1 s / 13.9 µs.
+    expect(text).toContain('| fenced | 127.0.0.1:7001 | 22.2 | 1.00 | 2220% | 45,045 |');
+    expect(text).toContain('| fenced buckets-3 | 127.0.0.1:7003 | 11.0 | 1.00 | 1100% | 71,942 |');
+    expect(text).not.toContain('| atomic | 127.0.0.1:7001 |');
+    expect(text).toContain(
+      '\nbuckets: fenced buckets-3: 3 buckets (hot, hot~1, hot~4) on a Redis Cluster; 8 moves of rights into them',
+    );
+    expect(formatReport([row('atomic', [1])]).text).not.toContain('| shard |');
+  });
+
   it('gives each product of a row its own line, and fails a safe row whose product failed', () => {
     const product = (id: string, pass: boolean) => ({
       id,

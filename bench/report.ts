@@ -1,3 +1,4 @@
+import type { BucketFigures } from './buckets';
 import type { CatalogFigures } from './catalog';
 import { historyLine } from './history/check';
 import type { Opening } from './starts-in';
@@ -73,6 +74,8 @@ export interface Row extends Verdict {
   readonly catalog?: CatalogFigures;
   /** A row with a catalog: its throughput divided by the same set-up's without one, same run. */
   readonly vsNoCatalog?: { throughput: number };
+  /** --buckets N > 1: the measured product's escrow buckets and the moves between them (bench/buckets.ts). */
+  readonly buckets?: BucketFigures;
   /** False when any product (or the totals) fails. */
   readonly pass: boolean;
 }
@@ -139,13 +142,14 @@ export function rowLabel(
     auth?: string;
     queue?: Pick<QueueFigures, 'admitPerSecond'>;
     catalog?: Pick<CatalogFigures, 'products'>;
+    buckets?: Pick<BucketFigures, 'count'>;
   },
 ): string {
   return `${r.strategy}${r.workers > 1 ? ` ×${r.workers}` : ''}${r.telemetry === false ? ' telemetry-off' : ''}${
     r.settle === false ? ' settle-off' : ''
   }${r.auth ? ` auth-${r.auth}` : ''}${r.queue ? ` queue-${r.queue.admitPerSecond}/s` : ''}${
     r.catalog ? ` catalog-${r.catalog.products}` : ''
-  }`;
+  }${r.buckets ? ` buckets-${r.buckets.count}` : ''}`;
 }
 
 /** A row's set-up: its value of each option that makes rows (bench/bench.ts). */
@@ -158,6 +162,7 @@ function setUp(r: Row) {
     auth: r.auth,
     queue: r.queue?.admitPerSecond ?? 0,
     catalog: r.catalog?.products ?? 0,
+    buckets: r.buckets?.count ?? 1,
   };
 }
 
@@ -207,6 +212,34 @@ function costTable(rows: Row[]): string[] {
     );
   }
   return lines;
+}
+
+/**
+ * On more than one Redis node, each node's part of each row's pass: a shard runs its
+ * commands on one thread, so the busiest shard's Redis CPU per sale sets the row's
+ * ceiling (1 s / it), however many shards share the rest.
+ */
+function shardTable(rows: Row[]): string[] {
+  if (!rows.some((r) => r.cost.shards.length > 1)) return [];
+  const header = '| strategy | shard | Redis CPU µs/sale | Redis cmds/sale | share | sales/s ceiling (busiest shard) |';
+  const lines = [header, `|${header.slice(1).replace(/[^|]+/g, '---')}`];
+  const fixed = (x: number | null, digits: number) => (x === null ? '-' : x.toFixed(digits));
+  for (const r of rows.filter((x) => x.cost.shards.length > 1)) {
+    const ceiling = busiestShardCeiling(r);
+    for (const s of r.cost.shards) {
+      lines.push(
+        `| ${label(r)} | ${s.node} | ${fixed(s.cpuUsPerSale, 1)} | ${fixed(s.commandsPerSale, 2)} | ` +
+          `${Math.round(s.share * 100)}% | ${n(ceiling)} |`,
+      );
+    }
+  }
+  return ['', ...lines];
+}
+
+/** 1 s / the busiest node's Redis CPU per sale: sales per second before that node's one thread is full; null if nothing sold. */
+export function busiestShardCeiling(r: Pick<Row, 'cost'>): number | null {
+  const busiest = Math.max(0, ...r.cost.shards.map((s) => s.cpuUsPerSale ?? 0));
+  return busiest > 0 ? Math.round(1e6 / busiest) : null;
 }
 
 /**
@@ -272,7 +305,7 @@ export function formatReport(rows: Row[]): { text: string; tables: string; faile
         (ratios ? ` ${r.vsBaseline?.throughput.toFixed(2) ?? '-'}x | ${r.vsBaseline?.p99.toFixed(2) ?? '-'}x |` : ''),
     );
   }
-  lines.push('', ...costTable(rows), ...productTable(rows), '');
+  lines.push('', ...costTable(rows), ...shardTable(rows), ...productTable(rows), '');
   const tables = lines.join('\n').trimEnd();
   let failed = false;
   const route = rows.find((r) => r.strategy === 'fastify-route');
@@ -323,6 +356,7 @@ export function formatReport(rows: Row[]): { text: string; tables: string; faile
   }
   for (const r of rows) lines.push(...historyLines(r));
   for (const r of rows) if (r.cost.shards.length > 1) lines.push(shardSplit(r));
+  for (const r of rows) if (r.buckets) lines.push(`buckets: ${label(r)}: ${bucketsLine(r.buckets)}`);
   for (const r of rows) {
     if (!r.vsTelemetryOn) continue;
     const on = twin(rows, r, { telemetry: true });
@@ -381,6 +415,19 @@ export function orderLagLine(lag: OrderLag): string {
 export function catalogLine(c: CatalogFigures): string {
   const products = `${n(c.products)} idle product${c.products === 1 ? '' : 's'}`;
   return `with ${products} listed (through the admin API in ${n(c.listMs)} ms; ${n(c.listed)} in Redis's products set)`;
+}
+
+/**
+ * `3 buckets (hot, hot~1, hot~4) on a Redis Cluster; 12 moves of rights into them`: where
+ * a bucketed row's stock was kept, and how often a dry bucket was refilled.
+ */
+export function bucketsLine(b: BucketFigures): string {
+  const where = b.cluster ? 'on a Redis Cluster' : 'on one Redis server (no --cluster: one thread serves every bucket)';
+  const skew =
+    b.skew === undefined
+      ? ''
+      : `; --skew ${b.skew}: ${Math.round(b.skew * 100)}% of the buyers chosen with bucket 0 (${b.ids[0]}) as their home`;
+  return `${b.count} buckets (${b.ids.join(', ')}) ${where}; ${n(b.moves)} move${b.moves === 1 ? '' : 's'} of rights into them${skew}`;
 }
 
 /** `history: fenced: <the checker's line>`, one per product that has a history report. */

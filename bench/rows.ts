@@ -14,6 +14,7 @@ import { KeyLayout } from '../src/redis/key-layout';
 import { MARK_TAGS } from '../src/redis/shard-marks';
 import { PAYMENT_SECRET, Payer } from './afterlife';
 import { mintBuyerTokens, tokenCount } from './buyer-tokens';
+import { bucketKeys } from './buckets';
 import type { CatalogFigures } from './catalog';
 import type { MeteredNode } from './cost';
 import { LoadOptions, loadAt } from './load';
@@ -69,6 +70,8 @@ export interface RowSpec {
   readonly queue: number;
   /** --catalog: idle products listed before the sale (0: none). */
   readonly catalog: number;
+  /** --buckets: the escrow buckets each product is sold from (1: its own keys only). */
+  readonly buckets: number;
 }
 
 /** --catalog N: each row's catalog sizes, in the order they run: none, then N (a row each). */
@@ -77,8 +80,10 @@ export function catalogs(options: BenchOptions): number[] {
 }
 
 /** One row's app, and what it wrote. */
-export interface RowApp extends Omit<RowSpec, 'settle' | 'catalog'> {
+export interface RowApp extends Omit<RowSpec, 'settle' | 'catalog' | 'buckets'> {
   readonly label: string;
+  /** --buckets: its products' escrow buckets; absent: 1 (a deployment's row, bench/target.ts). */
+  readonly buckets?: number;
   readonly unsafe: boolean;
   /** The app now serving the row: the control gets a fresh one for each of its sales. */
   app: RunningApp;
@@ -134,11 +139,11 @@ export async function prepare(options: BenchOptions): Promise<Run> {
 }
 
 export async function startTarget(run: Run, spec: RowSpec): Promise<RowApp> {
-  const { target, workers, telemetry, settle, auth, queue, catalog } = spec;
+  const { target, workers, telemetry, settle, auth, queue, catalog, buckets } = spec;
   const unsafe = (UNSAFE_STRATEGIES as readonly string[]).includes(target);
   const prefix = `bench:${run.runId}:${target}:x${workers}${telemetry ? '' : ':t0'}${settle ? '' : ':s0'}${
     auth === 'off' ? '' : `:a-${auth}`
-  }${queue ? `:q${queue}` : ''}${catalog ? `:c${catalog}` : ''}:`;
+  }${queue ? `:q${queue}` : ''}${catalog ? `:c${catalog}` : ''}${buckets > 1 ? `:k${buckets}` : ''}:`;
   // The comparison servers settle nothing: their label says nothing of it.
   const label = rowLabel({
     strategy: target,
@@ -148,6 +153,7 @@ export async function startTarget(run: Run, spec: RowSpec): Promise<RowApp> {
     ...(auth !== 'off' && { auth }),
     ...(queue > 0 && { queue: { admitPerSecond: queue } }),
     ...(catalog > 0 && { catalog: { products: catalog } }),
+    ...(buckets > 1 && { buckets: { count: buckets } }),
   });
   // Minted here, before the warm-up and the measured pass: the bench's CPU, not the app's.
   const buyerTokens = auth === 'off' ? undefined : await mintBuyerTokens(auth, tokenCount(run.options));
@@ -195,6 +201,7 @@ export async function startTarget(run: Run, spec: RowSpec): Promise<RowApp> {
     launch,
     auth,
     queue,
+    buckets,
     ...(buyerTokens && { tokens: buyerTokens.tokens }),
     ...(databaseUrl && { databaseUrl }),
   };
@@ -234,7 +241,9 @@ export async function warmUp(run: Run, t: RowApp): Promise<void> {
     : productIds(options, 'warmup', (i) => `warmup-${i}`);
   t.products.push(...ids);
   await Promise.all(
-    ids.map((id) => startSale(t.app.url, t.token, id, warmStock, options.quantity, undefined, queued(t))),
+    ids.map((id) =>
+      startSale(t.app.url, t.token, id, warmStock, options.quantity, undefined, { ...queued(t), ...bucketed(t) }),
+    ),
   );
   const warm: LoadOptions = {
     url: t.app.url,
@@ -256,6 +265,11 @@ export function queued(t: RowApp): Record<string, unknown> {
   return t.queue ? { queue: { admitPerSecond: t.queue } } : {};
 }
 
+/** --buckets: the PUT's bucket count for a bucketed row (none for 1: the field left out, as a user would). */
+export function bucketed(t: Pick<RowApp, 'buckets'>): Record<string, unknown> {
+  return (t.buckets ?? 1) > 1 ? { buckets: t.buckets } : {};
+}
+
 /** After a row: its settling database made quiet for the next row, and, in a Redis the user named, what this row wrote removed (only that). */
 export async function cleanUp(run: Run, t: RowApp): Promise<void> {
   // A settling row's writes are flushed and vacuumed before the next row starts (a
@@ -264,10 +278,14 @@ export async function cleanUp(run: Run, t: RowApp): Promise<void> {
     await quiesce(t.databaseUrl).catch((err: Error) => run.log(`${t.label}: PostgreSQL not quiesced: ${err.message}`));
   }
   if (!run.options.redis) return;
-  // One DEL per product: its keys share a slot, different products' may not. Then the
-  // row's own keys of the whole prefix (each its own slot), and each shard's work marks
-  // (one DEL per tag: its two keys share a slot): nothing of the row is left.
-  for (const id of t.products) await run.client.del(...Object.values(t.keys.product(id)));
+  // One DEL per bucket of each product (a product unbucketed is its one bucket): a
+  // bucket's keys share a slot, different buckets' and products' may not; bucket 0 last,
+  // its meta names the others. Then the row's own keys of the whole prefix (each its own
+  // slot), and each shard's work marks (one DEL per tag: its two keys share a slot):
+  // nothing of the row is left.
+  for (const id of t.products) {
+    for (const k of (await bucketKeys(run.client, t.keys, id)).reverse()) await run.client.del(...Object.values(k));
+  }
   for (const key of [t.keys.products, t.keys.settling]) await run.client.del(key);
   for (const tag of MARK_TAGS) await run.client.del(...Object.values(t.keys.marks(tag)));
 }

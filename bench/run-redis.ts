@@ -30,7 +30,18 @@ export interface RunRedis {
  */
 export type BenchClient = Pick<
   Redis,
-  'get' | 'del' | 'hmget' | 'hgetall' | 'xrange' | 'time' | 'xinfo' | 'xlen' | 'zcard' | 'zrangebyscore' | 'smismember'
+  | 'get'
+  | 'del'
+  | 'hmget'
+  | 'hgetall'
+  | 'hlen'
+  | 'xrange'
+  | 'time'
+  | 'xinfo'
+  | 'xlen'
+  | 'zcard'
+  | 'zrangebyscore'
+  | 'smismember'
 >;
 
 export async function startRunRedis(

@@ -16,10 +16,25 @@ export interface LagPoint {
 }
 
 /**
- * Entries of the stream not settled yet: the settle group's pending ones plus those it
- * has not delivered. Before any settler met the stream (no group): all of them.
+ * A product's keys, or with escrow buckets (src/sale/buckets.ts) every bucket's
+ * (bench/buckets.ts bucketKeys()): its orders are settled from each bucket's stream
+ * and stored in PostgreSQL under the product's id, its states kept per bucket.
  */
-export async function unsettled(redis: Pick<Redis, 'xinfo' | 'xlen' | 'xrange'>, k: ProductKeys): Promise<number> {
+export type SaleKeys = ProductKeys | readonly ProductKeys[];
+
+const eachBucket = (k: SaleKeys): readonly ProductKeys[] => (Array.isArray(k) ? k : [k as ProductKeys]);
+
+/**
+ * Entries of the streams not settled yet: the settle group's pending ones plus those it
+ * has not delivered, over every bucket's stream.
+ */
+export async function unsettled(redis: Pick<Redis, 'xinfo' | 'xlen' | 'xrange'>, k: SaleKeys): Promise<number> {
+  const each = await Promise.all(eachBucket(k).map((b) => unsettledOf(redis, b)));
+  return each.reduce((a, b) => a + b, 0);
+}
+
+/** One stream's: before any settler met it (no group), all of its entries. */
+async function unsettledOf(redis: Pick<Redis, 'xinfo' | 'xlen' | 'xrange'>, k: ProductKeys): Promise<number> {
   let groups: unknown[][];
   try {
     groups = (await redis.xinfo('GROUPS', k.orders)) as unknown[][];
@@ -48,7 +63,7 @@ export async function unsettled(redis: Pick<Redis, 'xinfo' | 'xlen' | 'xrange'>,
  */
 export async function waitForSettlement(
   redis: Pick<Redis, 'xinfo' | 'xlen' | 'xrange'>,
-  k: ProductKeys,
+  k: SaleKeys,
   timeoutMs: number,
   sample?: (unsettled: number) => void,
 ): Promise<number | null> {
@@ -75,7 +90,8 @@ export interface SettledCheck {
 }
 
 /**
- * Invariant 7, read from both stores: every order Redis has (its states hash) is in
+ * Invariant 7, read from both stores: every order Redis has (its states hash, each
+ * bucket's) is in
  * PostgreSQL's `orders` exactly once (the primary key) with the same status, none is
  * there that Redis does not have, and `order_events` holds each order's created entry
  * once and at most one ending. Call it once settlement has drained.
@@ -83,10 +99,14 @@ export interface SettledCheck {
 export async function checkSettled(
   databaseUrl: string,
   redis: Pick<Redis, 'hgetall'>,
-  k: ProductKeys,
+  k: SaleKeys,
   productId: string,
 ): Promise<SettledCheck> {
-  const states = await redis.hgetall(k.states);
+  // An order is in the states of the bucket that sold it, and in PostgreSQL under the product.
+  const states: Record<string, string> = Object.assign(
+    {},
+    ...(await Promise.all(eachBucket(k).map((b) => redis.hgetall(b.states)))),
+  );
   const client = new Client({ connectionString: databaseUrl });
   await client.connect();
   try {

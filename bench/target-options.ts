@@ -38,6 +38,8 @@ const NOT_WITH_TARGET = [
   'products',
   'retries',
   'watch',
+  'buckets',
+  'skew',
 ] as const;
 
 /** The deployment's buyer-token settings, given only with --target --auth hs256. */

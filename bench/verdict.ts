@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis';
 import { KeyLayout, type ProductKeys } from '../src/redis/key-layout';
+import { unitsInFlight } from './buckets';
 import { historyLine } from './history/check';
 import { CHECKS, CheckName, Finding, HistoryReport } from './history/history';
 import { readLog } from './history/read-log';
@@ -166,11 +167,7 @@ async function readBucket(
     returns,
     statuses,
     bucketIds: others ? others.split(' ') : [],
-    // move-out-4.lua's records: `<destination>|<units>|<epoch>|<at>`.
-    inFlight: Object.entries(moves).reduce(
-      (sum, [f, r]) => sum + (f.startsWith('o:') ? Number(r.split('|')[1]) : 0),
-      0,
-    ),
+    inFlight: unitsInFlight(moves),
   };
 }
 

@@ -1,5 +1,5 @@
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { expectCost, expectRounded, listening, ports, runBench, useBenchDir } from './helpers/bench';
 import { useTestRedis } from './helpers/redis';
@@ -43,6 +43,90 @@ describe('bench (scripts/bench.js): its options', () => {
     for (const row of report.rows) expect(row).toMatchObject({ pass: true, sold: 30 });
     expect(report.rows[3]).toMatchObject({ catalog: { products: 3, listed: 3 }, settlement: { rows: 30 } });
     expect(await admin.keys('*')).toEqual(['canary']);
+  });
+
+  it("--buckets 1,3 --skew 0.9 on one Redis: a row per bucket count, each judged over every bucket (history, settlement), the moves reported, every bucket's keys removed", async () => {
+    const admin = redis.client();
+    // The file's Redis is shared: what its earlier tests left (a canary) must be all there is after.
+    const before = (await admin.keys('*')).sort();
+    const out = join(benchDir(), 'buckets.json');
+    const { run, report } = runBench(
+      [
+        '--redis',
+        redis.url(),
+        '--strategy',
+        'fenced',
+        '--buckets',
+        '1,3',
+        '--skew',
+        '0.9',
+        '--buyers',
+        '600',
+        '--stock',
+        '60',
+        '--connections',
+        '20',
+        '--warmup',
+        '0',
+      ],
+      out,
+      90_000,
+    );
+    const [one, three] = report.rows;
+    expect(report.rows.map((r: { label: string }) => r.label)).toEqual(['fenced', 'fenced buckets-3']);
+    expect(one).not.toHaveProperty('buckets');
+    // Every invariant, the history checker's over the merged streams and settled included.
+    for (const row of report.rows) {
+      expect(row).toMatchObject({ pass: true, sold: 60, stockLeft: 0, settle: true, settlement: { rows: 60 } });
+      expect(Object.entries(row.invariants).filter(([, ok]) => ok !== true)).toEqual([]);
+      expect(row.invariants).toMatchObject({ history: true, settled: true });
+      expect(row.history).toMatchObject({ holds: true, orders: 60, peak: { units: 60 } });
+      expect(row.cost.measured.sold).toBe(60);
+    }
+    // Of the 60 buyers b0..b59 (the tenth not skewed), 13 have bucket 2 as their home and it
+    // holds 20 units: the sale sold out, so rights left it in at least one move.
+    expect(three.buckets).toMatchObject({ count: 3, ids: ['hot', 'hot~1', 'hot~2'], cluster: false, skew: 0.9 });
+    expect(three.buckets.moves).toBeGreaterThanOrEqual(1);
+    expect(run.stdout).toContain(
+      `\nbuckets: fenced buckets-3: 3 buckets (hot, hot~1, hot~2) on one Redis server (no --cluster: one thread serves ` +
+        `every bucket); ${three.buckets.moves} move${three.buckets.moves === 1 ? '' : 's'} of rights into them; ` +
+        `--skew 0.9: 90% of the buyers chosen with bucket 0 (hot) as their home`,
+    );
+    const html = readFileSync(out.replace(/\.json$/, '.html'), 'utf8');
+    expect(html).toContain('<ul id="buckets">');
+    expect(html).toContain('fenced buckets-3: 3 buckets (hot, hot~1, hot~2)');
+    // The clean-up removed every bucket's keys, not only the product's own.
+    expect((await admin.keys('*')).sort()).toEqual(before);
+  });
+
+  it("--buckets 3 with more units than buyers: the cost's units sold and the stock left count every bucket", () => {
+    const out = join(benchDir(), 'buckets-left.json');
+    const { report } = runBench(
+      [
+        '--strategy',
+        'fenced',
+        '--buckets',
+        '3',
+        '--settle',
+        'off',
+        '--buyers',
+        '30',
+        '--stock',
+        '60',
+        '--connections',
+        '5',
+        '--warmup',
+        '0',
+      ],
+      out,
+      60_000,
+    );
+    // 20 units a bucket; of b0..b29, 15 have bucket 0 as their home, 9 bucket 1, 6 bucket 2:
+    // no bucket runs dry, and 30 units are left, 5 of them in bucket 0.
+    const [row] = report.rows;
+    expect(row).toMatchObject({ label: 'fenced settle-off buckets-3', pass: true, sold: 30, stockLeft: 30 });
+    expect(row.buckets).toMatchObject({ count: 3, moves: 0 });
+    expect(row.cost.measured.sold).toBe(30);
   });
 
   it("--catalog 50 runs each row without, then with 50 idle products listed (read back from Redis's products set): the with/without throughput ratio, and each settling row's order lag percentiles", () => {
@@ -227,7 +311,7 @@ describe('bench (scripts/bench.js): its options', () => {
     );
   });
 
-  it("--pay judges the whole history: both waves' requests, the returns, and PostgreSQL's rows once settled", () => {
+  it("--pay judges the whole history: both waves' requests, the returns, and PostgreSQL's rows once settled; with --buckets 3 over every bucket", () => {
     const out = join(benchDir(), 'pay.json');
     const { run, report } = runBench(
       [
@@ -238,6 +322,8 @@ describe('bench (scripts/bench.js): its options', () => {
         // Long enough for the second wave's payments: its load ends on autocannon's next one-second tick.
         '--payment-timeout',
         '3000',
+        '--buckets',
+        '1,3',
         '--buyers',
         '300',
         '--stock',
@@ -250,20 +336,23 @@ describe('bench (scripts/bench.js): its options', () => {
       out,
       90_000,
     );
-    const [row] = report.rows;
-    const { unitsReturned, secondWave, paid, cancelled, leftToExpire } = row.settlement.afterlife;
-    expect(unitsReturned).toBeGreaterThan(0);
-    expect(secondWave.created).toBe(unitsReturned);
-    // Every order of both waves was written inside a request the history has: the second wave's too.
-    expect(row).toMatchObject({ pass: true, invariants: { history: true } });
-    expect(row.history).toMatchObject({
-      holds: true,
-      peak: { units: 30 },
-      orders: row.orders,
-      returns: cancelled + leftToExpire,
-      paid: paid + secondWave.created,
-      checks: { outsideWrites: 'pass', falseRefusals: 'pass', returns: 'pass', totalQueue: 'pass' },
-    });
+    expect(report.rows.map((r: { label: string }) => r.label)).toEqual(['atomic', 'atomic buckets-3']);
+    for (const row of report.rows) {
+      const { unitsReturned, secondWave, paid, cancelled, leftToExpire } = row.settlement.afterlife;
+      // Units returned in any bucket are counted (they go back to the bucket that sold them).
+      expect(unitsReturned).toBeGreaterThan(0);
+      expect(secondWave.created).toBe(unitsReturned);
+      // Every order of both waves was written inside a request the history has: the second wave's too.
+      expect(row).toMatchObject({ pass: true, invariants: { history: true, settled: true } });
+      expect(row.history).toMatchObject({
+        holds: true,
+        peak: { units: 30 },
+        orders: row.orders,
+        returns: cancelled + leftToExpire,
+        paid: paid + secondWave.created,
+        checks: { outsideWrites: 'pass', falseRefusals: 'pass', returns: 'pass', totalQueue: 'pass' },
+      });
+    }
     expect(run.stdout).toMatch(/\nhistory: atomic: history holds: peak 30 of 30 held at \+[\d,]+ ms; /);
   });
 

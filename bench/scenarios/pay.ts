@@ -6,6 +6,7 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Afterlife, payAll } from '../afterlife';
+import { bucketKeys, unitsLeft } from '../buckets';
 import { LoadResult, mergeLoads, runLoad } from '../load';
 import type { Sale, Scenario } from './scenario';
 
@@ -15,7 +16,6 @@ const LOST_RACE = ['ORDER_EXPIRED', 'ORDER_PAID', 'ORDER_CANCELLED'];
 export function pay({ run, t, productId }: Sale): Scenario | undefined {
   const { options } = run;
   if (options.pay === undefined) return undefined;
-  const k = t.keys.product(productId);
   let paying: Afterlife;
   return {
     paymentTimeoutMs: options.paymentTimeoutMs,
@@ -25,15 +25,19 @@ export function pay({ run, t, productId }: Sale): Scenario | undefined {
     onAnswer: (a) => a.orderId && a.status === 201 && paying.offer(a.orderId),
     async after(load, figures) {
       const outcome = await paying.done();
+      // Every bucket's reservations (one, unbucketed): each expires in the bucket that sold it.
+      const buckets = await bucketKeys(run.client, t.keys, productId);
+      const reserved = async () =>
+        (await Promise.all(buckets.map((k) => run.client.zcard(k.deadlines)))).some((n) => n > 0);
       const waitUntil = Date.now() + options.paymentTimeoutMs + 15_000;
-      while ((await run.client.zcard(k.deadlines)) > 0) {
+      while (await reserved()) {
         if (Date.now() > waitUntil)
           throw new Error(
             `${t.label}: reservations still unexpired ${options.paymentTimeoutMs + 15_000} ms after the sale`,
           );
         await sleep(100);
       }
-      const stockLeft = Number(await run.client.get(k.stock));
+      const stockLeft = await unitsLeft(run.client, buckets);
       run.log(
         `${t.label}: --pay ${options.pay}: ${outcome.paid} paid, ${outcome.cancelled} cancelled, ${outcome.leftToExpire} left to expire` +
           `${Object.keys(outcome.refused).length ? `, refused ${JSON.stringify(outcome.refused)}` : ''}; ${stockLeft} units back in stock`,

@@ -4,6 +4,7 @@
  * A row's sale is the plain one plus every kind its options switch on
  * (bench/measured-sale.ts): at most one of them runs the pass itself.
  */
+import type { BucketFigures } from '../buckets';
 import type { SettledOrder } from '../history/history';
 import type { Answer, LoadOptions, LoadResult } from '../load';
 import type { LoadProgress } from '../progress';
@@ -32,13 +33,17 @@ export interface Figures {
   queue?: QueueFigures;
   /** PostgreSQL's orders of each product settled, read once settlement drained: the history's total queue. */
   settled?: Record<string, readonly SettledOrder[]>;
+  /** --buckets: the measured product's buckets and the moves between them. */
+  buckets?: BucketFigures;
 }
 
 export interface Scenario {
   /** The payment deadline the sale's PUT sets (ms). */
   readonly paymentTimeoutMs?: number;
-  /** More of the sale's PUT: its window, its waiting room. */
+  /** More of the sale's PUT: its window, its waiting room, its buckets. */
   readonly put?: Record<string, unknown>;
+  /** The pass's buyers, in sending order, instead of b0..bN (--skew). */
+  readonly userIds?: readonly string[];
   /** Just before the measured pass, the sale set up. */
   begin?(): void;
   /** Each answer of the measured pass, as it arrives. */

@@ -5,13 +5,17 @@
  * from the end of the last load; each order's own lag (stream entry to PostgreSQL) is
  * read from PostgreSQL once it has caught up.
  */
+import type { ProductKeys } from '../../src/redis/key-layout';
+import { bucketKeys } from '../buckets';
 import type { SettlementRow } from '../report';
 import { checkSettled, orderLag, unsettled, waitForSettlement } from '../settled';
 import type { Sale, Scenario } from './scenario';
 
 export function settle({ run, t, productId, skewMs }: Sale): Scenario | undefined {
   if (!t.databaseUrl) return undefined;
-  const k = t.keys.product(productId);
+  // Every bucket's stream and states (one, unbucketed): read once the sale is set up.
+  let buckets: Promise<ProductKeys[]> | undefined;
+  const bucketsOf = () => (buckets ??= bucketKeys(run.client, t.keys, productId));
   const points: SettlementRow['lag'] = [];
   let timer: NodeJS.Timeout | undefined;
   let settled: { ok: boolean; problem?: string } = { ok: true };
@@ -20,14 +24,17 @@ export function settle({ run, t, productId, skewMs }: Sale): Scenario | undefine
     begin() {
       const start = Date.now();
       timer = setInterval(() => {
-        void unsettled(run.client, k).then(
-          (n) => points.push({ ms: Date.now() - start, unsettled: n }),
-          () => undefined,
-        );
+        void bucketsOf()
+          .then((k) => unsettled(run.client, k))
+          .then(
+            (n) => points.push({ ms: Date.now() - start, unsettled: n }),
+            () => undefined,
+          );
       }, 200);
     },
     async after(load, figures) {
       const { afterlife } = figures;
+      const k = await bucketsOf();
       const drainMs = await waitForSettlement(run.client, k, 60_000);
       clearInterval(timer);
       if (drainMs === null) {

@@ -1,6 +1,5 @@
-import { DEFAULT_PAYMENT_TIMEOUT_MS } from '../../sale/sale-limits';
-import { startSaleIn, useTestRedis, whileWritesHeld } from '../../../test/helpers/redis';
-import { fencedAcquire, resetSale, resetSaleKeys } from '../../redis/lua-scripts';
+import { resetPlainSale, startSaleIn, useTestRedis, whileWritesHeld } from '../../../test/helpers/redis';
+import { fencedAcquire } from '../../redis/lua-scripts';
 import { FencedLockStrategy } from './fenced.strategy';
 
 /** The lock side of fencing; the write side (the fence refusing a late write) is src/orders/fenced-write.spec.ts. */
@@ -25,24 +24,7 @@ describe('FencedLockStrategy (fenced) against a real Redis', () => {
     await a.release(first!);
     expect(await b.tryAcquire(k.lock)).toMatchObject({ fence: 2 });
     // A sale reset never touches the counter: tokens only grow.
-    await resetSale.run(
-      redis,
-      resetSaleKeys(k),
-      3,
-      1,
-      '1',
-      '',
-      '0',
-      DEFAULT_PAYMENT_TIMEOUT_MS,
-      '',
-      '',
-      '',
-      '',
-      '0',
-      '',
-      '',
-      '0',
-    );
+    await resetPlainSale(redis, k, 3, 1);
     expect(await redis.get(k.fence)).toBe('2');
   });
 
