@@ -106,8 +106,19 @@ export async function shardSale(o: ShardSaleOptions, log: (line: string) => void
     const masterOf = await slotMasters(admin);
     const placed = await bucketsNow();
     const progress: LoadProgress = { done: 0 };
-    // Units left over every bucket, those in flight between them included: one GET each, on its own shard.
-    const left = async () => String((await bucketsNow()).reduce((sum, b) => sum + b.stock + b.inFlight, 0));
+    // Units left over every bucket, those in flight between them included (move-out-3.lua's
+    // records: `<destination>|<units>|...`), read on each bucket's shard by the client the
+    // verdict reads with: the live line's last reading is answered before the verdict's.
+    const left = async () => {
+      const each = await Promise.all(
+        placed.map(async (b) => {
+          const k = layout.product(b.id);
+          const [stock, moving] = await Promise.all([client.get(k.stock), client.hgetall(k.moves)]);
+          return Number(stock) + Object.values(moving).reduce((sum, r) => sum + Number(r.split('|')[1]), 0);
+        }),
+      );
+      return String(each.reduce((a, b) => a + b, 0));
+    };
     const start = await readClock(client);
     const meter = await startMeter(meters, app.pid);
     const load = await watching(
