@@ -110,6 +110,9 @@ describeWithBrowser('dashboard in Chromium during a real sale', (browser) => {
     expect(await shown(page, '#orders-written')).toBe(STOCK);
     expect(await shown(page, '#waiting')).toBe(0);
     expect(await shown(page, '#lost-locks')).toBe(0);
+    // One bucket: the count, and no table of buckets.
+    expect(await shown(page, '#buckets')).toBe(1);
+    expect(await page.isHidden('#buckets-table')).toBe(true);
 
     // Every instance, with the 201s it answered itself.
     const rows = await page.$$eval('#instances tr[data-instance]', (trs) =>
@@ -161,5 +164,57 @@ describeWithBrowser('dashboard in Chromium during a real sale', (browser) => {
     const held = await heldLine();
     expect([held[0], held.at(-1)]).toEqual([0, STOCK - 10]);
     expect(errors).toEqual([]);
+  });
+
+  it('shows a product sold from 3 escrow buckets: their count, their sums, and each bucket as the admin view has it', async () => {
+    await startSale(apps[0].url, TOKEN, 'split', 30, 1, undefined, { buckets: 3 });
+    const page = await browser().newPage({ viewport: { width: 1280, height: 1000 } });
+    const errors: string[] = [];
+    page.on('pageerror', (err) => errors.push(err.message));
+    await page.goto(`${apps[0].url}/?product=split`);
+    await page.waitForSelector('#sale-state[data-state="on-sale"]');
+    expect(await shown(page, '#buckets')).toBe(3);
+    expect(await shown(page, '#initial-stock')).toBe(30);
+    // More buyers than units, on both instances: dry buckets take rights from the others.
+    const loads = await Promise.all(
+      apps.map((app, i) =>
+        runLoad({
+          url: app.url,
+          productId: 'split',
+          buyers: 30,
+          duplicates: 0,
+          connections: 10,
+          quantity: 1,
+          userPrefix: `s${i}-`,
+        }),
+      ),
+    );
+    expect(total(loads, 'CREATED')).toBe(30);
+    await page.waitForSelector('#sale-state[data-state="sold-out"]');
+    expect(await shown(page, '#units-held')).toBe(30);
+    expect(await shown(page, '#orders-written')).toBe(30);
+    const each = (await (
+      await fetch(`${apps[0].url}/api/products/split/buckets`, { headers: { authorization: `Bearer ${TOKEN}` } })
+    ).json()) as { id: string; initialStock: number; stock: number; orders: number; inFlight: number }[];
+    const rows = () =>
+      page.$$eval('#buckets-table tr[data-bucket]', (trs) =>
+        trs.map((tr) => {
+          const n = (cell: string) => Number(tr.querySelector(cell)?.textContent?.replace(/,/g, ''));
+          return {
+            id: tr.getAttribute('data-bucket'),
+            initialStock: n('.initial'),
+            stock: n('.stock'),
+            orders: n('.orders'),
+            inFlight: n('.in-flight'),
+          };
+        }),
+      );
+    expect(await page.isVisible('#buckets-table')).toBe(true);
+    expect(await rows()).toEqual(
+      each.map(({ id, initialStock, stock, orders, inFlight }) => ({ id, initialStock, stock, orders, inFlight })),
+    );
+    expect(each.reduce((sum, b) => sum + b.orders, 0)).toBe(30);
+    expect(errors).toEqual([]);
+    await page.close();
   });
 });

@@ -176,6 +176,7 @@ describe('live dashboard: GET / and Server-Sent Events from the live aggregate',
         stock: null,
         sold: null,
         orders: null,
+        buckets: null,
         lock: null,
         instances: [],
       });
@@ -203,6 +204,8 @@ describe('live dashboard: GET / and Server-Sent Events from the live aggregate',
       expect(last).toMatchObject({ initialStock: 500, stock: Number(stock), sold: 500 - Number(stock) });
       expect(last.orders).toMatchObject({ written: orders, reserved: orders });
       expect(last.stock).toBe(0);
+      // One bucket: the product's own figures (no read of its own).
+      expect(last.buckets).toEqual([{ id: 'burst', initialStock: 500, stock: 0, orders, inFlight: 0 }]);
       expect(sum(last, 'CREATED')).toBe(orders);
       expect(sum(last, 'SOLD_OUT')).toBe(statuses.filter((x) => x === 409).length);
       expect(last.instances).toHaveLength(1);
@@ -214,6 +217,40 @@ describe('live dashboard: GET / and Server-Sent Events from the live aggregate',
       expect(list.body.telemetry).toBe(true);
       expect(list.body.products.map((p: { productId: string }) => p.productId)).toContain('burst');
       expect(list.body.products.map((p: { productId: string }) => p.productId)).not.toContain('nothing-here');
+    });
+
+    it('shows a product sold from 3 escrow buckets as their sums, and each bucket as the admin view has it', async () => {
+      const put = await request(stack.url, 'PUT', '/api/products/split', {
+        json: { stock: 31, buckets: 3 },
+        admin: true,
+      });
+      expect(put.status).toBe(200);
+      const s = await watch(stack.url, 'split');
+      const opened = await eventWhere(s, (e) => e.initialStock !== null);
+      expect(opened).toMatchObject({ initialStock: 31, stock: 31, sold: 0 });
+      expect(opened.buckets).toEqual([
+        { id: 'split', initialStock: 11, stock: 11, orders: 0, inFlight: 0 },
+        { id: 'split~1', initialStock: 10, stock: 10, orders: 0, inFlight: 0 },
+        { id: 'split~2', initialStock: 10, stock: 10, orders: 0, inFlight: 0 },
+      ]);
+      // More buyers than units: dry buckets take rights from the others until every unit is sold.
+      const { created } = await burst([stack.url], 'split', 40, 10);
+      expect(created).toBe(31);
+      const last = await eventWhere(s, (e) => e.sold === 31);
+      const each = await request(stack.url, 'GET', '/api/products/split/buckets', { admin: true });
+      expect(last.buckets).toEqual(
+        each.body.map(({ id, initialStock, stock, orders, inFlight }: NonNullable<LiveEvent['buckets']>[number]) => ({
+          id,
+          initialStock,
+          stock,
+          orders,
+          inFlight,
+        })),
+      );
+      expect(last).toMatchObject({ initialStock: 31, stock: 0 });
+      // The orders over every bucket, as GET /api/products/:id sums them.
+      expect(last.orders).toMatchObject({ written: 31, reserved: 31 });
+      expect((await request(stack.url, 'GET', '/api/products/split')).body).toMatchObject({ orders: 31, sold: 31 });
     });
 
     it('restarting a sale starts its counts at 0, even with answers not yet published', async () => {

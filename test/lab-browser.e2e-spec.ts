@@ -158,6 +158,56 @@ describeWithBrowser('the lab in Chromium', (browser) => {
     await screenshot(page, 'lab');
   });
 
+  it('runs one product on one shard beside one on three shards: each bucket with its master, each shard with its share, the moves, each verdict', async () => {
+    // Between the strategies and the faults, each lesson with its Run buttons.
+    const parts = await page.$$eval('main h2.part', (hs) => hs.map((h) => h.textContent));
+    expect(parts).toEqual(['Strategies', 'Shards', 'Faults']);
+    for (const [buckets, lane] of [
+      ['1', 'left'],
+      ['3', 'right'],
+    ]) {
+      const form = `#shards-${buckets} form.run`;
+      expect(await page.textContent(`#shards-${buckets} code.name`)).toBe(`buckets: ${buckets}`);
+      await page.fill(`${form} input[name=buyers]`, '300');
+      await page.fill(`${form} input[name=stock]`, '300');
+      await page.fill(`${form} input[name=connections]`, '20');
+      await page.click(`${form} button[value=${lane}]`);
+      await page.waitForSelector(`#lane-${lane}[data-run]`);
+    }
+    for (const lane of ['left', 'right']) {
+      await page.waitForSelector(`#lane-${lane}[data-state=done]`, { timeout: 180_000 });
+    }
+    for (const [buckets, lane] of [
+      [1, 'left'],
+      [3, 'right'],
+    ] as const) {
+      const run = lab.runs.get(Number(await page.getAttribute(`#lane-${lane}`, 'data-run')))!;
+      expect(run.request).toEqual({ kind: 'shards', buckets, buyers: 300, stock: 300, connections: 20 });
+      expect(await page.textContent(`#lane-${lane} .title`)).toContain(`buckets: ${buckets} on 3 masters`);
+      // The steps shown are the run's, in order: where each bucket is, then what each bucket and shard did.
+      const steps = run.events.flatMap((e) => (e.type === 'step' ? [e] : []));
+      const shown = await page.$$eval(`#lane-${lane} .timeline li`, (lis) =>
+        lis.map((li) => ({ step: li.getAttribute('data-step'), text: li.textContent })),
+      );
+      expect(shown.map((li) => li.step)).toEqual(steps.map((e) => e.step));
+      expect(steps.filter((e) => /^bucket \S+$/.test(e.step))).toHaveLength(buckets);
+      expect(steps.filter((e) => /^bucket \S+ done$/.test(e.step))).toHaveLength(buckets);
+      expect(steps.filter((e) => e.step.startsWith('shard '))).toHaveLength(3);
+      for (const [i, e] of steps.entries()) expect(shown[i].text).toContain(e.detail);
+      const outcome = run.events.find((e) => e.type === 'outcome') as Extract<RunEvent, { type: 'outcome' }>;
+      expect(outcome).toMatchObject({ pass: true, sold: 300, left: 0, problems: [] });
+      expect(outcome.story).toMatch(
+        buckets === 1 ? /^one bucket on one master: / : /^3 buckets on 3 masters, \d+ moves? \(\d+ units?\) refilling/,
+      );
+      expect(await page.getAttribute(`#lane-${lane} .verdict`, 'data-pass')).toBe('true');
+      expect(await page.textContent(`#lane-${lane} .verdict .story`)).toBe(outcome.story);
+      expect(await page.textContent(`#lane-${lane} .verdict .outcome .history`)).toBe(outcome.history);
+      // Its live line ended where the buckets did: every unit sold.
+      expect((await plotted(page, lane)).live.at(-1)!.y).toBe(300);
+    }
+    expect(pageErrors).toEqual([]);
+  });
+
   it('runs a fault (a paused holder under fenced) and shows its steps as they happened, then its verdict', async () => {
     const form = '#fault-paused-lock form.run';
     await page.selectOption(`${form} select[name=scenario]`, 'paused-fenced');

@@ -213,6 +213,35 @@ describe('the lab: lessons and reading guide', () => {
     }
   });
 
+  it('offers one product on three shards beside one product on one shard, each under the docs section that runs it', () => {
+    const shards = groups.filter((g) => g.kind === 'shards');
+    expect(shards.map((g) => g.title)).toEqual(['Scaling']);
+    expect(shards[0].lessons.map(({ id, title, names, buckets, doc }) => ({ id, title, names, buckets, doc }))).toEqual(
+      [
+        {
+          id: 'shards:1',
+          title: 'One product on one shard',
+          names: ['buckets: 1'],
+          buckets: 1,
+          doc: 'docs/scaling.md#one-product-on-one-shard',
+        },
+        {
+          id: 'shards:3',
+          title: 'One product on three shards',
+          names: ['buckets: 3'],
+          buckets: 3,
+          doc: 'docs/scaling.md#one-product-on-three-shards',
+        },
+      ],
+    );
+    // Three shards draws its section's move between buckets.
+    expect(shards[0].lessons[1].diagrams.join('\n')).toContain('move-out-3.lua');
+    // Between the strategies and the faults, as the page shows them.
+    const kinds = groups.map((g) => g.kind);
+    expect(kinds.lastIndexOf('strategy')).toBeLessThan(kinds.indexOf('shards'));
+    expect(kinds.indexOf('shards')).toBeLessThan(kinds.indexOf('fault'));
+  });
+
   it('links every lesson to files that exist, in its reading order', () => {
     const missing = lessons.flatMap((l) =>
       l.guide.filter((g) => !existsSync(join(ROOT, g.path))).map((g) => `${l.id}: ${g.path}`),
@@ -348,6 +377,14 @@ describe('the lab: its API', () => {
       ['rm'],
     ],
     ['an unknown scenario', { kind: 'fault', scenario: 'paused-nothing' }, 400, 'VALIDATION_FAILED', ['scenario']],
+    ['a bucket count no lesson runs', { kind: 'shards', buckets: 2 }, 400, 'VALIDATION_FAILED', ['buckets']],
+    [
+      'a shard lesson with a strategy',
+      { kind: 'shards', buckets: 3, strategy: 'none' },
+      400,
+      'VALIDATION_FAILED',
+      ['strategy'],
+    ],
     ['an unknown kind', { kind: 'bench' }, 400, 'VALIDATION_FAILED', ['kind']],
     ['a list', [1], 400, 'VALIDATION_FAILED', ['']],
   ])(
@@ -494,6 +531,43 @@ describe('the lab: its API', () => {
     // Its live line ended where Redis's stock key did.
     const progress = run.events.filter((e) => e.type === 'progress');
     expect(progress.at(-1)).toMatchObject({ sold: 50, stock: 50 });
+  });
+
+  it('runs one product on three shards: each bucket on a master of its own, each master with its share, the moves, the verdict over every bucket', async () => {
+    const res = await post(
+      '/api/runs',
+      JSON.stringify({ kind: 'shards', buckets: 3, buyers: 300, stock: 300, connections: 20 }),
+    );
+    expect(res.status).toBe(202);
+    const run = await reaches(lab, (await res.json()) as Pick<Run, 'id'>, ['done', 'failed']);
+    expect(run.command).toBe('npm run lab:shards -- --buckets 3 --buyers 300 --stock 300 --connections 20');
+    expect(run.state).toBe('done');
+    const steps = run.events.flatMap((e) => (e.type === 'step' ? [e] : []));
+    const detail = (step: RegExp) => steps.filter((s) => step.test(s.step)).map((s) => s.detail ?? '');
+    // Placed before the sale: three buckets, three masters, the stock split evenly.
+    const placed = detail(/^bucket \S+$/);
+    expect(placed).toHaveLength(3);
+    expect(new Set(placed.map((d) => /on master (\S+),/.exec(d)![1])).size).toBe(3);
+    expect(placed.map((d) => Number(/, (\d+) units/.exec(d)![1]))).toEqual([100, 100, 100]);
+    // Once sold: every unit an order of some bucket, none left; the moves each bucket took in.
+    const done = detail(/^bucket \S+ done$/).map((d) => {
+      const [, orders, left, units] = /^(\d+) orders, (\d+) left, \d+ moves? in \((\d+) units?\)$/.exec(d)!;
+      return { orders: Number(orders), left: Number(left), units: Number(units) };
+    });
+    expect(done).toHaveLength(3);
+    expect(done.reduce((sum, b) => sum + b.orders, 0)).toBe(300);
+    expect(done.every((b) => b.left === 0)).toBe(true);
+    // Each master's share of the Redis CPU, each serving one bucket.
+    const shards = detail(/^shard /);
+    expect(shards).toHaveLength(3);
+    for (const d of shards) expect(d).toMatch(/^\d+% of the Redis CPU, .*\(bucket \S+\)$/);
+    const outcome = run.events.find((e) => e.type === 'outcome');
+    expect(outcome).toMatchObject({ pass: true, sold: 300, left: 0, oversold: 0, problems: [] });
+    if (outcome?.type !== 'outcome') throw new Error('no outcome');
+    // The story's moves are those the buckets took in.
+    const [, units] = /3 buckets on 3 masters, \d+ moves? \((\d+) units?\)/.exec(outcome.story)!;
+    expect(Number(units)).toBe(done.reduce((sum, b) => sum + b.units, 0));
+    expect(outcome.history).toMatch(/^history holds: peak 300 of 300 held/);
   });
 
   it('streams each event with its id, and a reconnecting browser (Last-Event-ID) gets only those after it', async () => {

@@ -1,25 +1,31 @@
 /**
  * The lab's lessons, read from the docs at run time so the page says what the docs
- * say: every strategy of docs/strategies.md and every fault scenario of the suite's
+ * say: every strategy of docs/strategies.md, every fault scenario of the suite's
  * registry (bench/faults/run.ts) under the heading of docs/faults.md that names it,
- * grouped as the docs group them, each with its paragraph, its diagrams and its
- * reading guide. Anything the docs do not (yet) name is still listed, under "Not in the docs".
+ * and the shard lessons (one product on one shard, on three) under the section of
+ * docs/scaling.md that runs each (`npm run lab:shards -- --buckets N`), grouped as the docs
+ * group them, each with its paragraph, its diagrams and its reading guide. Anything the
+ * docs do not (yet) name is still listed, under "Not in the docs".
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { LOCK_STRATEGY_NAMES } from '../../src/config/app-config';
 import { SCENARIO_NAMES } from '../faults/run';
 import { expandName, inlineHtml, lessonOf, mermaidIn, namesIn, Section, sectionsOf } from './docs';
-import { faultGuide, GuideEntry, STRATEGY_GUIDE } from './reading-guide';
+import { faultGuide, GuideEntry, shardGuide, STRATEGY_GUIDE } from './reading-guide';
+
+export type LessonKind = 'strategy' | 'fault' | 'shards';
 
 export interface Lesson {
-  /** `strategy:<name>` or `fault:<first scenario>`. */
+  /** `strategy:<name>`, `fault:<first scenario>` or `shards:<buckets>`. */
   readonly id: string;
-  readonly kind: 'strategy' | 'fault';
+  readonly kind: LessonKind;
   /** The heading, as HTML. */
   readonly title: string;
-  /** The strategy, or the scenarios the lesson runs (a fault's variants). */
+  /** The strategy, the scenarios the lesson runs (a fault's variants), or `buckets: N`. */
   readonly names: readonly string[];
+  /** A shard lesson's escrow buckets (1: the product on one shard). */
+  readonly buckets?: number;
   /** One paragraph, as HTML. */
   readonly lesson: string;
   /** Mermaid source of each diagram the docs draw for it. */
@@ -30,7 +36,7 @@ export interface Lesson {
 }
 
 export interface LessonGroup {
-  readonly kind: 'strategy' | 'fault';
+  readonly kind: LessonKind;
   readonly title: string;
   readonly intro: string;
   readonly lessons: Lesson[];
@@ -173,7 +179,65 @@ function otherDocs(root: string): Section[] {
     .flatMap((f) => read(root, `docs/${f}`));
 }
 
-/** Every lesson, strategies first. */
+/** The bucket counts of the shard lessons: one product on one shard, and the same sale on three. */
+export const SHARD_LESSON_BUCKETS: readonly number[] = [1, 3];
+
+/**
+ * The shard lessons: the section of docs/scaling.md whose text runs
+ * `npm run lab:shards -- --buckets N` is the lesson of N buckets, in the group of the
+ * page's title. A count no section runs is still listed, under "Not in the docs".
+ */
+export function shardGroups(root: string): LessonGroup[] {
+  const sections = read(root, 'docs/scaling.md');
+  const byBuckets = new Map<number, Lesson>();
+  for (const s of sections) {
+    const buckets = Number(/npm run lab:shards -- --buckets (\d+)\b/.exec(s.body)?.[1]);
+    if (!SHARD_LESSON_BUCKETS.includes(buckets) || byBuckets.has(buckets)) continue;
+    // A `###` lesson also draws its `##`'s diagrams (a move between buckets, under "several shards").
+    const parent = sections.filter((x) => x.line < s.line && x.level < s.level).pop();
+    byBuckets.set(buckets, {
+      ...shardLesson(buckets, docLink(s)),
+      title: title(s),
+      lesson: inlineHtml(lessonOf(s.body)),
+      diagrams: [...diagramsOf(s), ...(parent && parent.level > 1 ? diagramsOf(parent) : [])],
+    });
+  }
+  const h1 = sections.find((x) => x.level === 1);
+  const groups: LessonGroup[] = [
+    {
+      kind: 'shards',
+      title: h1 ? title(h1) : 'Scaling',
+      intro: h1 ? inlineHtml(lessonOf(h1.body)) : '',
+      lessons: SHARD_LESSON_BUCKETS.flatMap((b) => byBuckets.get(b) ?? []),
+    },
+    {
+      kind: 'shards',
+      title: 'Not in the docs',
+      intro: '',
+      lessons: SHARD_LESSON_BUCKETS.filter((b) => !byBuckets.has(b)).map((b) => ({
+        ...shardLesson(b, 'docs/scaling.md'),
+        lesson: `No section of docs/scaling.md runs <code>npm run lab:shards -- --buckets ${b}</code> yet.`,
+      })),
+    },
+  ];
+  return groups.filter((g) => g.lessons.length > 0);
+}
+
+function shardLesson(buckets: number, doc: string): Lesson {
+  return {
+    id: `shards:${buckets}`,
+    kind: 'shards',
+    title: `One product on ${buckets === 1 ? 'one shard' : `${buckets} shards`}`,
+    names: [`buckets: ${buckets}`],
+    buckets,
+    lesson: '',
+    diagrams: [],
+    doc,
+    guide: shardGuide(buckets),
+  };
+}
+
+/** Every lesson: strategies, then the shard lessons, then faults. */
 export function catalogue(root: string): LessonGroup[] {
-  return [...strategyGroups(root), ...faultGroups(root)];
+  return [...strategyGroups(root), ...shardGroups(root), ...faultGroups(root)];
 }

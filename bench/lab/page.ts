@@ -15,14 +15,20 @@ export const KNOBS = {
   connections: { min: 1, max: 1_000, value: 50 },
 } as const;
 
-function number(name: keyof typeof KNOBS): string {
+function number(name: keyof typeof KNOBS, value: number = KNOBS[name].value): string {
   const k = KNOBS[name];
-  return `<label>${name} <input type="number" name="${name}" min="${k.min}" max="${k.max}" value="${k.value}"></label>`;
+  return `<label>${name} <input type="number" name="${name}" min="${k.min}" max="${k.max}" value="${value}"></label>`;
 }
 
 function knobs(lesson: Lesson): string {
+  const sale = `${number('buyers')}${number('stock')}${number('connections')}`;
   if (lesson.kind === 'strategy') {
-    return `<input type="hidden" name="strategy" value="${esc(lesson.names[0])}">${number('buyers')}${number('stock')}${number('connections')}`;
+    return `<input type="hidden" name="strategy" value="${esc(lesson.names[0])}">${sale}`;
+  }
+  if (lesson.kind === 'shards') {
+    // Every request buys, as docs/scaling.md measures a shard's ceiling: the work per shard is the sales'.
+    const contended = `${number('buyers')}${number('stock', KNOBS.buyers.value)}${number('connections')}`;
+    return `<input type="hidden" name="buckets" value="${lesson.buckets}">${contended}`;
   }
   const variants = lesson.names.map((n) => `<option value="${esc(n)}">${esc(n)}</option>`).join('');
   return (
@@ -77,6 +83,7 @@ function lane(side: 'left' | 'right'): string {
 
 export function renderPage(groups: readonly LessonGroup[]): string {
   const strategies = groups.filter((g) => g.kind === 'strategy');
+  const shards = groups.filter((g) => g.kind === 'shards');
   const faults = groups.filter((g) => g.kind === 'fault');
   return `<!doctype html>
 <html lang="en">
@@ -89,7 +96,7 @@ export function renderPage(groups: readonly LessonGroup[]): string {
 <body>
 <header>
   <h1>seckill lab</h1>
-  <p>Every lesson of the docs, run for real: the bench's buyers against fresh app processes on a private Redis, or a scenario of the fault suite, with the verdict read from Redis. One experiment at a time; the next waits in line.</p>
+  <p>Every lesson of the docs, run for real: the bench's buyers against fresh app processes on a private Redis (or, for one product across shards, a private Redis Cluster of three masters), or a scenario of the fault suite, with the verdict read from Redis. One experiment at a time; the next waits in line.</p>
 </header>
 <section id="compare">
   <h2>Side by side</h2>
@@ -101,6 +108,8 @@ export function renderPage(groups: readonly LessonGroup[]): string {
 <main>
 <h2 class="part">Strategies</h2>
 ${strategies.map(groupHtml).join('\n')}
+<h2 class="part">Shards</h2>
+${shards.map(groupHtml).join('\n')}
 <h2 class="part">Faults</h2>
 ${faults.map(groupHtml).join('\n')}
 </main>

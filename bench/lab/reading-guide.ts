@@ -161,3 +161,22 @@ export const FAULT_GUIDE: readonly [prefix: string, entries: readonly GuideEntry
 export function faultGuide(names: readonly string[]): readonly GuideEntry[] {
   return FAULT_GUIDE.find(([prefix]) => names[0].startsWith(prefix))?.[1] ?? [RUN, KIT];
 }
+
+const SHARD_SALE: GuideEntry = {
+  path: 'bench/lab/shard-sale.ts',
+  why: 'the lesson: one product on a 3-master cluster',
+};
+
+/** By a shard lesson's bucket count: one bucket is one hash tag, one slot; more are escrow. */
+export function shardGuide(buckets: number): readonly GuideEntry[] {
+  const tag: GuideEntry = { path: 'src/redis/key-layout.ts', why: 'every key of a product under one hash tag' };
+  if (buckets === 1) return [tag, SHARD_SALE];
+  return [
+    { path: 'src/sale/buckets.ts', why: 'bucket ids placed on distinct masters, the home bucket' },
+    { path: 'src/orders/escrow.ts', why: 'a dry home bucket refilled from the fullest' },
+    { path: 'src/redis/scripts/move-out-3.lua', why: 'the rights leave the source, logged' },
+    { path: 'src/redis/scripts/move-in-3.lua', why: 'they land once per transfer id' },
+    { path: 'src/redis/scripts/move-done-3.lua', why: "the source's record closed" },
+    SHARD_SALE,
+  ];
+}

@@ -24,7 +24,15 @@ export type RunRequest =
       readonly stock: number;
       readonly connections: number;
     }
-  | { readonly kind: 'fault'; readonly scenario: string; readonly size: 'quick' | 'full' };
+  | { readonly kind: 'fault'; readonly scenario: string; readonly size: 'quick' | 'full' }
+  | {
+      /** One product on a 3-master cluster, its stock in `buckets` escrow buckets (bench/lab/shard-sale.ts). */
+      readonly kind: 'shards';
+      readonly buckets: number;
+      readonly buyers: number;
+      readonly stock: number;
+      readonly connections: number;
+    };
 
 export type RunState = 'queued' | 'running' | 'done' | 'failed' | 'stopped' | 'timed-out';
 
@@ -84,6 +92,9 @@ export const MAX_QUEUED = 20;
 export function defaultDeadlineMs(request: RunRequest): number {
   return request.kind === 'fault' && request.size === 'full' ? 30 * 60_000 : 10 * 60_000;
 }
+
+/** The npm script each kind of run is, as its command names it. */
+const NPM_SCRIPT: Record<RunRequest['kind'], string> = { strategy: 'bench', fault: 'faults', shards: 'lab:shards' };
 
 /** A Run refused because the line is full. */
 export class LineFullError extends Error {}
@@ -152,7 +163,7 @@ export class Runs {
       id,
       request,
       lane,
-      command: `npm run ${request.kind === 'strategy' ? 'bench' : 'faults'} -- ${args.slice(1).join(' ')}`,
+      command: `npm run ${NPM_SCRIPT[request.kind]} -- ${args.slice(1).join(' ')}`,
       state: 'queued',
       events: [],
       ...(out && { out }),
@@ -197,6 +208,13 @@ export class Runs {
   private argsFor(request: RunRequest, out?: string): string[] {
     if (request.kind === 'fault') {
       return [join('scripts', 'faults.js'), ...(request.size === 'quick' ? ['--quick'] : []), request.scenario];
+    }
+    if (request.kind === 'shards') {
+      const { buckets, buyers, stock, connections } = request;
+      return [
+        join('scripts', 'shard-sale.js'),
+        ...Object.entries({ buckets, buyers, stock, connections }).flatMap(([k, v]) => [`--${k}`, String(v)]),
+      ];
     }
     return [
       join('scripts', 'bench.js'),

@@ -25,7 +25,7 @@ import {
 } from '../../src/errors/errors';
 import { SCENARIO_NAMES } from '../faults/run';
 import { chartJsSource } from '../html-report';
-import { catalogue } from './lessons';
+import { catalogue, SHARD_LESSON_BUCKETS } from './lessons';
 import { KNOBS, renderPage } from './page';
 import { eventId, Lane, LineFullError, Run, RunEvent, RunRequest, Runs } from './runs';
 
@@ -281,8 +281,10 @@ export function parseRunRequest(body: unknown): RunRequest & { lane?: Lane } {
   const fields: Record<string, readonly string[]> = {
     strategy: ['kind', 'strategy', 'buyers', 'stock', 'connections', 'lane'],
     fault: ['kind', 'scenario', 'size', 'lane'],
+    shards: ['kind', 'buckets', 'buyers', 'stock', 'connections', 'lane'],
   };
-  if (kind !== 'strategy' && kind !== 'fault') fail('kind', 'kind must be one of: strategy, fault');
+  if (kind !== 'strategy' && kind !== 'fault' && kind !== 'shards')
+    fail('kind', 'kind must be one of: strategy, fault, shards');
   for (const key of Object.keys(b)) {
     if (Object.hasOwn(fields, kind as string) && !fields[kind as string].includes(key)) {
       fail(key, `property ${key} should not exist`);
@@ -318,6 +320,18 @@ export function parseRunRequest(body: unknown): RunRequest & { lane?: Lane } {
     const size = b.size ?? 'quick';
     if (size !== 'quick' && size !== 'full') fail('size', 'size must be one of: quick, full');
     request = { kind, scenario: b.scenario as string, size: size as 'quick' | 'full' };
+  } else if (kind === 'shards') {
+    // The lessons' counts only: the page offers them, and each is a docs section's.
+    if (typeof b.buckets !== 'number' || !SHARD_LESSON_BUCKETS.includes(b.buckets)) {
+      fail('buckets', `buckets must be one of: ${SHARD_LESSON_BUCKETS.join(', ')}`);
+    }
+    request = {
+      kind,
+      buckets: b.buckets as number,
+      buyers: int('buyers'),
+      stock: int('stock'),
+      connections: int('connections'),
+    };
   }
   if (errors.length > 0 || !request) {
     throw new ValidationFailedError(errors.map((e) => e.messages.join('; ')).join('; '), errors);

@@ -1,4 +1,4 @@
-import { holderPid, liveOrders, readInstances, STALE_AFTER_MS } from './live-event';
+import { holderPid, liveOrders, readInstances, STALE_AFTER_MS, sumOrders } from './live-event';
 
 describe('the live hash read back (live-event.ts)', () => {
   it('groups fields by instance, answers apart from what the instance says of itself', () => {
@@ -69,6 +69,27 @@ describe('the live hash read back (live-event.ts)', () => {
     });
     // A sale without a payment deadline has no reservations in the sorted set to count.
     expect(liveOrders(10, 0, [null, '0', '0', '0'])).toMatchObject({ written: 10, reserved: null, paid: null });
+  });
+
+  it("sums several escrow buckets' orders as one sale's, a count unknown in any bucket unknown in the sum", () => {
+    const a = liveOrders(10, 3, ['900000', '2', '1', '4']);
+    const b = liveOrders(5, 1, ['900000', '1', '0', '1']);
+    expect(sumOrders([a, b])).toEqual({
+      written: 15,
+      reserved: 4,
+      paid: 7,
+      cancelled: 3,
+      expired: 1,
+      unitsReturned: 5,
+    });
+    expect(sumOrders([a, liveOrders(5, 1, ['900000', null, null, null])])).toEqual({
+      written: 15,
+      reserved: 4,
+      paid: null,
+      cancelled: null,
+      expired: null,
+      unitsReturned: null,
+    });
   });
 
   it('reads the pid in a `<pid>:<token>` lock value, and none in a bare token or timestamp', () => {

@@ -17,7 +17,11 @@ export interface LiveEvent {
   /** null when the product has no sale. */
   readonly initialStock: number | null;
   readonly perUserLimit: number | null;
-  /** Units left, from Redis; below 0 when an unsafe strategy oversold. */
+  /**
+   * Units left, from Redis; below 0 when an unsafe strategy oversold. For a product in
+   * several escrow buckets, initialStock, stock and orders are their sums, units moving
+   * between buckets counted in stock (as GET /api/products/:id counts them).
+   */
   readonly stock: number | null;
   /**
    * initialStock - stock: the units held by orders (reserved or paid), as Redis says. A
@@ -26,6 +30,11 @@ export interface LiveEvent {
   readonly sold: number | null;
   /** The sale's orders and what became of them, as Redis holds them; null without a sale. */
   readonly orders: LiveOrders | null;
+  /**
+   * The escrow buckets the stock is kept in (src/sale/buckets.ts), bucket 0 first: one for
+   * a product sold from one shard (its own figures); null without a sale.
+   */
+  readonly buckets: readonly LiveBucket[] | null;
   /** The product's lock as its key in the sale's Redis says, or null when that key is free (or elsewhere: see lockNote). */
   readonly lock: { readonly holderPid: number | null; readonly ttlMs: number } | null;
   /** Why `lock` shows less than a pid, when it does: a lock-free strategy, Redlock's own nodes, an owner id without a pid. */
@@ -42,6 +51,20 @@ export interface LiveEvent {
   } | null;
   /** With DATABASE_URL: the product's order stream entries not settled into PostgreSQL yet, and the oldest one's age (ms). */
   readonly settlement?: { readonly unsettled: number; readonly oldestMs: number };
+}
+
+/** One escrow bucket, as GET /api/products/:id/buckets (admin) shows it, less its slot. */
+export interface LiveBucket {
+  /** The product's id for bucket 0, `<id>~<n>` for the others. */
+  readonly id: string;
+  /** Its share of the sale's stock at the start. */
+  readonly initialStock: number;
+  /** Units it holds the rights to now. */
+  readonly stock: number;
+  /** Orders it wrote (its order states hash's length). */
+  readonly orders: number;
+  /** Units it gave up to another bucket that have not landed there yet. */
+  readonly inFlight: number;
 }
 
 /**
@@ -80,6 +103,20 @@ export function liveOrders(written: number, deadlines: number, meta: readonly (s
   const paid =
     reserved === null || cancelled === null || expired === null ? null : written - reserved - cancelled - expired;
   return { written, reserved, paid, cancelled, expired, unitsReturned };
+}
+
+/** Several buckets' orders as one sale's: each count summed, null where any bucket's is. */
+export function sumOrders(all: readonly LiveOrders[]): LiveOrders {
+  const total = (key: keyof LiveOrders) =>
+    all.some((o) => o[key] === null) ? null : all.reduce((sum, o) => sum + o[key]!, 0);
+  return {
+    written: total('written')!,
+    reserved: total('reserved'),
+    paid: total('paid'),
+    cancelled: total('cancelled'),
+    expired: total('expired'),
+    unitsReturned: total('unitsReturned'),
+  };
 }
 
 /**

@@ -5,6 +5,9 @@ import { Subscription } from 'rxjs';
 import { commandCalls, startSaleIn, useTestRedis } from '../../test/helpers/redis';
 import { loadConfig } from '../config/app-config';
 import { TooManyWatchersError } from '../errors/errors';
+import { Escrow } from '../orders/escrow';
+import { FaultStop } from '../orders/fault-stop';
+import { ScriptedPurchases } from '../orders/purchases/scripted.purchases';
 import {
   LiveFeed,
   MAX_PRODUCTS_PER_CLIENT,
@@ -26,11 +29,13 @@ describe('LiveFeed (the streams of GET /api/live/:productId)', () => {
   async function setUp() {
     const client = redis.client();
     const { keys } = await startSaleIn(client, 10, 1, 'feed');
+    const config = loadConfig({ REDIS_URL: redis.url(), ADMIN_TOKEN: 'a-long-enough-admin-token' });
     const feed = new LiveFeed(
-      loadConfig({ REDIS_URL: redis.url(), ADMIN_TOKEN: 'a-long-enough-admin-token' }),
+      config,
       client,
       keys,
       new SettlementLag(client, keys),
+      new Escrow(client, keys, new ScriptedPurchases(client, keys, config), new FaultStop(null)),
     );
     let clients = 0;
     /** A stream of a new client each time, unless `client` is given. */

@@ -12,7 +12,18 @@ import { KeyLayout } from '../redis/key-layout';
 import { REDIS_CLIENT } from '../redis/redis.constants';
 import { SettlementLag } from '../settlement/settlement-lag';
 import { requestContext } from '../telemetry/http-requests';
-import { holderPid, LIVE_ORDERS_META, LiveEvent, liveOrders, readInstances } from './live-event';
+import { Escrow } from '../orders/escrow';
+import { bucketsOf } from '../sale/buckets';
+import {
+  holderPid,
+  LIVE_ORDERS_META,
+  LiveBucket,
+  LiveEvent,
+  LiveOrders,
+  liveOrders,
+  readInstances,
+  sumOrders,
+} from './live-event';
 
 /** What the live page says runs: the strategy, whether TELEMETRY records, whether orders settle. */
 export const LIVE_CONFIG = configView('live', STRATEGY_CONFIG, TELEMETRY_CONFIG, SETTLEMENT_CONFIG);
@@ -102,6 +113,7 @@ export class LiveFeed implements BeforeApplicationShutdown {
     @Inject(REDIS_CLIENT) private readonly redis: RedisClient,
     private readonly keys: KeyLayout,
     private readonly settlement: SettlementLag,
+    private readonly escrow: Escrow,
   ) {}
 
   /**
@@ -211,7 +223,7 @@ export class LiveFeed implements BeforeApplicationShutdown {
     // same MULTI, so they agree with the stock: never a read of every order.
     const batch = this.redis
       .multi()
-      .hmget(k.meta, 'initialStock', 'perUserLimit', 'startsAt', 'endsAt', 'saleId', ...LIVE_ORDERS_META)
+      .hmget(k.meta, 'initialStock', 'perUserLimit', 'startsAt', 'endsAt', 'saleId', 'buckets', ...LIVE_ORDERS_META)
       .get(k.stock)
       .hgetall(k.live)
       .time()
@@ -221,13 +233,17 @@ export class LiveFeed implements BeforeApplicationShutdown {
     if (view.read !== null) batch.pttl(k.lock);
     const replies = await execAll(batch);
     const at = Date.now();
-    const [[initial, limit, startsAt, endsAt, saleId, ...counts], stockValue, live, time, written, reserved] =
+    const [[initial, limit, startsAt, endsAt, saleId, others, ...counts], stockValue, live, time, written, reserved] =
       replies as [(string | null)[], string | null, Record<string, string>, [string, string], number, number];
     const lockValue = view.read === 'string' ? (replies[6] as string | null) : null;
     const ttl = view.read === null ? -2 : (replies[replies.length - 1] as number);
     const known = initial !== null && stockValue !== null;
-    const initialStock = known ? Number(initial) : null;
-    const stock = known ? Number(stockValue) : null;
+    const own = { id: productId, initialStock: Number(initial), stock: Number(stockValue), inFlight: 0 };
+    const sale = known
+      ? await this.buckets(bucketsOf(productId, others), { ...own, orders: liveOrders(written, reserved, counts) })
+      : null;
+    const initialStock = sale ? sale.initialStock : null;
+    const stock = sale ? sale.stock : null;
     const settled = this.config.databaseUrl && known ? await this.settlement.forProduct(productId) : null;
     return {
       at,
@@ -239,7 +255,8 @@ export class LiveFeed implements BeforeApplicationShutdown {
       perUserLimit: known && limit !== null ? Number(limit) : null,
       stock,
       sold: known ? initialStock! - stock! : null,
-      orders: known ? liveOrders(written, reserved, counts) : null,
+      orders: sale ? sale.orders : null,
+      buckets: sale ? sale.buckets : null,
       // PTTL: -2 no key (free), -1 a key without a TTL (setnx-no-ttl's failure).
       lock: ttl === -2 ? null : { holderPid: holderPid(lockValue), ttlMs: ttl },
       lockNote: view.note,
@@ -253,6 +270,55 @@ export class LiveFeed implements BeforeApplicationShutdown {
         : null,
       ...(settled && { settlement: { unsettled: settled.unsettled, oldestMs: settled.oldestMs } }),
     };
+  }
+
+  /**
+   * The sale over its escrow buckets: bucket 0's figures as read, and for a product of
+   * several, each other bucket's (one MULTI each on its own shard) and every bucket's
+   * stock with its units in flight (Escrow.read, what GET /api/products/:id sums), so
+   * the product's figures are their sums. A poll's work, never a purchase's.
+   */
+  private async buckets(
+    ids: readonly string[],
+    first: Omit<LiveBucket, 'orders'> & { orders: LiveOrders },
+  ): Promise<{ initialStock: number; stock: number; orders: LiveOrders; buckets: LiveBucket[] }> {
+    const read =
+      ids.length === 1
+        ? [first]
+        : await Promise.all([this.escrow.read(ids), Promise.all(ids.slice(1).map((id) => this.bucketOrders(id)))]).then(
+            ([moves, rest]) =>
+              [first, ...rest].map((b, i) => ({
+                ...b,
+                id: ids[i],
+                stock: moves[i].stock,
+                inFlight: moves[i].inFlight.reduce((n, m) => n + m.units, 0),
+              })),
+          );
+    return {
+      initialStock: read.reduce((sum, b) => sum + b.initialStock, 0),
+      stock: read.reduce((sum, b) => sum + b.stock + b.inFlight, 0),
+      orders: sumOrders(read.map((b) => b.orders)),
+      buckets: read.map(({ id, initialStock, stock, orders, inFlight }) => ({
+        id,
+        initialStock,
+        stock,
+        orders: orders.written,
+        inFlight,
+      })),
+    };
+  }
+
+  /** One bucket's share of the stock and its orders by state, read as bucket 0's are. */
+  private async bucketOrders(id: string): Promise<{ initialStock: number; orders: LiveOrders }> {
+    const k = this.keys.product(id);
+    const [[initial, ...counts], written, reserved] = (await execAll(
+      this.redis
+        .multi()
+        .hmget(k.meta, 'initialStock', ...LIVE_ORDERS_META)
+        .hlen(k.states)
+        .zcard(k.deadlines),
+    )) as [(string | null)[], number, number];
+    return { initialStock: Number(initial ?? 0), orders: liveOrders(written, reserved, counts) };
   }
 
   private async poll(productId: string): Promise<void> {

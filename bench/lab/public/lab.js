@@ -118,7 +118,7 @@
     }
     if (run.steps.length) {
       out.push({
-        label: side + ': fault steps',
+        label: side + (run.summary.request.kind === 'fault' ? ': fault steps' : ': steps'),
         lane: side,
         kind: 'steps',
         type: 'scatter',
@@ -169,6 +169,8 @@
 
   function runTitle(run) {
     var r = run.summary.request;
+    if (r.kind === 'shards')
+      return 'buckets: ' + r.buckets + ' on 3 masters (' + fmt(r.buyers) + ' buyers, stock ' + fmt(r.stock) + ')';
     return r.kind === 'strategy'
       ? r.strategy + ' (' + fmt(r.buyers) + ' buyers, stock ' + fmt(r.stock) + ')'
       : r.scenario + (r.size === 'quick' ? ' (quick)' : '');
@@ -460,16 +462,17 @@
       ev.preventDefault();
       var lane = (ev.submitter && ev.submitter.value) || 'left';
       var data = new FormData(form);
+      var sale = {
+        buyers: Number(data.get('buyers')),
+        stock: Number(data.get('stock')),
+        connections: Number(data.get('connections')),
+      };
       var request =
         form.dataset.kind === 'strategy'
-          ? {
-              kind: 'strategy',
-              strategy: data.get('strategy'),
-              buyers: Number(data.get('buyers')),
-              stock: Number(data.get('stock')),
-              connections: Number(data.get('connections')),
-            }
-          : { kind: 'fault', scenario: data.get('scenario'), size: data.get('size') };
+          ? Object.assign({ kind: 'strategy', strategy: data.get('strategy') }, sale)
+          : form.dataset.kind === 'shards'
+            ? Object.assign({ kind: 'shards', buckets: Number(data.get('buckets')) }, sale)
+            : { kind: 'fault', scenario: data.get('scenario'), size: data.get('size') };
       submit(request, lane);
     });
   });

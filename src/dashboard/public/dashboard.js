@@ -156,6 +156,7 @@
     showNumbers(event, ordersPerSec);
     showAnswers(totals, rates);
     showInstances(event, totals);
+    showBuckets(event);
 
     if (event.initialStock !== null) {
       const [stockLeft, held, initial] = stockChart.data.datasets;
@@ -270,19 +271,29 @@
     body.replaceChildren(...rows);
   }
 
+  /** The row of `body` whose data-`key` is `id`, made with `cells` (its `.id` cell naming it) the first time. */
+  function rowOf(body, key, id, cells) {
+    let row = body.querySelector(`tr[data-${key}="${CSS.escape(id)}"]`);
+    if (!row) {
+      row = document.createElement('tr');
+      row.dataset[key] = id;
+      row.innerHTML = cells;
+      row.querySelector('.id').textContent = id;
+    }
+    return row;
+  }
+
   function showInstances(event, totals) {
     const body = $('instances').tBodies[0];
     const created = totals.CREATED || 0;
     const rows = event.instances.map((instance) => {
-      let row = body.querySelector(`tr[data-instance="${CSS.escape(instance.id)}"]`);
-      if (!row) {
-        row = document.createElement('tr');
-        row.dataset.instance = instance.id;
-        row.innerHTML =
-          '<td class="id"></td><td class="pid num"></td><td class="share num"></td><td class="answers num"></td>' +
-          '<td class="waiting num"></td><td class="lost-locks num"></td><td class="seen num"></td>';
-        row.querySelector('.id').textContent = instance.id;
-      }
+      const row = rowOf(
+        body,
+        'instance',
+        instance.id,
+        '<td class="id"></td><td class="pid num"></td><td class="share num"></td><td class="answers num"></td>' +
+          '<td class="waiting num"></td><td class="lost-locks num"></td><td class="seen num"></td>',
+      );
       const answers = Object.values(instance.answers).reduce((a, n) => a + n, 0);
       const mine = instance.answers.CREATED || 0;
       row.querySelector('.pid').textContent = String(instance.pid);
@@ -298,6 +309,29 @@
           ? 'now'
           : `${fmt(Math.round(instance.seenMsAgo / 1000))} s ago`;
       row.classList.toggle('gone', Boolean(instance.stale));
+      return row;
+    });
+    body.replaceChildren(...rows);
+  }
+
+  /** The escrow buckets: their count, and a row each when there are several. */
+  function showBuckets(event) {
+    const buckets = event.buckets || [];
+    $('buckets').textContent = event.buckets ? fmt(buckets.length) : '-';
+    $('buckets-table').hidden = buckets.length < 2;
+    const body = $('buckets-table').tBodies[0];
+    const rows = buckets.map((bucket) => {
+      const row = rowOf(
+        body,
+        'bucket',
+        bucket.id,
+        '<td class="id"></td><td class="initial num"></td><td class="stock num"></td>' +
+          '<td class="orders num"></td><td class="in-flight num"></td>',
+      );
+      row.querySelector('.initial').textContent = fmt(bucket.initialStock);
+      row.querySelector('.stock').textContent = fmt(bucket.stock);
+      row.querySelector('.orders').textContent = fmt(bucket.orders);
+      row.querySelector('.in-flight').textContent = fmt(bucket.inFlight);
       return row;
     });
     body.replaceChildren(...rows);
