@@ -52,7 +52,7 @@ export async function unitsLeft(
   return each.reduce((a, b) => a + b, 0);
 }
 
-/** Moves the buckets received: the sum of their landed hashes' lengths (move-in-3.lua writes one field per transfer). */
+/** Moves the buckets received: the sum of their landed hashes' lengths (move-in-4.lua writes one field per transfer). */
 export async function movesInto(redis: Pick<Redis, 'hlen'>, buckets: readonly ProductKeys[]): Promise<number> {
   const each = await Promise.all(buckets.map((k) => redis.hlen(k.landed)));
   return each.reduce((a, b) => a + b, 0);

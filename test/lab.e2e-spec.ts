@@ -235,7 +235,7 @@ describe('the lab: lessons and reading guide', () => {
       ],
     );
     // Three shards draws its section's move between buckets.
-    expect(shards[0].lessons[1].diagrams.join('\n')).toContain('move-out-3.lua');
+    expect(shards[0].lessons[1].diagrams.join('\n')).toContain('move-out-4.lua');
     // Between the strategies and the faults, as the page shows them.
     const kinds = groups.map((g) => g.kind);
     expect(kinds.lastIndexOf('strategy')).toBeLessThan(kinds.indexOf('shards'));

@@ -174,8 +174,8 @@ export function shardGuide(buckets: number): readonly GuideEntry[] {
   return [
     { path: 'src/sale/buckets.ts', why: 'bucket ids placed on distinct masters, the home bucket' },
     { path: 'src/orders/escrow.ts', why: 'a dry home bucket refilled from the fullest' },
-    { path: 'src/redis/scripts/move-out-3.lua', why: 'the rights leave the source, logged' },
-    { path: 'src/redis/scripts/move-in-3.lua', why: 'they land once per transfer id' },
+    { path: 'src/redis/scripts/move-out-4.lua', why: 'the rights leave the source, logged' },
+    { path: 'src/redis/scripts/move-in-4.lua', why: 'they land once per transfer id' },
     { path: 'src/redis/scripts/move-done-3.lua', why: "the source's record closed" },
     SHARD_SALE,
   ];

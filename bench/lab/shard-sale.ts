@@ -11,6 +11,7 @@
  *
  *   npm run lab:shards -- --buckets 3 --buyers 2000 --stock 200
  */
+import { unitsInFlight } from '../buckets';
 import { Redis } from 'ioredis';
 import { parseArgs } from 'node:util';
 import { request, startSale } from '../../harness/http';
@@ -106,15 +107,15 @@ export async function shardSale(o: ShardSaleOptions, log: (line: string) => void
     const masterOf = await slotMasters(admin);
     const placed = await bucketsNow();
     const progress: LoadProgress = { done: 0 };
-    // Units left over every bucket, those in flight between them included (move-out-3.lua's
-    // records: `<destination>|<units>|...`), read on each bucket's shard by the client the
+    // Units left over every bucket, those in flight between them included (unitsInFlight),
+    // read on each bucket's shard by the client the
     // verdict reads with: the live line's last reading is answered before the verdict's.
     const left = async () => {
       const each = await Promise.all(
         placed.map(async (b) => {
           const k = layout.product(b.id);
           const [stock, moving] = await Promise.all([client.get(k.stock), client.hgetall(k.moves)]);
-          return Number(stock) + Object.values(moving).reduce((sum, r) => sum + Number(r.split('|')[1]), 0);
+          return Number(stock) + unitsInFlight(moving);
         }),
       );
       return String(each.reduce((a, b) => a + b, 0));
@@ -153,7 +154,7 @@ export async function shardSale(o: ShardSaleOptions, log: (line: string) => void
     const after = await bucketsNow();
     const sold = o.stock - Number(await left());
     const cost = await meter.stop(load.sent, async () => sold);
-    // Each transfer a bucket took in is one field of its `landed` hash (move-in-3.lua), kept for the product's life.
+    // Each transfer a bucket took in is one field of its `landed` hash (move-in-4.lua), kept for the product's life.
     const landed = await Promise.all(after.map((b) => client.hgetall(layout.product(b.id).landed)));
     const moves = landed.reduce((sum, h) => sum + movesIn(h).length, 0);
     const moved = landed.reduce((sum, h) => sum + unitsIn(h), 0);

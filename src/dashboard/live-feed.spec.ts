@@ -8,6 +8,7 @@ import { TooManyWatchersError } from '../errors/errors';
 import { Escrow } from '../orders/escrow';
 import { FaultStop } from '../orders/fault-stop';
 import { ScriptedPurchases } from '../orders/purchases/scripted.purchases';
+import { ReplicaAcks } from '../orders/replica-acks';
 import {
   LiveFeed,
   MAX_PRODUCTS_PER_CLIENT,
@@ -35,7 +36,13 @@ describe('LiveFeed (the streams of GET /api/live/:productId)', () => {
       client,
       keys,
       new SettlementLag(client, keys),
-      new Escrow(client, keys, new ScriptedPurchases(client, keys, config), new FaultStop(null)),
+      new Escrow(
+        client,
+        keys,
+        new ScriptedPurchases(client, keys, config),
+        new FaultStop(null),
+        new ReplicaAcks(client, keys, config),
+      ),
     );
     let clients = 0;
     /** A stream of a new client each time, unless `client` is given. */

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { Inject, Injectable, Logger } from '@nestjs/common';
+import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
 import type { RedisClient } from '../redis/create-client';
 import { execAll } from '../redis/exec-all';
 import { KeyLayout } from '../redis/key-layout';
@@ -76,9 +76,9 @@ export class Escrow {
     private readonly purchases: PurchasePath,
     private readonly faults: FaultStop,
     private readonly replicas: ReplicaAcks,
-    metrics: Metrics,
+    @Optional() metrics?: Metrics,
   ) {
-    metrics.readEscrow(() => this.moves);
+    metrics?.readEscrow(() => this.moves);
   }
 
   /** The buyer's home bucket for `productId`, from the bucket list read at most BUCKETS_TRUST_MS ago. */
