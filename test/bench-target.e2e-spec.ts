@@ -325,3 +325,77 @@ describe('bench --target: a deployment already running', () => {
     expect(run.stderr).toMatch(/--target runs against a deployment as it is: not with --workers, --settle/);
   });
 });
+
+/**
+ * review41: deployments a user may really point --target at, where the run must refuse
+ * before any load (or judge honestly) and does not. Each test fails on main as it stands.
+ */
+describe('bench --target: review41 reproductions', () => {
+  jest.setTimeout(180_000);
+  const benchDir = useBenchDir();
+  const redis = useTestRedis();
+  let apps: RunningApp[] = [];
+  const started = async (env: Record<string, string>) => {
+    const app = await startApp({ env: { REDIS_URL: redis.url(), ADMIN_TOKEN: TOKEN, KEY_PREFIX: PREFIX, ...env } });
+    apps.push(app);
+    return app;
+  };
+  afterEach(async () => {
+    await Promise.all(apps.map((a) => a.stop()));
+    apps = [];
+  });
+  const bench = (args: string[], name: string) =>
+    spawnSync(
+      process.execPath,
+      [
+        BENCH,
+        '--admin-token',
+        TOKEN,
+        '--redis',
+        redis.url(),
+        '--key-prefix',
+        PREFIX,
+        '--buyers',
+        '200',
+        '--stock',
+        '20',
+        '--warmup',
+        '0',
+        ...args,
+        '--out',
+        join(benchDir(), `${name}.json`),
+      ],
+      { cwd: ROOT, encoding: 'utf8', timeout: 120_000 },
+    );
+
+  it('refuses, before any load, a URL list whose second instance is another deployment (another KEY_PREFIX on the same Redis)', async () => {
+    const ours = await started({});
+    const theirs = await started({ KEY_PREFIX: 'other:' });
+    const run = bench(['--target', `${ours.url},${theirs.url}`], 'mixed');
+    // On main: exit 0, the row PASSes "every invariant holds" while half the buyers were answered 404 UNKNOWN_PRODUCT.
+    expect({ status: run.status, stdout: run.stdout }).toEqual({ status: 2, stdout: '' });
+  });
+
+  it('does not call a rate-limited deployment (RATE_LIMIT_PER_IP) an undersell', async () => {
+    const limited = await started({ RATE_LIMIT_PER_IP: '20/1s' });
+    const run = bench(['--target', limited.url], 'rate-limited');
+    // On main: exit 1, "verdict: fenced settle-off FAILED: undersell: demand 200 >= stock 20 but N left",
+    // every other answer 429 RATE_LIMITED (a true refusal, invariant 8), before any refusal.
+    expect(run.stdout).not.toMatch(/FAILED: undersell/);
+    expect(run.status).toBe(2);
+  });
+
+  it('does not label a settling deployment (its /health: settlement) "settle-off" when --database is not given', async () => {
+    const postgres = await startPrivatePostgres();
+    try {
+      const settling = await started({ DATABASE_URL: await postgres.createDatabase('deployment') });
+      const run = bench(['--target', settling.url], 'settling');
+      // On main: exit 0, the row "fenced settle-off | PASS", and "left behind" says nothing of its orders in PostgreSQL.
+      expect(run.stdout).not.toMatch(/settle-off/);
+    } finally {
+      await Promise.all(apps.map((a) => a.stop()));
+      apps = [];
+      await postgres.remove();
+    }
+  });
+});
