@@ -1,5 +1,6 @@
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { startPrivateNginx } from '../harness/nginx';
 import { PrivatePostgres, startPrivatePostgres } from '../harness/postgres';
@@ -374,6 +375,16 @@ describe('bench --target: review41 reproductions', () => {
     const run = bench(['--target', `${ours.url},${theirs.url}`], 'mixed');
     // On main: exit 0, the row PASSes "every invariant holds" while half the buyers were answered 404 UNKNOWN_PRODUCT.
     expect({ status: run.status, stdout: run.stdout }).toEqual({ status: 2, stdout: '' });
+  });
+
+  it("writes neither the deployment's admin token nor its buyer-token secret into the results (JSON and HTML)", async () => {
+    const app = await started({});
+    const run = bench(['--target', app.url], 'secrets');
+    expect(run.status).toBe(0);
+    const json = readFileSync(join(benchDir(), 'secrets.json'), 'utf8');
+    const html = readFileSync(join(benchDir(), 'secrets.html'), 'utf8');
+    // On main: both hold it twice, in "command" and in options.target.adminToken (and --buyer-secret, in options.target.buyerAuth).
+    expect({ json: json.includes(TOKEN), html: html.includes(TOKEN) }).toEqual({ json: false, html: false });
   });
 
   it('does not call a rate-limited deployment (RATE_LIMIT_PER_IP) an undersell', async () => {
