@@ -5,7 +5,7 @@ import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { ROOT } from '../harness/paths';
 import { CONFIG_DEFAULTS, LOCK_STRATEGY_NAMES, LockStrategyName, UNSAFE_STRATEGIES } from '../src/config/app-config';
-import { checkNoBuyerFlags, TargetDeployment, targetOf } from './target-options';
+import { checkNoTargetFlags, TargetDeployment, targetOf } from './target-options';
 import { UsageError } from './usage-error';
 
 export { UsageError };
@@ -328,7 +328,7 @@ export function parseOptions(argv: string[]): BenchOptions {
     if (values.quantity !== '1') throw new UsageError('--queue buys one unit a buyer: not with --quantity');
   }
   const target = values.target === undefined ? undefined : targetOf(argv, values);
-  if (!target) checkNoBuyerFlags(values);
+  if (!target) checkNoTargetFlags(values);
   const stamp = new Date().toISOString().replace(/[:.]/g, '-');
   return {
     buyers,
