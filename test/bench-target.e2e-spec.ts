@@ -1,6 +1,6 @@
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
@@ -236,6 +236,36 @@ describe('bench --target: a deployment already running', () => {
         });
       } finally {
         await nginx.stop();
+      }
+    },
+  );
+
+  withNginx(
+    behindNginx('starts an nginx older than 1.19.5 (Debian 11, Ubuntu 22.04: 1.18), which has no -e flag'),
+    async () => {
+      // This nginx, answering -v and -e as 1.18 does ("invalid option"), anything else as itself.
+      const dir = join(benchDir(), 'nginx-1.18-bin');
+      mkdirSync(dir, { recursive: true });
+      const old = join(dir, 'nginx');
+      writeFileSync(
+        old,
+        `#!/bin/sh\ncase " $* " in\n  *" -v "*) echo "nginx version: nginx/1.18.0" >&2; exit 0;;\n` +
+          `  *" -e "*) echo 'nginx: invalid option: "e"' >&2; exit 1;;\nesac\nexec ${nginxBin} "$@"\n`,
+      );
+      chmodSync(old, 0o755);
+      const chosen = process.env[NGINX_ENV];
+      process.env[NGINX_ENV] = old;
+      try {
+        // On main: "nginx on port N exited (1)", its 'invalid option: "e"' the test's failure.
+        const nginx = await startPrivateNginx(join(benchDir(), 'nginx-1.18'), [apps[0].url]);
+        try {
+          expect((await fetch(`${nginx.url}/health`)).status).toBe(200);
+        } finally {
+          await nginx.stop();
+        }
+      } finally {
+        if (chosen === undefined) delete process.env[NGINX_ENV];
+        else process.env[NGINX_ENV] = chosen;
       }
     },
   );
