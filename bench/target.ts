@@ -137,7 +137,7 @@ async function sellOwnProduct(run: Run, options: BenchOptions, sale: OwnSale): P
  * A buyer answered 404 UNKNOWN_PRODUCT for the run's own product was refused for no
  * true reason (invariant 2): an instance that does not sell it took its share of the load.
  */
-function unknownProducts(measured: Measured): Measured {
+export function unknownProducts(measured: Measured): Measured {
   const unknown = measured.load.codes.UNKNOWN_PRODUCT ?? 0;
   if (unknown === 0) return measured;
   const { verdict } = measured;
