@@ -19,7 +19,9 @@ import { formatReport, Row } from './report';
 import { queueComparisons, withRatios, writeResults } from './results';
 import { listCatalog } from './catalog';
 import { catalogs, cleanUp, prepare, RowSpec, Run, startTarget, warmUp } from './rows';
-import { benchTarget, TargetRefusal } from './target';
+import { redactUrls } from './redact';
+import { benchTarget } from './target';
+import { TargetRefusal } from './target-checks';
 import { textChart } from './text-chart';
 
 async function main(): Promise<number> {
@@ -113,7 +115,7 @@ export function cli(): void {
     failed: (err) => {
       // One line, no usage: the command was right, the deployment it names is not.
       if (err instanceof TargetRefusal) {
-        process.stderr.write(`[bench] refused: ${err.message}\n`);
+        process.stderr.write(`[bench] refused: ${redactUrls(err.message)}\n`);
         return 2;
       }
       process.stderr.write(

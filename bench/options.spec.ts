@@ -50,6 +50,14 @@ describe('bench options', () => {
     expect(() => parseOptions([...deployment, '--queue', '100', '--starts-in', '1000'])).toThrow(
       '--queue runs one product with stock, bought through its waiting room: not with --products, --sold-out-path, --pay, --retries or --starts-in',
     );
+    // One row against a deployment: a second waiting room would be a row never run.
+    expect(() => parseOptions([...deployment, '--queue', 'off,500'])).toThrow(
+      '--queue with --target: the run is one row, on one waiting room; give off or RATE, not "off,500"',
+    );
+    // A deployment's settings without one: refused, not ignored.
+    expect(() =>
+      parseOptions(['--admin-token', 'T', '--database', 'postgres://u@db/x', '--key-prefix', 'shop:']),
+    ).toThrow('--admin-token, --database, --key-prefix go with --target only');
   });
 
   it("takes --pay with --target (paid with its admin token), and --auth hs256 with the deployment's buyer secret and claims", () => {

@@ -5,7 +5,7 @@ import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { ROOT } from '../harness/paths';
 import { CONFIG_DEFAULTS, LOCK_STRATEGY_NAMES, LockStrategyName, UNSAFE_STRATEGIES } from '../src/config/app-config';
-import { checkNoBuyerFlags, TargetDeployment, targetOf } from './target-options';
+import { checkNoTargetFlags, TargetDeployment, targetOf } from './target-options';
 import { UsageError } from './usage-error';
 
 export { UsageError };
@@ -346,7 +346,7 @@ export function parseOptions(argv: string[]): BenchOptions {
     if (values.quantity !== '1') throw new UsageError('--queue buys one unit a buyer: not with --quantity');
   }
   const target = values.target === undefined ? undefined : targetOf(argv, values);
-  if (!target) checkNoBuyerFlags(values);
+  if (!target) checkNoTargetFlags(values);
   const buckets = [...new Set(values.buckets!.split(',').map((b) => int('buckets', b.trim(), 1, MAX_BUCKETS)))];
   // The app offers no waiting room with buckets (400 on the PUT).
   if (buckets.some((b) => b > 1) && queue.some((q) => q > 0)) {

@@ -7,6 +7,7 @@ import { cpus } from 'node:os';
 import { dirname, relative } from 'node:path';
 import { ROOT } from '../harness/paths';
 import { chartJsSource, htmlReport, htmlPathFor } from './html-report';
+import { redactArgv, redactOptions } from './redact';
 import { Row, twin } from './report';
 import { n, Run } from './rows';
 
@@ -18,7 +19,8 @@ export async function writeResults(
   const { options } = run;
   const redisVersion = /redis_version:(\S+)/.exec(await run.meters[0].client.info('server'))?.[1] ?? 'unknown';
   const report = {
-    command: `npm run bench -- ${process.argv.slice(2).join(' ')}`.trim(),
+    // Results are shared and kept: a deployment's secrets are not written into them.
+    command: `npm run bench -- ${redactArgv(process.argv.slice(2)).join(' ')}`.trim(),
     date: new Date().toISOString(),
     machine: {
       cpus: cpus().length,
@@ -26,7 +28,7 @@ export async function writeResults(
       node: process.version,
       redis: redisVersion,
     },
-    options: { ...options, out: relative(ROOT, options.out) },
+    options: { ...redactOptions(options), out: relative(ROOT, options.out) },
     rows,
   };
   mkdirSync(dirname(options.out), { recursive: true });

@@ -21,6 +21,7 @@ import { LoadOptions, loadAt } from './load';
 import { BenchAuth, BenchOptions, Target } from './options';
 import { loadThroughQueueAt } from './queue-load';
 import { rowLabel } from './report';
+import { newRunId } from './run-id';
 import { BenchClient, connect, RunRedis, startRunRedis } from './run-redis';
 import { measuredProducts, productIds } from './scenarios/products';
 
@@ -132,7 +133,7 @@ export async function prepare(options: BenchOptions): Promise<Run> {
     redlockUrls,
     client,
     meters,
-    runId: Date.now().toString(36),
+    runId: newRunId(),
     log,
     ...(postgres && { postgres }),
   };

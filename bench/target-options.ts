@@ -45,6 +45,9 @@ const NOT_WITH_TARGET = [
 /** The deployment's buyer-token settings, given only with --target --auth hs256. */
 const BUYER_FLAGS = ['buyer-secret', 'buyer-issuer', 'buyer-audience'] as const;
 
+/** A deployment's own settings: a run of the bench's own app has none of them, and would silently ignore them. */
+const TARGET_FLAGS = ['admin-token', 'database', 'key-prefix'] as const;
+
 interface TargetValues {
   target?: string;
   'admin-token'?: string;
@@ -55,6 +58,7 @@ interface TargetValues {
   'buyer-secret'?: string;
   'buyer-issuer'?: string;
   'buyer-audience'?: string;
+  queue?: string;
 }
 
 /** The deployment --target names, or a UsageError saying what is missing or cannot go with it. */
@@ -75,6 +79,12 @@ export function targetOf(argv: string[], values: TargetValues): TargetDeployment
     throw new UsageError('--target needs --redis (the Redis the deployment uses): the verdict is read there');
   if (values.database !== undefined && !/^postgres(ql)?:\/\//.test(values.database)) {
     throw new UsageError(`--database must be a postgres:// URL, got "${values.database}"`);
+  }
+  // A deployment is one row: a second --queue value would be a row never run, dropped without a word.
+  if (values.queue !== undefined && new Set(values.queue.split(',').map((q) => q.trim())).size > 1) {
+    throw new UsageError(
+      `--queue with --target: the run is one row, on one waiting room; give off or RATE, not "${values.queue}"`,
+    );
   }
   const buyerAuth = buyerAuthOf(values);
   return {
@@ -104,7 +114,7 @@ function buyerAuthOf(values: TargetValues): TargetBuyerAuth | undefined {
     );
   }
   if (auth[0] !== 'hs256') {
-    checkNoBuyerFlags(values);
+    refuseGiven(BUYER_FLAGS, values, 'go with --target and --auth hs256 only');
     return undefined;
   }
   const missing = BUYER_FLAGS.filter((flag) => !values[flag]);
@@ -116,10 +126,16 @@ function buyerAuthOf(values: TargetValues): TargetBuyerAuth | undefined {
   return { secret: values['buyer-secret']!, issuer: values['buyer-issuer']!, audience: values['buyer-audience']! };
 }
 
-/** --buyer-secret and its claims are a deployment's: they go with --target --auth hs256 only. */
-export function checkNoBuyerFlags(values: Pick<TargetValues, (typeof BUYER_FLAGS)[number]>): void {
-  const given = BUYER_FLAGS.filter((flag) => values[flag] !== undefined);
-  if (given.length > 0) {
-    throw new UsageError(`${given.map((g) => `--${g}`).join(', ')} go with --target and --auth hs256 only`);
-  }
+/**
+ * Without --target: a deployment's admin token, stores and buyer secret mean nothing to
+ * a run of the bench's own app, and are refused rather than ignored.
+ */
+export function checkNoTargetFlags(values: Omit<TargetValues, 'target' | 'redis' | 'auth' | 'queue'>): void {
+  refuseGiven(TARGET_FLAGS, values, 'go with --target only');
+  refuseGiven(BUYER_FLAGS, values, 'go with --target and --auth hs256 only');
+}
+
+function refuseGiven(flags: readonly (keyof TargetValues)[], values: TargetValues, why: string): void {
+  const given = flags.filter((flag) => values[flag] !== undefined);
+  if (given.length > 0) throw new UsageError(`${given.map((g) => `--${g}`).join(', ')} ${why}`);
 }

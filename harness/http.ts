@@ -7,12 +7,15 @@ export interface JsonResponse<T = Record<string, unknown>> {
   body: T;
 }
 
-/** fetch with a JSON body (unless `raw` is given) and a parsed JSON answer; `token` adds the admin bearer. */
+/**
+ * fetch with a JSON body (unless `raw` is given) and a parsed JSON answer; `token` adds the
+ * admin bearer; `timeoutMs` rejects (a TimeoutError) a server that does not answer in time.
+ */
 export async function request<T = Record<string, any>>(
   url: string,
   method: string,
   path: string,
-  options: { json?: unknown; raw?: string; headers?: Record<string, string>; token?: string } = {},
+  options: { json?: unknown; raw?: string; headers?: Record<string, string>; token?: string; timeoutMs?: number } = {},
 ): Promise<JsonResponse<T>> {
   const headers: Record<string, string> = { ...options.headers };
   let body: string | undefined;
@@ -23,7 +26,8 @@ export async function request<T = Record<string, any>>(
     body = options.raw;
   }
   if (options.token) headers.authorization = `Bearer ${options.token}`;
-  const res = await fetch(`${url}${path}`, { method, headers, body });
+  const signal = options.timeoutMs === undefined ? undefined : AbortSignal.timeout(options.timeoutMs);
+  const res = await fetch(`${url}${path}`, { method, headers, body, signal });
   const text = await res.text();
   return { status: res.status, headers: res.headers, body: text ? JSON.parse(text) : undefined };
 }

@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { findNginx } from '../scripts/nginx';
@@ -73,8 +73,11 @@ export async function startPrivateNginx(dir: string, upstreams: readonly string[
   return onFreePort(undefined, 80, async (port) => {
     const conf = join(dir, 'nginx.conf');
     writeFileSync(conf, nginxConf(dir, port, upstreams));
-    // -e: even what it says before reading the config goes to the error log in `dir`.
-    const child = spawn(bin, ['-p', dir, '-c', conf, '-e', errorLog], { stdio: 'ignore' });
+    // -e: even what it says before reading the config goes to the error log in `dir`. Older
+    // nginx (Debian 11, Ubuntu 20.04/22.04 ship 1.18) refuses the flag: there it says that
+    // much to its compiled-in log (an alert where it may not write it) and starts all the same.
+    const early = takesErrorLogFlag(bin) ? ['-e', errorLog] : [];
+    const child = spawn(bin, ['-p', dir, '-c', conf, ...early], { stdio: 'ignore' });
     const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
     const said = () => (existsSync(errorLog) ? readFileSync(errorLog, 'utf8').trim() : '');
     const failed = () =>
@@ -97,6 +100,16 @@ export async function startPrivateNginx(dir: string, upstreams: readonly string[
     });
     return nginx;
   });
+}
+
+/** Whether `nginx -v` names 1.19.5 or later, the first with -e (the error log before the config is read). */
+function takesErrorLogFlag(bin: string): boolean {
+  const said = spawnSync(bin, ['-v'], { encoding: 'utf8' });
+  const [major, minor, patch] = (/nginx\/(\d+)\.(\d+)\.(\d+)/.exec(`${said.stderr}${said.stdout}`) ?? [])
+    .slice(1)
+    .map(Number);
+  if (major === undefined) return false;
+  return major > 1 || (major === 1 && (minor > 19 || (minor === 19 && patch >= 5)));
 }
 
 /** Until nginx answers any HTTP status at all (a 502 if no upstream is up): it is listening. */

@@ -52,6 +52,38 @@ function aptInstall(pkg, log) {
   if (status !== 0) throw new Error(`apt-get install -y -q --no-install-recommends ${pkg} failed (exit ${status})`);
 }
 
+/** Debian's hook that invoke-rc.d asks before starting a service: 101 is "action forbidden". */
+const POLICY_RC_D = '/usr/sbin/policy-rc.d';
+
+/**
+ * aptInstall for a package that ships a system service (nginx) the tests never use: the
+ * install must not leave it running (nginx on port 80) or enabled at boot. A temporary
+ * policy-rc.d answering 101 keeps the package's scripts from starting it (one already
+ * there is left as it is); the service is disabled afterwards, as the packaging enabled it.
+ * @param {string} pkg
+ * @param {string} service
+ * @param {(line: string) => void} log
+ */
+function aptInstallWithoutService(pkg, service, log) {
+  const ours = !fs.existsSync(POLICY_RC_D);
+  if (ours)
+    fs.writeFileSync(POLICY_RC_D, '#!/bin/sh\n# scripts/apt.js: no service starts while it installs\nexit 101\n', {
+      mode: 0o755,
+    });
+  try {
+    aptInstall(pkg, log);
+  } finally {
+    if (ours) fs.rmSync(POLICY_RC_D, { force: true });
+  }
+  // Offline operations on the unit's and init script's links: they need no running systemd.
+  for (const [bin, args] of [
+    ['/usr/bin/deb-systemd-helper', ['disable', `${service}.service`]],
+    ['/usr/sbin/update-rc.d', [service, 'disable']],
+  ]) {
+    if (fs.existsSync(bin)) spawnSync(bin, args, { stdio: 'ignore' });
+  }
+}
+
 /**
  * What `find()` finds; where it finds nothing, Debian's package `pkg` installed first
  * where that asks nobody (canAptInstall), and found again. Throws `howTo` (what to
@@ -77,19 +109,26 @@ function findOrAptInstall({ find, pkg, what, howTo, notFound, log }) {
  * (`$envName`, else where `find()` looks), or Debian's package `pkg` installed where that
  * asks nobody anything (root, apt-get), and its path exported as `$envName` to the tests.
  * Where there is none it says in one line that `tests` will be skipped, and the run goes on.
- * @param {{ find: () => string | null, pkg: string, envName: string, tests: string, log: (line: string) => void }} wanted
+ * `service`: the system service the package ships, neither started nor left enabled.
+ * @param {{ find: () => string | null, pkg: string, envName: string, tests: string, service?: string, log: (line: string) => void }} wanted
  * @returns {string | null}
  */
-function provideOptional({ find, pkg, envName, tests, log }) {
+function provideOptional({ find, pkg, envName, tests, service, log }) {
   let found = find();
   if (!found && process.env[envName]) {
     log(`${envName}=${process.env[envName]} is not an executable file: ${tests} will be skipped`);
     return null;
   }
   if (!found && canAptInstall()) {
-    log(`${pkg} is not installed: installing Debian package ${pkg} with apt-get (running as root) for ${tests}`);
+    const quiet = service
+      ? ` (its ${service} service neither started nor enabled: policy-rc.d 101 during the install, disabled after)`
+      : '';
+    log(
+      `${pkg} is not installed: installing Debian package ${pkg} with apt-get (running as root) for ${tests}${quiet}`,
+    );
     try {
-      aptInstall(pkg, log);
+      if (service) aptInstallWithoutService(pkg, service, log);
+      else aptInstall(pkg, log);
       found = find();
     } catch (err) {
       log(`${err.message}: ${tests} will be skipped`);

@@ -27,7 +27,15 @@ function findNginx() {
  * @returns {string | null}
  */
 function provideNginx(log) {
-  return provideOptional({ find: findNginx, pkg: 'nginx', envName: NGINX_ENV, tests: 'the test behind nginx', log });
+  return provideOptional({
+    find: findNginx,
+    pkg: 'nginx',
+    envName: NGINX_ENV,
+    tests: 'the test behind nginx',
+    // The tests run their own nginx on a free port: the package's on port 80 is nobody's.
+    service: 'nginx',
+    log,
+  });
 }
 
 module.exports = { NGINX_ENV, findNginx, provideNginx };

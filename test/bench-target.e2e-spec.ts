@@ -1,6 +1,10 @@
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { chmodSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
+import { Redis } from 'ioredis';
 import { startPrivateNginx } from '../harness/nginx';
 import { PrivatePostgres, startPrivatePostgres } from '../harness/postgres';
 import { RunningApp, startApp } from '../harness/processes';
@@ -236,6 +240,36 @@ describe('bench --target: a deployment already running', () => {
     },
   );
 
+  withNginx(
+    behindNginx('starts an nginx older than 1.19.5 (Debian 11, Ubuntu 22.04: 1.18), which has no -e flag'),
+    async () => {
+      // This nginx, answering -v and -e as 1.18 does ("invalid option"), anything else as itself.
+      const dir = join(benchDir(), 'nginx-1.18-bin');
+      mkdirSync(dir, { recursive: true });
+      const old = join(dir, 'nginx');
+      writeFileSync(
+        old,
+        `#!/bin/sh\ncase " $* " in\n  *" -v "*) echo "nginx version: nginx/1.18.0" >&2; exit 0;;\n` +
+          `  *" -e "*) echo 'nginx: invalid option: "e"' >&2; exit 1;;\nesac\nexec ${nginxBin} "$@"\n`,
+      );
+      chmodSync(old, 0o755);
+      const chosen = process.env[NGINX_ENV];
+      process.env[NGINX_ENV] = old;
+      try {
+        // On main: "nginx on port N exited (1)", its 'invalid option: "e"' the test's failure.
+        const nginx = await startPrivateNginx(join(benchDir(), 'nginx-1.18'), [apps[0].url]);
+        try {
+          expect((await fetch(`${nginx.url}/health`)).status).toBe(200);
+        } finally {
+          await nginx.stop();
+        }
+      } finally {
+        if (chosen === undefined) delete process.env[NGINX_ENV];
+        else process.env[NGINX_ENV] = chosen;
+      }
+    },
+  );
+
   describe('on a Redis Cluster', () => {
     let cluster: PrivateCluster;
     let onCluster: RunningApp;
@@ -323,5 +357,147 @@ describe('bench --target: a deployment already running', () => {
     const run = bench([...deployment(), '--workers', '2', '--settle', 'off']);
     expect(run.status).toBe(2);
     expect(run.stderr).toMatch(/--target runs against a deployment as it is: not with --workers, --settle/);
+  });
+});
+
+/**
+ * review41: deployments a user may really point --target at, where the run must refuse
+ * before any load (or judge honestly) and does not. Each test fails on main as it stands.
+ */
+describe('bench --target: review41 reproductions', () => {
+  jest.setTimeout(180_000);
+  const benchDir = useBenchDir();
+  const redis = useTestRedis();
+  let apps: RunningApp[] = [];
+  const started = async (env: Record<string, string>) => {
+    const app = await startApp({ env: { REDIS_URL: redis.url(), ADMIN_TOKEN: TOKEN, KEY_PREFIX: PREFIX, ...env } });
+    apps.push(app);
+    return app;
+  };
+  afterEach(async () => {
+    await Promise.all(apps.map((a) => a.stop()));
+    apps = [];
+  });
+  const bench = (args: string[], name: string) =>
+    spawnSync(
+      process.execPath,
+      [
+        BENCH,
+        '--admin-token',
+        TOKEN,
+        '--redis',
+        redis.url(),
+        '--key-prefix',
+        PREFIX,
+        '--buyers',
+        '200',
+        '--stock',
+        '20',
+        '--warmup',
+        '0',
+        ...args,
+        '--out',
+        join(benchDir(), `${name}.json`),
+      ],
+      { cwd: ROOT, encoding: 'utf8', timeout: 120_000 },
+    );
+
+  it('refuses, before any load, a URL list whose second instance is another deployment (another KEY_PREFIX on the same Redis)', async () => {
+    const ours = await started({});
+    const theirs = await started({ KEY_PREFIX: 'other:' });
+    const run = bench(['--target', `${ours.url},${theirs.url}`], 'mixed');
+    // On main: exit 0, the row PASSes "every invariant holds" while half the buyers were answered 404 UNKNOWN_PRODUCT.
+    expect({ status: run.status, stdout: run.stdout }).toEqual({ status: 2, stdout: '' });
+    // Refused after its PUT: the product retired again, and said so (only the fencing counter stays).
+    expect(run.stderr).toMatch(/^\[bench\] refused: --target \S+ does not sell the run's product bench-\w+ /m);
+    expect(run.stderr).toMatch(/^\[bench\] left behind: only shop:\{p:bench-\w+\}:fence \(a DELETE keeps/m);
+  });
+
+  it("writes neither the deployment's admin token nor its buyer-token secret into the results (JSON and HTML)", async () => {
+    const app = await started({});
+    const run = bench(['--target', app.url], 'secrets');
+    expect(run.status).toBe(0);
+    const json = readFileSync(join(benchDir(), 'secrets.json'), 'utf8');
+    const html = readFileSync(join(benchDir(), 'secrets.html'), 'utf8');
+    // On main: both hold it twice, in "command" and in options.target.adminToken (and --buyer-secret, in options.target.buyerAuth).
+    expect({ json: json.includes(TOKEN), html: html.includes(TOKEN) }).toEqual({ json: false, html: false });
+  });
+
+  /** Exit code 2, nothing on stdout (no load), and one line of stderr from the bench: its refusal. */
+  const refusedInOneLine = (run: ReturnType<typeof bench>, said: RegExp) => {
+    expect({ status: run.status, stdout: run.stdout }).toEqual({ status: 2, stdout: '' });
+    expect(run.stderr.split('\n').filter((l) => /^\[bench\]|^\[ioredis\]|^\s+at /.test(l))).toEqual([
+      expect.stringMatching(said),
+    ]);
+  };
+
+  it('refuses an unreachable --redis, and one that wants a password, in one line, the password never shown', async () => {
+    const app = await started({});
+    const unreachable = bench(['--target', app.url, '--redis', 'redis://:hunter2@127.0.0.1:1'], 'no-redis');
+    // On main: "[ioredis] Unhandled error event ... [bench] failed: Error: Connection is closed." and a stack, exit 1.
+    refusedInOneLine(unreachable, /^\[bench\] refused: --redis redis:\/\/:<redacted>@127\.0\.0\.1:1: /);
+    expect(unreachable.stderr).not.toContain('hunter2');
+    const locked = await startTestRedis();
+    try {
+      const admin = new Redis(locked.url);
+      await admin.config('SET', 'requirepass', 'hunter2');
+      admin.disconnect();
+      const noauth = bench(['--target', app.url, '--redis', locked.url], 'noauth');
+      refusedInOneLine(noauth, /^\[bench\] refused: --redis redis:\/\/127\.0\.0\.1:\d+: .*NOAUTH/);
+    } finally {
+      await locked.stop();
+    }
+  });
+
+  it('refuses, before any load, --database for a deployment that settles into none', async () => {
+    const app = await started({});
+    const run = bench(['--target', app.url, '--database', 'postgres://u:hunter2@127.0.0.1:1/x'], 'settles-none');
+    // On main: the sale ran, then waited out the settle deadline and said "FAIL (settled)".
+    refusedInOneLine(run, /^\[bench\] refused: --database: the deployment settles into no PostgreSQL/);
+  });
+
+  it('refuses a target that accepts connections and never answers, in one line', async () => {
+    // The kernel accepts while spawnSync holds this process: a server that never answers.
+    const silent = createServer(() => {});
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    try {
+      const { port } = silent.address() as AddressInfo;
+      const run = bench(['--target', `http://127.0.0.1:${port}`], 'silent');
+      // On main: the probe waited for ever (here, spawnSync's timeout: status null).
+      refusedInOneLine(run, /^\[bench\] refused: --target http:\/\/127\.0\.0\.1:\d+ did not answer within 5 s$/);
+    } finally {
+      silent.close();
+    }
+  });
+
+  it('does not call a rate-limited deployment (RATE_LIMIT_PER_IP) an undersell', async () => {
+    const limited = await started({ RATE_LIMIT_PER_IP: '20/1s' });
+    const run = bench(['--target', limited.url], 'rate-limited');
+    // On main: exit 1, "verdict: fenced settle-off FAILED: undersell: demand 200 >= stock 20 but N left",
+    // every other answer 429 RATE_LIMITED (a true refusal, invariant 8), before any refusal.
+    expect(run.stdout).not.toMatch(/FAILED: undersell/);
+    expect(run.status).toBe(2);
+  });
+
+  it('does not label a settling deployment (its /health: settlement) "settle-off" when --database is not given', async () => {
+    const postgres = await startPrivatePostgres();
+    try {
+      const settling = await started({ DATABASE_URL: await postgres.createDatabase('deployment') });
+      const run = bench(['--target', settling.url], 'settling');
+      // On main: exit 0, the row "fenced settle-off | PASS", and "left behind" says nothing of its orders in PostgreSQL.
+      expect(run.stdout).not.toMatch(/settle-off/);
+      expect(run.stderr).toMatch(/settlement not checked \(no --database\)/);
+      expect(run.stderr).toMatch(/^\[bench\] left behind: the products .*, and their orders in PostgreSQL/m);
+      // A --database it does not answer on: refused before any load, its password not shown.
+      const down = bench(['--target', settling.url, '--database', 'postgres://u:hunter2@127.0.0.1:1/x'], 'db-down');
+      refusedInOneLine(
+        down,
+        /^\[bench\] refused: --database postgres:\/\/u:<redacted>@127\.0\.0\.1:1\/x: .*ECONNREFUSED/,
+      );
+    } finally {
+      await Promise.all(apps.map((a) => a.stop()));
+      apps = [];
+      await postgres.remove();
+    }
   });
 });
