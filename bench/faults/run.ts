@@ -27,6 +27,7 @@ import { failover } from './failover';
 import { gracefulFailover } from './graceful-failover';
 import { holderKilled } from './holder-killed';
 import { holderPaused } from './holder-paused';
+import { bucketFailover, bucketMoveKilled, bucketSlotMoved } from './bucketed';
 import { Context, fiveXx, n, Outcome } from './kit';
 import { lostReply } from './lost-reply';
 import { NetworkStrategy } from './network-stage';
@@ -91,6 +92,10 @@ const CLUSTER_FAULTS: Record<string, Scenario> = {
       (ctx: Context) => gracefulFailover(ctx, strategy),
     ]),
   ),
+  // One product in escrow buckets on the 3 masters (bench/faults/bucketed.ts): the same faults while rights move.
+  'cluster-buckets-failover-graceful': bucketFailover,
+  'cluster-buckets-slot-moved': bucketSlotMoved,
+  'cluster-buckets-killed-mid-move': bucketMoveKilled,
 };
 
 /** Behind the sale: settlement into PostgreSQL and the reservations' afterlife (bench/faults/settlement.ts). */
