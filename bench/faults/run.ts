@@ -9,6 +9,7 @@
  *   npm run faults -- lost-reply partition-lock    scenarios by name, or every strategy of one
  *   npm run faults -- --only killed,paused-fenced  the same, comma-separated
  *   npm run faults -- cluster-slot-moved cluster-failover   the Redis Cluster faults
+ *   npm run faults -- cluster-buckets   the same faults for one product in escrow buckets (bucketed.ts)
  *   Every OUTCOME_UNKNOWN must be resolved by its retry with the same Idempotency-Key
  *   (the order back if it was written, one purchase if not); --no-check-retries (or
  *   FAULTS_CHECK_RETRIES=0) only reports it.
