@@ -1,8 +1,11 @@
 import type { Cluster } from 'ioredis';
 import { KeyLayout, ProductKeys } from '../../src/redis/key-layout';
 import { bucketSlot, bucketsOf, homeBucket } from '../../src/sale/buckets';
-import { ClusterStage, onClusterStage, Timed } from './cluster-stage';
+import type { SettledOrder } from '../history/history';
+import { unsettled } from '../settled';
+import { ClusterStage, ClusterStageOptions, onClusterStage, Timed } from './cluster-stage';
 import { failOver, failoverPair } from './graceful-failover';
+import { readSettled } from './history-verdict';
 import { answered, Context, n, Outcome, PREFIX, PRODUCT, Size, verdict, waitForStop, waitUntil } from './kit';
 import { moveSlot } from './slot-moved';
 
@@ -13,7 +16,9 @@ import { moveSlot } from './slot-moved';
  * happens. Every buyer's home is bucket HOT (9 in 10) or SIDE; none is DRAINED's, so
  * HOT runs dry first and takes rights from the others, and DRAINED's whole share leaves
  * it by moves: each unit it had when the fault began is moved after it (the sale sells
- * out). Each line is judged as one sale over every bucket (readSale, judgeHistory).
+ * out). The apps settle into PostgreSQL: each line is judged as one sale over every
+ * bucket (readSale, judgeHistory), PostgreSQL's rows included once every bucket's log
+ * is settled (the settled invariant: each order there once, as Redis has it).
  */
 const BUCKETS = 3;
 const HOT = 0;
@@ -22,6 +27,16 @@ const SIDE = 2;
 
 const sizeOf = (ctx: Context): Size =>
   ctx.quick ? { buyers: 1_500, stock: 900, connections: 50 } : { buyers: 4_000, stock: 3_000, connections: 100 };
+
+/** Every line's stage: two `fenced` apps, 3 masters, the product in BUCKETS buckets, settled into PostgreSQL. */
+const stageOf = (size: Size, more: Partial<ClusterStageOptions> = {}): ClusterStageOptions => ({
+  strategy: 'fenced',
+  size,
+  masters: 3,
+  buckets: BUCKETS,
+  settle: true,
+  ...more,
+});
 
 /** `count` buyer ids `<prefix><i>`: 9 in 10 homed in bucket HOT, the rest in SIDE, none in DRAINED (homeBucket()). */
 export function skewedBuyers(prefix: string, count: number): string[] {
@@ -91,6 +106,16 @@ const escrowStory = (e: Escrow) =>
 const placement = (stage: ClusterStage, buckets: Bucket[]) =>
   Promise.all(buckets.map(async (b) => `:${(await stage.cluster.masterOfSlot(b.slot)).port}`));
 
+/** PostgreSQL's orders of the product, once settlement has caught up with every bucket's log. */
+async function settledOrders(stage: ClusterStage, reader: Cluster, buckets: Bucket[]): Promise<SettledOrder[]> {
+  await waitUntil(
+    "every bucket's orders settled into PostgreSQL",
+    async () => (await Promise.all(buckets.map((b) => unsettled(reader, b.k)))).every((x) => x === 0),
+    30_000,
+  );
+  return readSettled(stage.database!, PRODUCT);
+}
+
 /** Every app's load of its own skewed buyers (ids prefixed a0-, a1-). */
 const skewedLoads = (stage: ClusterStage) =>
   Promise.all(
@@ -114,7 +139,7 @@ async function ordersAfter(reader: Cluster, buckets: Bucket[], ms: number): Prom
  */
 export function bucketFailover(ctx: Context): Promise<Outcome> {
   const size = sizeOf(ctx);
-  return onClusterStage(ctx, { strategy: 'fenced', size, masters: 3, replicas: 1, buckets: BUCKETS }, async (stage) => {
+  return onClusterStage(ctx, stageOf(size, { replicas: 1 }), async (stage) => {
     const reader = stage.reader();
     const buckets = await bucketsOfSale(reader);
     const placed = await placement(stage, buckets);
@@ -131,6 +156,7 @@ export function bucketFailover(ctx: Context): Promise<Outcome> {
     const leftAfter = Number(await pair.to.get(drained.k.stock));
     const results = await loads;
     const retries = await stage.retryUnknown(reader);
+    const settled = await settledOrders(stage, reader, buckets);
     const end = await escrowAtEnd(reader, buckets, placed);
     const after = await ordersAfter(reader, buckets, doneAt);
     const failed = stage.heard.filter((a) => a.status >= 500);
@@ -138,6 +164,7 @@ export function bucketFailover(ctx: Context): Promise<Outcome> {
     return stage.judge(reader, results, retries, {
       name: `bucketed graceful failover (fenced, ${BUCKETS} buckets, 2 apps)`,
       allowed: [],
+      history: { settled },
       story:
         `${escrowStory(end)}; CLUSTER FAILOVER on replica :${pair.replica.port} of :${pair.master.port}, ` +
         `master of bucket ${drained.id}, once units had moved out of it; it served the slot ${n(doneAt - askedAt)} ms ` +
@@ -163,7 +190,7 @@ export function bucketFailover(ctx: Context): Promise<Outcome> {
  */
 export function bucketSlotMoved(ctx: Context): Promise<Outcome> {
   const size = sizeOf(ctx);
-  return onClusterStage(ctx, { strategy: 'fenced', size, masters: 3, buckets: BUCKETS }, async (stage) => {
+  return onClusterStage(ctx, stageOf(size), async (stage) => {
     const reader = stage.reader();
     const buckets = await bucketsOfSale(reader);
     const placed = await placement(stage, buckets);
@@ -184,6 +211,7 @@ export function bucketSlotMoved(ctx: Context): Promise<Outcome> {
     );
     const results = await loads;
     const retries = await stage.retryUnknown(reader);
+    const settled = await settledOrders(stage, reader, buckets);
     const owner = await stage.cluster.masterOfSlot(hot.slot);
     const leftOnSource = Number(await from.cluster('COUNTKEYSINSLOT', hot.slot));
     const end = await escrowAtEnd(reader, buckets, placed);
@@ -194,6 +222,7 @@ export function bucketSlotMoved(ctx: Context): Promise<Outcome> {
     return stage.judge(reader, results, retries, {
       name: `bucketed slot moved (fenced, ${BUCKETS} buckets, 2 apps)`,
       allowed: [],
+      history: { settled },
       story:
         `${escrowStory(end)}; the hot bucket's slot ${hot.slot} moved from :${source.port} to :${target.port} ` +
         `after ${n(landedBefore)} moves had landed in it: ${move.keys} keys in ${move.batches} MIGRATEs, ` +
@@ -246,15 +275,12 @@ export function bucketMoveKilled(ctx: Context): Promise<Outcome> {
   const size = sizeOf(ctx);
   return onClusterStage(
     ctx,
-    {
-      strategy: 'fenced',
-      size,
-      masters: 3,
-      buckets: BUCKETS,
-      // A lock the killed app held (a purchase of its in flight) expires within the other's wait.
-      env: { LOCK_TTL_MS: '1500' },
+    stageOf(size, {
+      // A lock the killed app held (a purchase of its in flight) expires within the other's
+      // wait; what its settler had read and not acknowledged, the other's claims soon.
+      env: { LOCK_TTL_MS: '1500', SETTLE_CLAIM_IDLE_MS: '1000' },
       firstEnv: { FAULT_STOP_AT: 'move-between:1', ALLOW_UNSAFE: '1' },
-    },
+    }),
     async (stage) => {
       const [victim, other] = stage.apps;
       const reader = stage.reader();
@@ -279,7 +305,8 @@ export function bucketMoveKilled(ctx: Context): Promise<Outcome> {
         victimLoad,
         stage.load(other, size.buyers, 'a1-', { userIds: skewedBuyers('a1-', size.buyers) }),
       ]);
-      const v = await verdict(reader, stage.k, [survived], [killed], [], { history: { start: stage.clock } });
+      const settled = await settledOrders(stage, reader, buckets);
+      const v = await verdict(reader, stage.k, [survived], [killed], [], { history: { start: stage.clock, settled } });
       const end = await escrowAtEnd(reader, buckets, placed);
       const [move] = flying;
       const landedAs =
