@@ -6,7 +6,7 @@
  */
 import type { Redis } from 'ioredis';
 import type { KeyLayout, ProductKeys } from '../src/redis/key-layout';
-import { bucketsOf } from '../src/sale/buckets';
+import { bucketsOf, loggedMoves } from '../src/sale/buckets';
 
 /** What a bucketed row reports: its buckets and the moves of rights between them. */
 export interface BucketFigures {
@@ -34,8 +34,7 @@ export async function bucketKeys(
 
 /** Units a bucket gave up that have not landed yet, from its moves hash. */
 export function unitsInFlight(moves: Readonly<Record<string, string>>): number {
-  // move-out-4.lua's records `o:<id>` -> `<destination>|<units>|<epoch>|<at>`; `v` is the bucket's version.
-  return Object.entries(moves).reduce((sum, [f, r]) => sum + (f.startsWith('o:') ? Number(r.split('|')[1]) : 0), 0);
+  return loggedMoves(moves).reduce((sum, m) => sum + m.units, 0);
 }
 
 /** Units not sold over the buckets: their stock, and what is in flight between them (in no stock, not sold). */

@@ -172,7 +172,7 @@ async function readBucket(
 }
 
 /** The key layout a product's keys were built by (its prefix), for its other buckets' keys. */
-function productLayoutOf(keys: ProductKeys): KeyLayout {
+export function productLayoutOf(keys: ProductKeys): KeyLayout {
   const at = keys.meta.indexOf('{p:');
   return new KeyLayout(keys.meta.slice(0, at));
 }

@@ -1,9 +1,9 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Cluster } from 'ioredis';
-import { processState, startApp } from '../harness/processes';
+import { Cluster, Redis } from 'ioredis';
+import { processState, RunningApp, startApp } from '../harness/processes';
 import { KeyLayout } from '../src/redis/key-layout';
 import { moveDone, moveDoneKeys, moveIn, moveInKeys, moveOut, moveOutKeys } from '../src/redis/lua-scripts';
-import { bucketSlot, homeBucket } from '../src/sale/buckets';
+import { bucketSlot, homeBucket, loggedMoves } from '../src/sale/buckets';
 import { ADMIN_TOKEN, request, startTestApp, TestApp } from './helpers/app';
 import { readSlotMap, uniquePrefix, useTestCluster } from './helpers/redis';
 
@@ -19,11 +19,12 @@ function usersOf(bucket: number, n: number, count: number, stem = 'u'): string[]
  * real Redis Cluster, rights moving to the bucket of a buyer whose own is dry (three
  * scripts, each atomic on its shard), SOLD_OUT only when every bucket and every move in
  * flight is empty, the per-user limit in each buyer's home bucket. Moves interrupted
- * between their steps (a script run by hand, an app SIGKILLed at a named stop point) are
- * finished by whoever finds them, once.
+ * between their steps (a script run by hand, an app SIGKILLed at a named stop point, the
+ * source's master failed over meanwhile) are finished by whoever finds them, once.
  */
 describe('escrow buckets on a Redis Cluster', () => {
-  const shared = useTestCluster();
+  // A replica each: the source of a move fails over mid-move in the last test.
+  const shared = useTestCluster(3, 1);
   let client: Cluster;
   beforeAll(() => {
     client = shared.client;
@@ -52,7 +53,7 @@ describe('escrow buckets on a Redis Cluster', () => {
   }
 
   /** Moves logged out of a bucket and not closed (its moves hash's `o:<id>` records). */
-  const inFlightOf = async (moves: string) => (await client.hkeys(moves)).filter((f) => f.startsWith('o:')).length;
+  const inFlightOf = async (moves: string) => loggedMoves(await client.hgetall(moves)).length;
 
   /** The orders each bucket's log holds. */
   const logged = (keys: KeyLayout, ids: string[]) =>
@@ -210,41 +211,91 @@ describe('escrow buckets on a Redis Cluster', () => {
     expect(await client.get(other.stock)).toBe('5');
   });
 
+  /**
+   * A product of 4 units in 2 buckets; `stopper` (FAULT_STOP_AT=move-between:1) sells
+   * bucket 0's 2 units, then a third buyer of bucket 0 makes it move units out of bucket 1
+   * and stop itself there, the units logged on the source only. Resolves once it is
+   * stopped, with the bucket ids and the third buyer's request (never answered).
+   */
+  async function stoppedMidMove(stopper: RunningApp, id: string): Promise<{ ids: string[]; third: Promise<unknown> }> {
+    expect((await put(stopper.url, id, { stock: 4, buckets: 2 })).status).toBe(200);
+    const ids: string[] = (await request(stopper.url, 'GET', `/api/products/${id}/buckets`, { admin: true })).body.map(
+      (b: { id: string }) => b.id,
+    );
+    const [a, b, c] = usersOf(0, 2, 3, 'k');
+    for (const u of [a, b]) expect((await buy(stopper.url, id, u)).status).toBe(201);
+    const third = buy(stopper.url, id, c).catch(() => null);
+    for (let i = 0; processState(stopper.pid) !== 'T'; i++) {
+      expect(i).toBeLessThan(400);
+      await sleep(25);
+    }
+    return { ids, third };
+  }
+
+  /** The stopped app SIGKILLed; `url`'s buyers land the units in flight, buy the rest, then hear SOLD_OUT: each unit sold once. */
+  async function finishedElsewhere(
+    stopper: RunningApp,
+    third: Promise<unknown>,
+    url: string,
+    keys: KeyLayout,
+    ids: string[],
+  ) {
+    process.kill(stopper.pid, 'SIGKILL');
+    await third;
+    expect(await bucketsNow(keys, ids)).toEqual({ stock: [0, 1], inFlight: 1 });
+    const answers = [];
+    for (const u of usersOf(0, 2, 6, 'k').slice(3)) answers.push(await buy(url, ids[0], u));
+    expect(answers.map((x) => (x.status === 201 ? 201 : x.body.code))).toEqual([201, 201, 'SOLD_OUT']);
+    expect(await bucketsNow(keys, ids)).toEqual({ stock: [0, 0], inFlight: 0 });
+    expect(await logged(keys, ids)).toBe(4);
+  }
+
+  const stopperEnv = (prefix: string) => ({
+    REDIS_CLUSTER_NODES: shared.cluster.clusterNodes,
+    KEY_PREFIX: prefix,
+    ADMIN_TOKEN,
+    LOG_LEVEL: 'warn',
+    FAULT_STOP_AT: 'move-between:1',
+    ALLOW_UNSAFE: '1',
+  });
+
   it("an app SIGKILLed between a move's steps: another instance lands the units, every unit sold once", async () => {
     const prefix = uniquePrefix('bkt-kill');
-    const keys = new KeyLayout(prefix);
-    const env = {
-      REDIS_CLUSTER_NODES: shared.cluster.clusterNodes,
-      KEY_PREFIX: prefix,
-      ADMIN_TOKEN,
-      LOG_LEVEL: 'warn',
-    };
-    const stopper = await startApp({ env: { ...env, FAULT_STOP_AT: 'move-between:1', ALLOW_UNSAFE: '1' } });
+    const stopper = await startApp({ env: stopperEnv(prefix) });
     const { url } = await app(prefix);
     try {
-      expect((await put(stopper.url, 'hat', { stock: 4, buckets: 2 })).status).toBe(200);
-      const ids: string[] = (await request(url, 'GET', '/api/products/hat/buckets', { admin: true })).body.map(
-        (b: { id: string }) => b.id,
-      );
-      const [a, b] = usersOf(0, 2, 2, 'k');
-      // Bucket 0's two units bought, then a third buyer of bucket 0: the stopper moves units out of bucket 1 and stops.
-      for (const u of [a, b]) expect((await buy(stopper.url, 'hat', u)).status).toBe(201);
-      const third = buy(stopper.url, 'hat', usersOf(0, 2, 3, 'k')[2]).catch(() => null);
-      for (let i = 0; processState(stopper.pid) !== 'T'; i++) {
+      const { ids, third } = await stoppedMidMove(stopper, 'hat');
+      await finishedElsewhere(stopper, third, url, new KeyLayout(prefix), ids);
+    } finally {
+      await stopper.stop();
+    }
+  });
+
+  it("the source's master failed over between a move's steps: the move's record went with it, landed once", async () => {
+    const prefix = uniquePrefix('bkt-failover');
+    const keys = new KeyLayout(prefix);
+    const stopper = await startApp({ env: stopperEnv(prefix) });
+    const { url } = await app(prefix);
+    const nodes: Redis[] = [];
+    try {
+      const { ids, third } = await stoppedMidMove(stopper, 'cap');
+      // The units are out of bucket 1, logged on its master only: that master hands its slots to its replica.
+      const slot = bucketSlot(ids[1]);
+      const master = await shared.cluster.masterOfSlot(slot);
+      const replicas = shared.cluster.nodes.filter((x) => x.role === 'replica');
+      nodes.push(...replicas.map((node) => new Redis(node.url)));
+      const roles = await Promise.all(nodes.map((c) => c.info('replication')));
+      const at = roles.findIndex((info) => new RegExp(`^master_port:${master.port}\\r?$`, 'm').test(info));
+      const [replica, promoted] = [replicas[at], nodes[at]];
+      expect(await promoted.cluster('FAILOVER')).toBe('OK');
+      for (let i = 0; (await shared.cluster.masterOfSlot(slot)).port !== replica.port; i++) {
         expect(i).toBeLessThan(400);
         await sleep(25);
       }
-      process.kill(stopper.pid, 'SIGKILL');
-      await third;
-      expect(await bucketsNow(keys, ids)).toEqual({ stock: [0, 1], inFlight: 1 });
-      // The other instance's buyers: the one unit in flight lands, the rest of bucket 1 sells, then SOLD_OUT.
-      const late = usersOf(0, 2, 6, 'k').slice(3);
-      const answers = [];
-      for (const u of late) answers.push(await buy(url, 'hat', u));
-      expect(answers.map((x) => (x.status === 201 ? 201 : x.body.code))).toEqual([201, 201, 'SOLD_OUT']);
-      expect(await bucketsNow(keys, ids)).toEqual({ stock: [0, 0], inFlight: 0 });
-      expect(await logged(keys, ids)).toBe(4);
+      expect(loggedMoves(await promoted.hgetall(keys.product(ids[1]).moves))).toHaveLength(1);
+      await finishedElsewhere(stopper, third, url, keys, ids);
     } finally {
+      nodes.forEach((c) => c.disconnect());
       await stopper.stop();
     }
   });

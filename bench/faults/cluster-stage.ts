@@ -6,13 +6,13 @@
  * product's slot once the fault is over.
  */
 import calculateSlot from 'cluster-key-slot';
-import type { Redis } from 'ioredis';
+import { Cluster, Redis } from 'ioredis';
 import { startSale } from '../../harness/http';
 import { startPrivatePostgres } from '../../harness/postgres';
 import { RunningApp, stopAll } from '../../harness/processes';
 import { ClusterNode, PrivateCluster, PrivateClusterOptions, startPrivateCluster } from '../../harness/redis';
 import { KeyLayout, ProductKeys } from '../../src/redis/key-layout';
-import type { Answer, LoadResult } from '../load';
+import type { Answer, LoadOptions, LoadResult } from '../load';
 import { readSale, SaleSnapshot } from '../verdict';
 import {
   buyersAt,
@@ -39,6 +39,13 @@ export interface Timed extends Heard {
   readonly at: number;
 }
 
+/**
+ * Where a sale is read from once a fault is over: the master serving the product's slot,
+ * or a cluster client, which follows every slot, as a product in escrow buckets needs
+ * (its buckets' keys are on several masters).
+ */
+export type SaleReader = Redis | Cluster;
+
 export interface ClusterStage {
   readonly cluster: PrivateCluster;
   readonly k: ProductKeys;
@@ -46,18 +53,30 @@ export interface ClusterStage {
   readonly slot: number;
   readonly apps: RunningApp[];
   readonly size: Size;
+  /** Redis's clock against ours, read before the sale: where its history starts. */
+  readonly clock: ClockReading;
   /** The database the apps settle into (options.settle), or undefined. */
   readonly database?: string;
   /** A harness connection to one node (closed when the stage ends). */
   node(node: ClusterNode): Redis;
+  /** A harness cluster client (closed when the stage ends): it reads every slot, wherever it is served now. */
+  reader(): Cluster;
   /** Every answer so far, in the order they came. */
   readonly heard: Timed[];
-  /** A load of `buyers` fresh buyers (ids prefixed) against one app, each with an Idempotency-Key. */
-  load(app: RunningApp, buyers: number, userPrefix: string): Promise<LoadResult>;
+  /**
+   * A load of `buyers` fresh buyers (ids prefixed) against one app, each with an
+   * Idempotency-Key; `more.userIds` names them instead, `more.signal` ends it early.
+   */
+  load(
+    app: RunningApp,
+    buyers: number,
+    userPrefix: string,
+    more?: Pick<LoadOptions, 'userIds' | 'signal'>,
+  ): Promise<LoadResult>;
   /** Retries every OUTCOME_UNKNOWN once with its key and body; `master` serves the product now. */
-  retryUnknown(master: Redis): Promise<Retries>;
+  retryUnknown(master: SaleReader): Promise<Retries>;
   /** The scenario's line, checked against what `master` holds (see `judge` below). */
-  judge(master: Redis, loads: LoadResult[], retries: Retries, options: ClusterJudgeOptions): Promise<Outcome>;
+  judge(master: SaleReader, loads: LoadResult[], retries: Retries, options: ClusterJudgeOptions): Promise<Outcome>;
 }
 
 export interface ClusterJudgeOptions {
@@ -81,6 +100,10 @@ export interface ClusterStageOptions extends PrivateClusterOptions {
   readonly size: Size;
   /** More app env (REDIS_WAIT_REPLICAS, LOCK_TTL_MS...). */
   readonly env?: Record<string, string>;
+  /** More env for the first app only (a fault hook: FAULT_STOP_AT). */
+  readonly firstEnv?: Record<string, string>;
+  /** The product's escrow buckets (PUT `buckets`, src/sale/buckets.ts); one by default. */
+  readonly buckets?: number;
   /** The apps settle into a private PostgreSQL (DATABASE_URL), stopped with the stage. */
   readonly settle?: boolean;
 }
@@ -94,17 +117,17 @@ export async function onClusterStage(
   options: ClusterStageOptions,
   scenario: (stage: ClusterStage) => Promise<Outcome>,
 ): Promise<Outcome> {
-  const { strategy, size, env, settle, ...clusterOptions } = options;
+  const { strategy, size, env, firstEnv, settle, buckets, ...clusterOptions } = options;
   const cluster = await startPrivateCluster(clusterOptions);
-  const clients: Redis[] = [];
+  const clients: (Redis | Cluster)[] = [];
   try {
     const database = settle ? await (await startPrivatePostgres()).createDatabase('faults') : undefined;
-    const stageApps = await apps(2, strategy, cluster, {
-      LOCK_WAIT_MS: String(WAIT_MS),
-      ...(database && { DATABASE_URL: database }),
-      ...env,
-    });
-    await startSale(stageApps[0].url, TOKEN, PRODUCT, size.stock, 1);
+    const appEnv = { LOCK_WAIT_MS: String(WAIT_MS), ...(database && { DATABASE_URL: database }), ...env };
+    const stageApps = [
+      ...(await apps(1, strategy, cluster, { ...appEnv, ...firstEnv })),
+      ...(await apps(1, strategy, cluster, appEnv)),
+    ];
+    await startSale(stageApps[0].url, TOKEN, PRODUCT, size.stock, 1, undefined, buckets ? { buckets } : {});
     const k = new KeyLayout(PREFIX).product(PRODUCT);
     // Redis's clock, from the master serving the product's slot, before the sale: every
     // node is a process on this host, so the master that serves it at the end reads the same clock.
@@ -119,6 +142,7 @@ export async function onClusterStage(
       slot: calculateSlot(k.stock),
       apps: stageApps,
       size,
+      clock,
       ...(database && { database }),
       heard,
       node: (node) => {
@@ -126,8 +150,18 @@ export async function onClusterStage(
         clients.push(client);
         return client;
       },
-      load: (app, buyers, userPrefix) =>
+      reader: () => {
+        const client = new Cluster(
+          cluster.clusterNodes.split(',').map((at) => ({ host: '127.0.0.1', port: Number(at.split(':')[1]) })),
+          { redisOptions: { maxRetriesPerRequest: null } },
+        );
+        client.on('error', () => undefined);
+        clients.push(client);
+        return client;
+      },
+      load: (app, buyers, userPrefix, more = {}) =>
         buyersAt(app.url, buyers, size.connections, {
+          ...more,
           userPrefix,
           idempotencyKeys: true,
           onAnswer: (answer) => heard.push({ ...answer, url: app.url, at: Date.now() }),
@@ -169,7 +203,7 @@ export async function onClusterStage(
  */
 async function judge(
   ctx: Context,
-  master: Redis,
+  master: SaleReader,
   k: ProductKeys,
   clock: ClockReading,
   loads: LoadResult[],

@@ -1,6 +1,7 @@
+import type { Redis } from 'ioredis';
 import { ClusterNode } from '../../harness/redis';
 import { Context, n, Outcome, waitUntil } from './kit';
-import { onClusterStage, Timed } from './cluster-stage';
+import { ClusterStage, onClusterStage, Timed } from './cluster-stage';
 import { NetworkStrategy } from './network-stage';
 
 /**
@@ -18,26 +19,13 @@ export function gracefulFailover(ctx: Context, strategy: NetworkStrategy): Promi
     ? { buyers: 1_500, stock: 1_000, connections: 50 }
     : { buyers: 4_000, stock: 3_000, connections: 100 };
   return onClusterStage(ctx, { strategy, size, masters: 3, replicas: 1 }, async (stage) => {
-    const { cluster, k, slot } = stage;
-    const master = await cluster.masterOfSlot(slot);
-    const replica = await replicaOf(master, cluster.nodes, stage);
-    const from = stage.node(master);
-    const to = stage.node(replica);
+    const { k, slot } = stage;
+    const pair = await failoverPair(stage, slot);
+    const { master, replica, from, to } = pair;
     const loads = Promise.all(stage.apps.map((app, i) => stage.load(app, size.buyers, `a${i}-`)));
     await waitUntil('a quarter of the stock to sell', async () => Number(await from.get(k.stock)) <= size.stock * 0.75);
     const soldBefore = size.stock - Number(await from.get(k.stock));
-    const askedAt = Date.now();
-    await to.cluster('FAILOVER');
-    await waitUntil(
-      'the replica to serve the slot as a master',
-      async () =>
-        /role:master/.test(await to.info('replication')) &&
-        (await cluster.masterOfSlot(slot).then(
-          (owner) => owner.port === replica.port,
-          () => false,
-        )),
-    );
-    const doneAt = Date.now();
+    const { askedAt, doneAt } = await failOver(stage, pair, slot);
     const results = await loads;
     const retries = await stage.retryUnknown(to);
     const ordersAfter = (await to.xrange(k.orders, String(doneAt + 1), '+')).length;
@@ -58,6 +46,43 @@ export function gracefulFailover(ctx: Context, strategy: NetworkStrategy): Promi
       ],
     });
   });
+}
+
+/** The master serving `slot`, its replica, and a harness connection to each. */
+export interface FailoverPair {
+  readonly master: ClusterNode;
+  readonly replica: ClusterNode;
+  readonly from: Redis;
+  readonly to: Redis;
+}
+
+export async function failoverPair(stage: ClusterStage, slot: number): Promise<FailoverPair> {
+  const master = await stage.cluster.masterOfSlot(slot);
+  const replica = await replicaOf(master, stage.cluster.nodes, stage);
+  return { master, replica, from: stage.node(master), to: stage.node(replica) };
+}
+
+/**
+ * A plain `CLUSTER FAILOVER` on the pair's replica; resolves once it serves `slot` as a
+ * master, with when it was asked and when that was (Date.now()).
+ */
+export async function failOver(
+  stage: ClusterStage,
+  { replica, to }: FailoverPair,
+  slot: number,
+): Promise<{ askedAt: number; doneAt: number }> {
+  const askedAt = Date.now();
+  await to.cluster('FAILOVER');
+  await waitUntil(
+    'the replica to serve the slot as a master',
+    async () =>
+      /role:master/.test(await to.info('replication')) &&
+      (await stage.cluster.masterOfSlot(slot).then(
+        (owner) => owner.port === replica.port,
+        () => false,
+      )),
+  );
+  return { askedAt, doneAt: Date.now() };
 }
 
 /** The replica of `master`, from its INFO replication (master_port). */

@@ -1,6 +1,9 @@
+import { KeyLayout } from '../../src/redis/key-layout';
+import { useTestRedis } from '../../test/helpers/redis';
 import { checkHistory } from '../history/check';
+import { historyNow } from '../history/clock';
 import type { History, LogEntry, RequestRecord } from '../history/history';
-import { historyProblems, requestsOf } from './history-verdict';
+import { clockAtStart, historyProblems, judgeHistory, requestsOf } from './history-verdict';
 import type { LoadResult } from '../load';
 
 /** What a fault line's promise makes of the checker's report: hand-made histories, judged for real. */
@@ -90,5 +93,60 @@ describe('requestsOf', () => {
       unanswered,
     ]);
     expect(() => requestsOf([load([]), load(undefined)])).toThrow(/1 loads kept no requests/);
+  });
+});
+
+describe('judgeHistory: a product in escrow buckets is one sale over every bucket', () => {
+  const redis = useTestRedis();
+
+  /**
+   * What reset-sale-10.lua and the purchases leave of `shares.length` buckets, by hand:
+   * bucket 0's meta lists the others, each bucket its share of the stock, and each
+   * order in its buyer's home bucket's log (XADD stamps it with Redis's clock).
+   */
+  async function bucketed(prefix: string, shares: number[], orders: [bucket: number, userId: string][]) {
+    const client = redis.client();
+    const keys = new KeyLayout(prefix);
+    const ids = shares.map((_, b) => (b === 0 ? 'hot' : `hot~${b}`));
+    const start = await clockAtStart(client);
+    for (const [b, share] of shares.entries()) {
+      const more = b === 0 ? ['buckets', ids.slice(1).join(' ')] : [];
+      await client.hset(keys.product(ids[b]).meta, 'initialStock', share, 'perUserLimit', 1, ...more);
+    }
+    const requests: RequestRecord[] = [];
+    for (const [i, [b, userId]] of orders.entries()) {
+      const sentAt = historyNow();
+      const orderId = `o${i}`;
+      await client.xadd(keys.product(ids[b]).orders, '*', 'orderId', orderId, 'userId', userId, 'quantity', '1');
+      requests.push({ ...created(userId, sentAt, historyNow(), orderId), productId: 'hot' });
+    }
+    return judgeHistory(client, keys.product('hot'), requests, { start });
+  }
+
+  it("reads every bucket's log: an order acknowledged from another bucket is in the history", async () => {
+    const judged = await bucketed(
+      'hv-two:',
+      [1, 1],
+      [
+        [0, 'u1'],
+        [1, 'u2'],
+      ],
+    );
+    expect(judged.problems).toEqual([]);
+    expect(judged.report).toMatchObject({ stock: 2, orders: 2, peak: { units: 2 } });
+  });
+
+  it("holds the buckets' orders against the product's one stock: units beyond it are an oversell", async () => {
+    const judged = await bucketed(
+      'hv-over:',
+      [1, 1],
+      [
+        [0, 'u1'],
+        [1, 'u2'],
+        [1, 'u3'],
+      ],
+    );
+    expect(judged.report.checks.oversell).toBe('fail');
+    expect(judged.problems).toContainEqual(expect.stringMatching(/^history: oversell failed ×1 /));
   });
 });

@@ -11,11 +11,13 @@ import type { Redis } from 'ioredis';
 import { connectDatabase, readSettled as readSettledRows } from '../audit/settled-orders';
 import type { ProductKeys } from '../../src/redis/key-layout';
 import { productIdOf } from '../../src/redis/key-layout';
+import { bucketsOf } from '../../src/sale/buckets';
 import { checkHistory, historyLine } from '../history/check';
 import { ClockReading, linkClocks, readClock } from '../history/clock';
-import { CHECKS, CheckName, HistoryReport, RequestRecord, SettledOrder } from '../history/history';
+import { CHECKS, CheckName, HistoryReport, LogEntry, RequestRecord, SettledOrder } from '../history/history';
 import { logComplete, readWholeLog } from '../history/read-log';
 import type { LoadResult } from '../load';
+import { productLayoutOf } from '../verdict';
 
 /** What a scenario feeds the checker beyond the log, and what its promise covers. */
 export interface HistoryFeed {
@@ -57,29 +59,57 @@ export function requestsOf(loads: readonly LoadResult[]): RequestRecord[] {
   return loads.flatMap((l) => l.requests!);
 }
 
+/** What a history is judged on, read from Redis (the client may be a cluster's: no read spans two slots). */
+type LogReader = Pick<Redis, 'xrange' | 'xinfo' | 'hmget' | 'time'>;
+
 /**
- * Judges the product's history: the log read from `client` (paged), `requests` and
- * `feed.retries` (those of other products dropped), the clock linked from `feed.start`
- * to a reading now, and `feed.settled`.
+ * The product's one log and stock: for a product in escrow buckets (src/sale/buckets.ts),
+ * every bucket's log merged on Redis's clock (each shard stamps its own entries; the fault
+ * suite's nodes share this host's clock) and the buckets' shares summed, since a unit
+ * sold from any bucket is held of the product's one stock, and a buyer's orders are all
+ * in their home bucket's log. Complete only if every bucket's log is.
+ */
+async function productLog(
+  client: LogReader,
+  k: ProductKeys,
+): Promise<{ stock: number; perUserLimit: number; log: LogEntry[]; complete: boolean }> {
+  const [perUserLimit, others] = await client.hmget(k.meta, 'perUserLimit', 'buckets');
+  const layout = productLayoutOf(k);
+  const buckets = bucketsOf(productIdOf(k.meta)!, others).map((id) => layout.product(id));
+  const shares = await Promise.all(buckets.map((b) => client.hmget(b.meta, 'initialStock')));
+  const logs = await Promise.all(buckets.map((b) => readWholeLog(client, b.orders)));
+  const complete = await Promise.all(buckets.map((b) => logComplete(client, b.orders)));
+  return {
+    stock: shares.reduce((sum, [share]) => sum + Number(share), 0),
+    perUserLimit: Number(perUserLimit),
+    // A stable sort: each bucket's own entries stay in its stream's order.
+    log: logs.flat().sort((a, b) => a.ms - b.ms),
+    complete: complete.every(Boolean),
+  };
+}
+
+/**
+ * Judges the product's history: the log read from `client` (paged; every bucket's, for
+ * a product in escrow buckets), `requests` and `feed.retries` (those of other products
+ * dropped), the clock linked from `feed.start` to a reading now, and `feed.settled`.
  */
 export async function judgeHistory(
-  client: Pick<Redis, 'xrange' | 'xinfo' | 'hmget' | 'time'>,
+  client: LogReader,
   k: ProductKeys,
   requests: readonly RequestRecord[],
   feed: HistoryFeed,
 ): Promise<HistoryVerdict> {
   const productId = productIdOf(k.meta)!;
-  const [initialStock, perUserLimit] = await client.hmget(k.meta, 'initialStock', 'perUserLimit');
-  const log = await readWholeLog(client, k.orders);
+  const { stock, perUserLimit, log, complete } = await productLog(client, k);
   // The retries of OUTCOME_UNKNOWN buyers are requests of the sale too: their refusals and 201s are judged.
   const mine = [...requests, ...(feed.retries ?? [])].filter((r) => (r.productId ?? productId) === productId);
   const clock = linkClocks(feed.start, await readClock(client));
   const report = checkHistory({
     productId,
-    stock: Number(initialStock),
-    perUserLimit: Number(perUserLimit),
+    stock,
+    perUserLimit,
     log,
-    logComplete: await logComplete(client, k.orders),
+    logComplete: complete,
     requests: mine,
     clock,
     ...(feed.settled && { settled: feed.settled }),

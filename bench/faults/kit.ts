@@ -257,7 +257,8 @@ export interface SaleVerdict {
  * error or timeout on a live app, is a broken promise.
  */
 export async function verdict(
-  client: Redis,
+  // A single server, or a cluster client for a product in escrow buckets on several masters.
+  client: Pick<Redis, 'hmget' | 'get' | 'hgetall' | 'xrange' | 'xinfo' | 'time'>,
   k: ProductKeys,
   live: LoadResult[],
   dead: LoadResult[],

@@ -9,6 +9,7 @@
  *   npm run faults -- lost-reply partition-lock    scenarios by name, or every strategy of one
  *   npm run faults -- --only killed,paused-fenced  the same, comma-separated
  *   npm run faults -- cluster-slot-moved cluster-failover   the Redis Cluster faults
+ *   npm run faults -- cluster-buckets   the same faults for one product in escrow buckets (bucketed.ts)
  *   Every OUTCOME_UNKNOWN must be resolved by its retry with the same Idempotency-Key
  *   (the order back if it was written, one purchase if not); --no-check-retries (or
  *   FAULTS_CHECK_RETRIES=0) only reports it.
@@ -27,6 +28,7 @@ import { failover } from './failover';
 import { gracefulFailover } from './graceful-failover';
 import { holderKilled } from './holder-killed';
 import { holderPaused } from './holder-paused';
+import { bucketFailover, bucketMoveKilled, bucketSlotMoved } from './bucketed';
 import { Context, fiveXx, n, Outcome } from './kit';
 import { lostReply } from './lost-reply';
 import { NetworkStrategy } from './network-stage';
@@ -91,6 +93,10 @@ const CLUSTER_FAULTS: Record<string, Scenario> = {
       (ctx: Context) => gracefulFailover(ctx, strategy),
     ]),
   ),
+  // One product in escrow buckets on the 3 masters (bench/faults/bucketed.ts): the same faults while rights move.
+  'cluster-buckets-failover-graceful': bucketFailover,
+  'cluster-buckets-slot-moved': bucketSlotMoved,
+  'cluster-buckets-killed-mid-move': bucketMoveKilled,
 };
 
 /** Behind the sale: settlement into PostgreSQL and the reservations' afterlife (bench/faults/settlement.ts). */

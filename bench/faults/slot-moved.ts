@@ -84,7 +84,7 @@ function tally(answers: Timed[]): string {
   return [...codes].map(([code, x]) => `${code} ×${n(x)}`).join(', ');
 }
 
-interface Master {
+export interface Master {
   readonly node: ClusterNode;
   readonly client: Redis;
 }
@@ -105,7 +105,7 @@ async function redirects(clients: Redis[]): Promise<{ ASK: number; TRYAGAIN: num
  * Moves `slot` from `source` to `target` as redis.io's CLUSTER SETSLOT page says, and
  * waits, after the first MIGRATE, until the nodes have redirected a buyer's command.
  */
-async function moveSlot(
+export async function moveSlot(
   slot: number,
   source: Master,
   target: Master,

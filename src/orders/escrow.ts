@@ -5,7 +5,7 @@ import { execAll } from '../redis/exec-all';
 import { KeyLayout } from '../redis/key-layout';
 import { moveDone, moveDoneKeys, moveIn, moveInKeys, moveOut, moveOutKeys } from '../redis/lua-scripts';
 import { REDIS_CLIENT } from '../redis/redis.constants';
-import { bucketsOf, homeBucket } from '../sale/buckets';
+import { bucketsOf, homeBucket, loggedMoves } from '../sale/buckets';
 import { FaultStop } from './fault-stop';
 import { PurchasePath } from './purchases/purchase-path';
 import { ReplicaAcks } from './replica-acks';
@@ -227,12 +227,7 @@ export class Escrow {
         const [stock, epoch, moves] = (await execAll(
           this.redis.pipeline().get(k.stock).hget(k.meta, 'epoch').hgetall(k.moves),
         )) as [string | null, string | null, Record<string, string>];
-        const all = Object.entries(moves).flatMap(([field, record]): InFlight[] => {
-          const [destination, units, from] = record.split('|');
-          return field.startsWith('o:')
-            ? [{ id: field.slice(2), source: id, destination, units: Number(units), epoch: from }]
-            : [];
-        });
+        const all: InFlight[] = loggedMoves(moves).map((m) => ({ ...m, source: id }));
         return {
           id,
           stock: Number(stock ?? 0),

@@ -80,3 +80,25 @@ export function placeBuckets(productId: string, n: number, masterOf: (slot: numb
 export function bucketsOf(productId: string, field: string | null | undefined): string[] {
   return [productId, ...(field ? field.split(' ') : [])];
 }
+
+/** A move logged on its source bucket and not closed (move-out-4.lua's `o:<id>` record). */
+export interface LoggedMove {
+  readonly id: string;
+  readonly destination: string;
+  readonly units: number;
+  /** The sale (epoch) the units left. */
+  readonly epoch: string;
+}
+
+/**
+ * The moves in flight a bucket's moves hash logs: its `o:<transfer id>` fields, each
+ * `<destination>|<units>|<epoch>|<at ms>`; its `v` field (the bucket's version) is none.
+ * The one reader of the record, for the app's refill and every tool that judges a sale.
+ */
+export function loggedMoves(moves: Readonly<Record<string, string>>): LoggedMove[] {
+  return Object.entries(moves).flatMap(([field, record]) => {
+    if (!field.startsWith('o:')) return [];
+    const [destination, units, epoch] = record.split('|');
+    return [{ id: field.slice(2), destination, units: Number(units), epoch }];
+  });
+}

@@ -197,10 +197,13 @@ export async function clusterClient(cluster: TestCluster): Promise<Cluster> {
 
 /**
  * Registers the hooks of a file whose tests share one private Redis Cluster of `masters`
- * masters and a client of it: started before the first test, stopped after the last;
+ * masters (and `replicas` replicas each) and a client of it: started before the first test, stopped after the last;
  * each test's apps (`opened`) closed after it.
  */
-export function useTestCluster(masters = 3): {
+export function useTestCluster(
+  masters = 3,
+  replicas = 0,
+): {
   readonly cluster: TestCluster;
   readonly client: Cluster;
   opened<T extends { close(): Promise<void> }>(app: T): T;
@@ -209,7 +212,7 @@ export function useTestCluster(masters = 3): {
   let client: Cluster | undefined;
   const open: { close(): Promise<void> }[] = [];
   beforeAll(async () => {
-    cluster = await startTestCluster({ masters });
+    cluster = await startTestCluster({ masters, replicas });
     client = await clusterClient(cluster);
   }, 60_000);
   afterEach(async () => {
