@@ -4,14 +4,14 @@
  * settlement) is its scenario's, in bench/scenarios/: this file only calls their hooks.
  */
 import { startSale } from '../harness/http';
-import { BucketFigures, bucketKeys, unitsLeft } from './buckets';
+import { BucketFigures, bucketKeys, mergedLog, unitsLeft } from './buckets';
 import { startMeter } from './cost';
 import type { Cost } from './cost';
 import { emit } from './events';
 import { checkHistory } from './history/check';
 import { ClockReading, linkClocks, readClock } from './history/clock';
 import type { History, HistoryReport } from './history/history';
-import { logComplete, readWholeLog } from './history/read-log';
+import { logComplete } from './history/read-log';
 import { Answer, LoadOptions, LoadResult, runLoad } from './load';
 import type { Target } from './options';
 import { LoadProgress, startProgress } from './progress';
@@ -231,11 +231,8 @@ async function productHistory(
   clock: ClockReading[],
   settled: History['settled'],
 ): Promise<HistoryReport> {
-  const streams = (await bucketKeys(run.client, t.keys, productId)).map((k) => k.orders);
-  // Stable: one bucket's entries keep their order; the buckets' shards share this machine's clock.
-  const log = (await Promise.all(streams.map((key) => readWholeLog(run.client, key))))
-    .flat()
-    .sort((a, b) => a.ms - b.ms);
+  const buckets = await bucketKeys(run.client, t.keys, productId);
+  const log = await mergedLog(run.client, buckets);
   // A load that kept no request (none today) leaves the client's checks not run, never passed on half a history.
   const requests = load.requests?.filter((r) => (r.productId ?? productId) === productId);
   return checkHistory({
@@ -243,7 +240,7 @@ async function productHistory(
     stock: sale.initialStock,
     perUserLimit: sale.perUserLimit,
     log,
-    logComplete: (await Promise.all(streams.map((key) => logComplete(run.client, key)))).every(Boolean),
+    logComplete: (await Promise.all(buckets.map((b) => logComplete(run.client, b.orders)))).every(Boolean),
     ...(requests && { requests, clock: linkClocks(...clock) }),
     ...(settled && { settled }),
   });

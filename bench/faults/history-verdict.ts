@@ -15,7 +15,8 @@ import { bucketsOf } from '../../src/sale/buckets';
 import { checkHistory, historyLine } from '../history/check';
 import { ClockReading, linkClocks, readClock } from '../history/clock';
 import { CHECKS, CheckName, HistoryReport, LogEntry, RequestRecord, SettledOrder } from '../history/history';
-import { logComplete, readWholeLog } from '../history/read-log';
+import { logComplete } from '../history/read-log';
+import { mergedLog } from '../buckets';
 import type { LoadResult } from '../load';
 import { productLayoutOf } from '../verdict';
 
@@ -64,10 +65,8 @@ type LogReader = Pick<Redis, 'xrange' | 'xinfo' | 'hmget' | 'time'>;
 
 /**
  * The product's one log and stock: for a product in escrow buckets (src/sale/buckets.ts),
- * every bucket's log merged on Redis's clock (each shard stamps its own entries; the fault
- * suite's nodes share this host's clock) and the buckets' shares summed, since a unit
- * sold from any bucket is held of the product's one stock, and a buyer's orders are all
- * in their home bucket's log. Complete only if every bucket's log is.
+ * every bucket's log merged (mergedLog) and the buckets' shares summed, since a unit sold
+ * from any bucket is held of the product's one stock. Complete only if every bucket's log is.
  */
 async function productLog(
   client: LogReader,
@@ -77,13 +76,11 @@ async function productLog(
   const layout = productLayoutOf(k);
   const buckets = bucketsOf(productIdOf(k.meta)!, others).map((id) => layout.product(id));
   const shares = await Promise.all(buckets.map((b) => client.hmget(b.meta, 'initialStock')));
-  const logs = await Promise.all(buckets.map((b) => readWholeLog(client, b.orders)));
   const complete = await Promise.all(buckets.map((b) => logComplete(client, b.orders)));
   return {
     stock: shares.reduce((sum, [share]) => sum + Number(share), 0),
     perUserLimit: Number(perUserLimit),
-    // A stable sort: each bucket's own entries stay in its stream's order.
-    log: logs.flat().sort((a, b) => a.ms - b.ms),
+    log: await mergedLog(client, buckets),
     complete: complete.every(Boolean),
   };
 }
