@@ -1,5 +1,3 @@
-import type { BucketFigures } from './buckets';
-import type { CatalogFigures } from './catalog';
 import { historyLine } from './history/check';
 import type { Opening } from './starts-in';
 import type { QueueFigures } from './queue-load';
@@ -7,6 +5,12 @@ import type { Cost } from './cost';
 import type { LatencyPoint } from './latency-curve';
 import type { SoldPoint } from './timeline';
 import { HistoryVerdict, peakOversold, ProductVerdict, Verdict } from './verdict';
+import { bucketsLine, catalogLine, OrderLag, orderLagLine } from './report-lines';
+import type { BucketFigures } from './buckets';
+import type { CatalogFigures } from './catalog';
+
+export { bucketsLine, catalogLine, orderLagLine };
+export type { OrderLag };
 
 /** One product of a row that sold several (--products N): its own verdict, and whether it passed as its row must. */
 export interface ProductRow extends ProductVerdict {
@@ -104,21 +108,6 @@ export interface SettlementRow {
     readonly unitsReturned: number;
     readonly secondWave: { buyers: number; created: number; refused: Record<string, number> };
   };
-}
-
-/** Percentiles of the orders' settlement lag (bench/settled.ts), ms. */
-export interface OrderLag {
-  /** Orders measured: every order of the product PostgreSQL holds with its settled_at. */
-  readonly orders: number;
-  readonly p50: number;
-  readonly p99: number;
-  readonly max: number;
-  /**
-   * How the two clocks were put on one line: `one machine` (the bench's own Redis and
-   * PostgreSQL), or Redis's brought to this machine's by the skew measured at the sale's
-   * start (--redis: Redis may be elsewhere), in ms.
-   */
-  readonly clock: 'one machine' | { skewMs: number };
 }
 
 /**
@@ -397,37 +386,6 @@ export function formatReport(rows: Row[]): { text: string; tables: string; faile
     );
   }
   return { text: lines.join('\n'), tables, failed };
-}
-
-/** `p50 12 ms, p99 85 ms, max 97 ms from each of 1,000 orders' stream entry to PostgreSQL (...)`. */
-export function orderLagLine(lag: OrderLag): string {
-  const clock =
-    lag.clock === 'one machine'
-      ? "Redis's and PostgreSQL's clocks are one machine's"
-      : `Redis's clock brought to this machine's by the skew measured at the sale's start, ${lag.clock.skewMs} ms`;
-  return (
-    `p50 ${lag.p50} ms, p99 ${lag.p99} ms, max ${lag.max} ms from each of ${n(lag.orders)} orders' stream entry ` +
-    `to its row in PostgreSQL (goal: p99 <= 100 ms; ${clock})`
-  );
-}
-
-/** `with 10,000 idle products listed (through the admin API in 4,120 ms; 10,000 in Redis's products set)`. */
-export function catalogLine(c: CatalogFigures): string {
-  const products = `${n(c.products)} idle product${c.products === 1 ? '' : 's'}`;
-  return `with ${products} listed (through the admin API in ${n(c.listMs)} ms; ${n(c.listed)} in Redis's products set)`;
-}
-
-/**
- * `3 buckets (hot, hot~1, hot~4) on a Redis Cluster; 12 moves of rights into them`: where
- * a bucketed row's stock was kept, and how often a dry bucket was refilled.
- */
-export function bucketsLine(b: BucketFigures): string {
-  const where = b.cluster ? 'on a Redis Cluster' : 'on one Redis server (no --cluster: one thread serves every bucket)';
-  const skew =
-    b.skew === undefined
-      ? ''
-      : `; --skew ${b.skew}: ${Math.round(b.skew * 100)}% of the buyers chosen with bucket 0 (${b.ids[0]}) as their home`;
-  return `${b.count} buckets (${b.ids.join(', ')}) ${where}; ${n(b.moves)} move${b.moves === 1 ? '' : 's'} of rights into them${skew}`;
 }
 
 /** `history: fenced: <the checker's line>`, one per product that has a history report. */
