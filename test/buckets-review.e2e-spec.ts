@@ -42,6 +42,37 @@ describe('escrow buckets on one Redis', () => {
   const ids = async (url: string, id: string): Promise<string[]> =>
     (await request(url, 'GET', `/api/products/${id}/buckets`, { admin: true })).body.map((b: { id: string }) => b.id);
 
+  /**
+   * A PUT of `tv` with `stock` (from the service, so the test holds it) paused before its exclusion
+   * of bucket `at`, while `during` runs; then released, and awaited.
+   */
+  async function whilePutPaused(nest: TestApp['app'], at: string, stock: number, during: () => Promise<void>) {
+    const path = nest.get(PurchasePath);
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    let paused!: () => void;
+    const reached = new Promise<void>((r) => (paused = r));
+    const original = path.exclusive.bind(path);
+    let gated = false;
+    const spy = jest.spyOn(path, 'exclusive').mockImplementation(async (id: string, fn: () => Promise<unknown>) => {
+      if (id === at && !gated) {
+        gated = true;
+        paused();
+        await gate;
+      }
+      return original(id, fn);
+    });
+    const first = nest.get(ProductsService).startSale('tv', stock, 1, { discardOrders: true });
+    await reached;
+    try {
+      await during();
+    } finally {
+      release();
+    }
+    await first;
+    spy.mockRestore();
+  }
+
   it('a DELETE refused (409) changes nothing: no bucket of a live sale is deleted', async () => {
     const prefix = uniquePrefix('r40-del');
     const { url } = await app(prefix);
@@ -85,30 +116,12 @@ describe('escrow buckets on one Redis', () => {
     const { url, app: nest } = await app(prefix);
     expect((await put(url, 'tv', { stock: 9, buckets: 3 })).status).toBe(200);
     const bucketIds = await ids(url, 'tv');
-    const path = nest.get(PurchasePath);
-    const service = nest.get(ProductsService);
-    // PUT A pauses (a GC pause, a slow link) before its reset of bucket 1; PUT B runs whole meanwhile.
-    let release!: () => void;
-    const gate = new Promise<void>((r) => (release = r));
-    let paused!: () => void;
-    const reached = new Promise<void>((r) => (paused = r));
-    const original = path.exclusive.bind(path);
-    let gated = false;
-    jest.spyOn(path, 'exclusive').mockImplementation(async (id: string, fn: () => Promise<unknown>) => {
-      if (id === bucketIds[1] && !gated) {
-        gated = true;
-        paused();
-        await gate;
-      }
-      return original(id, fn);
+    // PUT A pauses (a GC pause, a slow link) before its reset of bucket 1; PUT B is sent meanwhile.
+    await whilePutPaused(nest, bucketIds[1], 10, async () => {
+      // One admin change of a product at a time: B waits for A's, then is refused, nothing changed.
+      const second = await put(url, 'tv', { stock: 20, discardOrders: true });
+      expect([second.status, second.body.code]).toEqual([503, 'LOCK_TIMEOUT']);
     });
-    const first = service.startSale('tv', 10, 1, { discardOrders: true });
-    await reached;
-    // One admin change of a product at a time: B waits for A's, then is refused, nothing changed.
-    const second = await put(url, 'tv', { stock: 20, discardOrders: true });
-    expect([second.status, second.body.code]).toEqual([503, 'LOCK_TIMEOUT']);
-    release();
-    await first;
     const epochs = await Promise.all(bucketIds.map((id) => redis.client().hget(keys.product(id).meta, 'epoch')));
     const product = (await request(url, 'GET', '/api/products/tv')).body;
     expect({ epochs: new Set(epochs).size, initialStockIsOnePut: [10, 20].includes(product.initialStock) }).toEqual({
@@ -118,34 +131,15 @@ describe('escrow buckets on one Redis', () => {
     expect(product.initialStock).toBe(10);
   }, 30_000);
 
-  it('a PUT paused half-way: buyers of a bucket whose epoch differs are refused while units remain', async () => {
+  it('a PUT paused half-way, another refused meanwhile: one epoch, every buyer of bucket 0 served while units remain', async () => {
     const prefix = uniquePrefix('r40-put2');
     const keys = new KeyLayout(prefix);
     const { url, app: nest } = await app(prefix);
     expect((await put(url, 'tv', { stock: 9, buckets: 3 })).status).toBe(200);
     const bucketIds = await ids(url, 'tv');
-    const path = nest.get(PurchasePath);
-    const service = nest.get(ProductsService);
-    let release!: () => void;
-    const gate = new Promise<void>((r) => (release = r));
-    let paused!: () => void;
-    const reached = new Promise<void>((r) => (paused = r));
-    const original = path.exclusive.bind(path);
-    let gated = false;
-    const spy = jest.spyOn(path, 'exclusive').mockImplementation(async (id: string, fn: () => Promise<unknown>) => {
-      if (id === bucketIds[1] && !gated) {
-        gated = true;
-        paused();
-        await gate;
-      }
-      return original(id, fn);
+    await whilePutPaused(nest, bucketIds[1], 9, async () => {
+      expect((await put(url, 'tv', { stock: 9, discardOrders: true })).status).toBe(503);
     });
-    const first = service.startSale('tv', 9, 1, { discardOrders: true });
-    await reached;
-    expect((await put(url, 'tv', { stock: 9, discardOrders: true })).status).toBe(503);
-    release();
-    await first;
-    spy.mockRestore();
     const c = redis.client();
     const epochs = await Promise.all(bucketIds.map((id) => c.hget(keys.product(id).meta, 'epoch')));
     expect(new Set(epochs).size).toBe(1);
