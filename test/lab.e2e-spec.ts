@@ -251,7 +251,7 @@ describe('the lab: lessons and reading guide', () => {
     expect(lessons.find((l) => l.id === 'strategy:fenced')!.guide.map((g) => g.path)).toEqual([
       'src/locks/lock.ts',
       'src/locks/strategies/fenced.strategy.ts',
-      'src/redis/scripts/fenced-acquire-3.lua',
+      'src/redis/scripts/fenced-acquire-6.lua',
       'src/redis/scripts/fenced-write-8.lua',
       'src/redis/scripts/release-lock-1.lua',
       'src/orders/purchases/batched.purchases.ts',

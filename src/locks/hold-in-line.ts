@@ -17,8 +17,13 @@ export interface HoldSteps<L extends Lease> {
   readonly deadline: number;
   /** Aborting it stops the wait (the product sold out meanwhile). */
   readonly signal?: AbortSignal;
-  /** Takes the lock in Redis by `deadline` (a performance.now() value), or throws. */
-  acquire(deadline: number): Promise<L>;
+  /**
+   * Takes the lock in Redis by `deadline` (a performance.now() value), or throws;
+   * calls `waiting` once its first try finds the lock taken.
+   */
+  acquire(deadline: number, waiting: () => void): Promise<L>;
+  /** UsingOptions.onWait: called once, at most, when the lock is not free at once. */
+  readonly onWait?: () => void;
   /** Gives the lock back; never throws (what it cannot release, the TTL frees). */
   release(lease: L): Promise<void>;
 }
@@ -36,9 +41,17 @@ export async function holdInLine<L extends Lease, T>(
   section: (validity: Pick<Hold, 'signal' | 'assertValid'>, lease: L) => Promise<T>,
 ): Promise<T> {
   const { line, key, deadline } = steps;
+  let waited = false;
+  const waiting = () => {
+    if (waited) return;
+    waited = true;
+    steps.onWait?.();
+  };
+  // Behind another caller of this process: the lock is not free at once.
+  if (line.busy(key)) waiting();
   await line.enter(key, deadline - performance.now(), steps.signal);
   try {
-    const lease = await steps.acquire(deadline);
+    const lease = await steps.acquire(deadline, waiting);
     const expiry = new AbortController();
     const expire = () => expiry.abort(new LockExpiredError(steps.ttlMs));
     const timer = setTimeout(expire, lease.validUntil - performance.now());

@@ -68,6 +68,11 @@ export class LocalQueue {
     });
   }
 
+  /** Whether a caller of `key` has its turn now: one entering would wait. */
+  busy(key: string): boolean {
+    return this.lines.get(key)?.busy ?? false;
+  }
+
   /** Callers of `key` waiting behind the current one. */
   waiting(key: string): number {
     return this.lines.get(key)?.waiters.length ?? 0;

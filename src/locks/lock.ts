@@ -21,6 +21,22 @@ export interface Hold {
   assertValid(): void;
   /** The fencing token of this acquisition, for a lock that issues one: the write must present it to Redis. */
   readonly fence?: number;
+  /**
+   * The reply of `options.readAtAcquire`, for a lock that takes it in the step that takes
+   * the lock (`fenced`): a read under the lock, so the section need not read again.
+   * Absent for a lock that cannot (the section reads itself).
+   */
+  readonly read?: readonly unknown[];
+}
+
+/**
+ * The buyers' counts and Idempotency-Key fields a batch reads first thing under the lock
+ * (with the product's meta, stock and Redis's clock: fenced-acquire-6.lua), named so a
+ * lock that can take them in the step that takes it does.
+ */
+export interface ReadAtAcquire {
+  readonly buyers: readonly string[];
+  readonly claims: readonly string[];
 }
 
 export interface UsingOptions {
@@ -33,6 +49,14 @@ export interface UsingOptions {
    * a deadline, and turn assertValid()'s clock check off for as long as the step.
    */
   readonly deadline?: number;
+  /**
+   * Called once, at most, as soon as the lock turns out not to be free at once (another
+   * caller holds it, in this process or another): the caller may do then what is only
+   * worth doing while it waits (the batch's unlocked read, whose refusals need not wait).
+   */
+  readonly onWait?: () => void;
+  /** A read to take with the acquisition, for a lock that can (hold.read). */
+  readonly readAtAcquire?: ReadAtAcquire;
 }
 
 /** For a lock on nodes of its own (Redlock): how many answer PING, and how many a lock needs. */

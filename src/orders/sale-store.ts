@@ -73,9 +73,28 @@ export async function readSale(
     .time()
     .hmget(k.buyers, ...userIds);
   if (claimKeys.length > 0) pipeline.hmget(k.idem, ...claimKeys);
-  const [[limit, soldBy, saleId, startsAt, endsAt, queueRate], stock, time, bought, claims] = (await execAll(
-    pipeline,
-  )) as [(string | null)[], string | null, [string, string], (string | null)[], (string | null)[] | undefined];
+  return saleReadOf(await execAll(pipeline), k, family, clock);
+}
+
+/**
+ * A SaleRead from the replies of readSale()'s reads, in their order: the pipeline's, or
+ * those fenced-acquire-6.lua took with the lock (Hold.read). Throws as readSale() does.
+ */
+export function saleReadOf(
+  replies: readonly unknown[],
+  k: ProductKeys,
+  family: string,
+  clock?: (redisNow: number) => number,
+): SaleRead {
+  const [[limit, soldBy, saleId, startsAt, endsAt, queueRate], stock, time, bought, claims] = replies as [
+    (string | null)[],
+    string | null,
+    [string, string] | number,
+    (string | null)[],
+    (string | null)[] | undefined,
+  ];
+  // TIME's seconds and microseconds; the script's nowMs() (includes/clock.lua) in ms.
+  const redisNow = typeof time === 'number' ? time : Number(time[0]) * 1000 + Math.floor(Number(time[1]) / 1000);
   if (soldBy && soldBy !== family) throw new StrategyMismatchError(productOf(k), soldBy, family);
   return {
     sale:
@@ -87,7 +106,7 @@ export async function readSale(
             saleId: saleId ?? '',
             startsAt: startsAt === null ? null : Number(startsAt),
             endsAt: endsAt === null ? null : Number(endsAt),
-            now: (clock ?? Number)(Number(time[0]) * 1000 + Math.floor(Number(time[1]) / 1000)),
+            now: (clock ?? Number)(redisNow),
             queued: queueRate !== null,
           },
     bought: bought.map((b) => Number(b ?? 0)),

@@ -200,16 +200,19 @@ export const reentrantRelease = new LuaScript<
 /** 1 if renewed, 0 if the lock is no longer ours. */
 export const reentrantRenew = new LuaScript<[lock: string], [owner: string, ttlMs: number], 0 | 1>('reentrant-renew');
 
-/** The new fencing token if the lock is now ours, null if it is held. */
+/**
+ * {token} (the new fencing token) if the lock is now ours, with the sale's read when
+ * ARGV[3] names one (a batch's read under the lock, taken in the same step); null if it is held.
+ */
 export const fencedAcquire = new LuaScript<
-  [lock: string, fence: string, meta: string],
-  [token: string, ttlMs: number],
-  number | null
+  [lock: string, fence: string, meta: string, stock: string, buyers: string, idem: string],
+  [token: string, ttlMs: number, buyers: number | '', ...fields: string[]],
+  [token: number, ...read: unknown[]] | null
 >('fenced-acquire');
 
-/** fenced-acquire-3.lua's KEYS for a product. */
+/** fenced-acquire-6.lua's KEYS for a product. */
 export function fencedAcquireKeys(k: ProductKeys): Parameters<typeof fencedAcquire.run>[1] {
-  return [k.lock, k.fence, k.meta];
+  return [k.lock, k.fence, k.meta, k.stock, k.buyers, k.idem];
 }
 
 /** A batch of orders under a fenced hold: per order userId, quantity, orderId, Idempotency-Key, claim id. */

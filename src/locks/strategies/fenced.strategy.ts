@@ -2,8 +2,8 @@ import type { RedisClient } from '../../redis/create-client';
 import { StaleLockError } from '../../errors/errors';
 import { productKeysOf } from '../../redis/key-layout';
 import { fencedAcquire, fencedAcquireKeys } from '../../redis/lua-scripts';
-import { Hold, UsingOptions } from '../lock';
-import { LockLease, LockOptions, SetNxLockStrategy } from './lock.strategy';
+import { Hold, ReadAtAcquire, UsingOptions } from '../lock';
+import { LockLease, LockOptions, SetNxLockStrategy, Taken } from './lock.strategy';
 
 /**
  * `fenced` — the `lock` strategy plus fencing tokens (Kleppmann, "How to do
@@ -35,11 +35,15 @@ export class FencedLockStrategy extends SetNxLockStrategy {
     super(fencing, options);
   }
 
-  protected override take(key: string, token: string): Promise<number | null> {
+  protected override async take(key: string, token: string, read?: ReadAtAcquire): Promise<Taken> {
     const k = productKeysOf(key);
     // The lock taken is the key released and renewed: only a product's own lock key has a fence.
     if (k.lock !== key) throw new Error(`not a product's lock key: ${key}`);
-    return fencedAcquire.run(this.fencing, fencedAcquireKeys(k), token, this.options.ttlMs);
+    const asked: [number | '', ...string[]] = read ? [read.buyers.length, ...read.buyers, ...read.claims] : [''];
+    const reply = await fencedAcquire.run(this.fencing, fencedAcquireKeys(k), token, this.options.ttlMs, ...asked);
+    if (reply === null) return null;
+    const [fence, ...taken] = reply;
+    return read ? { fence, read: taken } : { fence };
   }
 
   /** Holds whose write the fence refused, by `key#fence`, until their release reports them. */

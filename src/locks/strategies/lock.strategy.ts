@@ -8,7 +8,7 @@ import { BestEffortUndo } from '../best-effort-undo';
 import { holdInLine, Lease } from '../hold-in-line';
 import { LocalQueue } from '../local-queue';
 import { driftMs } from '../drift';
-import { Hold, Lock, UsingOptions } from '../lock';
+import { Hold, Lock, ReadAtAcquire, UsingOptions } from '../lock';
 import { Attempt, releasedChannel, ReleaseSubscriber } from '../release-subscriber';
 
 export interface LockOptions {
@@ -24,7 +24,12 @@ export interface LockLease extends Lease {
   readonly token: string;
   /** The fencing token of this acquisition, when the lock is fenced. */
   readonly fence?: number;
+  /** What was read in the step that took the lock (Hold.read), when the lock can. */
+  readonly read?: readonly unknown[];
 }
+
+/** What one try got: true (the lock), the fencing token and read of a fenced lock, or null (held). */
+export type Taken = true | { readonly fence: number; readonly read?: readonly unknown[] } | null;
 
 /**
  * `lock` — the correct single-instance Redis lock (redis.io "Distributed Locks";
@@ -80,14 +85,14 @@ export class SetNxLockStrategy implements Lock {
     return this.lost;
   }
 
-  /** One attempt: a lease if the lock was free, null if someone holds it. */
-  async tryAcquire(key: string): Promise<LockLease | null> {
+  /** One attempt: a lease if the lock was free, null if someone holds it. `read`: see Hold.read. */
+  async tryAcquire(key: string, read?: ReadAtAcquire): Promise<LockLease | null> {
     // 128 random bits make it unguessable and unique; the pid in front says which
     // process holds the lock (as Redisson's uuid:threadId does), for an operator
     // reading the key and for the fault suite that stops or kills the holder.
     const token = `${process.pid}:${randomBytes(16).toString('hex')}`;
     const start = performance.now();
-    const taken = await this.take(key, token).catch((err: unknown) => {
+    const taken = await this.take(key, token, read).catch((err: unknown) => {
       // Outcome unknown: the lock may be ours in Redis. Release it if so.
       this.undo.fire(`acquisition of ${key}`, () =>
         releaseLock.runInFull(this.redis, [key], token, releasedChannel(key)),
@@ -97,11 +102,15 @@ export class SetNxLockStrategy implements Lock {
     if (taken === null) return null;
     // Measured from before the SET: the lock may have been set at any point of the round trip.
     const validUntil = start + this.options.ttlMs - driftMs(this.options.ttlMs);
-    return taken === true ? { key, token, validUntil } : { key, token, validUntil, fence: taken };
+    return taken === true ? { key, token, validUntil } : { key, token, validUntil, ...taken };
   }
 
-  /** SET NX PX: true if the lock is now ours, null if someone holds it (a fenced lock returns its token instead of true). */
-  protected async take(key: string, token: string): Promise<true | number | null> {
+  /**
+   * SET NX PX: true if the lock is now ours, null if someone holds it (a fenced lock
+   * returns its token instead of true, and takes `read` with it). The plain SET takes
+   * no read: the section reads itself.
+   */
+  protected async take(key: string, token: string, _read?: ReadAtAcquire): Promise<Taken> {
     return (await this.redis.set(key, token, 'PX', this.options.ttlMs, 'NX')) === 'OK' ? true : null;
   }
 
@@ -110,13 +119,18 @@ export class SetNxLockStrategy implements Lock {
    * `signal` aborts (its reason is thrown).
    */
   acquire(key: string, waitMs = this.options.waitMs, signal?: AbortSignal): Promise<LockLease> {
-    return this.acquireBy(key, performance.now() + waitMs, signal);
+    return this.acquireBy(key, performance.now() + waitMs, { signal });
   }
 
-  private async acquireBy(key: string, deadline: number, signal?: AbortSignal): Promise<LockLease> {
+  private async acquireBy(
+    key: string,
+    deadline: number,
+    { signal, waiting, read }: { signal?: AbortSignal; waiting?: () => void; read?: ReadAtAcquire },
+  ): Promise<LockLease> {
     signal?.throwIfAborted();
-    const first = await this.tryAcquire(key);
+    const first = await this.tryAcquire(key, read);
     if (first) return first;
+    waiting?.();
     // No time left (LOCK_WAIT_MS=0 means "try once"): that was the one try.
     if (performance.now() >= deadline) throw new LockTimeoutError(this.options.waitMs);
     // Taken: listen for its release (release-lock-1.lua publishes it), so we try again
@@ -124,7 +138,7 @@ export class SetNxLockStrategy implements Lock {
     let attempt = 0;
     return this.subscriber.retry(releasedChannel(key), async (): Promise<Attempt<LockLease>> => {
       signal?.throwIfAborted();
-      const lease = await this.tryAcquire(key);
+      const lease = await this.tryAcquire(key, read);
       if (lease) return { got: lease };
       const left = deadline - performance.now();
       if (left <= 0) throw new LockTimeoutError(this.options.waitMs);
@@ -156,7 +170,9 @@ export class SetNxLockStrategy implements Lock {
         ttlMs: this.options.ttlMs,
         deadline: options?.deadline ?? performance.now() + this.options.waitMs,
         signal: options?.signal,
-        acquire: (deadline) => this.acquireBy(key, deadline, options?.signal),
+        onWait: options?.onWait,
+        acquire: (deadline, waiting) =>
+          this.acquireBy(key, deadline, { signal: options?.signal, waiting, read: options?.readAtAcquire }),
         // A failed release must not turn a completed purchase into an error: the
         // order is written either way, and the TTL frees the lock.
         release: (lease) =>
@@ -165,7 +181,7 @@ export class SetNxLockStrategy implements Lock {
             (err: Error) => this.logger.warn(`release of ${key} failed, the TTL will free it: ${err.message}`),
           ),
       },
-      (validity, lease) => section({ ...validity, fence: lease.fence }),
+      (validity, lease) => section({ ...validity, fence: lease.fence, read: lease.read }),
     );
   }
 }

@@ -97,8 +97,9 @@ export class RedlockStrategy implements Lock {
         ttlMs: this.options.ttlMs,
         deadline: options?.deadline ?? performance.now() + this.options.waitMs,
         signal: options?.signal,
-        acquire: async (deadline) => {
-          const lock = await this.acquire(key, deadline, options?.signal);
+        onWait: options?.onWait,
+        acquire: async (deadline, waiting) => {
+          const lock = await this.acquire(key, deadline, waiting, options?.signal);
           // The package counts its validity on the wall clock (Date.now()); ours is
           // monotonic, so a clock stepped back cannot stretch it: the time left, now.
           return { validUntil: performance.now() + (lock.expiration - Date.now()), lock };
@@ -126,7 +127,12 @@ export class RedlockStrategy implements Lock {
     return { up: answers.reduce<number>((a, b) => a + b, 0), total: this.clients.length, quorum: this.quorum };
   }
 
-  private async acquire(key: string, deadline: number, signal?: AbortSignal): Promise<RedlockLease> {
+  private async acquire(
+    key: string,
+    deadline: number,
+    waiting: () => void,
+    signal?: AbortSignal,
+  ): Promise<RedlockLease> {
     for (let attempt = 0; ; attempt++) {
       signal?.throwIfAborted();
       try {
@@ -137,6 +143,7 @@ export class RedlockStrategy implements Lock {
         if (this.clients.length - down < this.quorum)
           throw new LockNodesUnavailableError(down, this.clients.length, this.quorum);
       }
+      waiting();
       const left = deadline - performance.now();
       if (left <= 0) throw new LockTimeoutError(this.options.waitMs);
       await sleep(backoffMs(attempt, left));

@@ -11,7 +11,7 @@ import { Metrics } from '../../telemetry/metrics';
 import { FaultStop } from '../fault-stop';
 import { acknowledge, newOrderId, Order, OrderRequest } from '../order';
 import { refusal } from '../sale-rules';
-import { buyerState, readSale, SaleRead, skippedError, stillClaimed, writeOrders } from '../sale-store';
+import { buyerState, readSale, SaleRead, saleReadOf, skippedError, stillClaimed, writeOrders } from '../sale-store';
 import { LockedPurchases } from './purchase-path';
 
 /** Most buyers served by one hold: bounds the write and keeps the hold far inside the TTL. */
@@ -159,20 +159,22 @@ export class BatchedPurchases extends LockedPurchases implements BeforeApplicati
         if (no) buyer.reject(no);
       });
     };
-    // While the sale is plainly on, the read goes out beside the acquisition, not before
-    // it: its refusals still come at once, even while another process holds the lock,
-    // and a free lock is held one round trip sooner. Once every buyer is refused, the
-    // wait for the lock stops.
+    // While the sale is plainly on, the read is not sent before the acquisition: only
+    // once the lock turns out to be taken (onWait), so its refusals still come at once
+    // while another holds it, and a free lock is held one round trip sooner, its hold's
+    // read the only one. Once every buyer is refused, the wait for the lock stops.
     let stop: AbortController | undefined;
+    let onWait: (() => void) | undefined;
     if (this.plainlyOn(k, waiting)) {
       const controller = (stop = new AbortController());
-      void preRead().then(
-        () => {
-          if (unsettled(waiting).length === 0) controller.abort(new Error('every buyer of the batch was refused'));
-        },
-        // The read under the lock decides the same, and says what failed.
-        () => undefined,
-      );
+      onWait = () =>
+        void preRead().then(
+          () => {
+            if (unsettled(waiting).length === 0) controller.abort(new Error('every buyer of the batch was refused'));
+          },
+          // The read under the lock decides the same, and says what failed.
+          () => undefined,
+        );
     } else {
       await preRead();
     }
@@ -183,6 +185,12 @@ export class BatchedPurchases extends LockedPurchases implements BeforeApplicati
       // last); each earlier one hears LOCK_TIMEOUT from its own timer at its own deadline.
       deadline: candidates[candidates.length - 1].deadline,
       signal: stop?.signal,
+      onWait,
+      // A lock that can (fenced) takes the hold's read in the step that takes the lock.
+      readAtAcquire: {
+        buyers: candidates.map((b) => b.order.userId),
+        claims: keyedOf(candidates).map((b) => b.order.claim!.key),
+      },
     });
     // Answered once the lock is released, as a single buyer would be: by the time a
     // buyer sees its answer, its hold is over. (A refusal of the read sent beside the
@@ -245,15 +253,17 @@ export class BatchedPurchases extends LockedPurchases implements BeforeApplicati
     // batch (its wait and hold are still in the lock's histograms).
     if (buyers.length === 0) return [];
     this.metrics?.batchServed(buyers.length);
-    const keyed = buyers.filter((b) => b.order.claim);
-    const read = await readSale(
-      this.redis,
-      k,
-      this.family,
-      buyers.map((b) => b.order.userId),
-      keyed.map((b) => b.order.claim!.key),
-      this.clock,
-    );
+    const keyed = keyedOf(buyers);
+    const read = hold.read
+      ? narrowed(saleReadOf(hold.read, k, this.family, this.clock), batch, buyers)
+      : await readSale(
+          this.redis,
+          k,
+          this.family,
+          buyers.map((b) => b.order.userId),
+          keyed.map((b) => b.order.claim!.key),
+          this.clock,
+        );
     const readAt = performance.now();
     // A keyed buyer whose claim is no longer its own (another request decides that
     // key) is left out before anything is decided, so no one after it is refused
@@ -361,4 +371,24 @@ function settle(buyer: Buyer, answer: () => void): void {
 
 function unsettled(buyers: Buyer[]): Buyer[] {
   return buyers.filter((b) => !b.settled);
+}
+
+/** The buyers that sent an Idempotency-Key, in order: those whose claim a read looks at. */
+function keyedOf(buyers: readonly Buyer[]): Buyer[] {
+  return buyers.filter((b) => b.order.claim);
+}
+
+/**
+ * What a read taken for `asked` (at the acquisition) says of `buyers`, those of them
+ * still waiting once the lock was held, in order: as readSale() of them would say it.
+ */
+function narrowed(read: SaleRead, asked: readonly Buyer[], buyers: readonly Buyer[]): SaleRead {
+  if (buyers.length === asked.length) return read;
+  const at = new Map(asked.map((b, i) => [b, i]));
+  const keyedAt = new Map(keyedOf(asked).map((b, i) => [b, i]));
+  return {
+    sale: read.sale,
+    bought: buyers.map((b) => read.bought[at.get(b)!]),
+    claims: keyedOf(buyers).map((b) => read.claims[keyedAt.get(b)!]),
+  };
 }

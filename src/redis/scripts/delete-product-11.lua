@@ -15,7 +15,7 @@
   this under a locked strategy and releases after (deleting it would read as a lost
   hold); and the fencing counter, which must never restart: a holder paused before this
   with an older token would otherwise pass the check of a sale started after it
-  (fenced-acquire-3.lua).
+  (fenced-acquire-6.lua).
 
   KEYS[1]  meta hash (its presence makes the product known; soldBy)
   KEYS[2]  stock   KEYS[3]  buyers hash   KEYS[4]  orders stream
