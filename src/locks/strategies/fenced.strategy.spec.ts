@@ -50,4 +50,26 @@ describe('FencedLockStrategy (fenced) against a real Redis', () => {
     const next = closing(new FencedLockStrategy(client(), { ttlMs: 30_000, waitMs: 0 }));
     expect(await next.tryAcquire(k.lock)).toMatchObject({ fence: 2 });
   });
+
+  it("takes a batch's read in the step that takes the lock, as readSale() would read it; a held lock reads nothing", async () => {
+    const { redis, k } = await product(7);
+    await redis.hset(k.buyers, 'ann', 2);
+    await redis.hset(k.idem, 'key-1', 'P|claim|x');
+    const lock = closing(new FencedLockStrategy(redis, { ttlMs: 5_000, waitMs: 0 }));
+    const lease = await lock.tryAcquire(k.lock, { buyers: ['ann', 'bob'], claims: ['key-1', 'key-2'] });
+    const [meta, stock, now, bought, claims] = lease!.read!;
+    expect(lease).toMatchObject({ fence: 1 });
+    expect(meta).toEqual(['5', null, expect.any(String), null, null, null]); // perUserLimit ... queueRate
+    expect(stock).toBe('7');
+    expect(Math.abs((now as number) - Date.now())).toBeLessThan(5_000); // Redis's clock, in ms
+    expect(bought).toEqual(['2', null]);
+    expect(claims).toEqual(['P|claim|x', null]);
+    // Held: nothing read, no token spent.
+    const other = closing(new FencedLockStrategy(client(), { ttlMs: 5_000, waitMs: 0 }));
+    expect(await other.tryAcquire(k.lock, { buyers: ['ann'], claims: [] })).toBeNull();
+    expect(await redis.get(k.fence)).toBe('1');
+    // Without a read, only the token.
+    await lock.release(lease!);
+    expect(await other.tryAcquire(k.lock)).toEqual(expect.not.objectContaining({ read: expect.anything() }));
+  });
 });

@@ -104,7 +104,10 @@ export class RedlockStrategy implements Lock {
           // monotonic, so a clock stepped back cannot stretch it: the time left, now.
           return { validUntil: performance.now() + (lock.expiration - Date.now()), lock };
         },
-        release: (held) => this.release(held.lock),
+        release: (held) => {
+          const released = this.release(held.lock);
+          return () => released;
+        },
       },
       // Not fenced: the section gets the validity (its signal, and the clock check) only.
       (validity) => section(validity),

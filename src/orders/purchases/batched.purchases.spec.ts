@@ -1,9 +1,10 @@
 import { startSaleIn, useTestRedis } from '../../../test/helpers/redis';
 import { loadConfig } from '../../config/app-config';
+import { FencedLockStrategy } from '../../locks/strategies/fenced.strategy';
 import { SetNxLockStrategy } from '../../locks/strategies/lock.strategy';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { releasedChannel } from '../../locks/release-subscriber';
-import { releaseLock } from '../../redis/lua-scripts';
+import { fencedAcquire, fencedWrite, releaseLock } from '../../redis/lua-scripts';
 import { FaultStop } from '../fault-stop';
 import { BatchedPurchases } from './batched.purchases';
 
@@ -200,7 +201,7 @@ describe('BatchedPurchases (lock coalescing) against a real Redis', () => {
     expect(await redis.hgetall(k.buyers)).toEqual({ b: '1' });
   });
 
-  it('while the sale is plainly on, the unlocked read goes out beside the acquisition: its refusals still come at once while another process holds the lock', async () => {
+  it('while the sale is plainly on, the unlocked read goes out once the lock turns out taken: its refusals still come at once while another process holds the lock', async () => {
     const { redis, k, holds, batches } = await sale(10, 1, { ttlMs: 5_000, waitMs: 1_500 });
     // This process's hold leaves 9 units: the sale is plainly on for the next second.
     expect(await buy(batches, 'ann')).toMatchObject({ ok: { remaining: 9 } });
@@ -243,5 +244,46 @@ describe('BatchedPurchases (lock coalescing) against a real Redis', () => {
     expect(await cid).toMatchObject({ ok: { remaining: 9 } });
     await shutdown;
     expect(await redis.exists(k.lock)).toBe(0);
+  });
+
+  it('under fenced, a hold is two round trips: its read comes with the acquisition, its release goes right behind the write', async () => {
+    const redis = client();
+    const { keys, k } = await startSaleIn(redis, 10, 1, 'batch');
+    const lock = closing(new FencedLockStrategy(redis, { ttlMs: 5_000, waitMs: 2_000 }));
+    const config = loadConfig({ REDIS_URL: url(), ADMIN_TOKEN: 'a-long-enough-admin-token', LOCK_STRATEGY: 'fenced' });
+    const batches = new BatchedPurchases(lock, keys, redis, config, new FaultStop(null));
+    // The first hold of the sale reads before it acquires (nothing says the sale is on yet).
+    expect(await buy(batches, 'ann')).toMatchObject({ ok: { remaining: 9 } });
+    // What goes to Redis from here, in order: each script sent, and each reply heard.
+    const names = new Map([
+      [fencedAcquire.sha1, 'acquire'],
+      [fencedWrite.sha1, 'write'],
+      [releaseLock.sha1, 'release'],
+    ]);
+    const events: string[] = [];
+    const evalsha = redis.evalsha.bind(redis) as (...args: unknown[]) => Promise<unknown>;
+    jest.spyOn(redis, 'evalsha').mockImplementation(((sha: string, ...rest: unknown[]) => {
+      const name = names.get(sha) ?? sha;
+      events.push(`send ${name}`);
+      const reply = evalsha(sha, ...rest);
+      reply.then(
+        () => events.push(`reply ${name}`),
+        () => events.push(`error ${name}`),
+      );
+      return reply;
+    }) as never);
+    const reads = [jest.spyOn(redis, 'pipeline'), jest.spyOn(redis, 'multi')];
+    // Plainly on, the lock free: no read of its own before or beside the acquisition.
+    expect(await Promise.all([buy(batches, 'bob'), buy(batches, 'cid')])).toMatchObject([
+      { ok: { remaining: 8 } },
+      { ok: { remaining: 7 } },
+    ]);
+    expect(reads.map((spy) => spy.mock.calls.length)).toEqual([0, 0]);
+    // Two holds (cid came while bob's was being taken); in each, the release is sent
+    // before the write's reply is heard: both in one round trip.
+    const hold = ['send acquire', 'reply acquire', 'send write', 'send release', 'reply write', 'reply release'];
+    expect(events).toEqual([...hold, ...hold]);
+    expect(await redis.exists(k.lock)).toBe(0);
+    expect(await redis.hgetall(k.buyers)).toEqual({ ann: '1', bob: '1', cid: '1' });
   });
 });

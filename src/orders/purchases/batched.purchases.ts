@@ -19,8 +19,8 @@ export const MAX_BATCH = 256;
 
 /**
  * How long what a hold read stays good enough to send the next batch's unlocked read
- * beside its acquisition rather than before it (ms): never to decide, which the next
- * hold does again.
+ * only once its lock turns out taken rather than before it (ms): never to decide,
+ * which the next hold does again.
  */
 export const PLAINLY_ON_MS = 1_000;
 
@@ -50,14 +50,16 @@ interface Buyer {
  *    the lock. While the sale is plainly on (plainlyOn(): this process's last hold,
  *    under PLAINLY_ON_MS ago, left more units than the batch asks for, in the window,
  *    and the rules refuse none of its buyers but by their own count), the read goes out
- *    beside the acquisition instead of before it: its refusals still come at once, even
- *    while the lock is busy, and a free lock is held a round trip sooner. A batch that
+ *    only once the lock turns out taken (UsingOptions.onWait), not before it: its
+ *    refusals still come at once while the lock is busy, and a free lock is held a
+ *    round trip sooner, its hold's read the batch's only one. A batch that
  *    finds the stock gone elsewhere may take the lock to hear it, once: its hold reads 0;
  * 2. for the rest, take the product lock once (owner token, TTL, compare-and-delete
- *    release, exactly as for one buyer), read again, apply the sale rules to the
- *    buyers in arrival order against the running stock and per-user counts, and
- *    write every accepted order in one round trip (a MULTI, or the fenced script
- *    under a fenced lock); then release.
+ *    release, exactly as for one buyer), read again (a fenced lock reads in the
+ *    script that takes it: Hold.read), apply the sale rules to the buyers in arrival
+ *    order against the running stock and per-user counts, and write every accepted
+ *    order in one round trip (a MULTI, or the fenced script under a fenced lock); then
+ *    release (a fenced lock's right behind the write: Hold.releaseBehindWrite).
  *
  * Exclusion is unchanged: nothing is written outside a hold, and all of a hold's
  * writes are checked against what Redis said inside it. A buyer refused because an
@@ -202,7 +204,7 @@ export class BatchedPurchases extends LockedPurchases implements BeforeApplicati
   /**
    * Waits for every batch in hand (those that begin meanwhile too): its hold released
    * before the app closes its Redis connection, even where its buyers were answered
-   * first (refused by the read sent beside the acquisition).
+   * first (refused by the read sent while they waited for the lock).
    */
   async beforeApplicationShutdown(): Promise<void> {
     while (this.draining.size > 0) await Promise.all([...this.draining]);
@@ -302,7 +304,7 @@ export class BatchedPurchases extends LockedPurchases implements BeforeApplicati
     // The hold may have outlived its TTL while we read: then writing could oversell.
     hold.assertValid();
     this.faults.reached('before-write');
-    const remaining = await writeOrders(
+    const written = writeOrders(
       this.redis,
       k,
       this.family,
@@ -310,6 +312,11 @@ export class BatchedPurchases extends LockedPurchases implements BeforeApplicati
       hold.fence,
       this.clock,
     );
+    // Fenced: the release goes out right behind the write, in its pipeline, not a round
+    // trip after it (Hold.releaseBehindWrite): the write's fence refuses it should it run
+    // after another holder's acquisition.
+    hold.releaseBehindWrite?.();
+    const remaining = await written;
     accepted.forEach(({ buyer, orderId }, i) => {
       const left = remaining[i];
       // Not written: its Idempotency-Key's claim passed to another request, or its
