@@ -24,12 +24,8 @@ export interface HoldSteps<L extends Lease> {
   acquire(deadline: number, waiting: () => void): Promise<L>;
   /** UsingOptions.onWait: called once, at most, when the lock is not free at once. */
   readonly onWait?: () => void;
-  /**
-   * Sends the lock's release now; the function it returns waits for the answer and
-   * judges it, never throwing (what it cannot release, the TTL frees). Judged only
-   * once the section has ended, whenever it was sent.
-   */
-  release(lease: L): () => Promise<void>;
+  /** Gives the lock back; never throws (what it cannot release, the TTL frees). */
+  release(lease: L): Promise<void>;
 }
 
 /**
@@ -42,7 +38,7 @@ export interface HoldSteps<L extends Lease> {
  */
 export async function holdInLine<L extends Lease, T>(
   steps: HoldSteps<L>,
-  section: (validity: Pick<Hold, 'signal' | 'assertValid'>, lease: L, release: () => void) => Promise<T>,
+  section: (validity: Pick<Hold, 'signal' | 'assertValid'>, lease: L) => Promise<T>,
 ): Promise<T> {
   const { line, key, deadline } = steps;
   let waited = false;
@@ -64,20 +60,12 @@ export async function holdInLine<L extends Lease, T>(
       if (performance.now() >= lease.validUntil) expire();
       expiry.signal.throwIfAborted();
     };
-    // The release, once: sent by the section ahead of its end (Hold.releaseBehindWrite), or here.
-    let released: (() => Promise<void>) | undefined;
-    const release = () => {
-      released ??= steps.release(lease);
-    };
     try {
       // On a cluster, a write a node redirected is sent again only while the lease is valid.
-      return await resendingUntil(lease.validUntil, () =>
-        section({ signal: expiry.signal, assertValid }, lease, release),
-      );
+      return await resendingUntil(lease.validUntil, () => section({ signal: expiry.signal, assertValid }, lease));
     } finally {
       clearTimeout(timer);
-      release();
-      await released!();
+      await steps.release(lease);
     }
   } finally {
     line.leave(key);

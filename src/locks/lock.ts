@@ -27,15 +27,6 @@ export interface Hold {
    * Absent for a lock that cannot (the section reads itself).
    */
   readonly read?: readonly unknown[];
-  /**
-   * A fenced lock's release, sent now, right behind the write the section has just sent
-   * on the same connection (one pipeline, one round trip), instead of after the write's
-   * reply. Safe only because the write presents the fence: should it run after another
-   * holder's acquisition (a redirected write sent again), the fence refuses it. The
-   * section sends nothing more under the lock once it has called this. Absent for a
-   * lock without a fence: its section's writes must all be answered before the release.
-   */
-  readonly releaseBehindWrite?: () => void;
 }
 
 /**

@@ -148,24 +148,13 @@ export class SetNxLockStrategy implements Lock {
     });
   }
 
-  /**
-   * Compare-and-delete. False (logged, counted) when the lock was no longer ours.
-   * `sent`: the release's reply, when it was sent before (sendRelease()).
-   */
-  async release(lease: LockLease, sent = this.sendRelease(lease)): Promise<boolean> {
-    const deleted = await sent;
+  /** Compare-and-delete. False (logged, counted) when the lock was no longer ours. */
+  async release(lease: LockLease): Promise<boolean> {
+    const deleted = await releaseLock.run(this.redis, [lease.key], lease.token, releasedChannel(lease.key));
     if (deleted === 1) return true;
     this.lost++;
     this.logger.warn(`lock ${lease.key} was no longer ours at release: ${this.whyLost(lease)}`);
     return false;
-  }
-
-  /** Sends the compare-and-delete; its failure is handled by whoever awaits it (release()). */
-  private sendRelease(lease: LockLease): Promise<0 | 1> {
-    const sent = releaseLock.run(this.redis, [lease.key], lease.token, releasedChannel(lease.key));
-    // Awaited only once the section has ended: not an unhandled rejection meanwhile.
-    sent.catch(() => undefined);
-    return sent;
   }
 
   /** What the release's warning says of a hold found lost: one line per lost hold, so a subclass that knows more says it here. */
@@ -186,25 +175,13 @@ export class SetNxLockStrategy implements Lock {
           this.acquireBy(key, deadline, { signal: options?.signal, waiting, read: options?.readAtAcquire }),
         // A failed release must not turn a completed purchase into an error: the
         // order is written either way, and the TTL frees the lock.
-        release: (lease) => {
-          // Sent now; judged (lost or not) once the section has ended, so a fenced write
-          // refused meanwhile is told as such (FencedLockStrategy.whyLost()).
-          const sent = this.sendRelease(lease);
-          return () =>
-            this.release(lease, sent).then(
-              () => undefined,
-              (err: Error) => this.logger.warn(`release of ${key} failed, the TTL will free it: ${err.message}`),
-            );
-        },
+        release: (lease) =>
+          this.release(lease).then(
+            () => undefined,
+            (err: Error) => this.logger.warn(`release of ${key} failed, the TTL will free it: ${err.message}`),
+          ),
       },
-      (validity, lease, release) =>
-        section({
-          ...validity,
-          fence: lease.fence,
-          read: lease.read,
-          // Only a fenced write may run after the release: its fence refuses it then.
-          ...(lease.fence === undefined ? {} : { releaseBehindWrite: release }),
-        }),
+      (validity, lease) => section({ ...validity, fence: lease.fence, read: lease.read }),
     );
   }
 }

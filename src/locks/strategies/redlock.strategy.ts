@@ -104,10 +104,7 @@ export class RedlockStrategy implements Lock {
           // monotonic, so a clock stepped back cannot stretch it: the time left, now.
           return { validUntil: performance.now() + (lock.expiration - Date.now()), lock };
         },
-        release: (held) => {
-          const released = this.release(held.lock);
-          return () => released;
-        },
+        release: (held) => this.release(held.lock),
       },
       // Not fenced: the section gets the validity (its signal, and the clock check) only.
       (validity) => section(validity),

@@ -246,7 +246,7 @@ describe('BatchedPurchases (lock coalescing) against a real Redis', () => {
     expect(await redis.exists(k.lock)).toBe(0);
   });
 
-  it('under fenced, a hold is two round trips: its read comes with the acquisition, its release goes right behind the write', async () => {
+  it('under fenced, the read comes with the acquisition: a hold is three round trips, and no read goes out beside it while the lock is free', async () => {
     const redis = client();
     const { keys, k } = await startSaleIn(redis, 10, 1, 'batch');
     const lock = closing(new FencedLockStrategy(redis, { ttlMs: 5_000, waitMs: 2_000 }));
@@ -279,9 +279,9 @@ describe('BatchedPurchases (lock coalescing) against a real Redis', () => {
       { ok: { remaining: 7 } },
     ]);
     expect(reads.map((spy) => spy.mock.calls.length)).toEqual([0, 0]);
-    // Two holds (cid came while bob's was being taken); in each, the release is sent
-    // before the write's reply is heard: both in one round trip.
-    const hold = ['send acquire', 'reply acquire', 'send write', 'send release', 'reply write', 'reply release'];
+    // Two holds (cid came while bob's was being taken); in each, the release waits for
+    // the write's reply (see docs/lock.md: sent behind it, it could run first).
+    const hold = ['send acquire', 'reply acquire', 'send write', 'reply write', 'send release', 'reply release'];
     expect(events).toEqual([...hold, ...hold]);
     expect(await redis.exists(k.lock)).toBe(0);
     expect(await redis.hgetall(k.buyers)).toEqual({ ann: '1', bob: '1', cid: '1' });

@@ -59,7 +59,7 @@ interface Buyer {
  *    script that takes it: Hold.read), apply the sale rules to the buyers in arrival
  *    order against the running stock and per-user counts, and write every accepted
  *    order in one round trip (a MULTI, or the fenced script under a fenced lock); then
- *    release (a fenced lock's right behind the write: Hold.releaseBehindWrite).
+ *    release.
  *
  * Exclusion is unchanged: nothing is written outside a hold, and all of a hold's
  * writes are checked against what Redis said inside it. A buyer refused because an
@@ -304,7 +304,7 @@ export class BatchedPurchases extends LockedPurchases implements BeforeApplicati
     // The hold may have outlived its TTL while we read: then writing could oversell.
     hold.assertValid();
     this.faults.reached('before-write');
-    const written = writeOrders(
+    const remaining = await writeOrders(
       this.redis,
       k,
       this.family,
@@ -312,11 +312,6 @@ export class BatchedPurchases extends LockedPurchases implements BeforeApplicati
       hold.fence,
       this.clock,
     );
-    // Fenced: the release goes out right behind the write, in its pipeline, not a round
-    // trip after it (Hold.releaseBehindWrite): the write's fence refuses it should it run
-    // after another holder's acquisition.
-    hold.releaseBehindWrite?.();
-    const remaining = await written;
     accepted.forEach(({ buyer, orderId }, i) => {
       const left = remaining[i];
       // Not written: its Idempotency-Key's claim passed to another request, or its
