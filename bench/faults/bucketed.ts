@@ -243,7 +243,7 @@ export function bucketSlotMoved(ctx: Context): Promise<Outcome> {
   });
 }
 
-/** A move logged on its source (move-out-3.lua's record `<destination>|<units>|<epoch>|<at>`). */
+/** A move logged on its source (move-out-4.lua's record `<destination>|<units>|<epoch>|<at>`). */
 interface Logged {
   readonly id: string;
   readonly source: Bucket;

@@ -48,7 +48,10 @@ export const STRATEGY_GUIDE: Readonly<Record<string, readonly GuideEntry[]>> = {
   fenced: [
     LOCK,
     strategyFile('fenced', 'the lock plus a fencing token'),
-    { path: 'src/redis/scripts/fenced-acquire-6.lua', why: 'SET NX PX and INCR the fence, atomically' },
+    {
+      path: 'src/redis/scripts/fenced-acquire-6.lua',
+      why: "SET NX PX and INCR the fence, atomically, and the batch's read with them",
+    },
     { path: 'src/redis/scripts/fenced-write-8.lua', why: 'the write Redis refuses once a later token exists' },
     RELEASE,
     BATCHED,

@@ -29,15 +29,8 @@ export interface Hold {
   readonly read?: readonly unknown[];
 }
 
-/**
- * The buyers' counts and Idempotency-Key fields a batch reads first thing under the lock
- * (with the product's meta, stock and Redis's clock: fenced-acquire-6.lua), named so a
- * lock that can take them in the step that takes it does.
- */
-export interface ReadAtAcquire {
-  readonly buyers: readonly string[];
-  readonly claims: readonly string[];
-}
+/** UsingOptions.readAtAcquire: a read's arguments, opaque to the lock. */
+export type ReadAtAcquire = readonly (string | number)[];
 
 export interface UsingOptions {
   /** Abort to stop waiting for the lock (the product sold out meanwhile): rejects with the signal's reason. */
@@ -55,7 +48,12 @@ export interface UsingOptions {
    * worth doing while it waits (the batch's unlocked read, whose refusals need not wait).
    */
   readonly onWait?: () => void;
-  /** A read to take with the acquisition, for a lock that can (hold.read). */
+  /**
+   * The arguments of a read to take in the step that takes the lock, for a lock that can
+   * (`fenced`: fenced-acquire-6.lua's ARGV[3..]; its reply is hold.read). Built by the
+   * caller, which knows what it reads (orders/sale-store.ts); the lock passes them on
+   * unread. A lock that cannot ignores them, and its section reads for itself.
+   */
   readonly readAtAcquire?: ReadAtAcquire;
 }
 

@@ -77,6 +77,16 @@ export async function readSale(
 }
 
 /**
+ * The read fenced-acquire-6.lua takes with the lock (UsingOptions.readAtAcquire, its
+ * ARGV[3..]): readSale()'s, for these buyers and Idempotency-Keys, in one step with the
+ * acquisition. The script reads the same meta fields in the same order as readSale();
+ * batched.purchases.spec.ts reads one sale both ways.
+ */
+export function acquireReadArgs(userIds: readonly string[], claimKeys: readonly string[]): [number, ...string[]] {
+  return [userIds.length, ...userIds, ...claimKeys];
+}
+
+/**
  * A SaleRead from the replies of readSale()'s reads, in their order: the pipeline's, or
  * those fenced-acquire-6.lua took with the lock (Hold.read). Throws as readSale() does.
  */

@@ -38,6 +38,27 @@ describe('Lua scripts (src/redis/scripts/<name>-<numberOfKeys>.lua)', () => {
     },
   );
 
+  it('every `<name>-<numberOfKeys>.lua` the code and the docs name is a file here (a script renamed leaves no old name behind)', () => {
+    const root = join(__dirname, '../..');
+    const files = (dir: string): string[] =>
+      readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
+        e.isDirectory() ? files(join(dir, e.name)) : /\.(ts|lua|md)$/.test(e.name) ? [join(dir, e.name)] : [],
+      );
+    const named = ['src', 'bench', 'test', 'docs'].flatMap((dir) =>
+      // This file's own scripts are made up, in a folder of their own.
+      files(join(root, dir))
+        .filter((file) => file !== __filename)
+        .flatMap((file) =>
+          [...readFileSync(file, 'utf8').matchAll(/\b[a-z][a-z0-9-]*-\d+\.lua\b/g)].map(
+            ([name]) => `${relative(root, file)}: ${name}`,
+          ),
+        ),
+    );
+    const scripts = new Set(scriptFiles());
+    expect(named.length).toBeGreaterThan(50);
+    expect(named.filter((n) => !scripts.has(n.slice(n.lastIndexOf(' ') + 1)))).toEqual([]);
+  });
+
   it('permission-check-4.lua tries every command the other scripts call', () => {
     const calls = (lua: string) => new Set([...lua.matchAll(/redis\.call\('([A-Z]+)'/g)].map((m) => m[1]));
     const used = new Set(handles.filter((h) => h !== scripts.permissionCheck).flatMap((h) => [...calls(h.lua)]));

@@ -206,7 +206,7 @@ export const reentrantRenew = new LuaScript<[lock: string], [owner: string, ttlM
  */
 export const fencedAcquire = new LuaScript<
   [lock: string, fence: string, meta: string, stock: string, buyers: string, idem: string],
-  [token: string, ttlMs: number, buyers: number | '', ...fields: string[]],
+  [token: string, ttlMs: number, ...read: (string | number)[]],
   [token: number, ...read: unknown[]] | null
 >('fenced-acquire');
 

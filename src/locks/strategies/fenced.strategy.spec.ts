@@ -56,7 +56,8 @@ describe('FencedLockStrategy (fenced) against a real Redis', () => {
     await redis.hset(k.buyers, 'ann', 2);
     await redis.hset(k.idem, 'key-1', 'P|claim|x');
     const lock = closing(new FencedLockStrategy(redis, { ttlMs: 5_000, waitMs: 0 }));
-    const lease = await lock.tryAcquire(k.lock, { buyers: ['ann', 'bob'], claims: ['key-1', 'key-2'] });
+    // ARGV[3..]: two buyers' counts, then Idempotency-Keys (orders/sale-store.ts builds them).
+    const lease = await lock.tryAcquire(k.lock, [2, 'ann', 'bob', 'key-1', 'key-2']);
     const [meta, stock, now, bought, claims] = lease!.read!;
     expect(lease).toMatchObject({ fence: 1 });
     expect(meta).toEqual(['5', null, expect.any(String), null, null, null]); // perUserLimit ... queueRate
@@ -66,7 +67,7 @@ describe('FencedLockStrategy (fenced) against a real Redis', () => {
     expect(claims).toEqual(['P|claim|x', null]);
     // Held: nothing read, no token spent.
     const other = closing(new FencedLockStrategy(client(), { ttlMs: 5_000, waitMs: 0 }));
-    expect(await other.tryAcquire(k.lock, { buyers: ['ann'], claims: [] })).toBeNull();
+    expect(await other.tryAcquire(k.lock, [1, 'ann'])).toBeNull();
     expect(await redis.get(k.fence)).toBe('1');
     // Without a read, only the token.
     await lock.release(lease!);

@@ -9,10 +9,12 @@ import { LockLease, LockOptions, SetNxLockStrategy, Taken } from './lock.strateg
  * `fenced` — the `lock` strategy plus fencing tokens (Kleppmann, "How to do
  * distributed locking"; Redisson's RFencedLock, which leaves the check to the caller).
  *
- * - Acquire: fenced-acquire-3.lua does the same SET NX PX and, in the same step,
+ * - Acquire: fenced-acquire-6.lua does the same SET NX PX and, in the same step,
  *   INCRs the product's `:fence` counter: every acquisition by anyone gets a larger
  *   token than the one before, and never one below the last token a write applied
- *   (meta's `fence`), even if the counter was lost.
+ *   (meta's `fence`), even if the counter was lost. Asked (UsingOptions.readAtAcquire),
+ *   it also takes the section's first read in that step (Hold.read): a read under the
+ *   lock one round trip sooner.
  * - Write: the section gets the token (`hold.fence`) and presents it with its write;
  *   fenced-write-8.lua applies it only if no later token was issued (and, in case the
  *   fence missed a holder, only within stock and each buyer's limit), and otherwise
@@ -39,8 +41,14 @@ export class FencedLockStrategy extends SetNxLockStrategy {
     const k = productKeysOf(key);
     // The lock taken is the key released and renewed: only a product's own lock key has a fence.
     if (k.lock !== key) throw new Error(`not a product's lock key: ${key}`);
-    const asked: [number | '', ...string[]] = read ? [read.buyers.length, ...read.buyers, ...read.claims] : [''];
-    const reply = await fencedAcquire.run(this.fencing, fencedAcquireKeys(k), token, this.options.ttlMs, ...asked);
+    // No read asked: ARGV[3] is '' and the script returns the token alone.
+    const reply = await fencedAcquire.run(
+      this.fencing,
+      fencedAcquireKeys(k),
+      token,
+      this.options.ttlMs,
+      ...(read ?? ['']),
+    );
     if (reply === null) return null;
     const [fence, ...taken] = reply;
     return read ? { fence, read: taken } : { fence };

@@ -4,7 +4,9 @@ import { FencedLockStrategy } from '../../locks/strategies/fenced.strategy';
 import { SetNxLockStrategy } from '../../locks/strategies/lock.strategy';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { releasedChannel } from '../../locks/release-subscriber';
+import { LockLease } from '../../locks/strategies/lock.strategy';
 import { fencedAcquire, fencedWrite, releaseLock } from '../../redis/lua-scripts';
+import { acquireReadArgs, readSale, saleReadOf } from '../sale-store';
 import { FaultStop } from '../fault-stop';
 import { BatchedPurchases } from './batched.purchases';
 
@@ -285,5 +287,97 @@ describe('BatchedPurchases (lock coalescing) against a real Redis', () => {
     expect(events).toEqual([...hold, ...hold]);
     expect(await redis.exists(k.lock)).toBe(0);
     expect(await redis.hgetall(k.buyers)).toEqual({ ann: '1', bob: '1', cid: '1' });
+  });
+
+  it('the read a fenced acquisition takes is the one readSale() takes, field for field', async () => {
+    const redis = client();
+    const { k } = await startSaleIn(redis, 7, 3, 'batch');
+    // Every field either read looks at, set: window, waiting room, family, counts, claims.
+    await redis.hset(k.meta, 'startsAt', 1_000, 'endsAt', 9_000_000_000_000, 'queueRate', 50, 'soldBy', 'lock');
+    await redis.hset(k.buyers, 'ann', 2);
+    await redis.hset(k.idem, 'key-1', 'P|claim|x');
+    const lock = closing(new FencedLockStrategy(redis, { ttlMs: 5_000, waitMs: 0 }));
+    const lease = await lock.tryAcquire(k.lock, acquireReadArgs(['ann', 'bob'], ['key-1', 'key-2']));
+    const taken = saleReadOf(lease!.read!, k, 'lock');
+    const read = await readSale(redis, k, 'lock', ['ann', 'bob'], ['key-1', 'key-2']);
+    // The same sale, but for the instant each read it at.
+    const at = (r: typeof read) => ({ ...r, sale: r.sale && { ...r.sale, now: 0 } });
+    expect(at(taken)).toEqual(at(read));
+    expect(taken).toMatchObject({ sale: { perUserLimit: 3, stock: 7, startsAt: 1_000, queued: true }, bought: [2, 0] });
+    expect(Math.abs(taken.sale!.now - read.sale!.now)).toBeLessThan(60_000);
+    // Sold by another family: refused from the acquisition's read as from readSale().
+    await lock.release(lease!);
+    await redis.hset(k.meta, 'soldBy', 'lock-free');
+    const again = await lock.tryAcquire(k.lock, acquireReadArgs(['ann'], []));
+    expect(() => saleReadOf(again!.read!, k, 'lock')).toThrow(expect.objectContaining({ code: 'STRATEGY_MISMATCH' }));
+    await lock.release(again!);
+  });
+
+  it('LOCK_WAIT_MS=0, plainly on, the lock held elsewhere: the read sent on the wait still answers a final refusal, not LOCK_TIMEOUT', async () => {
+    const redis = client();
+    const { keys, k } = await startSaleIn(redis, 10, 1, 'trysonce');
+    const lock = closing(new FencedLockStrategy(redis, { ttlMs: 5_000, waitMs: 0 }));
+    const config = loadConfig({
+      REDIS_URL: url(),
+      ADMIN_TOKEN: 'a-long-enough-admin-token',
+      LOCK_STRATEGY: 'fenced',
+      LOCK_WAIT_MS: '0',
+    });
+    const batches = new BatchedPurchases(lock, keys, redis, config, new FaultStop(null));
+    // ann buys her one unit (limit 1); this hold leaves 9: the sale is plainly on.
+    expect(await buy(batches, 'ann')).toMatchObject({ ok: { remaining: 9 } });
+    // Another app process holds the product's lock: the one try fails at once.
+    const rival = closing(new FencedLockStrategy(client(), { ttlMs: 5_000, waitMs: 0 }));
+    const held = await rival.tryAcquire(k.lock);
+    expect(held).not.toBeNull();
+    try {
+      expect(await Promise.all([buy(batches, 'ann'), buy(batches, 'bob')])).toEqual([
+        { refused: 'LIMIT_REACHED' },
+        { refused: 'LOCK_TIMEOUT' },
+      ]);
+    } finally {
+      await rival.release(held!);
+    }
+  });
+
+  it('under fenced, a write sent again after NOSCRIPT (EVAL) still runs under the hold: the release waits for its reply', async () => {
+    const redis = client();
+    const { keys, k } = await startSaleIn(redis, 10, 1, 'batch');
+    const lock = closing(new FencedLockStrategy(redis, { ttlMs: 5_000, waitMs: 2_000 }));
+    const config = loadConfig({ REDIS_URL: url(), ADMIN_TOKEN: 'a-long-enough-admin-token', LOCK_STRATEGY: 'fenced' });
+    const batches = new BatchedPurchases(lock, keys, redis, config, new FaultStop(null));
+    // Redis restarted or failed over (a new master has no script cache): every script is
+    // NOSCRIPT once. Then a hold that wrote nothing (a PUT, a batch refused under its hold)
+    // loads the acquisition and the release again, but not the fenced write.
+    await redis.script('FLUSH');
+    await lock.using(k.lock, async () => undefined);
+    // Another app process waiting for this lock tries the moment this process's write
+    // goes out again, with the whole script (EVAL).
+    const other = client();
+    const rival = closing(new FencedLockStrategy(other, { ttlMs: 5_000, waitMs: 0 }));
+    let rivals: (LockLease | null)[] = [];
+    let lockAtWrite: string | null | undefined;
+    const evalOf = redis.eval.bind(redis) as (...args: unknown[]) => Promise<unknown>;
+    jest.spyOn(redis, 'eval').mockImplementation(((lua: string, ...rest: unknown[]) => {
+      if (lua !== fencedWrite.lua) return evalOf(lua, ...rest);
+      return (async () => {
+        lockAtWrite = await other.get(k.lock);
+        rivals = [await rival.tryAcquire(k.lock)];
+        return evalOf(lua, ...rest);
+      })();
+    }) as never);
+    const answer = await buy(batches, 'ann');
+    // Stock was there, nobody paused, no TTL ran out: the buyer is served; when its write
+    // went out again the lock was still this process's, so the rival did not get it.
+    expect({
+      answer,
+      lockOursAtWrite: lockAtWrite?.startsWith(`${process.pid}:`) ?? false,
+      rivalGotLock: rivals[0] !== null,
+    }).toEqual({
+      answer: { ok: expect.objectContaining({ remaining: 9 }) },
+      lockOursAtWrite: true,
+      rivalGotLock: false,
+    });
+    for (const lease of rivals) if (lease) await rival.release(lease);
   });
 });

@@ -11,7 +11,16 @@ import { Metrics } from '../../telemetry/metrics';
 import { FaultStop } from '../fault-stop';
 import { acknowledge, newOrderId, Order, OrderRequest } from '../order';
 import { refusal } from '../sale-rules';
-import { buyerState, readSale, SaleRead, saleReadOf, skippedError, stillClaimed, writeOrders } from '../sale-store';
+import {
+  acquireReadArgs,
+  buyerState,
+  readSale,
+  SaleRead,
+  saleReadOf,
+  skippedError,
+  stillClaimed,
+  writeOrders,
+} from '../sale-store';
 import { LockedPurchases } from './purchase-path';
 
 /** Most buyers served by one hold: bounds the write and keeps the hold far inside the TTL. */
@@ -31,7 +40,7 @@ interface Buyer {
   readonly deadline: number;
   /** Answers LOCK_TIMEOUT at the deadline, wherever the buyer is waiting; cleared once its hold begins. */
   timer?: NodeJS.Timeout;
-  /** Taken by a hold: from then only that hold's outcome answers it (not a read that went out beside it). */
+  /** Taken by a hold: from then only that hold's outcome answers it (not a read that went out while it waited). */
   held?: boolean;
   settled: boolean;
   resolve(order: Order): void;
@@ -167,36 +176,46 @@ export class BatchedPurchases extends LockedPurchases implements BeforeApplicati
     // read the only one. Once every buyer is refused, the wait for the lock stops.
     let stop: AbortController | undefined;
     let onWait: (() => void) | undefined;
+    let waitRead: Promise<void> | undefined;
     if (this.plainlyOn(k, waiting)) {
       const controller = (stop = new AbortController());
-      onWait = () =>
-        void preRead().then(
+      onWait = () => {
+        waitRead = preRead().then(
           () => {
             if (unsettled(waiting).length === 0) controller.abort(new Error('every buyer of the batch was refused'));
           },
           // The read under the lock decides the same, and says what failed.
           () => undefined,
         );
+      };
     } else {
       await preRead();
     }
     const candidates = unsettled(waiting);
     if (candidates.length === 0) return;
-    const answers = await this.lock.using(k.lock, (hold) => this.buyAll(k, candidates, hold), {
-      // Waited for as long as any buyer of the batch may wait (FIFO: the last came
-      // last); each earlier one hears LOCK_TIMEOUT from its own timer at its own deadline.
-      deadline: candidates[candidates.length - 1].deadline,
-      signal: stop?.signal,
-      onWait,
-      // A lock that can (fenced) takes the hold's read in the step that takes the lock.
-      readAtAcquire: {
-        buyers: candidates.map((b) => b.order.userId),
-        claims: keyedOf(candidates).map((b) => b.order.claim!.key),
-      },
-    });
+    let answers: (() => void)[];
+    try {
+      answers = await this.lock.using(k.lock, (hold) => this.buyAll(k, candidates, hold), {
+        // Waited for as long as any buyer of the batch may wait (FIFO: the last came
+        // last); each earlier one hears LOCK_TIMEOUT from its own timer at its own deadline.
+        deadline: candidates[candidates.length - 1].deadline,
+        signal: stop?.signal,
+        onWait,
+        // A lock that can (fenced) takes the hold's read in the step that takes the lock.
+        readAtAcquire: acquireReadArgs(
+          candidates.map((b) => b.order.userId),
+          keyedOf(candidates).map((b) => b.order.claim!.key),
+        ),
+      });
+    } catch (err) {
+      // The lock not had (LOCK_WAIT_MS=0's one try failed at once): the read sent on the
+      // wait answers its final refusals first, as it would have beside the acquisition.
+      await waitRead;
+      throw err;
+    }
     // Answered once the lock is released, as a single buyer would be: by the time a
-    // buyer sees its answer, its hold is over. (A refusal of the read sent beside the
-    // acquisition may come first: it wrote nothing, and a shutdown waits for the hold
+    // buyer sees its answer, its hold is over. (A refusal of the read sent while the
+    // batch waited may come first: it wrote nothing, and a shutdown waits for the hold
     // anyway, beforeApplicationShutdown().)
     for (const answer of answers) answer();
   }
