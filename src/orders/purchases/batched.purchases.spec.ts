@@ -34,6 +34,20 @@ describe('BatchedPurchases (lock coalescing) against a real Redis', () => {
     };
   }
 
+  /** A sale of 10 (limit 1) sold under `fenced`, as the app's default runs it. */
+  async function fencedSale(name: string, waitMs = 2_000) {
+    const redis = client();
+    const { keys, k } = await startSaleIn(redis, 10, 1, name);
+    const lock = closing(new FencedLockStrategy(redis, { ttlMs: 5_000, waitMs }));
+    const config = loadConfig({
+      REDIS_URL: url(),
+      ADMIN_TOKEN: 'a-long-enough-admin-token',
+      LOCK_STRATEGY: 'fenced',
+      LOCK_WAIT_MS: String(waitMs),
+    });
+    return { redis, k, lock, batches: new BatchedPurchases(lock, keys, redis, config, new FaultStop(null)) };
+  }
+
   const buy = (b: BatchedPurchases, userId: string, quantity = 1) =>
     b.purchase({ productId: 'phone', userId, quantity }).then(
       (order) => ({ ok: order }),
@@ -249,11 +263,7 @@ describe('BatchedPurchases (lock coalescing) against a real Redis', () => {
   });
 
   it('under fenced, the read comes with the acquisition: a hold is three round trips, and no read goes out beside it while the lock is free', async () => {
-    const redis = client();
-    const { keys, k } = await startSaleIn(redis, 10, 1, 'batch');
-    const lock = closing(new FencedLockStrategy(redis, { ttlMs: 5_000, waitMs: 2_000 }));
-    const config = loadConfig({ REDIS_URL: url(), ADMIN_TOKEN: 'a-long-enough-admin-token', LOCK_STRATEGY: 'fenced' });
-    const batches = new BatchedPurchases(lock, keys, redis, config, new FaultStop(null));
+    const { redis, k, batches } = await fencedSale('batch');
     // The first hold of the sale reads before it acquires (nothing says the sale is on yet).
     expect(await buy(batches, 'ann')).toMatchObject({ ok: { remaining: 9 } });
     // What goes to Redis from here, in order: each script sent, and each reply heard.
@@ -314,16 +324,7 @@ describe('BatchedPurchases (lock coalescing) against a real Redis', () => {
   });
 
   it('LOCK_WAIT_MS=0, plainly on, the lock held elsewhere: the read sent on the wait still answers a final refusal, not LOCK_TIMEOUT', async () => {
-    const redis = client();
-    const { keys, k } = await startSaleIn(redis, 10, 1, 'trysonce');
-    const lock = closing(new FencedLockStrategy(redis, { ttlMs: 5_000, waitMs: 0 }));
-    const config = loadConfig({
-      REDIS_URL: url(),
-      ADMIN_TOKEN: 'a-long-enough-admin-token',
-      LOCK_STRATEGY: 'fenced',
-      LOCK_WAIT_MS: '0',
-    });
-    const batches = new BatchedPurchases(lock, keys, redis, config, new FaultStop(null));
+    const { k, batches } = await fencedSale('trysonce', 0);
     // ann buys her one unit (limit 1); this hold leaves 9: the sale is plainly on.
     expect(await buy(batches, 'ann')).toMatchObject({ ok: { remaining: 9 } });
     // Another app process holds the product's lock: the one try fails at once.
@@ -341,11 +342,7 @@ describe('BatchedPurchases (lock coalescing) against a real Redis', () => {
   });
 
   it('under fenced, a write sent again after NOSCRIPT (EVAL) still runs under the hold: the release waits for its reply', async () => {
-    const redis = client();
-    const { keys, k } = await startSaleIn(redis, 10, 1, 'batch');
-    const lock = closing(new FencedLockStrategy(redis, { ttlMs: 5_000, waitMs: 2_000 }));
-    const config = loadConfig({ REDIS_URL: url(), ADMIN_TOKEN: 'a-long-enough-admin-token', LOCK_STRATEGY: 'fenced' });
-    const batches = new BatchedPurchases(lock, keys, redis, config, new FaultStop(null));
+    const { redis, k, lock, batches } = await fencedSale('batch');
     // Redis restarted or failed over (a new master has no script cache): every script is
     // NOSCRIPT once. Then a hold that wrote nothing (a PUT, a batch refused under its hold)
     // loads the acquisition and the release again, but not the fenced write.
