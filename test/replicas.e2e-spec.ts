@@ -30,6 +30,19 @@ describe('REDIS_WAIT_REPLICAS', () => {
     client = new Redis(master.url);
   });
 
+  /** An app on the master that waits for `replicas` replica acks (300 ms) after each write, under a fresh key prefix. */
+  async function waitingApp(name: string, replicas: number, env: Record<string, string> = {}) {
+    const prefix = uniquePrefix(name);
+    const app = await startTestApp({
+      REDIS_URL: master.url,
+      KEY_PREFIX: prefix,
+      REDIS_WAIT_REPLICAS: String(replicas),
+      REDIS_WAIT_TIMEOUT_MS: '300',
+      ...env,
+    });
+    return { app, prefix };
+  }
+
   afterAll(async () => {
     await closeClient(client);
     await replica?.remove();
@@ -39,14 +52,7 @@ describe('REDIS_WAIT_REPLICAS', () => {
   it.each<LockStrategyName>(['fenced', 'atomic', 'optimistic'])(
     '%s: 201 once the replica has the order; with the replica stopped, 503 OUTCOME_UNKNOWN and the order on the master',
     async (strategy) => {
-      const prefix = uniquePrefix(`wait-${strategy}`);
-      const app = await startTestApp({
-        REDIS_URL: master.url,
-        KEY_PREFIX: prefix,
-        LOCK_STRATEGY: strategy,
-        REDIS_WAIT_REPLICAS: '1',
-        REDIS_WAIT_TIMEOUT_MS: '300',
-      });
+      const { app, prefix } = await waitingApp(`wait-${strategy}`, 1, { LOCK_STRATEGY: strategy });
       try {
         await startSale(app.url, 'phone', 10);
         const k = new KeyLayout(prefix).product('phone');
@@ -81,13 +87,7 @@ describe('REDIS_WAIT_REPLICAS', () => {
   );
 
   it('lands an escrow move only once the replica has its first step; until then the units stay in flight', async () => {
-    const prefix = uniquePrefix('wait-buckets');
-    const app = await startTestApp({
-      REDIS_URL: master.url,
-      KEY_PREFIX: prefix,
-      REDIS_WAIT_REPLICAS: '1',
-      REDIS_WAIT_TIMEOUT_MS: '300',
-    });
+    const { app, prefix } = await waitingApp('wait-buckets', 1);
     try {
       const put = await request(app.url, 'PUT', '/api/products/pair', { json: { stock: 2, buckets: 2 }, admin: true });
       expect(put.status).toBe(200);
@@ -119,13 +119,7 @@ describe('REDIS_WAIT_REPLICAS', () => {
   }, 30_000);
 
   it('refuses a purchase before writing anything when the master has fewer live replicas than asked', async () => {
-    const prefix = uniquePrefix('wait-missing');
-    const app = await startTestApp({
-      REDIS_URL: master.url,
-      KEY_PREFIX: prefix,
-      REDIS_WAIT_REPLICAS: '2',
-      REDIS_WAIT_TIMEOUT_MS: '300',
-    });
+    const { app, prefix } = await waitingApp('wait-missing', 2);
     try {
       await startSale(app.url, 'phone', 10);
       const res = await request(app.url, 'POST', '/api/orders', { json: { productId: 'phone', userId: 'u1' } });
@@ -161,15 +155,10 @@ describe('REDIS_WAIT_REPLICAS', () => {
     });
 
     beforeEach(async () => {
-      const prefix = uniquePrefix('wait-keyed');
-      app = await startTestApp({
-        REDIS_URL: master.url,
-        KEY_PREFIX: prefix,
-        REDIS_WAIT_REPLICAS: '1',
-        REDIS_WAIT_TIMEOUT_MS: '300',
-      });
+      const started = await waitingApp('wait-keyed', 1);
+      app = started.app;
       await startSale(app.url, 'phone', 10);
-      k = new KeyLayout(prefix).product('phone');
+      k = new KeyLayout(started.prefix).product('phone');
     });
 
     afterEach(async () => {
