@@ -49,7 +49,7 @@ export interface LiveEvent {
     readonly endsAt: number | null;
     readonly redisNow: number;
   } | null;
-  /** With DATABASE_URL: the product's order stream entries not settled into PostgreSQL yet, and the oldest one's age (ms). */
+  /** With DATABASE_URL: the product's order stream entries (every bucket's) not settled into PostgreSQL yet, and the oldest one's age (ms). */
   readonly settlement?: { readonly unsettled: number; readonly oldestMs: number };
 }
 

@@ -2,7 +2,7 @@ import { SettlementLag } from '../settlement/settlement-lag';
 import { EventEmitter } from 'node:events';
 import type { ServerResponse } from 'node:http';
 import { Subscription } from 'rxjs';
-import { commandCalls, startSaleIn, useTestRedis } from '../../test/helpers/redis';
+import { commandCalls, resetPlainSale, startSaleIn, useTestRedis } from '../../test/helpers/redis';
 import { loadConfig } from '../config/app-config';
 import { TooManyWatchersError } from '../errors/errors';
 import { Escrow } from '../orders/escrow';
@@ -27,10 +27,10 @@ describe('LiveFeed (the streams of GET /api/live/:productId)', () => {
   const subscriptions: Subscription[] = [];
   afterEach(() => subscriptions.splice(0).forEach((s) => s.unsubscribe()));
 
-  async function setUp() {
+  async function setUp(env: Record<string, string> = {}) {
     const client = redis.client();
     const { keys } = await startSaleIn(client, 10, 1, 'feed');
-    const config = loadConfig({ REDIS_URL: redis.url(), ADMIN_TOKEN: 'a-long-enough-admin-token' });
+    const config = loadConfig({ REDIS_URL: redis.url(), ADMIN_TOKEN: 'a-long-enough-admin-token', ...env });
     const feed = new LiveFeed(
       config,
       client,
@@ -104,5 +104,20 @@ describe('LiveFeed (the streams of GET /api/live/:productId)', () => {
     };
     expect(await polls('phone')).toBe(4);
     expect(await polls('no-sale-here')).toBe(0);
+  });
+
+  it("counts a bucketed product's unsettled orders in every bucket's log, not bucket 0's alone", async () => {
+    // PostgreSQL is never reached: the lag is read from Redis (SettlementLag).
+    const { client, feed } = await setUp({ DATABASE_URL: 'postgres://nobody@127.0.0.1:1/none' });
+    const keys = feed['keys'];
+    // phone sold from two buckets, phone and phone~1: entries no settler has read in each log.
+    await resetPlainSale(client, keys.product('phone~1'), 10, 1);
+    await client.hset(keys.product('phone').meta, 'buckets', 'phone~1');
+    await client.xadd(keys.product('phone').orders, '*', 'orderId', 'phone.1');
+    for (const order of ['phone~1.1', 'phone~1.2'])
+      await client.xadd(keys.product('phone~1').orders, '*', 'orderId', order);
+    const event = await feed.read('phone');
+    expect(event.buckets?.map((b) => b.id)).toEqual(['phone', 'phone~1']);
+    expect(event.settlement).toEqual({ unsettled: 3, oldestMs: expect.any(Number) });
   });
 });

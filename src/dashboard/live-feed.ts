@@ -239,12 +239,12 @@ export class LiveFeed implements BeforeApplicationShutdown {
     const ttl = view.read === null ? -2 : (replies[replies.length - 1] as number);
     const known = initial !== null && stockValue !== null;
     const own = { id: productId, initialStock: Number(initial), stock: Number(stockValue), inFlight: 0 };
-    const sale = known
-      ? await this.buckets(bucketsOf(productId, others), { ...own, orders: liveOrders(written, reserved, counts) })
-      : null;
+    const ids = bucketsOf(productId, others);
+    const sale = known ? await this.buckets(ids, { ...own, orders: liveOrders(written, reserved, counts) }) : null;
     const initialStock = sale ? sale.initialStock : null;
     const stock = sale ? sale.stock : null;
-    const settled = this.config.databaseUrl && known ? await this.settlement.forProduct(productId) : null;
+    // Every bucket's order log settles on its own: the product's lag is theirs together.
+    const settled = this.config.databaseUrl && known ? await this.settlement.forProduct(productId, ids) : null;
     return {
       at,
       productId,

@@ -81,10 +81,20 @@ export class SettlementLag {
     }
   }
 
-  /** One product's lag. */
-  async forProduct(productId: string): Promise<ProductLag> {
+  /**
+   * One product's lag over the order logs of its escrow buckets (src/sale/buckets.ts:
+   * bucket 0 is the product's own id, and the only one of a product of one bucket): the
+   * entries unsettled in all of them, and the oldest one's age.
+   */
+  async forProduct(productId: string, buckets: readonly string[] = [productId]): Promise<ProductLag> {
     const [seconds, micros] = await this.redis.time();
-    return this.productLag(productId, Number(seconds) * 1000 + Math.floor(Number(micros) / 1000));
+    const now = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+    const lags = await Promise.all(buckets.map((id) => this.productLag(id, now)));
+    return {
+      productId,
+      unsettled: lags.reduce((sum, l) => sum + l.unsettled, 0),
+      oldestMs: lags.reduce((max, l) => Math.max(max, l.oldestMs), 0),
+    };
   }
 
   /**
