@@ -10,6 +10,7 @@ import { releaseLock } from '../src/redis/lua-scripts';
 import { moved, WatchConnections } from '../src/redis/watch-connections';
 import { request, startSale, startTestApp, TestApp } from './helpers/app';
 import {
+  clusterClient,
   clusterReady,
   readSlotMap,
   SlotMap,
@@ -270,6 +271,63 @@ describe('Redis Cluster: three masters', () => {
     }
   });
 
+  // A graceful failover makes the master hold its clients' writes while it hands over,
+  // then answer each with MOVED once it is a replica: the writes ran nothing there and go
+  // to the new master, a node the app may not have a connection to yet. Held here by
+  // CLIENT PAUSE WRITE on the master and a TAKEOVER by its replica: deterministic.
+  it.each([
+    ['when the app sends them on at once', false],
+    ['when the app relearns the slot map first (the old master then serves no slot)', true],
+  ])(
+    'writes held by a master that a failover demotes each run once on the new master, none "Connection is closed": %s',
+    async (_, relearnFirst) => {
+      const keys = new KeyLayout(uniquePrefix('demoted'));
+      // Each case on a shard of its own: the other's failover left its old master a replica.
+      const key = keys.product(productsOnEveryShard(keys)[relearnFirst ? 1 : 0]).stock;
+      const slot = calculateSlot(key);
+      const master = await cluster.masterOfSlot(slot);
+      const replica = await replicaOf(master.port);
+      const own = await clusterClient(cluster);
+      const from = new Redis(master.url);
+      const to = new Redis(replica.url);
+      try {
+        await own.set(key, '0');
+        await from.client('PAUSE', '30000', 'WRITE');
+        const writes = Array.from({ length: 10 }, () =>
+          own.incr(key).then(String, (err: Error) => `error: ${err.message}`),
+        );
+        await until('the writes to wait on the paused master', async () =>
+          /flags=b\b.*cmd=incr\b/.test(String(await from.client('LIST'))) ? true : undefined,
+        );
+        await to.cluster('FAILOVER', 'TAKEOVER');
+        await until('the slot map to name the replica as the master', async () =>
+          (await cluster.masterOfSlot(slot)).port === replica.port ? true : undefined,
+        );
+        if (relearnFirst) {
+          const refreshed = new Promise((resolve) => own.once('refresh', resolve));
+          own.refreshSlotsCache();
+          await refreshed;
+          // Up once its connection has been opened and checked: the old one's, had it been
+          // dropped (its writes cut, "Connection is closed."), has closed by then.
+          await until(
+            'the app to be connected to the new master',
+            async () =>
+              own.nodes('master').some((n) => n.options.port === replica.port && n.status === 'ready') || undefined,
+          );
+        }
+        await from.client('UNPAUSE');
+        const answers = await Promise.all(writes);
+        expect(answers.filter((a) => a.startsWith('error'))).toEqual([]);
+        expect(answers.map(Number).sort((a, b) => a - b)).toEqual(Array.from({ length: 10 }, (_, i) => i + 1));
+        expect(await to.get(key)).toBe('10');
+      } finally {
+        await from.client('UNPAUSE').catch(() => undefined);
+        await Promise.all([from.quit(), to.quit(), own.quit()]);
+      }
+    },
+    60_000,
+  );
+
   // Last: it kills a master of the suite's cluster.
   it('a master killed: its replica takes over, the release subscriber lives on and wakes a waiter on the promoted master', async () => {
     const keys = new KeyLayout(uniquePrefix('failover'));
@@ -375,6 +433,16 @@ function hostPort(entry: string): { host: string; port: number } {
 }
 
 /** Polls `probe` until it returns a value, at most 30 s. */
+/** The replica of the master on `port`, by its INFO replication. */
+async function replicaOf(port: number) {
+  for (const node of cluster.nodes.filter((n) => n.port !== port)) {
+    const admin = new Redis(node.url);
+    const info = await admin.info('replication').finally(() => admin.quit());
+    if (new RegExp(`^master_port:${port}\\r?$`, 'm').test(info)) return node;
+  }
+  throw new Error(`:${port} has no replica`);
+}
+
 async function until<T>(what: string, probe: () => Promise<T | undefined>): Promise<T> {
   const deadline = Date.now() + 30_000;
   for (;;) {

@@ -90,7 +90,9 @@ const NOT_SENT =
  * write or none, and only reading Redis can tell which.
  */
 export function isOutcomeUnknown(err: unknown): boolean {
-  return isRedisUnavailable(err) && !(err instanceof ReplyError) && !NOT_SENT.test((err as Error).message);
+  return (
+    isRedisUnavailable(err) && !(err instanceof ReplyError) && !NOT_SENT.test((err as Error).message) && !notRun(err)
+  );
 }
 
 /**

@@ -34,9 +34,24 @@ export function resendingUntil<T>(deadline: number, fn: () => Promise<T>): Promi
   return until.run(Math.min(deadline, until.getStore() ?? Infinity), fn);
 }
 
-/** The redirection `err` is (MOVED, ASK, TRYAGAIN or CLUSTERDOWN), or null: the command did not run. */
+/**
+ * ioredis' own refusal to send a command to a node whose connection is not up yet: the
+ * cluster client has no offline queue, and a node it has just learned of (the master a
+ * MOVED names after a failover) is still connecting. Nothing was written, but the
+ * message is the one a connection closing under a sent command gives, so only where it
+ * was raised tells them apart: ioredis' tryConnection, which picks the node and sends.
+ */
+function refusedUnsent(err: Error): boolean {
+  return err.message === 'Connection is closed.' && /^\s*at tryConnection \(/m.test(err.stack ?? '');
+}
+
+/**
+ * Why the cluster did not run `err`'s command: its redirection (MOVED, ASK, TRYAGAIN or
+ * CLUSTERDOWN), or UNSENT (refusedUnsent); null when it may have run.
+ */
 export function notRun(err: unknown): string | null {
   if (!(err instanceof Error)) return null;
+  if (refusedUnsent(err)) return 'UNSENT';
   if (err instanceof ReplyError) {
     const own = NOT_RUN.exec(err.message)?.[1];
     if (own) return own;
