@@ -1,0 +1,97 @@
+import calculateSlot from 'cluster-key-slot';
+import { Redis } from 'ioredis';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { ClusterNode } from '../harness/redis';
+import { KeyLayout } from '../src/redis/key-layout';
+import { clusterClient, readSlotMap, startTestCluster, TestCluster, uniquePrefix } from './helpers/redis';
+
+/**
+ * Review of 1fce76e (keepNodesWithCommandsInFlight, UNSENT): what a node kept in the pool
+ * for its commands in flight, and a command sent again after ioredis refused it, do
+ * when the node is not a master handing over gracefully. Real redis-servers, held by
+ * CLIENT PAUSE or SIGSTOP, never raced.
+ */
+describe('cluster client after 1fce76e: three masters with a replica each', () => {
+  let cluster: TestCluster;
+  let products: string[];
+  let keys: KeyLayout;
+
+  beforeAll(async () => {
+    cluster = await startTestCluster({ masters: 3, replicas: 1 });
+    keys = new KeyLayout(uniquePrefix('review'));
+    const admin = new Redis(cluster.nodes[0].url);
+    try {
+      products = (await readSlotMap(admin)).productsOnEveryShard(keys);
+    } finally {
+      await admin.quit();
+    }
+  }, 60_000);
+
+  afterAll(async () => {
+    await cluster?.stop();
+  });
+
+  /** The replica of the master on `port`, by its INFO replication. */
+  async function replicaOf(port: number): Promise<ClusterNode> {
+    for (const node of cluster.nodes.filter((n) => n.port !== port)) {
+      const admin = new Redis(node.url);
+      const info = await admin.info('replication').finally(() => admin.quit());
+      if (new RegExp(`^master_port:${port}\\r?$`, 'm').test(info)) return node;
+    }
+    throw new Error(`:${port} has no replica`);
+  }
+
+  it('a write that timed out (OUTCOME_UNKNOWN) while a failing-over master held it is not run later on the new master', async () => {
+    const key = keys.product(products[0]).stock;
+    const slot = calculateSlot(key);
+    const master = await cluster.masterOfSlot(slot);
+    const replica = await replicaOf(master.port);
+    const own = await clusterClient(cluster);
+    const from = new Redis(master.url);
+    const to = new Redis(replica.url);
+    try {
+      await own.set(key, '0');
+      // The old master holds the write past COMMAND_TIMEOUT_MS (a graceful failover may
+      // hold writes for up to twice CLUSTER_MF_TIMEOUT, 10 s).
+      await from.client('PAUSE', '30000', 'WRITE');
+      const write = own.incr(key).then(String, (err: Error) => `error: ${err.message}`);
+      await until('the write to wait on the paused master', async () =>
+        /flags=b\b.*cmd=incr\b/.test(String(await from.client('LIST'))) ? true : undefined,
+      );
+      // The caller has its answer: the write's outcome is unknown.
+      expect(await write).toBe('error: Command timed out');
+      await to.cluster('FAILOVER', 'TAKEOVER');
+      await until('the slot map to name the replica as the master', async () =>
+        (await cluster.masterOfSlot(slot)).port === replica.port ? true : undefined,
+      );
+      const refreshed = new Promise((resolve) => own.once('refresh', resolve));
+      own.refreshSlotsCache();
+      await refreshed;
+      await until(
+        'the app to be connected to the new master',
+        async () =>
+          own.nodes('master').some((n) => n.options.port === replica.port && n.status === 'ready') || undefined,
+      );
+      // The old master answers the held write MOVED. Its caller was answered 2 s ago, but
+      // ioredis follows the redirection of a command already rejected by its timeout, on
+      // the old master's connection the pool kept for it (its commandQueue is not empty).
+      await from.client('UNPAUSE');
+      await sleep(1_000);
+      expect(await to.get(key)).toBe('0');
+    } finally {
+      await from.client('UNPAUSE').catch(() => undefined);
+      await Promise.all([from.quit(), to.quit(), own.quit().catch(() => own.disconnect())]);
+    }
+  }, 60_000);
+});
+
+/** Polls `probe` until it returns a value, at most 30 s. */
+async function until<T>(what: string, probe: () => Promise<T | undefined>): Promise<T> {
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`gave up waiting for ${what}`);
+    await sleep(50);
+  }
+}
