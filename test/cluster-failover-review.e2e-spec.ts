@@ -83,6 +83,45 @@ describe('cluster client after 1fce76e: three masters with a replica each', () =
       await Promise.all([from.quit(), to.quit(), own.quit().catch(() => own.disconnect())]);
     }
   }, 60_000);
+
+  it('a master paused (SIGSTOP) whose replica took over leaves the pool once it serves no slot: the client quits at once', async () => {
+    const key = keys.product(products[1]).stock;
+    const slot = calculateSlot(key);
+    const master = await cluster.masterOfSlot(slot);
+    const replica = await replicaOf(master.port);
+    const own = await clusterClient(cluster);
+    const to = new Redis(replica.url);
+    try {
+      await own.set(key, '0');
+      master.pause();
+      // A buyer's write meets the stopped node: it times out (OUTCOME_UNKNOWN), as it did before.
+      expect(await own.incr(key).then(String, (err: Error) => `error: ${err.message}`)).toBe(
+        'error: Command timed out',
+      );
+      await to.cluster('FAILOVER', 'TAKEOVER');
+      await until('the slot map to name the replica as the master', async () =>
+        (await cluster.masterOfSlot(slot)).port === replica.port ? true : undefined,
+      );
+      // Two refreshes of the app's own (every SLOTS_REFRESH_MS): the stopped node serves no
+      // slot. Its timed-out INCR stays in its commandQueue until it answers, so the pool
+      // keeps it for as long as it is stopped; quit() then waits on its QUIT for
+      // COMMAND_TIMEOUT_MS and rejects, and each refresh that asks it first waits 1 s.
+      for (let i = 0; i < 2; i++) await new Promise((resolve) => own.once('refresh', resolve));
+      const pooled = own.nodes('all').map((n) => n.options.port);
+      const started = performance.now();
+      const quit = await own.quit().then(String, (err: Error) => `error: ${err.message}`);
+      const tookMs = performance.now() - started;
+      expect({ pooled: pooled.includes(master.port), quit, slow: tookMs > 1_000 }).toEqual({
+        pooled: false,
+        quit: 'OK',
+        slow: false,
+      });
+    } finally {
+      master.resume();
+      own.disconnect();
+      await to.quit();
+    }
+  }, 60_000);
 });
 
 /** Polls `probe` until it returns a value, at most 30 s. */
