@@ -124,6 +124,46 @@ describe('cluster client after 1fce76e: three masters with a replica each', () =
   }, 60_000);
 });
 
+describe('cluster client after 1fce76e: a master killed, no replica to take over', () => {
+  let cluster: TestCluster;
+  afterAll(async () => {
+    await cluster?.stop();
+  });
+
+  it("a command for a dead master's slot fails at once (503), not after NOT_RUN_BUDGET_MS of resends", async () => {
+    // No replicas and a long node timeout: the slot stays the dead master's for the whole test.
+    cluster = await startTestCluster({ masters: 3, nodeTimeoutMs: 60_000 });
+    const keys = new KeyLayout(uniquePrefix('dead'));
+    const admin = new Redis(cluster.nodes[0].url);
+    const map = await readSlotMap(admin).finally(() => admin.quit());
+    const victimAddress = map.masters.find((m) => m !== `127.0.0.1:${cluster.nodes[0].port}`)!;
+    const victim = cluster.nodes.find((n) => `127.0.0.1:${n.port}` === victimAddress)!;
+    const id = map
+      .productsOnEveryShard(keys)
+      .find((p) => map.masterOfSlot(calculateSlot(keys.product(p).stock)) === victimAddress)!;
+    const key = keys.product(id).stock;
+    const own = await clusterClient(cluster);
+    try {
+      victim.kill();
+      await victim.exited;
+      await until(
+        'the app to see the dead master go',
+        async () => own.nodes('all').every((n) => n.options.port !== victim.port || n.status !== 'ready') || undefined,
+      );
+      // ioredis refuses the command ("Connection is closed.", from tryConnection): the
+      // dead master's connection, made anew on every refresh and MOVED, is connecting.
+      // Sent again until it is up, it waits the whole budget for a node that never is.
+      const started = performance.now();
+      const answer = await own.get(key).then(String, (err: Error) => `error: ${err.message}`);
+      const tookMs = Math.round(performance.now() - started);
+      expect(answer).toBe('error: Connection is closed.');
+      expect(tookMs).toBeLessThan(500);
+    } finally {
+      own.disconnect();
+    }
+  }, 60_000);
+});
+
 /** Polls `probe` until it returns a value, at most 30 s. */
 async function until<T>(what: string, probe: () => Promise<T | undefined>): Promise<T> {
   const deadline = Date.now() + 30_000;
