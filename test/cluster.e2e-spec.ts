@@ -13,12 +13,16 @@ import {
   clusterClient,
   clusterReady,
   readSlotMap,
+  relearnedMap,
+  replicaOf,
   SlotMap,
   startTestCluster,
   startTestRedis,
   TestCluster,
   TestRedis,
+  takeOver,
   uniquePrefix,
+  until,
 } from './helpers/redis';
 
 /**
@@ -286,7 +290,7 @@ describe('Redis Cluster: three masters', () => {
       const key = keys.product(productsOnEveryShard(keys)[relearnFirst ? 1 : 0]).stock;
       const slot = calculateSlot(key);
       const master = await cluster.masterOfSlot(slot);
-      const replica = await replicaOf(master.port);
+      const replica = await replicaOf(cluster, master.port);
       const own = await clusterClient(cluster);
       const from = new Redis(master.url);
       const to = new Redis(replica.url);
@@ -299,22 +303,9 @@ describe('Redis Cluster: three masters', () => {
         await until('the writes to wait on the paused master', async () =>
           /flags=b\b.*cmd=incr\b/.test(String(await from.client('LIST'))) ? true : undefined,
         );
-        await to.cluster('FAILOVER', 'TAKEOVER');
-        await until('the slot map to name the replica as the master', async () =>
-          (await cluster.masterOfSlot(slot)).port === replica.port ? true : undefined,
-        );
-        if (relearnFirst) {
-          const refreshed = new Promise((resolve) => own.once('refresh', resolve));
-          own.refreshSlotsCache();
-          await refreshed;
-          // Up once its connection has been opened and checked: the old one's, had it been
-          // dropped (its writes cut, "Connection is closed."), has closed by then.
-          await until(
-            'the app to be connected to the new master',
-            async () =>
-              own.nodes('master').some((n) => n.options.port === replica.port && n.status === 'ready') || undefined,
-          );
-        }
+        await takeOver(cluster, replica, slot);
+        // Had the refresh dropped the old master's connection, its writes were cut ("Connection is closed.").
+        if (relearnFirst) await relearnedMap(own, replica.port);
         await from.client('UNPAUSE');
         const answers = await Promise.all(writes);
         expect(answers.filter((a) => a.startsWith('error'))).toEqual([]);
@@ -430,25 +421,4 @@ describe('Redis Cluster without replicas: a master killed', () => {
 function hostPort(entry: string): { host: string; port: number } {
   const at = entry.lastIndexOf(':');
   return { host: entry.slice(0, at), port: Number(entry.slice(at + 1)) };
-}
-
-/** Polls `probe` until it returns a value, at most 30 s. */
-/** The replica of the master on `port`, by its INFO replication. */
-async function replicaOf(port: number) {
-  for (const node of cluster.nodes.filter((n) => n.port !== port)) {
-    const admin = new Redis(node.url);
-    const info = await admin.info('replication').finally(() => admin.quit());
-    if (new RegExp(`^master_port:${port}\\r?$`, 'm').test(info)) return node;
-  }
-  throw new Error(`:${port} has no replica`);
-}
-
-async function until<T>(what: string, probe: () => Promise<T | undefined>): Promise<T> {
-  const deadline = Date.now() + 30_000;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`gave up waiting for ${what}`);
-    await sleep(50);
-  }
 }

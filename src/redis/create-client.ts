@@ -2,6 +2,7 @@ import { Logger } from '@nestjs/common';
 import { Cluster, type ClusterOptions, Redis, type RedisOptions } from 'ioredis';
 import type { RedisClusterConfig } from './cluster-nodes';
 import type { RedisConfig } from './redis.config';
+import { keepNodesAnswering } from './node-pool';
 import { resendingNotRun } from './unrun-retry';
 
 /**
@@ -94,7 +95,7 @@ export function createRedisCluster(cluster: RedisClusterConfig, name: string): C
   );
   reportOutages(client, name, () => `the cluster at ${cluster.nodes.map((n) => `${n.host}:${n.port}`).join(',')}`);
   refreshSlotsEvery(client);
-  keepNodesWithCommandsInFlight(client);
+  keepNodesAnswering(client);
   // ioredis opens a node's connection on its first command, and with no offline queue
   // rejects every other command for that node until it is up ("Connection is closed.",
   // which reads like a write cut mid-flight): connect each node as soon as it is known,
@@ -119,43 +120,6 @@ export function refreshSlotsEvery(cluster: Cluster): void {
     if (cluster.status === 'ready') cluster.refreshSlotsCache();
   }, SLOTS_REFRESH_MS).unref();
   cluster.once('end', () => clearInterval(timer));
-}
-
-/** What keepNodesWithCommandsInFlight() uses of ioredis' cluster connection pool (not in its typings). */
-interface NodePool {
-  readonly nodes: { readonly all: Record<string, Redis & { readonly commandQueue: { readonly length: number } }> };
-  reset(nodes: { host: string; port: number; readOnly?: boolean }[]): void;
-}
-
-/**
- * ioredis drops its connection to a node that serves no slot in a slot map it relearns
- * (ConnectionPool.reset: disconnect() at once), and every command still in flight on it
- * fails with "Connection is closed.": a write reads as cut mid-flight (OUTCOME_UNKNOWN),
- * a read as Redis out of reach (503), though the node would still have answered. A
- * master that a graceful failover demotes holds its clients' writes while it hands over,
- * then answers each with MOVED (ran nothing, sent again to the new master) or with its
- * reply if it ran it; a refresh of the map in between (every SLOTS_REFRESH_MS, or after
- * any MOVED) cut them off. So a node with commands in flight stays in the pool, as a
- * replica (scaleReads 'master' sends it nothing new), until a later refresh finds it
- * idle: its commands get their own replies. A node that is gone answers nothing either
- * way: its commands time out (COMMAND_TIMEOUT_MS), or fail as its connection ends.
- */
-function keepNodesWithCommandsInFlight(cluster: Cluster): void {
-  const pool = (cluster as unknown as { connectionPool: NodePool }).connectionPool;
-  const reset = pool.reset.bind(pool);
-  pool.reset = (nodes) => {
-    // Not the client's own close (an empty list: every node goes), nor its first map.
-    if (nodes.length === 0 || cluster.status !== 'ready') return reset(nodes);
-    const listed = new Set(nodes.map((n) => `${n.host}:${n.port}`));
-    const busy = Object.entries(pool.nodes.all).filter(
-      ([key, node]) => !listed.has(key) && node.commandQueue.length > 0,
-    );
-    const at = (key: string) => ({
-      host: key.slice(0, key.lastIndexOf(':')),
-      port: Number(key.slice(key.lastIndexOf(':') + 1)),
-    });
-    reset([...nodes, ...busy.map(([key]) => ({ ...at(key), readOnly: true }))]);
-  };
 }
 
 /**
@@ -243,7 +207,7 @@ export function duplicateClient(
       redisOptions: { ...client.options.redisOptions, ...options },
     });
     refreshSlotsEvery(cluster);
-    keepNodesWithCommandsInFlight(cluster);
+    keepNodesAnswering(cluster);
     copy = cluster;
   } else {
     copy = client.duplicate(options);

@@ -35,14 +35,21 @@ export function resendingUntil<T>(deadline: number, fn: () => Promise<T>): Promi
 }
 
 /**
- * ioredis' own refusal to send a command to a node whose connection is not up yet: the
- * cluster client has no offline queue, and a node it has just learned of (the master a
- * MOVED names after a failover) is still connecting. Nothing was written, but the
- * message is the one a connection closing under a sent command gives, so only where it
- * was raised tells them apart: ioredis' tryConnection, which picks the node and sends.
+ * ioredis' own refusal to send a command to a node whose connection is not up: the
+ * cluster client has no offline queue, and the node is still connecting (the master a
+ * MOVED names after a failover, just learned of; or a node that is gone, being dialled
+ * again). Nothing was written, but the message is the one a connection closing under a
+ * sent command gives, so only where it was raised tells them apart: ioredis'
+ * tryConnection, which picks the node and sends. untilRun() sends it again only once a
+ * connection comes up.
  */
 function refusedUnsent(err: Error): boolean {
-  return err.message === 'Connection is closed.' && /^\s*at tryConnection \(/m.test(err.stack ?? '');
+  // The first frame: ioredis' own. Exact only while retryDelayOnFailover is 0 (create-client.ts):
+  // else a sent command whose connection closed would come back through tryConnection.
+  return (
+    err.message === 'Connection is closed.' &&
+    /^Error: Connection is closed\.\n\s*at tryConnection \(/.test(err.stack ?? '')
+  );
 }
 
 /**
@@ -87,12 +94,41 @@ export async function untilRun<T>(cluster: Cluster, send: () => Promise<T>): Pro
     } catch (err) {
       const kind = notRun(err);
       if (!kind || performance.now() >= deadline) throw err;
+      if (kind === 'UNSENT') {
+        // Sent again once a connection being opened is up; at once refused if none can be
+        // (a node that is gone refuses the connection), as it was before it was known.
+        if (!(await nodeOpened(cluster, deadline - performance.now()))) throw err;
+        continue;
+      }
       if (kind === 'MOVED' || kind === 'CLUSTERDOWN') await relearned(cluster, deadline - performance.now());
       const left = deadline - performance.now();
       if (left <= 0) throw err;
       await sleep(Math.min(left, pauseMs(kind, attempt)));
     }
   }
+}
+
+/**
+ * Resolves true once one of `cluster`'s node connections being opened is up; false once
+ * every one has closed, after `waitMs`, or at once if none is being opened.
+ */
+function nodeOpened(cluster: Cluster, waitMs: number): Promise<boolean> {
+  const opening = cluster.nodes('all').filter((n) => n.status === 'connecting' || n.status === 'connect');
+  if (opening.length === 0) return Promise.resolve(false);
+  return new Promise((resolve) => {
+    let closed = 0;
+    const done = (up: boolean) => {
+      clearTimeout(timer);
+      for (const node of opening) node.off('ready', onReady).off('end', onEnd);
+      resolve(up);
+    };
+    const onReady = () => done(true);
+    const onEnd = () => {
+      if (++closed === opening.length) done(false);
+    };
+    const timer = setTimeout(() => done(false), Math.max(0, waitMs));
+    for (const node of opening) node.once('ready', onReady).once('end', onEnd);
+  });
 }
 
 /** Resolves once `cluster` has read its slot map again (or after `waitMs`, whichever is first). */

@@ -2,6 +2,7 @@ import { DEFAULT_PAYMENT_TIMEOUT_MS } from '../../src/sale/sale-limits';
 import calculateSlot from 'cluster-key-slot';
 import { Cluster, Redis, RedisOptions } from 'ioredis';
 import {
+  ClusterNode,
   PrivateCluster,
   PrivateClusterOptions,
   PrivateRedis,
@@ -182,6 +183,54 @@ export type TestCluster = Omit<PrivateCluster, 'remove'>;
 export async function startTestCluster(options: PrivateClusterOptions = {}): Promise<TestCluster> {
   const cluster = await startPrivateCluster(options);
   return { ...cluster, stop: cluster.remove };
+}
+
+/** The node that replicates the master on `port`, by the nodes' INFO replication (a failover swaps them). */
+export async function replicaOf(cluster: Pick<TestCluster, 'nodes'>, port: number): Promise<ClusterNode> {
+  for (const node of cluster.nodes.filter((n) => n.port !== port)) {
+    const admin = new Redis(node.url);
+    const info = await admin.info('replication').finally(() => admin.quit());
+    if (new RegExp(`^master_port:${port}\\r?$`, 'm').test(info)) return node;
+  }
+  throw new Error(`:${port} has no replica`);
+}
+
+/** Polls `probe` until it returns a value, at most 30 s. */
+export async function until<T>(what: string, probe: () => Promise<T | undefined>): Promise<T> {
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`gave up waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+/** `CLUSTER FAILOVER TAKEOVER` on `replica`; resolves once the cluster names it the master of `slot`. */
+export async function takeOver(cluster: TestCluster, replica: ClusterNode, slot: number): Promise<void> {
+  const admin = new Redis(replica.url);
+  try {
+    await admin.cluster('FAILOVER', 'TAKEOVER');
+  } finally {
+    await admin.quit();
+  }
+  await until('the slot map to name the replica as the master', async () =>
+    (await cluster.masterOfSlot(slot)).port === replica.port ? true : undefined,
+  );
+}
+
+/**
+ * Has `client` relearn the slot map now, and resolves once its connection to the master
+ * on `port` is up (opened and checked: a connection the refresh dropped has closed by then).
+ */
+export async function relearnedMap(client: Cluster, port: number): Promise<void> {
+  const refreshed = new Promise((resolve) => client.once('refresh', resolve));
+  client.refreshSlotsCache();
+  await refreshed;
+  await until(
+    'the client to be connected to the new master',
+    async () => client.nodes('master').some((n) => n.options.port === port && n.status === 'ready') || undefined,
+  );
 }
 
 /** A cluster client of the test's own (its seed nodes the cluster's), ready. */
