@@ -1,0 +1,81 @@
+import calculateSlot from 'cluster-key-slot';
+import { Redis } from 'ioredis';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { KeyLayout } from '../src/redis/key-layout';
+import { clusterClient, readSlotMap, startTestCluster, TestCluster, uniquePrefix, until } from './helpers/redis';
+
+/**
+ * untilRun()'s nodeOpened (src/redis/unrun-retry.ts): a command ioredis refused to send
+ * (UNSENT) is sent again once "a node connection being opened" comes up. Any node's, not
+ * the one the command's slot needs. Held by SIGSTOP: a stopped node's new connection stays
+ * 'connect' (TCP accepted by the kernel, its ready check's INFO unanswered) for the command
+ * timeout.
+ */
+describe("the cluster client: a dead master's command while another node's connection is opening", () => {
+  let cluster: TestCluster;
+  afterAll(async () => {
+    await cluster?.stop();
+  });
+
+  it("fails after one try, without waiting for an unrelated node's connection to come up", async () => {
+    // No failover during the test: the slot stays the dead master's.
+    cluster = await startTestCluster({ masters: 3, nodeTimeoutMs: 60_000 });
+    const keys = new KeyLayout(uniquePrefix('opened'));
+    const admin = new Redis(cluster.nodes[0].url);
+    const map = await readSlotMap(admin).finally(() => admin.quit());
+    const seed = `127.0.0.1:${cluster.nodes[0].port}`;
+    const victimAddress = map.masters.find((m) => m !== seed)!;
+    const victim = cluster.nodes.find((n) => `127.0.0.1:${n.port}` === victimAddress)!;
+    // Another master: no command of the test is for it.
+    const stopped = cluster.nodes.find((n) => n.port !== victim.port)!;
+    const id = map
+      .productsOnEveryShard(keys)
+      .find((p) => map.masterOfSlot(calculateSlot(keys.product(p).stock)) === victimAddress)!;
+    const key = keys.product(id).stock;
+    const own = await clusterClient(cluster);
+    try {
+      // The other master answers nothing from here on, and the client's connection to it
+      // is cut: opened again by the next slot map refresh, it stays 'connect' (its ready
+      // check waits) until the command timeout drops it, and is opened again.
+      const other = new Redis(stopped.url);
+      await other.client('KILL', 'TYPE', 'normal', 'SKIPME', 'yes');
+      stopped.pause();
+      other.disconnect();
+      victim.kill();
+      await victim.exited;
+      await until(
+        'the app to see the dead master go',
+        async () => own.nodes('all').every((n) => n.options.port !== victim.port || n.status !== 'ready') || undefined,
+      );
+      await until(
+        "the client's connection to the stopped master to be opening",
+        async () =>
+          own.nodes('all').some((n) => n.options.port === stopped.port && n.status === 'connect') || undefined,
+      );
+      let tries = 0;
+      const raw = own as unknown as { sendCommand(command: { name: string }, ...rest: unknown[]): unknown };
+      const send = raw.sendCommand;
+      raw.sendCommand = function (this: unknown, command, ...rest) {
+        if (command.name === 'get') tries++;
+        return send.call(this, command, ...rest);
+      };
+      let settled = false;
+      const answer = own.get(key).then(String, (err: Error) => `error: ${err.message}`);
+      void answer.finally(() => (settled = true));
+      // The dead master's connection is refused on loopback within a few ms; the stopped
+      // master's stays 'connect' for seconds yet.
+      await sleep(300);
+      const settledBeforeResume = settled;
+      // Were the command still waiting on the other master's connection, it would be sent again now.
+      stopped.resume();
+      expect({ settledBeforeResume, answer: await answer, tries }).toEqual({
+        settledBeforeResume: true,
+        answer: 'error: Connection is closed.',
+        tries: 1,
+      });
+    } finally {
+      stopped.resume();
+      own.disconnect();
+    }
+  }, 60_000);
+});
