@@ -4,6 +4,7 @@ import type { Cluster } from 'ioredis';
 interface NodeConnection {
   /** Commands written and not answered yet, oldest first (its `denque`). */
   readonly commandQueue: { toArray(): { readonly command: SentCommand }[] };
+  readonly options: { readOnly?: boolean };
   sendCommand(command: SentCommand, stream?: unknown): unknown;
 }
 
@@ -16,7 +17,11 @@ interface SentCommand {
 
 /** What keepNodesAnswering() changes of ioredis' cluster connection pool (not in its typings either). */
 interface NodePool {
-  readonly nodes: { readonly all: Record<string, NodeConnection> };
+  readonly nodes: {
+    readonly all: Record<string, NodeConnection>;
+    readonly master: Record<string, NodeConnection>;
+    readonly slave: Record<string, NodeConnection>;
+  };
   reset(nodes: { host: string; port: number; readOnly?: boolean }[]): void;
 }
 
@@ -60,6 +65,13 @@ export function keepNodesAnswering(cluster: Cluster): void {
     const waiting = Object.entries(pool.nodes.all).filter(
       ([key, node]) => !listed.has(key) && node.commandQueue.toArray().some(({ command }) => !command.isSettled),
     );
+    // Kept as a replica, its role changed here: put back as one, ioredis would send it
+    // READONLY, a command of its own behind the held ones that would keep it longer.
+    for (const [key, node] of waiting) {
+      node.options.readOnly = true;
+      delete pool.nodes.master[key];
+      pool.nodes.slave[key] = node;
+    }
     reset([...nodes, ...waiting.map(([key]) => ({ ...hostPort(key), readOnly: true }))]);
   };
 }

@@ -1,6 +1,7 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { type Cluster, ReplyError } from 'ioredis';
+import calculateSlot from 'cluster-key-slot';
+import { type Cluster, Command, type Redis, ReplyError } from 'ioredis';
 
 /**
  * Replies by which a cluster node says it did not run a command: the slot is served
@@ -86,7 +87,12 @@ function pauseMs(kind: string, attempt: number): number {
  * a command that never ran). Any other outcome, including a command with no reply, is
  * the caller's, as it was.
  */
-export async function untilRun<T>(cluster: Cluster, send: () => Promise<T>): Promise<T> {
+export async function untilRun<T>(
+  cluster: Cluster,
+  send: () => Promise<T>,
+  /** The slot the command's keys are in (slotOf()), for an UNSENT refusal; none: refused at once. */
+  slot?: () => number | undefined,
+): Promise<T> {
   const deadline = Math.min(performance.now() + NOT_RUN_BUDGET_MS, until.getStore() ?? Infinity);
   for (let attempt = 0; ; attempt++) {
     try {
@@ -95,9 +101,9 @@ export async function untilRun<T>(cluster: Cluster, send: () => Promise<T>): Pro
       const kind = notRun(err);
       if (!kind || performance.now() >= deadline) throw err;
       if (kind === 'UNSENT') {
-        // Sent again once a connection being opened is up; at once refused if none can be
-        // (a node that is gone refuses the connection), as it was before it was known.
-        if (!(await nodeOpened(cluster, deadline - performance.now()))) throw err;
+        // Sent again once the connection to its slot's node, being opened, is up; refused
+        // at once if it is not being opened or closes (a node that is gone refuses it).
+        if (!(await opened(cluster, slot?.(), deadline - performance.now()))) throw err;
         continue;
       }
       if (kind === 'MOVED' || kind === 'CLUSTERDOWN') await relearned(cluster, deadline - performance.now());
@@ -108,27 +114,50 @@ export async function untilRun<T>(cluster: Cluster, send: () => Promise<T>): Pro
   }
 }
 
+/** The slot of a command's first key (ioredis' key specs), or undefined for a command without keys. */
+export function slotOf(name: string, args: unknown[]): number | undefined {
+  const [key] = new Command(name, args as string[]).getKeys();
+  return key === undefined ? undefined : calculateSlot(key);
+}
+
+/** Per connection being opened: true once it is up, false once it closed (one pair of listeners each, however many wait). */
+const opening = new WeakMap<Redis, Promise<boolean>>();
+
 /**
- * Resolves true once one of `cluster`'s node connections being opened is up; false once
- * every one has closed, after `waitMs`, or at once if none is being opened.
+ * Resolves true once `cluster`'s connection to the master of `slot`, being opened, is
+ * up; false at once if there is none or it is not being opened, once it closes, or after
+ * `waitMs`.
  */
-function nodeOpened(cluster: Cluster, waitMs: number): Promise<boolean> {
-  const opening = cluster.nodes('all').filter((n) => n.status === 'connecting' || n.status === 'connect');
-  if (opening.length === 0) return Promise.resolve(false);
-  return new Promise((resolve) => {
-    let closed = 0;
-    const done = (up: boolean) => {
-      clearTimeout(timer);
-      for (const node of opening) node.off('ready', onReady).off('end', onEnd);
-      resolve(up);
-    };
-    const onReady = () => done(true);
-    const onEnd = () => {
-      if (++closed === opening.length) done(false);
-    };
-    const timer = setTimeout(() => done(false), Math.max(0, waitMs));
-    for (const node of opening) node.once('ready', onReady).once('end', onEnd);
+function opened(cluster: Cluster, slot: number | undefined, waitMs: number): Promise<boolean> {
+  const key = slot === undefined ? undefined : cluster.slots[slot]?.[0];
+  const node = key === undefined ? undefined : nodeByKey(cluster, key);
+  if (!node || (node.status !== 'connecting' && node.status !== 'connect')) return Promise.resolve(false);
+  let up = opening.get(node);
+  if (!up) {
+    up = new Promise<boolean>((resolve) => {
+      const done = (ready: boolean) => {
+        node.off('ready', onReady).off('end', onEnd);
+        opening.delete(node);
+        resolve(ready);
+      };
+      const onReady = () => done(true);
+      const onEnd = () => done(false);
+      node.once('ready', onReady).once('end', onEnd);
+    });
+    opening.set(node, up);
+  }
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<boolean>((resolve) => {
+    timer = setTimeout(() => resolve(false), Math.max(0, waitMs));
   });
+  return Promise.race([up, late]).finally(() => clearTimeout(timer));
+}
+
+/** The pool's connection to the node `host:port` (ioredis keeps them by that key). */
+function nodeByKey(cluster: Cluster, key: string): Redis | undefined {
+  return (
+    cluster as unknown as { connectionPool: { getInstanceByKey(key: string): Redis | undefined } }
+  ).connectionPool.getInstanceByKey(key);
 }
 
 /** Resolves once `cluster` has read its slot map again (or after `waitMs`, whichever is first). */
@@ -183,7 +212,12 @@ export function resendingNotRun(cluster: Cluster): Cluster {
         if (prop === 'multi') {
           method = (...args: unknown[]) => replayedTransaction(target, args);
         } else if (commands.has(prop) && !NOT_RESENT.has(prop)) {
-          method = (...args: unknown[]) => untilRun(target, () => fn.apply(target, args) as Promise<unknown>);
+          method = (...args: unknown[]) =>
+            untilRun(
+              target,
+              () => fn.apply(target, args) as Promise<unknown>,
+              () => slotOf(prop, args),
+            );
         } else {
           method = fn.bind(target);
         }
@@ -215,7 +249,7 @@ function replayedTransaction(cluster: Cluster, args: unknown[]): Transaction {
   };
   const recorder: Transaction = new Proxy({} as Transaction, {
     get(_, prop) {
-      if (prop === 'exec') return () => untilRun(cluster, send);
+      if (prop === 'exec') return () => untilRun(cluster, send, () => queuedSlot(queued));
       if (prop === 'length') return queued.length;
       if (typeof prop !== 'string' || prop === 'then' || prop === 'toString' || prop === 'valueOf') return undefined;
       return (...callArgs: unknown[]) => {
@@ -225,4 +259,13 @@ function replayedTransaction(cluster: Cluster, args: unknown[]): Transaction {
     },
   });
   return recorder;
+}
+
+/** The slot of the first queued command with a key (a transaction's commands share one slot). */
+function queuedSlot(queued: readonly [string, unknown[]][]): number | undefined {
+  for (const [name, args] of queued) {
+    const slot = slotOf(name, args);
+    if (slot !== undefined) return slot;
+  }
+  return undefined;
 }
