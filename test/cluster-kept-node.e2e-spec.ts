@@ -13,12 +13,10 @@ import {
 
 /**
  * keepNodesAnswering (src/redis/node-pool.ts) keeps a node that serves no slot any more
- * while one of its commands waits for an answer, and puts it back in the pool as a
- * replica ({readOnly: true}): ioredis' pool takes that for a role change and sends
- * READONLY on its connection. That command of the pool's own then waits behind the held
- * ones, and by the same rule keeps the node for up to COMMAND_TIMEOUT_MS after the last
- * buyer's command was answered (quit() meanwhile waits on the node and rejects "Command
- * timed out"), a node that is paused, cut off or stopped.
+ * while one of its commands waits for an answer, moved to the replicas by hand: put back
+ * as one ({readOnly: true}), ioredis' pool would take it for a role change and send
+ * READONLY behind the held commands, a command of its own that would keep the node (a
+ * node paused, cut off or stopped) up to COMMAND_TIMEOUT_MS longer.
  */
 describe('the cluster client: an old master kept for a held write', () => {
   let cluster: TestCluster;

@@ -1,14 +1,22 @@
-import calculateSlot from 'cluster-key-slot';
 import { Redis } from 'ioredis';
 import { KeyLayout } from '../src/redis/key-layout';
-import { clusterClient, readSlotMap, startTestCluster, TestCluster, uniquePrefix, until } from './helpers/redis';
+import {
+  clusterClient,
+  productOnAnotherMaster,
+  startTestCluster,
+  TestCluster,
+  uniquePrefix,
+  until,
+} from './helpers/redis';
 
 /**
- * untilRun()'s nodeOpened (src/redis/unrun-retry.ts): a command ioredis refused to send
- * (UNSENT) is sent again once "a node connection being opened" comes up. Any node's, not
- * the one the command's slot needs. Held by SIGSTOP: a stopped node's new connection stays
- * 'connect' (TCP accepted by the kernel, its ready check's INFO unanswered) for the command
- * timeout.
+ * untilRun() (src/redis/unrun-retry.ts): a command ioredis refused to send (UNSENT: its
+ * node's connection not up) is sent again once the connection to its own slot's node,
+ * being opened, is up; refused at once when that node is gone (a master killed: after one
+ * try, not NOT_RUN_BUDGET_MS of tries), whatever other node's connection is opening; and
+ * however many wait, one pair of listeners on that connection. Held by SIGSTOP: a stopped
+ * node's new connection stays 'connect' (TCP accepted by the kernel, its ready check's
+ * INFO unanswered).
  */
 describe("the cluster client: a dead master's command while another node's connection is opening", () => {
   let cluster: TestCluster;
@@ -19,18 +27,9 @@ describe("the cluster client: a dead master's command while another node's conne
   it("fails after one try, without waiting for an unrelated node's connection to come up", async () => {
     // No failover during the test: the slot stays the dead master's.
     cluster = await startTestCluster({ masters: 3, nodeTimeoutMs: 60_000 });
-    const keys = new KeyLayout(uniquePrefix('opened'));
-    const admin = new Redis(cluster.nodes[0].url);
-    const map = await readSlotMap(admin).finally(() => admin.quit());
-    const seed = `127.0.0.1:${cluster.nodes[0].port}`;
-    const victimAddress = map.masters.find((m) => m !== seed)!;
-    const victim = cluster.nodes.find((n) => `127.0.0.1:${n.port}` === victimAddress)!;
+    const { master: victim, key } = await productOnAnotherMaster(cluster, new KeyLayout(uniquePrefix('opened')));
     // Another master: no command of the test is for it.
     const stopped = cluster.nodes.find((n) => n.port !== victim.port)!;
-    const id = map
-      .productsOnEveryShard(keys)
-      .find((p) => map.masterOfSlot(calculateSlot(keys.product(p).stock)) === victimAddress)!;
-    const key = keys.product(id).stock;
     const own = await clusterClient(cluster);
     try {
       // The other master answers nothing from here on, and the client's connection to it
@@ -85,15 +84,7 @@ describe("the cluster client: buyers' commands for a master whose connection is 
 
   it('wait for it without piling listeners on its connection (no MaxListenersExceededWarning)', async () => {
     cluster = await startTestCluster({ masters: 3, nodeTimeoutMs: 60_000 });
-    const keys = new KeyLayout(uniquePrefix('listeners'));
-    const admin = new Redis(cluster.nodes[0].url);
-    const map = await readSlotMap(admin).finally(() => admin.quit());
-    const masterAddress = map.masters.find((m) => m !== `127.0.0.1:${cluster.nodes[0].port}`)!;
-    const master = cluster.nodes.find((n) => `127.0.0.1:${n.port}` === masterAddress)!;
-    const id = map
-      .productsOnEveryShard(keys)
-      .find((p) => map.masterOfSlot(calculateSlot(keys.product(p).stock)) === masterAddress)!;
-    const key = keys.product(id).stock;
+    const { master, key } = await productOnAnotherMaster(cluster, new KeyLayout(uniquePrefix('listeners')));
     const own = await clusterClient(cluster);
     try {
       // The master's connection is cut and the master stopped: the next refresh opens a

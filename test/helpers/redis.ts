@@ -233,6 +233,25 @@ export async function relearnedMap(client: Cluster, port: number): Promise<void>
   );
 }
 
+/**
+ * A master other than the cluster's first node (which a test's own admin connection
+ * asks), and the stock key of a product whose slot it serves: a master a test may kill or
+ * stop while it still reads the slot map.
+ */
+export async function productOnAnotherMaster(
+  cluster: TestCluster,
+  keys: KeyLayout,
+): Promise<{ master: ClusterNode; key: string }> {
+  const admin = new Redis(cluster.nodes[0].url);
+  const map = await readSlotMap(admin).finally(() => admin.quit());
+  const address = map.masters.find((m) => m !== `127.0.0.1:${cluster.nodes[0].port}`)!;
+  const master = cluster.nodes.find((n) => `127.0.0.1:${n.port}` === address)!;
+  const id = map
+    .productsOnEveryShard(keys)
+    .find((p) => map.masterOfSlot(calculateSlot(keys.product(p).stock)) === address)!;
+  return { master, key: keys.product(id).stock };
+}
+
 /** A cluster client of the test's own (its seed nodes the cluster's), ready. */
 export async function clusterClient(cluster: TestCluster): Promise<Cluster> {
   const nodes = cluster.clusterNodes.split(',').map((s) => {
