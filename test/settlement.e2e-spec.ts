@@ -13,7 +13,7 @@ import { migrate, migrations } from '../src/settlement/migrations';
 import { createPool } from '../src/settlement/postgres';
 import { SETTLE_GROUP, Settler } from '../src/settlement/settler';
 import { ADMIN_TOKEN, pay, request, startTestApp, TestApp } from './helpers/app';
-import { TestRedis, uniquePrefix } from './helpers/redis';
+import { TestRedis, uniquePrefix, until } from './helpers/redis';
 import { useRedisAndPostgres } from './helpers/stack';
 
 /**
@@ -468,6 +468,40 @@ describe('orders settled into PostgreSQL, units given back once', () => {
       await pool.end();
     }
   }, 30_000);
+
+  it("a pass settles a few products at once: one whose batch waits on PostgreSQL holds up no other's (the buckets of one product are products here)", async () => {
+    const keys = new KeyLayout(uniquePrefix('at-once'));
+    const db = await database();
+    const pool = createPool({ databaseUrl: db, pgStatementTimeoutMs: 60_000 });
+    const blocker = new Client({ connectionString: db });
+    const settler = new Settler(client, pool, keys, { settleBatch: 10, settleClaimIdleMs: 60_000, settleTrim: false });
+    try {
+      await migrate(pool);
+      await blocker.connect();
+      // The first product's order row is held by a transaction left open: its batch's
+      // INSERT ... ON CONFLICT waits for it (up to the statement timeout, a minute, longer
+      // than the test waits for the second). The second's is free.
+      await blocker.query('BEGIN');
+      await blocker.query(
+        "INSERT INTO orders (order_id, product_id, user_id, quantity, status, created_at, updated_at) VALUES ('a-first.o1', 'a-first', 'u1', 1, 'reserved', now(), now())",
+      );
+      for (const id of ['a-first', 'b-second']) {
+        await client.xadd(keys.product(id).orders, '*', 'orderId', `${id}.o1`, 'userId', 'u1', 'quantity', '1');
+        await markWritten(client, keys, id);
+      }
+      const pass = settler.settleOnce();
+      const second = await until("the second product's order in PostgreSQL", async () => {
+        const { rows } = await pool.query("SELECT status FROM orders WHERE order_id = 'b-second.o1'");
+        return rows.length > 0 ? rows[0] : undefined;
+      });
+      expect(second).toEqual({ status: 'reserved' });
+      await blocker.query('ROLLBACK');
+      expect(await pass).toBe(2);
+    } finally {
+      await blocker.end();
+      await pool.end();
+    }
+  }, 45_000);
 
   it("one product's trouble holds up no other's settlement or expiry", async () => {
     const prefix = uniquePrefix('isolation');

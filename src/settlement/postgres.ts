@@ -1,8 +1,9 @@
 import { Pool } from 'pg';
 import type { SettlementConfig } from './settlement.config';
+import { PASS_CONCURRENCY } from './settler';
 
-/** Connections per instance: the settler uses one at a time; the rest is for probes and tools. */
-const POOL_SIZE = 4;
+/** Connections per instance: the settler's, up to PASS_CONCURRENCY at a time (settler.ts), and one more for probes and tools. */
+const POOL_SIZE = PASS_CONCURRENCY + 1;
 
 /**
  * The PostgreSQL pool: statements time out (PG_STATEMENT_TIMEOUT_MS), so a paused or

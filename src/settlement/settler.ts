@@ -23,6 +23,8 @@ const IDLE_MS = 50;
 const IDLE_CAP_MS = 400;
 /** Products read from one shard's marks per pass, at most; the next pass reads on from there. */
 const MARKS_PAGE = 500;
+/** Products a pass settles at once, at most: one PostgreSQL connection each (of the pool's, postgres.ts). */
+export const PASS_CONCURRENCY = 3;
 /**
  * How long it rests after a pass that settled less than a full batch (SETTLE_BATCH):
  * during a sale, the entries of the next 25 ms go into one transaction instead of
@@ -145,19 +147,25 @@ export class Settler {
     const [work, unread] = await this.readMarks();
     let failure: unknown = unread;
     this.cost.productsWithWork = work.length;
-    for (const { marks, productId, score } of work) {
-      if (this.stopped) break;
-      try {
-        const n = await this.settleProduct(productId);
-        if (n === 0) await this.unmarkIfSettled(marks, productId, score);
-        settled += n;
-      } catch (err) {
-        failure ??= err;
-        this.failingProducts.add(productId);
-        continue;
+    const settleNext = async (): Promise<void> => {
+      for (let next = work.shift(); next && !this.stopped; next = work.shift()) {
+        const { marks, productId, score } = next;
+        try {
+          const n = await this.settleProduct(productId);
+          if (n === 0) await this.unmarkIfSettled(marks, productId, score);
+          settled += n;
+        } catch (err) {
+          failure ??= err;
+          this.failingProducts.add(productId);
+          continue;
+        }
+        this.failingProducts.delete(productId);
       }
-      this.failingProducts.delete(productId);
-    }
+    };
+    // A few products at once, each batch its own transaction on its own connection: a
+    // pass costs the round trips of its longest batch, not of all of them in turn (the
+    // buckets of one product are products here, src/sale/buckets.ts).
+    await Promise.all(Array.from({ length: Math.min(PASS_CONCURRENCY, work.length) }, settleNext));
     if (failure !== null && settled === 0) throw failure;
     this.failing =
       failure === null
