@@ -2,8 +2,12 @@ import { Pool } from 'pg';
 import type { SettlementConfig } from './settlement.config';
 import { PASS_CONCURRENCY } from './settler';
 
-/** Connections per instance: the settler's, up to PASS_CONCURRENCY at a time (settler.ts), and one more for probes and tools. */
-const POOL_SIZE = PASS_CONCURRENCY + 1;
+/**
+ * Connections per instance: the settler's, up to PASS_CONCURRENCY at a time (settler.ts),
+ * each of which may wait on a lock for a whole statement timeout, and three more, as before
+ * the settler took several: /health's probe (1 s) and the reads of the orders listing.
+ */
+const POOL_SIZE = PASS_CONCURRENCY + 3;
 
 /**
  * The PostgreSQL pool: statements time out (PG_STATEMENT_TIMEOUT_MS), so a paused or

@@ -280,7 +280,11 @@ export class Settler {
     await this.redis.xack(stream, SETTLE_GROUP, ...entries.map(([id]) => id));
     this.settled += entries.length;
     // SETTLE_TRIM: what every group has settled leaves the stream (never what one has not).
-    if (this.config.settleTrim) this.trimmed += await trimSettled.run(this.redis, [stream], '');
+    if (this.config.settleTrim) {
+      // Read after the await: another product's batch may add to it meanwhile.
+      const trimmed = await trimSettled.run(this.redis, [stream], '');
+      this.trimmed += trimmed;
+    }
     return entries.length;
   }
 
