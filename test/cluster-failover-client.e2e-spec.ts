@@ -1,12 +1,11 @@
-import calculateSlot from 'cluster-key-slot';
 import { Redis } from 'ioredis';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { KeyLayout } from '../src/redis/key-layout';
 import {
   clusterClient,
+  failoverPair,
   readSlotMap,
   relearnedMap,
-  replicaOf,
   startTestCluster,
   takeOver,
   TestCluster,
@@ -42,9 +41,7 @@ describe('the cluster client through failovers: three masters with a replica eac
 
   it('a write that timed out (OUTCOME_UNKNOWN) while a failing-over master held it is not run later on the new master', async () => {
     const key = keys.product(products[0]).stock;
-    const slot = calculateSlot(key);
-    const master = await cluster.masterOfSlot(slot);
-    const replica = await replicaOf(cluster, master.port);
+    const { slot, master, replica } = await failoverPair(cluster, key);
     const own = await clusterClient(cluster);
     const from = new Redis(master.url);
     const to = new Redis(replica.url);
@@ -75,9 +72,7 @@ describe('the cluster client through failovers: three masters with a replica eac
 
   it('a master paused (SIGSTOP) whose replica took over leaves the pool once it serves no slot: the client quits at once', async () => {
     const key = keys.product(products[1]).stock;
-    const slot = calculateSlot(key);
-    const master = await cluster.masterOfSlot(slot);
-    const replica = await replicaOf(cluster, master.port);
+    const { slot, master, replica } = await failoverPair(cluster, key);
     const own = await clusterClient(cluster);
     try {
       await own.set(key, '0');

@@ -1,10 +1,9 @@
-import calculateSlot from 'cluster-key-slot';
 import { Redis } from 'ioredis';
 import { KeyLayout } from '../src/redis/key-layout';
 import {
   clusterClient,
+  failoverPair,
   readSlotMap,
-  replicaOf,
   startTestCluster,
   takeOver,
   TestCluster,
@@ -30,9 +29,7 @@ describe('the cluster client: an old master kept for a held write', () => {
     const admin = new Redis(cluster.nodes[0].url);
     const map = await readSlotMap(admin).finally(() => admin.quit());
     const key = keys.product(map.productsOnEveryShard(keys)[0]).stock;
-    const slot = calculateSlot(key);
-    const master = await cluster.masterOfSlot(slot);
-    const replica = await replicaOf(cluster, master.port);
+    const { slot, master, replica } = await failoverPair(cluster, key);
     const own = await clusterClient(cluster);
     try {
       await own.set(key, '0');

@@ -11,10 +11,10 @@ import { moved, WatchConnections } from '../src/redis/watch-connections';
 import { request, startSale, startTestApp, TestApp } from './helpers/app';
 import {
   clusterClient,
+  failoverPair,
   clusterReady,
   readSlotMap,
   relearnedMap,
-  replicaOf,
   SlotMap,
   startTestCluster,
   startTestRedis,
@@ -288,9 +288,7 @@ describe('Redis Cluster: three masters', () => {
       const keys = new KeyLayout(uniquePrefix('demoted'));
       // Each case on a shard of its own: the other's failover left its old master a replica.
       const key = keys.product(productsOnEveryShard(keys)[relearnFirst ? 1 : 0]).stock;
-      const slot = calculateSlot(key);
-      const master = await cluster.masterOfSlot(slot);
-      const replica = await replicaOf(cluster, master.port);
+      const { slot, master, replica } = await failoverPair(cluster, key);
       const own = await clusterClient(cluster);
       const from = new Redis(master.url);
       const to = new Redis(replica.url);

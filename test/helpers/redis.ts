@@ -195,6 +195,16 @@ export async function replicaOf(cluster: Pick<TestCluster, 'nodes'>, port: numbe
   throw new Error(`:${port} has no replica`);
 }
 
+/** The slot of `key`, the master that serves it now and that master's replica: a failover's two ends. */
+export async function failoverPair(
+  cluster: TestCluster,
+  key: string,
+): Promise<{ slot: number; master: ClusterNode; replica: ClusterNode }> {
+  const slot = calculateSlot(key);
+  const master = await cluster.masterOfSlot(slot);
+  return { slot, master, replica: await replicaOf(cluster, master.port) };
+}
+
 /** Polls `probe` until it returns a value, at most 30 s. */
 export async function until<T>(what: string, probe: () => Promise<T | undefined>): Promise<T> {
   const deadline = Date.now() + 30_000;
