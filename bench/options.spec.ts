@@ -173,7 +173,6 @@ describe('bench options', () => {
     [['--buckets', '3', '--skew', '0.9', '--products', '2'], '--skew runs one product, without --auth'],
     [['--buckets', '3', '--skew', '0.9', '--auth', 'hs256'], '--skew runs one product, without --auth'],
     [['--pay', '2'], '--pay must be a fraction from 0 to 1, got "2"'],
-    [['--buckets', '1,3', '--queue', '100'], '--buckets above 1 sells without a waiting room: not with --queue'],
     [
       ['--target', 'http://a:1', '--admin-token', 'T', '--redis', 'redis://b:2', '--buckets', '3'],
       '--target runs against a deployment as it is: not with --buckets',

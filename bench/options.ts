@@ -161,7 +161,7 @@ export const USAGE = `usage: npm run bench -- [options]
   --buckets LIST    escrow buckets of each product (PUT buckets: N), a row
                     each: 1,3 runs every strategy with 1 and with 3; on
                     --cluster they sit on distinct masters, else on one
-                    Redis (the report says so); not with --queue      (1)
+                    Redis (the report says so)                        (1)
   --skew F          that share (0 to 1) of the buyers is chosen so their
                     home bucket is bucket 0, the rest spread as without it;
                     needs a --buckets count above 1; one product, not
@@ -348,10 +348,6 @@ export function parseOptions(argv: string[]): BenchOptions {
   const target = values.target === undefined ? undefined : targetOf(argv, values);
   if (!target) checkNoTargetFlags(values);
   const buckets = [...new Set(values.buckets!.split(',').map((b) => int('buckets', b.trim(), 1, MAX_BUCKETS)))];
-  // The app offers no waiting room with buckets (400 on the PUT).
-  if (buckets.some((b) => b > 1) && queue.some((q) => q > 0)) {
-    throw new UsageError('--buckets above 1 sells without a waiting room: not with --queue');
-  }
   let skew: number | undefined;
   if (values.skew !== undefined) {
     skew = fraction('skew', values.skew);

@@ -18,6 +18,7 @@ import type { RequestRecord } from './history/history';
 import { latencyCurve } from './latency-curve';
 import { buyerSequence, cannon, LoadOptions, LoadResult, mergeLoads, Recording } from './load';
 import { historyNow } from './history/clock';
+import { unitsLeft } from './buckets';
 
 /** What the waiting room did for the load: requests of each kind, and the buyers it turned away. */
 export interface QueueFigures {
@@ -367,13 +368,15 @@ function parse(body: string): Record<string, unknown> {
  * queue admitted (a ticket at or before the last admitted place), and no more passes
  * are outstanding (issued, not lapsed, not used) than the stock left can serve: its
  * units by the sale's limit, or one pass for a remainder below the limit (queue-5.lua).
- * Null when it holds; else what broke.
+ * A product in escrow buckets: its queue is bucket 0's (`k`), its units those of every
+ * bucket and move in flight (bench/buckets.ts). Null when it holds; else what broke.
  */
 export async function queueVerdict(
-  client: Pick<Redis, 'hmget' | 'zrangebyscore' | 'get' | 'time'>,
+  client: Pick<Redis, 'hmget' | 'zrangebyscore' | 'get' | 'time' | 'hgetall'>,
   k: ProductKeys,
   orders: readonly { userId: string }[],
   perUserLimit: number,
+  buckets: readonly ProductKeys[] = [k],
 ): Promise<string | null> {
   const lastAdmitted = Number((await client.hmget(k.meta, 'queueAdmitted'))[0] ?? 0);
   const users = [...new Set(orders.map((o) => o.userId))];
@@ -390,10 +393,12 @@ export async function queueVerdict(
   const [s, us] = await client.time();
   const now = Number(s) * 1000 + Math.floor(Number(us) / 1000);
   const live = await client.zrangebyscore(k.admitted, `(${now}`, '+inf');
-  // A pass whose purchase was written is spent, even if its removal from the set was lost.
+  // A pass whose purchase was written is spent, even if its removal from the set was
+  // lost: its outcome (here, for a buyer of bucket 0), or its mark `y:<pass>`.
   const outcomes = live.length > 0 ? await client.hmget(k.idem, ...live.map((p) => `pass ${p}`)) : [];
-  const outstanding = outcomes.filter((o) => !o?.startsWith('D|')).length;
-  const stockLeft = Number((await client.get(k.stock)) ?? 0);
+  const marks = live.length > 0 ? await client.hmget(k.queue, ...live.map((p) => `y:${p}`)) : [];
+  const outstanding = outcomes.filter((o, i) => !o?.startsWith('D|') && marks[i] === null).length;
+  const stockLeft = await unitsLeft(client, buckets);
   const room = Math.max(Math.floor(stockLeft / perUserLimit), stockLeft > 0 ? 1 : 0);
   const problems = [
     outside.length > 0 &&

@@ -2,7 +2,16 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Cluster, Redis } from 'ioredis';
 import { processState, RunningApp, startApp } from '../harness/processes';
 import { KeyLayout } from '../src/redis/key-layout';
-import { moveDone, moveDoneKeys, moveIn, moveInKeys, moveOut, moveOutKeys } from '../src/redis/lua-scripts';
+import {
+  moveDone,
+  moveDoneKeys,
+  moveIn,
+  moveInKeys,
+  moveOut,
+  moveOutKeys,
+  queue,
+  queueKeys,
+} from '../src/redis/lua-scripts';
 import { bucketSlot, homeBucket, loggedMoves } from '../src/sale/buckets';
 import { ADMIN_TOKEN, request, startTestApp, TestApp } from './helpers/app';
 import { readSlotMap, uniquePrefix, useTestCluster } from './helpers/redis';
@@ -81,10 +90,70 @@ describe('escrow buckets on a Redis Cluster', () => {
     expect(fixed.status).toBe(409);
     expect(fixed.body.code).toBe('BUCKETS_FIXED');
     expect((await request(url, 'GET', '/api/products/phone')).body).toMatchObject({ stock: 31, buckets: 3 });
+    // A waiting room over the buckets (the next test), and off again.
     const queued = await put(url, 'phone', { stock: 5, queue: { admitPerSecond: 10 } });
-    expect(queued.status).toBe(400);
-    expect(queued.body.code).toBe('VALIDATION_FAILED');
-    expect((await put(url, 'phone', { stock: 6, discardOrders: true })).body).toMatchObject({ stock: 6, buckets: 3 });
+    expect(queued.status).toBe(200);
+    expect(queued.body).toMatchObject({ stock: 5, buckets: 3, queue: { admitPerSecond: 10 } });
+    expect((await put(url, 'phone', { stock: 6, discardOrders: true })).body).toMatchObject({
+      stock: 6,
+      buckets: 3,
+      queue: null,
+    });
+  });
+
+  it("a waiting room over three buckets: admits by every bucket's units, a pass buys once in its home bucket", async () => {
+    const prefix = uniquePrefix('bkt-queue');
+    const keys = new KeyLayout(prefix);
+    const [a, b] = [await app(prefix), await app(prefix)];
+    expect((await put(a.url, 'gig', { stock: 3, buckets: 3, queue: { admitPerSecond: 100 } })).status).toBe(200);
+    const ids: string[] = (await request(a.url, 'GET', '/api/products/gig/buckets', { admin: true })).body.map(
+      (x: { id: string }) => x.id,
+    );
+    const join = (url: string, userId: string) => request(url, 'POST', '/api/products/gig/queue', { json: { userId } });
+    const buyWith = (url: string, userId: string, pass: string) =>
+      request(url, 'POST', '/api/products/gig/orders', { json: { userId }, headers: { 'admission-pass': pass } });
+    const [home0] = usersOf(0, 3, 1, 'q');
+    const [home1, late1] = usersOf(1, 3, 2, 'q');
+    const [home2] = usersOf(2, 3, 1, 'q');
+    // Every bucket sells only through the queue.
+    expect((await buy(b.url, 'gig', home1)).body.code).toBe('ADMISSION_REQUIRED');
+    // Bucket 0 (the queue's own) sold out by its buyer ...
+    const first = await join(a.url, home0);
+    expect(first.body.state).toBe('admitted');
+    expect((await buyWith(b.url, home0, first.body.pass)).status).toBe(201);
+    expect((await bucketsNow(keys, ids)).stock).toEqual([0, 1, 1]);
+    // ... yet the queue admits by the others' units (not SOLD_OUT), and the pass buys in
+    // its buyer's home bucket, on another shard, once: a retry is answered the same order.
+    const ticket = await join(b.url, home1);
+    expect(ticket.body.state).toBe('admitted');
+    const bought = await buyWith(a.url, home1, ticket.body.pass);
+    expect(bought.status).toBe(201);
+    expect(bought.body.productId).toBe('gig');
+    const again = await buyWith(b.url, home1, ticket.body.pass);
+    expect(again.status).toBe(201);
+    expect(again.headers.get('idempotent-replayed')).toBe('true');
+    expect(again.body.orderId).toBe(bought.body.orderId);
+    expect(await client.xlen(keys.product(ids[1]).orders)).toBe(1);
+    expect((await request(a.url, 'GET', `/api/products/gig/queue/${ticket.body.ticket}`)).body.state).toBe('used');
+    // Another buyer's pass, and one no queue issued, buy nothing.
+    expect((await buyWith(a.url, home2, ticket.body.pass)).body).toMatchObject({
+      code: 'ADMISSION_INVALID',
+      message: expect.stringContaining("another buyer's"),
+    });
+    expect((await buyWith(a.url, home2, 'A'.repeat(22))).body).toMatchObject({
+      code: 'ADMISSION_INVALID',
+      message: expect.stringContaining('not a pass this sale issued'),
+    });
+    // The last unit is in bucket 2: a buyer of dry bucket 1 is admitted and served from it.
+    const last = await join(a.url, late1);
+    expect(last.body.state).toBe('admitted');
+    expect((await buyWith(b.url, late1, last.body.pass)).status).toBe(201);
+    expect(await bucketsNow(keys, ids)).toEqual({ stock: [0, 0, 0], inFlight: 0 });
+    // Every bucket and move empty: now, and only now, SOLD_OUT.
+    const none = await join(b.url, home2);
+    expect(none.status).toBe(409);
+    expect(none.body.code).toBe('SOLD_OUT');
+    expect(await logged(keys, ids)).toBe(3);
   });
 
   it.each(['fenced', 'atomic'])(
@@ -113,6 +182,45 @@ describe('escrow buckets on a Redis Cluster', () => {
     },
     60_000,
   );
+
+  it('admits no more passes than units while a move, landed and not closed, reads on both sides', async () => {
+    const prefix = uniquePrefix('bkt-queue-move');
+    const keys = new KeyLayout(prefix);
+    const { url } = await app(prefix);
+    expect((await put(url, 'fan', { stock: 3, buckets: 3, queue: { admitPerSecond: 100 } })).status).toBe(200);
+    const ids: string[] = (await request(url, 'GET', '/api/products/fan/buckets', { admin: true })).body.map(
+      (x: { id: string }) => x.id,
+    );
+    // What an app stopped between a move's landing and its close leaves: the unit in
+    // bucket 0's stock, and still logged in flight on bucket 1.
+    const [status, units, epoch] = await moveOut.run(client, moveOutKeys(keys.product(ids[1])), 'half', ids[0], 1, '');
+    expect(status).toBe('OUT');
+    expect(await moveIn.run(client, moveInKeys(keys.product(ids[0])), 'half', units, epoch as string)).toBe('IN');
+    expect(await bucketsNow(keys, ids)).toEqual({ stock: [2, 0, 1], inFlight: 1 });
+    const states = [];
+    for (const u of ['f0', 'f1', 'f2', 'f3']) {
+      states.push((await request(url, 'POST', '/api/products/fan/queue', { json: { userId: u } })).body.state);
+    }
+    // Three units, three passes: the fourth waits (the unit counted twice would admit it).
+    expect(states).toEqual(['admitted', 'admitted', 'admitted', 'waiting']);
+  });
+
+  it('counts a pass marked used after the app read the buckets once, not twice (queue-5.lua)', async () => {
+    const prefix = uniquePrefix('bkt-queue-used');
+    const keys = new KeyLayout(prefix);
+    const { url } = await app(prefix);
+    expect((await put(url, 'fob', { stock: 4, buckets: 3, queue: { admitPerSecond: 100 } })).status).toBe(200);
+    const k = keys.product('fob');
+    // The app read 4 units in stock with 0 passes marked used; two were marked used since:
+    // their orders may have come after their buckets were read, so they serve 2 more at most.
+    await client.hset(k.meta, 'queueUsed', 2);
+    const states = [];
+    for (const u of ['x1', 'x2', 'x3']) {
+      const [state] = await queue.run(client, queueKeys(k), 'join', u, `ticket-${u}`, `pass-${u}`, 4, 4, 0);
+      states.push(state);
+    }
+    expect(states).toEqual(['admitted', 'admitted', 'waiting']);
+  });
 
   it('keeps the per-user limit in the home bucket, wherever the units came from', async () => {
     const prefix = uniquePrefix('bkt-limit');

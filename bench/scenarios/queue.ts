@@ -3,6 +3,7 @@
  * buyer joins, reads its ticket until admitted, and buys with its pass
  * (bench/queue-load.ts). Every order must be an admitted buyer's.
  */
+import { bucketKeys } from '../buckets';
 import { loadThroughQueueAt, queueVerdict } from '../queue-load';
 import { n, queued } from '../rows';
 import type { Sale, Scenario } from './scenario';
@@ -21,7 +22,9 @@ export function queue({ run, t, productId }: Sale): Scenario | undefined {
     async judge(verdict, sale, { queue }) {
       if (!queue) return;
       // The waiting room's promise, read from Redis: every order an admitted buyer's.
-      const broken = await queueVerdict(run.client, t.keys.product(productId), sale.orders, sale.perUserLimit);
+      const k = t.keys.product(productId);
+      const buckets = await bucketKeys(run.client, t.keys, productId);
+      const broken = await queueVerdict(run.client, k, sale.orders, sale.perUserLimit, buckets);
       broke(verdict, 'queue', broken);
       run.log(
         `${t.label}: through the waiting room at ${n(queue.admitPerSecond)}/s: ${n(queue.joins)} joins, ${n(queue.reads)} ticket reads, ` +

@@ -1,4 +1,4 @@
-import { Inject, Injectable } from '@nestjs/common';
+import { Inject, Injectable, Optional } from '@nestjs/common';
 import { randomBytes } from 'node:crypto';
 import {
   NoQueueError,
@@ -35,6 +35,26 @@ export interface TicketState {
 }
 
 /**
+ * The units a product of several escrow buckets has left in all of them and in moves
+ * between them (src/orders/escrow.ts left()), or null for a product of one bucket, whose
+ * queue reads its own stock. Provided by the orders module, which the door does not import.
+ */
+export const UNITS_LEFT = Symbol('UNITS_LEFT');
+/** `first` runs once the product is known to have several buckets, before any is read. */
+export type UnitsLeft = (productId: string, first: () => Promise<void>) => Promise<BucketUnits | null>;
+
+/**
+ * A bucketed product's units left as read: `units` with the moves in flight, for a true
+ * SOLD_OUT; `inStock` without them, never more than the product has, for the room: the
+ * buckets are read one by one, and a move read in flight on its source and again landed
+ * in its destination would count twice.
+ */
+export interface BucketUnits {
+  readonly units: number;
+  readonly inStock: number;
+}
+
+/**
  * Random bytes drawn a page at a time and each used once: a join takes two tokens, and
  * one randomBytes() call per token costs more than the rest of the join's JavaScript.
  */
@@ -59,19 +79,27 @@ function newToken(): string {
  * cluster. The pass is consumed by the purchase it makes: the purchase claims the
  * Idempotency-Key `pass <pass>` and its write turns the claim into the order's
  * outcome in the same atomic step, so one pass makes one order, and a retry with the
- * pass is answered that order.
+ * pass is answered that order. A product of several escrow buckets keeps its queue in
+ * bucket 0 and sells in each buyer's home bucket: the queue admits, and refuses joins
+ * SOLD_OUT, by the units of every bucket (UNITS_LEFT), and the pass's claim is made in
+ * the home bucket with the pass's record read from bucket 0 (src/orders/idempotency.ts).
  */
 @Injectable()
 export class WaitingRoom {
   constructor(
     @Inject(REDIS_CLIENT) private readonly redis: RedisClient,
     private readonly keys: KeyLayout,
+    @Optional() @Inject(UNITS_LEFT) private readonly unitsLeft?: UnitsLeft,
   ) {}
 
   /** Joins `userId` to the queue (or finds the ticket they have). */
   async join(productId: string, userId: string): Promise<TicketState> {
     const k = this.keys.product(productId);
-    return this.answer(productId, await queue.run(this.redis, queueKeys(k), 'join', userId, newToken(), newToken()));
+    const units = await this.units(productId);
+    return this.answer(
+      productId,
+      await queue.run(this.redis, queueKeys(k), 'join', userId, newToken(), newToken(), ...units),
+    );
   }
 
   /**
@@ -81,14 +109,39 @@ export class WaitingRoom {
   async read(productId: string, ticket: string, buyer: string | null = null): Promise<TicketState> {
     if (!TOKEN.test(ticket)) throw new UnknownTicketError(productId);
     const k = this.keys.product(productId);
-    const reply = await queue.run(this.redis, queueKeys(k), 'read', ticket);
+    const reply = await queue.run(this.redis, queueKeys(k), 'read', ticket, ...(await this.units(productId)));
     if (buyer !== null && reply[6] !== undefined && reply[6] !== buyer) throw new UnknownTicketError(productId);
     return this.answer(productId, reply);
   }
 
-  /** Once its order is written, the pass no longer holds units back (best effort: else it does until it lapses). */
+  /**
+   * Once its order is written, the pass no longer holds units back, and its ticket reads
+   * `used` however its buyer's home bucket is placed (best effort: else the pass holds
+   * units back until it lapses; a retry with it is answered its order either way).
+   */
   async used(productId: string, pass: string): Promise<void> {
-    await this.redis.zrem(this.keys.product(productId).admitted, pass).catch(() => undefined);
+    const k = this.keys.product(productId);
+    await this.redis
+      .multi()
+      .zrem(k.admitted, pass)
+      .hset(k.queue, `y:${pass}`, '1')
+      .hincrby(k.meta, 'queueUsed', 1)
+      .exec()
+      .catch(() => undefined);
+  }
+
+  /**
+   * queue-5.lua's `units`, `inStock` and `usedAt`: '' each for a product of one bucket
+   * (or none), which reads its own stock; else what every bucket has left, and the passes
+   * marked used as read before the buckets were.
+   */
+  private async units(productId: string): Promise<[number | '', number | '', number | '']> {
+    if (!this.unitsLeft) return ['', '', ''];
+    let usedAt = 0;
+    const left = await this.unitsLeft(productId, async () => {
+      usedAt = Number((await this.redis.hget(this.keys.product(productId).meta, 'queueUsed')) ?? 0);
+    });
+    return left === null ? ['', '', ''] : [left.units, left.inStock, usedAt];
   }
 
   private answer(productId: string, reply: Awaited<ReturnType<typeof queue.run>>): TicketState {

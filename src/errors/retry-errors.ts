@@ -53,12 +53,15 @@ export class ContentionError extends createError('CONTENTION', 503, (attempts: n
 ) {}
 example(ContentionError, 8, 2000);
 
-/** A bucketed product's last units kept moving to other buckets' buyers before this one's could buy them (src/orders/escrow.ts). */
-export class BucketsBusyError extends createError(
-  'BUCKETS_BUSY',
-  503,
-  (attempts: number) =>
-    `the product's last units were taken by buyers of its other buckets each of the ${attempts} times they were moved to this buyer's; nothing was changed, retry`,
+/**
+ * A bucketed product's last units kept moving to other buckets' buyers before this one's
+ * could buy them; or, `counting` (its waiting room), kept moving between its buckets
+ * through every read that would have said none is left (src/orders/escrow.ts).
+ */
+export class BucketsBusyError extends createError('BUCKETS_BUSY', 503, (attempts: number, counting = false) =>
+  counting
+    ? `the product's last units kept moving between its buckets through ${attempts} reads of them all; nothing was changed, retry`
+    : `the product's last units were taken by buyers of its other buckets each of the ${attempts} times they were moved to this buyer's; nothing was changed, retry`,
 ) {}
 example(BucketsBusyError, 16);
 

@@ -6,11 +6,12 @@ import { KeyLayout } from '../redis/key-layout';
 import { moveDone, moveDoneKeys, moveIn, moveInKeys, moveOut, moveOutKeys } from '../redis/lua-scripts';
 import { REDIS_CLIENT } from '../redis/redis.constants';
 import { bucketsOf, homeBucket, loggedMoves } from '../sale/buckets';
+import type { BucketUnits } from '../door/waiting-room';
 import { FaultStop } from './fault-stop';
 import { PurchasePath } from './purchases/purchase-path';
 import { ReplicaAcks } from './replica-acks';
 import { Metrics } from '../telemetry/metrics';
-import { OutcomeUnknownError, RedisUnavailableError } from '../errors/errors';
+import { BucketsBusyError, OutcomeUnknownError, RedisUnavailableError } from '../errors/errors';
 
 /** How long an instance trusts the bucket list it read: a product's buckets are fixed for its life (PUT refuses a change). */
 export const BUCKETS_TRUST_MS = 1_000;
@@ -141,7 +142,7 @@ export class Escrow {
     for (let round = 1; round <= REFILL_ROUNDS; round++) {
       const read = await this.read(home.buckets);
       const flying = read.flatMap((b) => [...b.inFlight, ...b.stale]);
-      total = read.reduce((sum, b) => sum + Math.max(b.stock, 0), 0) + flying.reduce((s, m) => s + m.units, 0);
+      total = unitsIn(read);
       if (flying.length > 0) {
         // Landed first, wherever they go (back to their source if refused); then read again.
         await Promise.all(flying.map((m) => this.land(m)));
@@ -151,22 +152,47 @@ export class Escrow {
       if (mine.stock >= needed) return total;
       const source = read.filter((b) => b.id !== home.bucketId && b.stock > 0).sort((a, b) => b.stock - a.stock)[0];
       if (!source) {
-        // Dry everywhere, as read one bucket after another: said only if a second read
-        // finds every bucket as it was, so no unit moved (or came back) between the reads
-        // unseen: a unit landing in a bucket already read, from one read after it left.
+        // Dry everywhere, as read one bucket after another: said only if it stays so (stillDry()).
         if (total > 0) return total;
-        const again = await this.read(home.buckets);
-        if (
-          again.every(
-            (b, i) => b.stock <= 0 && b.inFlight.length + b.stale.length === 0 && b.version === read[i].version,
-          )
-        )
-          return 0;
+        if (await this.stillDry(home.buckets, read)) return 0;
         continue;
       }
       if ((await this.move(source.id, home.bucketId, needed - Math.max(mine.stock, 0))) > 0) return total;
     }
     return total;
+  }
+
+  /**
+   * What a product of several buckets has left, for its waiting room (queue-5.lua's
+   * `units` and `inStock`); null for a product of one bucket (its queue reads its own
+   * stock). `first` runs before any bucket is read. `units` counts the moves in flight
+   * too, and is 0 only as refill() says SOLD_OUT: every bucket read dry twice, nothing in
+   * flight and nothing moved between the reads; units that keep moving past every read
+   * are BUCKETS_BUSY (503), never a guess.
+   */
+  async left(productId: string, first?: () => Promise<void>): Promise<BucketUnits | null> {
+    const buckets = await this.buckets(productId);
+    if (buckets.length === 1) return null;
+    await first?.();
+    for (let round = 1; round <= REFILL_ROUNDS; round++) {
+      const read = await this.read(buckets);
+      const units = unitsIn(read);
+      if (units > 0) return { units, inStock: read.reduce((sum, b) => sum + Math.max(b.stock, 0), 0) };
+      if (await this.stillDry(buckets, read)) return { units: 0, inStock: 0 };
+    }
+    throw new BucketsBusyError(REFILL_ROUNDS, true);
+  }
+
+  /**
+   * Whether buckets `read` found dry are dry still: a second read finds every one as it
+   * was, nothing in flight, so no unit moved (or came back) between the reads unseen (a
+   * unit landing in a bucket already read, from one read after it left).
+   */
+  private async stillDry(buckets: readonly string[], read: readonly BucketRead[]): Promise<boolean> {
+    const again = await this.read(buckets);
+    return again.every(
+      (b, i) => b.stock <= 0 && b.inFlight.length + b.stale.length === 0 && b.version === read[i].version,
+    );
   }
 
   /**
@@ -239,4 +265,12 @@ export class Escrow {
       }),
     );
   }
+}
+
+/** The units in buckets as read: their stock (none below 0) and every move logged in flight. */
+function unitsIn(read: readonly BucketRead[]): number {
+  return read.reduce(
+    (sum, b) => sum + Math.max(b.stock, 0) + [...b.inFlight, ...b.stale].reduce((s, m) => s + m.units, 0),
+    0,
+  );
 }

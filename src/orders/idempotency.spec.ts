@@ -31,7 +31,18 @@ describe('Idempotency-Key claims in Redis', () => {
     fingerprint = `fp-${key}`,
     claimTtlMs = CLAIM_TTL_MS,
   ) =>
-    idempotencyClaim.run(redis, idempotencyClaimKeys(k), key, claimId, fingerprint, claimTtlMs, OUTCOME_TTL_MS, '', '');
+    idempotencyClaim.run(
+      redis,
+      idempotencyClaimKeys(k),
+      key,
+      claimId,
+      fingerprint,
+      claimTtlMs,
+      OUTCOME_TTL_MS,
+      '',
+      '',
+      '',
+    );
 
   it('claims once; a second claim with the same body is in flight, with another body a mismatch', async () => {
     const redis = client();
@@ -196,7 +207,18 @@ describe('Idempotency-Key claims in Redis', () => {
     // As queue-5.lua admits: x:<pass> -> <ticket>|<buyer>|<expires at>.
     await redis.hset(k.queue, 'x:live', `t1|ann|${now + 60_000}`, 'x:lapsed', `t2|bob|${now - 1}`);
     const claim = (key: string, pass: string, userId: string) =>
-      idempotencyClaim.run(redis, idempotencyClaimKeys(k), key, 'c', 'fp', CLAIM_TTL_MS, OUTCOME_TTL_MS, pass, userId);
+      idempotencyClaim.run(
+        redis,
+        idempotencyClaimKeys(k),
+        key,
+        'c',
+        'fp',
+        CLAIM_TTL_MS,
+        OUTCOME_TTL_MS,
+        pass,
+        userId,
+        '',
+      );
     expect(await claim('pass forged', 'forged', 'ann')).toEqual(['PASS_INVALID', 'unknown']);
     // A record with no readable expiry vouches for nothing (and is no script error).
     await redis.hset(k.queue, 'x:broken', 't3|ann|');

@@ -10,6 +10,7 @@ import {
   ValidationFailedError,
 } from '../errors/errors';
 import { KeyLayout } from '../redis/key-layout';
+import { productOfBucket } from '../sale/buckets';
 import {
   idempotencyAcknowledged,
   idempotencyClaim,
@@ -116,6 +117,13 @@ export class Idempotency {
   ): Promise<KeyedPurchase> {
     const k = this.keys.product(line.productId);
     const claim: Claim = { key, claimId: randomBytes(12).toString('base64url'), fingerprint: fingerprintOf(line) };
+    // A pass bought in a home bucket other than bucket 0, where the queue issued it: its
+    // record read from there, and judged by the claim as a record of its own would be.
+    const queuedIn = productOfBucket(line.productId);
+    const passRecord =
+      pass === undefined || queuedIn === line.productId
+        ? ''
+        : ((await this.redis.hget(this.keys.product(queuedIn).queue, `x:${pass}`)) ?? '-');
     const [status, a, b, c, d] = await idempotencyClaim.run(
       this.redis,
       idempotencyClaimKeys(k),
@@ -126,6 +134,7 @@ export class Idempotency {
       OUTCOME_TTL_MS,
       pass ?? '',
       line.userId,
+      passRecord,
     );
     if (status === 'DONE') {
       // A replay says what became of the order since (paid, cancelled, expired), as

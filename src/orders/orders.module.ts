@@ -5,6 +5,7 @@ import { REDIS_CONFIG } from '../redis/redis.config';
 import { LESSONS_CONFIG, LessonsConfig } from '../settings/lessons.config';
 import { ConfigsOf, configView } from '../settings/setting';
 import { LockStrategyName, STRATEGY_CONFIG, StrategyConfig, UNSAFE_STRATEGIES } from '../settings/strategy.config';
+import { UNITS_LEFT, UnitsLeft } from '../door/waiting-room';
 import { Checkout } from './checkout';
 import { Escrow } from './escrow';
 import { FaultStop } from './fault-stop';
@@ -67,6 +68,15 @@ export class OrdersModule {
         },
         Checkout,
         Escrow,
+        // The waiting room's count of a bucketed product's units (the door does not import orders/).
+        {
+          provide: UNITS_LEFT,
+          inject: [Escrow],
+          useFactory:
+            (escrow: Escrow): UnitsLeft =>
+            (id, first) =>
+              escrow.left(id, first),
+        },
         Idempotency,
         ReplicaAcks,
         StrategyMismatches,
@@ -74,7 +84,16 @@ export class OrdersModule {
         ExpirySweeper,
         Announcement,
       ],
-      exports: [Checkout, Escrow, PurchasePath, StrategyMismatches, FaultStop, OrderOutcomes, ExpirySweeper],
+      exports: [
+        Checkout,
+        Escrow,
+        UNITS_LEFT,
+        PurchasePath,
+        StrategyMismatches,
+        FaultStop,
+        OrderOutcomes,
+        ExpirySweeper,
+      ],
     };
   }
 }

@@ -17,7 +17,6 @@ import {
   SaleNotSettledError,
   StrategyMismatchError,
   UnknownProductError,
-  ValidationFailedError,
 } from '../errors/errors';
 import { DEFAULT_PASS_TTL_MS } from '../sale/sale-limits';
 import { bucketSlot, bucketsOf, placeBuckets } from '../sale/buckets';
@@ -99,7 +98,7 @@ export class ProductsService {
     const { startsAt, endsAt } = saleWindow(options.startsAt, options.endsAt);
     const family = strategyFamily(this.config.lockStrategy);
     return oneChangeAtATime(this.redis, this.keys.product(productId).admin, async () => {
-      const buckets = await this.bucketsFor(productId, options.buckets, options.queue !== undefined);
+      const buckets = await this.bucketsFor(productId, options.buckets);
       // The settler and the expiry sweeper find the product here: listed before its sale
       // starts, so no order of it is ever unlisted (a product listed without a sale is skipped).
       await this.redis.sadd(this.keys.products, productId);
@@ -154,7 +153,7 @@ export class ProductsService {
    * life: another count is BUCKETS_FIXED), or for a new product `asked` buckets placed on
    * distinct masters where the cluster has them (placeBuckets()).
    */
-  private async bucketsFor(productId: string, asked: number | undefined, queued: boolean): Promise<string[]> {
+  private async bucketsFor(productId: string, asked: number | undefined): Promise<string[]> {
     const [known, field] = await this.redis.hmget(this.keys.product(productId).meta, 'initialStock', 'buckets');
     const buckets =
       known !== null
@@ -163,10 +162,6 @@ export class ProductsService {
             this.redis instanceof Cluster ? (this.redis.slots as (string[] | undefined)[])[slot]?.[0] : undefined,
           );
     if (asked !== undefined && asked !== buckets.length) throw new BucketsFixedError(productId, buckets.length, asked);
-    if (queued && buckets.length > 1) {
-      const rule = 'a waiting room (queue) is not offered for a product sold from several buckets';
-      throw new ValidationFailedError(rule, [{ field: 'queue', messages: [rule] }]);
-    }
     return buckets;
   }
 

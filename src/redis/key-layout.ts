@@ -29,7 +29,7 @@ export interface ProductKeys {
   /**
    * Hash: the waiting room (queue-5.lua): `t:<ticket>` -> `<position>|<userId>|<pass>`,
    * `u:<userId>` -> ticket, `n:<position>` -> ticket, `x:<pass>` -> `<ticket>|<userId>|<expires at>`
-   * once admitted.
+   * once admitted, `y:<pass>` -> `1` once its purchase wrote its order (WaitingRoom.used()).
    */
   readonly queue: string;
   /** Sorted set: the passes issued and not yet used, by expiry (ms, Redis's clock). */

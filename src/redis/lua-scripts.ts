@@ -273,6 +273,7 @@ export const idempotencyClaim = new LuaScript<
     outcomeTtlMs: number,
     pass: string,
     userId: string,
+    passRecord: string,
   ],
   | ['CLAIMED', number]
   | ['DONE', string, number, number, number]
@@ -371,7 +372,16 @@ export function orderOutcomeKeys(k: ProductKeys): Parameters<typeof orderOutcome
 /** A product's waiting room, joined or read, with its admissions (queue-5.lua). */
 export const queue = new LuaScript<
   [meta: string, stock: string, queue: string, admitted: string, idem: string],
-  ['join', userId: string, ticket: string, pass: string] | ['read', ticket: string],
+  | [
+      'join',
+      userId: string,
+      ticket: string,
+      pass: string,
+      units: number | '',
+      inStock: number | '',
+      usedAt: number | '',
+    ]
+  | ['read', ticket: string, units: number | '', inStock: number | '', usedAt: number | ''],
   [
     state: string,
     ticket?: string,

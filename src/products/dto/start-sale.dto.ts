@@ -69,7 +69,7 @@ export class StartSaleDto {
    * Escrow buckets (docs/scaling.md "One product on several shards"): the stock is split
    * into this many buckets on distinct hash tags (on a cluster, distinct masters), so as
    * many shards sell the product. Fixed for the product's life (another value: 409
-   * BUCKETS_FIXED); omitted: as it is, 1 for a new product. Not with `queue`.
+   * BUCKETS_FIXED); omitted: as it is, 1 for a new product. A `queue` admits over all of them.
    */
   @Omittable()
   @Max(MAX_BUCKETS)

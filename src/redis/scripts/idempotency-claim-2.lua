@@ -21,6 +21,11 @@
            that bought is answered its order whatever the pass's state now; and checked
            in the same step as the claim, so no other request can use it meanwhile
   ARGV[7]  the buyer (with a pass)
+  ARGV[8]  '' to read the pass's record here (KEYS[2]); else the record as the app read
+           it from the queue's own bucket, another shard (a product of several escrow
+           buckets, whose key lives in the buyer's home bucket: src/orders/idempotency.ts),
+           or '-' for none there. Judged here as a record read here would be, once the key
+           is known to be undecided: the home bucket's hash decides the pass's one order
   Returns  {'CLAIMED', passExpiresAt}: this request decides the key (passExpiresAt: when
              the pass lapses, ms, which the write checks again; 0 without a pass)
            {'PASS_INVALID', why}: nothing claimed; why: unknown, owner or expired
@@ -55,7 +60,12 @@ if held then
 end
 local passExpiresAt = 0
 if ARGV[6] ~= '' then
-  local record = redis.call('HGET', KEYS[2], 'x:' .. ARGV[6])
+  local record
+  if ARGV[8] == nil or ARGV[8] == '' then
+    record = redis.call('HGET', KEYS[2], 'x:' .. ARGV[6])
+  elseif ARGV[8] ~= '-' then
+    record = ARGV[8]
+  end
   local owner, expires
   if record then
     owner, expires = string.match(record, '^[^|]*|([^|]*)|(.*)$')

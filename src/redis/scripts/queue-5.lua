@@ -16,8 +16,8 @@
 
   KEYS[1]  meta hash: perUserLimit, queueRate, passTtlMs, startsAt, endsAt (reset-sale-10.lua); queueJoined,
            queueAdmitted, queueTokens, queueAt (this script's counters)
-  KEYS[2]  stock
-  KEYS[3]  waiting-room hash (key-layout.ts: t:<ticket>, u:<userId>, n:<position>, x:<pass>)
+  KEYS[2]  stock (of a product of one bucket; see `units`)
+  KEYS[3]  waiting-room hash (key-layout.ts: t:<ticket>, u:<userId>, n:<position>, x:<pass>, y:<pass>)
   KEYS[4]  outstanding passes zset: pass -> expires at (ms)
   KEYS[5]  idempotency hash: a pass's purchase is claimed, then decided, under `pass <pass>`
   ARGV[1]  'join' or 'read'
@@ -27,6 +27,16 @@
         enrolled: SOLD_OUT, so the tail of a sale writes nothing (and the door can
         repeat it, door-refusals.ts); a buyer who holds a ticket gets it back as ever
   read: ARGV[2] ticket
+  units, inStock, usedAt: the last three ARGV (ARGV[5..7] of a join, ARGV[3..5] of a
+        read): '' each to read the stock (KEYS[2]). Else, for a product of several escrow
+        buckets, whose other buckets are on other shards, what the app read just before
+        (src/orders/escrow.ts left()): `units`, in every bucket and move in flight (0
+        only once every bucket was read dry twice with nothing moved between), which the
+        refusals and states go by; `inStock`, in the buckets' stock alone (a move read on
+        both sides is not counted twice), which the room goes by, less the passes marked
+        used (meta's queueUsed, WaitingRoom.used()) since `usedAt`, the count the app read
+        before the buckets: such a pass is no longer outstanding, and its order may have
+        come after its bucket was read
   Returns  {state, ticket, position, pass, passExpiresAt, admitPerSecond, userId, opensInMs}
              state: waiting (position: 1 = next), admitted (pass, passExpiresAt: ms),
              expired (the pass lapsed unused), sold_out (nothing left to admit for),
@@ -40,7 +50,7 @@
 --- @include "includes/idempotency-field"
 
 local meta = redis.call('HMGET', KEYS[1], 'initialStock', 'queueRate', 'passTtlMs',
-  'queueJoined', 'queueAdmitted', 'queueTokens', 'queueAt', 'perUserLimit', 'startsAt', 'endsAt')
+  'queueJoined', 'queueAdmitted', 'queueTokens', 'queueAt', 'perUserLimit', 'startsAt', 'endsAt', 'queueUsed')
 if not meta[1] then
   return {'UNKNOWN_PRODUCT'}
 end
@@ -59,6 +69,18 @@ tokens = math.min(rate, tokens + math.max(0, now - at) * rate / 1000)
 local endsAt = tonumber(meta[10] or '')
 local ended = endsAt ~= nil and now >= endsAt
 
+-- The units left, as `units` above says: the same figure for the join's refusal and the room.
+local units, inStock, usedAt = ARGV[3], ARGV[4], ARGV[5]
+if ARGV[1] == 'join' then
+  units, inStock, usedAt = ARGV[5], ARGV[6], ARGV[7]
+end
+local function unitsLeft()
+  if units ~= nil and units ~= '' then
+    return tonumber(units)
+  end
+  return tonumber(redis.call('GET', KEYS[2]) or '0')
+end
+
 local ticket
 if ARGV[1] == 'join' then
   ticket = redis.call('HGET', KEYS[3], 'u:' .. ARGV[2])
@@ -66,7 +88,7 @@ if ARGV[1] == 'join' then
     if ended then
       return {'SALE_ENDED', endsAt}
     end
-    if tonumber(redis.call('GET', KEYS[2]) or '0') <= 0 then
+    if unitsLeft() <= 0 then
       return {'SOLD_OUT'}
     end
     ticket = ARGV[3]
@@ -81,10 +103,14 @@ end
 -- Passes that lapsed unused no longer hold units back. (A used pass is removed by the
 -- purchase that used it; one whose removal was lost holds its place until it expires.)
 redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
-local stock = tonumber(redis.call('GET', KEYS[2]) or '0')
+local stock = unitsLeft()
+local serves = stock
+if units ~= nil and units ~= '' then
+  serves = tonumber(inStock) - (tonumber(meta[11] or '0') - tonumber(usedAt))
+end
 -- Passes the stock left can serve in full; a remainder below the limit gets one pass of
 -- its own (it buys what is left), so the last units are sold and no ticket waits forever.
-local room = math.max(math.floor(stock / tonumber(meta[8] or '1')), stock > 0 and 1 or 0) - redis.call('ZCARD', KEYS[4])
+local room = math.max(math.floor(serves / tonumber(meta[8] or '1')), serves > 0 and 1 or 0) - redis.call('ZCARD', KEYS[4])
 local opensIn = math.max(0, tonumber(meta[9] or '0') - now)
 local n = math.min(math.floor(tokens), room, joined - admitted)
 if opensIn > 0 or ended then
@@ -108,7 +134,9 @@ local position, owner, pass = string.match(record, '^([^|]*)|([^|]*)|(.*)$')
 position = tonumber(position)
 if position <= admitted then
   local outcome = redis.call('HGET', KEYS[5], 'pass ' .. pass)
-  if outcome and isOutcome(outcome) then
+  -- Or marked used by its purchase (y:<pass>, best effort): a product of several escrow
+  -- buckets keeps the pass's outcome in its buyer's home bucket, on another shard.
+  if outcome and isOutcome(outcome) or redis.call('HEXISTS', KEYS[3], 'y:' .. pass) == 1 then
     -- Used: its order was written. Whatever the stock or the time, the pass has bought.
     return {'used', ticket, 0, '', 0, rate, owner}
   end
