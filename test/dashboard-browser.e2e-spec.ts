@@ -206,12 +206,21 @@ describeWithBrowser('dashboard in Chromium during a real sale', (browser) => {
             stock: n('.stock'),
             orders: n('.orders'),
             inFlight: n('.in-flight'),
+            lock: tr.querySelector('.lock')?.textContent,
           };
         }),
       );
     expect(await page.isVisible('#buckets-table')).toBe(true);
+    // Each bucket's own lock, free once the sale is over.
     expect(await rows()).toEqual(
-      each.map(({ id, initialStock, stock, orders, inFlight }) => ({ id, initialStock, stock, orders, inFlight })),
+      each.map(({ id, initialStock, stock, orders, inFlight }) => ({
+        id,
+        initialStock,
+        stock,
+        orders,
+        inFlight,
+        lock: 'free',
+      })),
     );
     expect(each.reduce((sum, b) => sum + b.orders, 0)).toBe(30);
     expect(errors).toEqual([]);

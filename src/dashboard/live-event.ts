@@ -36,7 +36,7 @@ export interface LiveEvent {
    */
   readonly buckets: readonly LiveBucket[] | null;
   /** The product's lock as its key in the sale's Redis says, or null when that key is free (or elsewhere: see lockNote). */
-  readonly lock: { readonly holderPid: number | null; readonly ttlMs: number } | null;
+  readonly lock: LiveLock | null;
   /** Why `lock` shows less than a pid, when it does: a lock-free strategy, Redlock's own nodes, an owner id without a pid. */
   readonly lockNote: string | null;
   readonly instances: readonly LiveInstance[];
@@ -65,6 +65,14 @@ export interface LiveBucket {
   readonly orders: number;
   /** Units it gave up to another bucket that have not landed there yet. */
   readonly inFlight: number;
+  /** Its lock, read as the product's `lock` is (each bucket has its own): null when free or not read (see lockNote). */
+  readonly lock: LiveLock | null;
+}
+
+/** A lock as its key says: the holder's pid where the value names one, and PTTL (-1: a key without a TTL). */
+export interface LiveLock {
+  readonly holderPid: number | null;
+  readonly ttlMs: number;
 }
 
 /**

@@ -116,8 +116,12 @@ describe('LiveFeed (the streams of GET /api/live/:productId)', () => {
     await client.xadd(keys.product('phone').orders, '*', 'orderId', 'phone.1');
     for (const order of ['phone~1.1', 'phone~1.2'])
       await client.xadd(keys.product('phone~1').orders, '*', 'orderId', order);
+    // Bucket phone~1's lock held (by pid 4242), bucket 0's free: each bucket's own.
+    await client.set(keys.product('phone~1').lock, '4242:0123456789abcdef0123456789abcdef', 'PX', 60_000);
     const event = await feed.read('phone');
     expect(event.buckets?.map((b) => b.id)).toEqual(['phone', 'phone~1']);
     expect(event.settlement).toEqual({ unsettled: 3, oldestMs: expect.any(Number) });
+    expect(event.lock).toBeNull();
+    expect(event.buckets?.map((b) => b.lock)).toEqual([null, { holderPid: 4242, ttlMs: expect.any(Number) }]);
   });
 });

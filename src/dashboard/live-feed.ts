@@ -8,7 +8,8 @@ import { TELEMETRY_CONFIG } from '../telemetry/telemetry.config';
 import { TooManyWatchersError } from '../errors/errors';
 import type { RedisClient } from '../redis/create-client';
 import { execAll } from '../redis/exec-all';
-import { KeyLayout } from '../redis/key-layout';
+import type { ChainableCommander } from 'ioredis';
+import { KeyLayout, ProductKeys } from '../redis/key-layout';
 import { REDIS_CLIENT } from '../redis/redis.constants';
 import { SettlementLag } from '../settlement/settlement-lag';
 import { requestContext } from '../telemetry/http-requests';
@@ -19,6 +20,7 @@ import {
   LIVE_ORDERS_META,
   LiveBucket,
   LiveEvent,
+  LiveLock,
   LiveOrders,
   liveOrders,
   readInstances,
@@ -229,16 +231,13 @@ export class LiveFeed implements BeforeApplicationShutdown {
       .time()
       .hlen(k.states)
       .zcard(k.deadlines);
-    if (view.read === 'string') batch.get(k.lock);
-    if (view.read !== null) batch.pttl(k.lock);
-    const replies = await execAll(batch);
+    const replies = await execAll(this.readLock(batch, k));
     const at = Date.now();
     const [[initial, limit, startsAt, endsAt, saleId, others, ...counts], stockValue, live, time, written, reserved] =
       replies as [(string | null)[], string | null, Record<string, string>, [string, string], number, number];
-    const lockValue = view.read === 'string' ? (replies[6] as string | null) : null;
-    const ttl = view.read === null ? -2 : (replies[replies.length - 1] as number);
+    const lock = this.lockOf(replies.slice(6));
     const known = initial !== null && stockValue !== null;
-    const own = { id: productId, initialStock: Number(initial), stock: Number(stockValue), inFlight: 0 };
+    const own = { id: productId, initialStock: Number(initial), stock: Number(stockValue), inFlight: 0, lock };
     const ids = bucketsOf(productId, others);
     const sale = known ? await this.buckets(ids, { ...own, orders: liveOrders(written, reserved, counts) }) : null;
     const initialStock = sale ? sale.initialStock : null;
@@ -257,8 +256,7 @@ export class LiveFeed implements BeforeApplicationShutdown {
       sold: known ? initialStock! - stock! : null,
       orders: sale ? sale.orders : null,
       buckets: sale ? sale.buckets : null,
-      // PTTL: -2 no key (free), -1 a key without a TTL (setnx-no-ttl's failure).
-      lock: ttl === -2 ? null : { holderPid: holderPid(lockValue), ttlMs: ttl },
+      lock,
       lockNote: view.note,
       instances: readInstances(live, at),
       window: known
@@ -298,27 +296,56 @@ export class LiveFeed implements BeforeApplicationShutdown {
       initialStock: read.reduce((sum, b) => sum + b.initialStock, 0),
       stock: read.reduce((sum, b) => sum + b.stock + b.inFlight, 0),
       orders: sumOrders(read.map((b) => b.orders)),
-      buckets: read.map(({ id, initialStock, stock, orders, inFlight }) => ({
+      buckets: read.map(({ id, initialStock, stock, orders, inFlight, lock }) => ({
         id,
         initialStock,
         stock,
         orders: orders.written,
         inFlight,
+        lock,
       })),
     };
   }
 
-  /** One bucket's share of the stock and its orders by state, read as bucket 0's are. */
-  private async bucketOrders(id: string): Promise<{ initialStock: number; orders: LiveOrders }> {
+  /** One bucket's share of the stock, its orders by state and its lock, read as bucket 0's are. */
+  private async bucketOrders(
+    id: string,
+  ): Promise<{ initialStock: number; orders: LiveOrders; lock: LiveBucket['lock'] }> {
     const k = this.keys.product(id);
-    const [[initial, ...counts], written, reserved] = (await execAll(
-      this.redis
-        .multi()
-        .hmget(k.meta, 'initialStock', ...LIVE_ORDERS_META)
-        .hlen(k.states)
-        .zcard(k.deadlines),
-    )) as [(string | null)[], number, number];
-    return { initialStock: Number(initial ?? 0), orders: liveOrders(written, reserved, counts) };
+    const replies = await execAll(
+      this.readLock(
+        this.redis
+          .multi()
+          .hmget(k.meta, 'initialStock', ...LIVE_ORDERS_META)
+          .hlen(k.states)
+          .zcard(k.deadlines),
+        k,
+      ),
+    );
+    const [[initial, ...counts], written, reserved] = replies as [(string | null)[], number, number];
+    return {
+      initialStock: Number(initial ?? 0),
+      orders: liveOrders(written, reserved, counts),
+      lock: this.lockOf(replies.slice(3)),
+    };
+  }
+
+  /** Adds the reads of a product's (or bucket's) lock, as the strategy keeps it (LOCK_VIEWS), to `batch`. */
+  private readLock(batch: ChainableCommander, k: ProductKeys): ChainableCommander {
+    const view = LOCK_VIEWS[this.config.lockStrategy];
+    if (view.read === 'string') batch.get(k.lock);
+    if (view.read !== null) batch.pttl(k.lock);
+    return batch;
+  }
+
+  /** The lock as readLock()'s replies say: null when its key is free (PTTL -2) or not read. */
+  private lockOf(replies: readonly unknown[]): LiveLock | null {
+    const view = LOCK_VIEWS[this.config.lockStrategy];
+    if (view.read === null) return null;
+    const ttl = replies[replies.length - 1] as number;
+    // PTTL: -2 no key (free), -1 a key without a TTL (setnx-no-ttl's failure).
+    if (ttl === -2) return null;
+    return { holderPid: holderPid(view.read === 'string' ? (replies[0] as string | null) : null), ttlMs: ttl };
   }
 
   private async poll(productId: string): Promise<void> {

@@ -326,12 +326,18 @@
         'bucket',
         bucket.id,
         '<td class="id"></td><td class="initial num"></td><td class="stock num"></td>' +
-          '<td class="orders num"></td><td class="in-flight num"></td>',
+          '<td class="orders num"></td><td class="in-flight num"></td><td class="lock"></td>',
       );
       row.querySelector('.initial').textContent = fmt(bucket.initialStock);
       row.querySelector('.stock').textContent = fmt(bucket.stock);
       row.querySelector('.orders').textContent = fmt(bucket.orders);
       row.querySelector('.in-flight').textContent = fmt(bucket.inFlight);
+      // Each bucket's own lock, as the product's lock line says it (free, or its holder).
+      row.querySelector('.lock').textContent = bucket.lock
+        ? `${fmt(bucket.lock.holderPid)}, ${bucket.lock.ttlMs >= 0 ? `${fmt(bucket.lock.ttlMs)} ms left` : 'no TTL!'}`
+        : event.lockNote
+          ? '-'
+          : 'free';
       return row;
     });
     body.replaceChildren(...rows);
