@@ -211,12 +211,16 @@ describe('escrow buckets on a Redis Cluster', () => {
     const { url } = await app(prefix);
     expect((await put(url, 'fob', { stock: 4, buckets: 3, queue: { admitPerSecond: 100 } })).status).toBe(200);
     const k = keys.product('fob');
-    // The app read 4 units in stock with 0 passes marked used; two were marked used since:
-    // their orders may have come after their buckets were read, so they serve 2 more at most.
+    // The app read 4 units in the buckets with 0 units of used passes before; two were
+    // marked used since: their orders may have come after their buckets were read, so
+    // they serve 2 more at most.
     await client.hset(k.meta, 'queueUsed', 2);
+    const epoch = await client.hget(k.meta, 'epoch');
+    const [s, us] = await client.time();
+    const count = `4|0|${epoch}|${Number(s) * 1000 + Math.floor(Number(us) / 1000)}|1`;
     const states = [];
     for (const u of ['x1', 'x2', 'x3']) {
-      const [state] = await queue.run(client, queueKeys(k), 'join', u, `ticket-${u}`, `pass-${u}`, 4, 4, 0);
+      const [state] = await queue.run(client, queueKeys(k), 'join', u, `ticket-${u}`, `pass-${u}`, count);
       states.push(state);
     }
     expect(states).toEqual(['admitted', 'admitted', 'waiting']);

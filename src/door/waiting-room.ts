@@ -10,7 +10,8 @@ import {
 } from '../errors/errors';
 import type { RedisClient } from '../redis/create-client';
 import { KeyLayout } from '../redis/key-layout';
-import { queue, queueKeys } from '../redis/lua-scripts';
+import { execAll } from '../redis/exec-all';
+import { passUsed, passUsedKeys, queue, queueKeys } from '../redis/lua-scripts';
 import { REDIS_CLIENT } from '../redis/redis.constants';
 
 /** Tickets and passes: 128 random bits, base64url. */
@@ -40,19 +41,8 @@ export interface TicketState {
  * queue reads its own stock. Provided by the orders module, which the door does not import.
  */
 export const UNITS_LEFT = Symbol('UNITS_LEFT');
-/** `first` runs once the product is known to have several buckets, before any is read. */
-export type UnitsLeft = (productId: string, first: () => Promise<void>) => Promise<BucketUnits | null>;
-
-/**
- * A bucketed product's units left as read: `units` with the moves in flight, for a true
- * SOLD_OUT; `inStock` without them, never more than the product has, for the room: the
- * buckets are read one by one, and a move read in flight on its source and again landed
- * in its destination would count twice.
- */
-export interface BucketUnits {
-  readonly units: number;
-  readonly inStock: number;
-}
+/** `first` runs once the product is known to have several buckets, before any is read, and says the sale's epoch. */
+export type UnitsLeft = (productId: string, first: () => Promise<string>) => Promise<number | null>;
 
 /**
  * Random bytes drawn a page at a time and each used once: a join takes two tokens, and
@@ -84,8 +74,16 @@ function newToken(): string {
  * SOLD_OUT, by the units of every bucket (UNITS_LEFT), and the pass's claim is made in
  * the home bucket with the pass's record read from bucket 0 (src/orders/idempotency.ts).
  */
+/** How long a count of a bucketed product's units serves its queue here (ms): see count(). */
+export const COUNT_TRUST_MS = 100;
+/** Products whose counts an instance keeps at most (then it starts afresh). */
+const MAX_COUNTS = 10_000;
+
 @Injectable()
 export class WaitingRoom {
+  /** Per product: its last count (queue-5.lua's `count`), and when it began. */
+  private readonly counts = new Map<string, { readonly at: number; readonly count: Promise<string> }>();
+
   constructor(
     @Inject(REDIS_CLIENT) private readonly redis: RedisClient,
     private readonly keys: KeyLayout,
@@ -95,10 +93,12 @@ export class WaitingRoom {
   /** Joins `userId` to the queue (or finds the ticket they have). */
   async join(productId: string, userId: string): Promise<TicketState> {
     const k = this.keys.product(productId);
-    const units = await this.units(productId);
+    const [ticket, pass] = [newToken(), newToken()];
     return this.answer(
       productId,
-      await queue.run(this.redis, queueKeys(k), 'join', userId, newToken(), newToken(), ...units),
+      await this.counted(productId, (count) =>
+        queue.run(this.redis, queueKeys(k), 'join', userId, ticket, pass, count),
+      ),
     );
   }
 
@@ -109,39 +109,71 @@ export class WaitingRoom {
   async read(productId: string, ticket: string, buyer: string | null = null): Promise<TicketState> {
     if (!TOKEN.test(ticket)) throw new UnknownTicketError(productId);
     const k = this.keys.product(productId);
-    const reply = await queue.run(this.redis, queueKeys(k), 'read', ticket, ...(await this.units(productId)));
+    const reply = await this.counted(productId, (count) => queue.run(this.redis, queueKeys(k), 'read', ticket, count));
     if (buyer !== null && reply[6] !== undefined && reply[6] !== buyer) throw new UnknownTicketError(productId);
     return this.answer(productId, reply);
   }
 
   /**
-   * Once its order is written, the pass no longer holds units back, and its ticket reads
-   * `used` however its buyer's home bucket is placed (best effort: else the pass holds
-   * units back until it lapses; a retry with it is answered its order either way).
+   * Once its order is written, the pass no longer holds units back (best effort: else it
+   * does until it lapses; a retry with it is answered its order either way). A product of
+   * several buckets (`bucketed`) also counts the `units` it bought, once, in its queue
+   * (pass-used-3.lua), which its admissions subtract, and marks it so its ticket reads
+   * `used`: its outcome is in its buyer's home bucket, on another shard.
    */
-  async used(productId: string, pass: string): Promise<void> {
+  async used(productId: string, pass: string, units: number, bucketed: boolean): Promise<void> {
     const k = this.keys.product(productId);
-    await this.redis
-      .multi()
-      .zrem(k.admitted, pass)
-      .hset(k.queue, `y:${pass}`, '1')
-      .hincrby(k.meta, 'queueUsed', 1)
-      .exec()
-      .catch(() => undefined);
+    const marked = bucketed
+      ? passUsed.run(this.redis, passUsedKeys(k), pass, units)
+      : this.redis.zrem(k.admitted, pass);
+    await marked.catch(() => undefined);
   }
 
   /**
-   * queue-5.lua's `units`, `inStock` and `usedAt`: '' each for a product of one bucket
-   * (or none), which reads its own stock; else what every bucket has left, and the passes
-   * marked used as read before the buckets were.
+   * Runs queue-5.lua with its `count`: the one countNow() took for this product here under
+   * COUNT_TRUST_MS ago, shared by its joins and reads (a count stays safe to admit by,
+   * however old: what sold since is subtracted, or still outstanding), or a fresh one. A
+   * count kept from before the request with nothing left to serve is answered RECOUNT:
+   * what is left, if anything, only a count begun during the request says.
    */
-  private async units(productId: string): Promise<[number | '', number | '', number | '']> {
-    if (!this.unitsLeft) return ['', '', ''];
-    let usedAt = 0;
-    const left = await this.unitsLeft(productId, async () => {
-      usedAt = Number((await this.redis.hget(this.keys.product(productId).meta, 'queueUsed')) ?? 0);
+  private async counted<R extends readonly unknown[]>(
+    productId: string,
+    run: (count: string) => Promise<R>,
+  ): Promise<R> {
+    if (!this.unitsLeft) return run('');
+    const began = performance.now();
+    const known = this.counts.get(productId);
+    if (known && began - known.at < COUNT_TRUST_MS) {
+      const count = await known.count.catch(() => null);
+      if (count !== null) {
+        const reply = await run(count === '' ? '' : `${count}|${known.at >= began ? 1 : 0}`);
+        if (reply[0] !== 'RECOUNT') return reply;
+      }
+    }
+    if (this.counts.size >= MAX_COUNTS) this.counts.clear();
+    const fresh = { at: performance.now(), count: this.countNow(productId) };
+    this.counts.set(productId, fresh);
+    const count = await fresh.count;
+    return run(count === '' ? '' : `${count}|1`);
+  }
+
+  /**
+   * '' for a product of one bucket (or none), which reads its own stock; else
+   * `<units>|<usedAt>|<epoch>|<countedAt>` (counted() adds `|<fresh>`): what every bucket has, and, read first in one
+   * step on the queue's shard, the units of the passes marked used, the sale's epoch and
+   * Redis's clock.
+   */
+  private async countNow(productId: string): Promise<string> {
+    const k = this.keys.product(productId);
+    let before = '';
+    const units = await this.unitsLeft!(productId, async () => {
+      const [used, epoch, [s, us]] = (await execAll(
+        this.redis.multi().hget(k.meta, 'queueUsed').hget(k.meta, 'epoch').time(),
+      )) as [string | null, string | null, [string, string]];
+      before = `${used ?? 0}|${epoch ?? ''}|${Number(s) * 1000 + Math.floor(Number(us) / 1000)}`;
+      return epoch ?? '';
     });
-    return left === null ? ['', '', ''] : [left.units, left.inStock, usedAt];
+    return units === null ? '' : `${units}|${before}`;
   }
 
   private answer(productId: string, reply: Awaited<ReturnType<typeof queue.run>>): TicketState {

@@ -80,6 +80,7 @@ export class Checkout {
             : key,
           pass,
           reply,
+          bucketed,
         ),
       );
     } catch (err) {
@@ -139,6 +140,7 @@ export class Checkout {
     key: string | undefined,
     pass: string | undefined,
     reply: FastifyReply,
+    bucketed: boolean,
   ): Promise<Placed> {
     let order: Order;
     // A 201 that answers again an order written before: counted apart (REPLAYED), so CREATED counts orders.
@@ -155,7 +157,7 @@ export class Checkout {
       if (this.replicas.enabled) await this.replicas.confirm(line.productId, false, master);
       return { order, replayed };
     }
-    // With a pass, the claim checks it (idempotency-claim-2.lua): one pass, one order.
+    // With a pass, the claim checks it (idempotency-claim-3.lua): one pass, one order.
     const checks = this.replicas.enabled ? ensure : undefined;
     const keyed = await this.idempotency.purchase(line, key, checks, pass).catch((err: unknown) => {
       // A pass that already bought, for another user or quantity.
@@ -166,7 +168,7 @@ export class Checkout {
     });
     // Its pass no longer holds units back: a replay's too, since the first attempt's
     // removal may have been lost with its answer (OUTCOME_UNKNOWN) or its process.
-    if (pass !== undefined) void this.room.used(productOfBucket(line.productId), pass);
+    if (pass !== undefined) void this.room.used(productOfBucket(line.productId), pass, keyed.order.quantity, bucketed);
     order = keyed.order;
     replayed = keyed.replayed;
     if (this.replicas.enabled && keyed.acknowledgedBy < this.replicas.required) {

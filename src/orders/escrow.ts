@@ -6,7 +6,6 @@ import { KeyLayout } from '../redis/key-layout';
 import { moveDone, moveDoneKeys, moveIn, moveInKeys, moveOut, moveOutKeys } from '../redis/lua-scripts';
 import { REDIS_CLIENT } from '../redis/redis.constants';
 import { bucketsOf, homeBucket, loggedMoves } from '../sale/buckets';
-import type { BucketUnits } from '../door/waiting-room';
 import { FaultStop } from './fault-stop';
 import { PurchasePath } from './purchases/purchase-path';
 import { ReplicaAcks } from './replica-acks';
@@ -163,22 +162,35 @@ export class Escrow {
   }
 
   /**
-   * What a product of several buckets has left, for its waiting room (queue-5.lua's
-   * `units` and `inStock`); null for a product of one bucket (its queue reads its own
-   * stock). `first` runs before any bucket is read. `units` counts the moves in flight
-   * too, and is 0 only as refill() says SOLD_OUT: every bucket read dry twice, nothing in
-   * flight and nothing moved between the reads; units that keep moving past every read
-   * are BUCKETS_BUSY (503), never a guess.
+   * The units a product of several buckets has in them, for its waiting room (queue-5.lua's
+   * count); null for a product of one bucket (its queue reads its own stock). `first` runs
+   * once the product is known to have several, before any bucket is read, and returns the
+   * sale's epoch: every bucket must be of that sale (else `first` runs again). The moves found in flight are landed
+   * first (a queue's buyers may never refill, so nobody else would); then a count is
+   * trusted only when a second read finds every bucket's moves as the first (a move
+   * between the reads of two buckets could count its units twice, or hide them): never
+   * more than the product has, and 0 only when every bucket is dry. Units that keep moving
+   * past every read are BUCKETS_BUSY (503), never a guess.
    */
-  async left(productId: string, first?: () => Promise<void>): Promise<BucketUnits | null> {
+  async left(productId: string, first: () => Promise<string>): Promise<number | null> {
     const buckets = await this.buckets(productId);
     if (buckets.length === 1) return null;
-    await first?.();
+    let epoch = await first();
     for (let round = 1; round <= REFILL_ROUNDS; round++) {
       const read = await this.read(buckets);
-      const units = unitsIn(read);
-      if (units > 0) return { units, inStock: read.reduce((sum, b) => sum + Math.max(b.stock, 0), 0) };
-      if (await this.stillDry(buckets, read)) return { units: 0, inStock: 0 };
+      const flying = read.flatMap((b) => [...b.inFlight, ...b.stale]);
+      if (flying.length > 0) {
+        await Promise.all(flying.map((m) => this.land(m)));
+        continue;
+      }
+      // Another sale began meanwhile (a PUT): counted afresh, from `first` on.
+      if (read.some((b) => b.epoch !== epoch)) {
+        epoch = await first();
+        continue;
+      }
+      const again = await this.read(buckets);
+      if (again.every((b, i) => b.version === read[i].version && b.epoch === epoch))
+        return read.reduce((sum, b) => sum + Math.max(b.stock, 0), 0);
     }
     throw new BucketsBusyError(REFILL_ROUNDS, true);
   }

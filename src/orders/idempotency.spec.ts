@@ -22,7 +22,7 @@ import { OUTCOME_TTL_MS } from './order';
 describe('Idempotency-Key claims in Redis', () => {
   const { client } = useTestRedis();
   const CLAIM_TTL_MS = 60_000;
-  /** idempotency-claim-2.lua: a claim on `key` by `claimId`, without a pass (fingerprint `fp-<key>` unless given). */
+  /** idempotency-claim-3.lua: a claim on `key` by `claimId`, without a pass (fingerprint `fp-<key>` unless given). */
   const claimFor = (
     redis: ReturnType<typeof client>,
     k: ProductKeys,
@@ -39,6 +39,7 @@ describe('Idempotency-Key claims in Redis', () => {
       fingerprint,
       claimTtlMs,
       OUTCOME_TTL_MS,
+      '',
       '',
       '',
       '',
@@ -217,6 +218,7 @@ describe('Idempotency-Key claims in Redis', () => {
         OUTCOME_TTL_MS,
         pass,
         userId,
+        '',
         '',
       );
     expect(await claim('pass forged', 'forged', 'ann')).toEqual(['PASS_INVALID', 'unknown']);

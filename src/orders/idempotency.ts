@@ -9,6 +9,7 @@ import {
   OutcomeUnknownError,
   ValidationFailedError,
 } from '../errors/errors';
+import { execAll } from '../redis/exec-all';
 import { KeyLayout } from '../redis/key-layout';
 import { productOfBucket } from '../sale/buckets';
 import {
@@ -56,7 +57,7 @@ export function buyerScopedKey(key: string, buyer: string | null): string {
   return buyer === null ? key : `@${buyer} ${key}`;
 }
 
-/** Why idempotency-claim-2.lua refused a pass, as ADMISSION_INVALID says it. */
+/** Why idempotency-claim-3.lua refused a pass, as ADMISSION_INVALID says it. */
 const PASS_REFUSALS = {
   unknown: 'is not a pass this sale issued',
   owner: "is another buyer's",
@@ -105,7 +106,7 @@ export class Idempotency {
    * 422) whatever the pass or `beforeWrite` would say. With `pass` (an Admission-Pass,
    * whose purchase `key` is: passClaimKey()), the key is claimed only if the pass is
    * this product's queue's, the buyer's and not lapsed, checked in the same step as the
-   * claim (idempotency-claim-2.lua): else ADMISSION_INVALID, and nothing is claimed. Only
+   * claim (idempotency-claim-3.lua): else ADMISSION_INVALID, and nothing is claimed. Only
    * a request that claimed the key runs `beforeWrite` (a pre-check that may refuse); if
    * it throws, the claim is given up and nothing was written.
    */
@@ -120,10 +121,8 @@ export class Idempotency {
     // A pass bought in a home bucket other than bucket 0, where the queue issued it: its
     // record read from there, and judged by the claim as a record of its own would be.
     const queuedIn = productOfBucket(line.productId);
-    const passRecord =
-      pass === undefined || queuedIn === line.productId
-        ? ''
-        : ((await this.redis.hget(this.keys.product(queuedIn).queue, `x:${pass}`)) ?? '-');
+    const [passRecord, passEpoch] =
+      pass === undefined || queuedIn === line.productId ? ['', ''] : await this.passRecord(queuedIn, pass);
     const [status, a, b, c, d] = await idempotencyClaim.run(
       this.redis,
       idempotencyClaimKeys(k),
@@ -135,6 +134,7 @@ export class Idempotency {
       pass ?? '',
       line.userId,
       passRecord,
+      passEpoch,
     );
     if (status === 'DONE') {
       // A replay says what became of the order since (paid, cancelled, expired), as
@@ -164,6 +164,19 @@ export class Idempotency {
       if (!(err instanceof IdempotencyKeyInUseError)) await this.giveUp(k.idem, claim, err);
       throw err;
     }
+  }
+
+  /**
+   * A pass's record in the queue of bucket 0 (`productId`), '-' for none, and that
+   * bucket's sale epoch, read in one step: the home bucket's claim judges the record only
+   * while its own sale is that one.
+   */
+  private async passRecord(productId: string, pass: string): Promise<[string, string]> {
+    const k = this.keys.product(productId);
+    const [record, epoch] = (await execAll(this.redis.multi().hget(k.queue, `x:${pass}`).hget(k.meta, 'epoch'))) as (
+      string | null
+    )[];
+    return [record ?? '-', epoch ?? ''];
   }
 
   /**

@@ -8,7 +8,7 @@ export interface OrderLine {
 }
 
 /**
- * A request's claim on its Idempotency-Key (idempotency-claim-2.lua): the write places
+ * A request's claim on its Idempotency-Key (idempotency-claim-3.lua): the write places
  * the order, and records its outcome under the key, only while the claim is still this
  * request's.
  */

@@ -16,7 +16,7 @@ export interface ProductKeys {
   readonly buyers: string;
   /** Stream: one entry per order (orderId, userId, quantity). */
   readonly orders: string;
-  /** Hash: Idempotency-Key -> its claim or its order's outcome (idempotency-claim-2.lua). */
+  /** Hash: Idempotency-Key -> its claim or its order's outcome (idempotency-claim-3.lua). */
   readonly idem: string;
   /** String, a second's life: the write REDIS_WAIT_REPLICAS's WAIT follows (src/orders/replica-acks.ts). */
   readonly replicated: string;
@@ -29,7 +29,7 @@ export interface ProductKeys {
   /**
    * Hash: the waiting room (queue-5.lua): `t:<ticket>` -> `<position>|<userId>|<pass>`,
    * `u:<userId>` -> ticket, `n:<position>` -> ticket, `x:<pass>` -> `<ticket>|<userId>|<expires at>`
-   * once admitted, `y:<pass>` -> `1` once its purchase wrote its order (WaitingRoom.used()).
+   * once admitted, `y:<pass>` -> the units it bought, once its purchase wrote its order (a product of several buckets: pass-used-3.lua).
    */
   readonly queue: string;
   /** Sorted set: the passes issued and not yet used, by expiry (ms, Redis's clock). */

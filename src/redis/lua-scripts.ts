@@ -264,7 +264,7 @@ export type OrderSkipped = 'CLAIM_LOST' | 'PASS_EXPIRED';
 
 /** Claims an Idempotency-Key (checking an Admission-Pass with it), or says what became of it. */
 export const idempotencyClaim = new LuaScript<
-  [idem: string, queue: string],
+  [idem: string, queue: string, meta: string],
   [
     key: string,
     claimId: string,
@@ -274,6 +274,7 @@ export const idempotencyClaim = new LuaScript<
     pass: string,
     userId: string,
     passRecord: string,
+    passEpoch: string,
   ],
   | ['CLAIMED', number]
   | ['DONE', string, number, number, number]
@@ -282,9 +283,9 @@ export const idempotencyClaim = new LuaScript<
   | ['PASS_INVALID', 'unknown' | 'owner' | 'expired']
 >('idempotency-claim');
 
-/** idempotency-claim-2.lua's KEYS for a product. */
+/** idempotency-claim-3.lua's KEYS for a product. */
 export function idempotencyClaimKeys(k: ProductKeys): Parameters<typeof idempotencyClaim.run>[1] {
-  return [k.idem, k.queue];
+  return [k.idem, k.queue, k.meta];
 }
 
 /** Notes that `replicas` replicas acknowledged the order a key holds: 1 if noted, 0 if the key holds no such order. */
@@ -372,16 +373,7 @@ export function orderOutcomeKeys(k: ProductKeys): Parameters<typeof orderOutcome
 /** A product's waiting room, joined or read, with its admissions (queue-5.lua). */
 export const queue = new LuaScript<
   [meta: string, stock: string, queue: string, admitted: string, idem: string],
-  | [
-      'join',
-      userId: string,
-      ticket: string,
-      pass: string,
-      units: number | '',
-      inStock: number | '',
-      usedAt: number | '',
-    ]
-  | ['read', ticket: string, units: number | '', inStock: number | '', usedAt: number | ''],
+  ['join', userId: string, ticket: string, pass: string, count: string] | ['read', ticket: string, count: string],
   [
     state: string,
     ticket?: string,
@@ -397,4 +389,16 @@ export const queue = new LuaScript<
 /** queue-5.lua's KEYS for a product. */
 export function queueKeys(k: ProductKeys): Parameters<typeof queue.run>[1] {
   return [k.meta, k.stock, k.queue, k.admitted, k.idem];
+}
+
+/** Marks a pass of a bucketed product's queue used, once, with the units it bought: 1 if marked now (pass-used-3.lua). */
+export const passUsed = new LuaScript<
+  [queue: string, admitted: string, meta: string],
+  [pass: string, units: number],
+  0 | 1
+>('pass-used');
+
+/** pass-used-3.lua's KEYS for a product (bucket 0, where its queue is). */
+export function passUsedKeys(k: ProductKeys): Parameters<typeof passUsed.run>[1] {
+  return [k.queue, k.admitted, k.meta];
 }

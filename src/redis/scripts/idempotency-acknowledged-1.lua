@@ -3,7 +3,7 @@
   (REDIS_WAIT_REPLICAS, src/orders/replica-acks.ts), so that a retry is answered that
   order again without another WAIT, even while its master lacks replicas. The note is
   the field `<key> acknowledged` of the same hash (a key never holds a space: see
-  idempotency-claim-2.lua). Written only while the key still holds that very order, and
+  idempotency-claim-3.lua). Written only while the key still holds that very order, and
   never on a hash that is gone: it keeps the hash's TTL and never marks another order.
 
   KEYS[1]  idempotency hash

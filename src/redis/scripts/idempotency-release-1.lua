@@ -1,5 +1,5 @@
 --[[
-  Give up a claim on an Idempotency-Key (idempotency-claim-2.lua): the request was
+  Give up a claim on an Idempotency-Key (idempotency-claim-3.lua): the request was
   refused with nothing written, or its write's answer was lost. Deleted only if it is
   still this request's claim: an outcome (D|...) or another request's claim stays.
   Once it is gone, this request's write, should it still arrive, writes nothing

@@ -16,7 +16,7 @@
 
   KEYS[1]  meta hash: perUserLimit, queueRate, passTtlMs, startsAt, endsAt (reset-sale-10.lua); queueJoined,
            queueAdmitted, queueTokens, queueAt (this script's counters)
-  KEYS[2]  stock (of a product of one bucket; see `units`)
+  KEYS[2]  stock (of a product of one bucket; see `count`)
   KEYS[3]  waiting-room hash (key-layout.ts: t:<ticket>, u:<userId>, n:<position>, x:<pass>, y:<pass>)
   KEYS[4]  outstanding passes zset: pass -> expires at (ms)
   KEYS[5]  idempotency hash: a pass's purchase is claimed, then decided, under `pass <pass>`
@@ -27,16 +27,19 @@
         enrolled: SOLD_OUT, so the tail of a sale writes nothing (and the door can
         repeat it, door-refusals.ts); a buyer who holds a ticket gets it back as ever
   read: ARGV[2] ticket
-  units, inStock, usedAt: the last three ARGV (ARGV[5..7] of a join, ARGV[3..5] of a
-        read): '' each to read the stock (KEYS[2]). Else, for a product of several escrow
-        buckets, whose other buckets are on other shards, what the app read just before
-        (src/orders/escrow.ts left()): `units`, in every bucket and move in flight (0
-        only once every bucket was read dry twice with nothing moved between), which the
-        refusals and states go by; `inStock`, in the buckets' stock alone (a move read on
-        both sides is not counted twice), which the room goes by, less the passes marked
-        used (meta's queueUsed, WaitingRoom.used()) since `usedAt`, the count the app read
-        before the buckets: such a pass is no longer outstanding, and its order may have
-        come after its bucket was read
+  count: the last ARGV (ARGV[5] of a join, ARGV[3] of a read): '' to go by the stock
+        (KEYS[2]). A product of several escrow buckets, whose other buckets are on other
+        shards: `<units>|<usedAt>|<epoch>|<countedAt>|<fresh>`, the app's count just before
+        (src/door/waiting-room.ts count(), src/orders/escrow.ts left()): the units in every
+        bucket, nothing in flight, read twice with no move between (so none counted twice,
+        and 0 only when all are dry); and, read first, in one step on this shard, meta's
+        queueUsed (units bought with passes marked used since, pass-used-3.lua: their
+        orders may have come after their bucket was read, while their passes no longer
+        count as outstanding, so they are subtracted from the room), the sale's epoch (a
+        count of another sale admits nobody and refuses nothing) and Redis's clock (a pass
+        that lapsed after it may have bought after its bucket was read: it still holds
+        its units back); `fresh`: 1 if the count began during this request, 0 if the
+        app kept it from before (then a count with nothing left to serve is RECOUNT)
   Returns  {state, ticket, position, pass, passExpiresAt, admitPerSecond, userId, opensInMs}
              state: waiting (position: 1 = next), admitted (pass, passExpiresAt: ms),
              expired (the pass lapsed unused), sold_out (nothing left to admit for),
@@ -44,13 +47,14 @@
              pass '' and passExpiresAt 0 unless admitted; opensInMs: how long until
              the sale starts (0 once it has), which a waiting place waits on top
            {'UNKNOWN_PRODUCT'}   {'NO_QUEUE'}   {'UNKNOWN_TICKET'}   {'SOLD_OUT'} (join only)
+           {'RECOUNT'}: nothing written; count afresh and ask again (`count` above)
            {'SALE_ENDED', endsAt} (join only: a buyer with no ticket after the end)
 ]]
 --- @include "includes/clock"
 --- @include "includes/idempotency-field"
 
 local meta = redis.call('HMGET', KEYS[1], 'initialStock', 'queueRate', 'passTtlMs',
-  'queueJoined', 'queueAdmitted', 'queueTokens', 'queueAt', 'perUserLimit', 'startsAt', 'endsAt', 'queueUsed')
+  'queueJoined', 'queueAdmitted', 'queueTokens', 'queueAt', 'perUserLimit', 'startsAt', 'endsAt', 'queueUsed', 'epoch')
 if not meta[1] then
   return {'UNKNOWN_PRODUCT'}
 end
@@ -69,14 +73,35 @@ tokens = math.min(rate, tokens + math.max(0, now - at) * rate / 1000)
 local endsAt = tonumber(meta[10] or '')
 local ended = endsAt ~= nil and now >= endsAt
 
--- The units left, as `units` above says: the same figure for the join's refusal and the room.
-local units, inStock, usedAt = ARGV[3], ARGV[4], ARGV[5]
+-- The units left: the stock, or the app's count over the buckets (`count` above).
+local count = ARGV[3]
 if ARGV[1] == 'join' then
-  units, inStock, usedAt = ARGV[5], ARGV[6], ARGV[7]
+  count = ARGV[5]
+end
+local bucketed = count ~= nil and count ~= ''
+local counted, usedAt, countEpoch, countedAt, fresh
+if bucketed then
+  counted, usedAt, countEpoch, countedAt, fresh = string.match(count, '^(%d+)|(%d+)|([^|]*)|(%d+)|([01])$')
+  counted, usedAt, countedAt = tonumber(counted), tonumber(usedAt), tonumber(countedAt)
+end
+-- A count of another sale (a PUT between the app's reads and this script) says nothing of this one.
+local stale = bucketed and meta[12] ~= countEpoch
+-- What the count can still serve: less the units bought with passes marked used since it began.
+local serves = 0
+if bucketed and not stale then
+  serves = counted - (tonumber(meta[11] or '0') - usedAt)
+end
+-- A count the app kept from before this request that has nothing left to serve: what is
+-- left, if anything, only a count begun during the request may say (a SOLD_OUT, a
+-- ticket's sold_out); nothing written, the app counts again.
+if bucketed and not stale and fresh == '0' and serves <= 0 then
+  return {'RECOUNT'}
 end
 local function unitsLeft()
-  if units ~= nil and units ~= '' then
-    return tonumber(units)
+  if stale then
+    return 1
+  elseif bucketed then
+    return counted
   end
   return tonumber(redis.call('GET', KEYS[2]) or '0')
 end
@@ -100,13 +125,13 @@ else
   ticket = ARGV[2]
 end
 
--- Passes that lapsed unused no longer hold units back. (A used pass is removed by the
--- purchase that used it; one whose removal was lost holds its place until it expires.)
-redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
+-- Passes that lapsed unused no longer hold units back (over buckets, those that lapsed
+-- before the count began: see `count`). (A used pass is removed by the purchase that
+-- used it; one whose removal was lost holds its place until it expires.)
+redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', bucketed and math.min(now, countedAt) or now)
 local stock = unitsLeft()
-local serves = stock
-if units ~= nil and units ~= '' then
-  serves = tonumber(inStock) - (tonumber(meta[11] or '0') - tonumber(usedAt))
+if not bucketed then
+  serves = stock
 end
 -- Passes the stock left can serve in full; a remainder below the limit gets one pass of
 -- its own (it buys what is left), so the last units are sold and no ticket waits forever.
@@ -136,7 +161,7 @@ if position <= admitted then
   local outcome = redis.call('HGET', KEYS[5], 'pass ' .. pass)
   -- Or marked used by its purchase (y:<pass>, best effort): a product of several escrow
   -- buckets keeps the pass's outcome in its buyer's home bucket, on another shard.
-  if outcome and isOutcome(outcome) or redis.call('HEXISTS', KEYS[3], 'y:' .. pass) == 1 then
+  if outcome and isOutcome(outcome) or bucketed and redis.call('HEXISTS', KEYS[3], 'y:' .. pass) == 1 then
     -- Used: its order was written. Whatever the stock or the time, the pass has bought.
     return {'used', ticket, 0, '', 0, rate, owner}
   end

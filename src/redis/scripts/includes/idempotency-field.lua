@@ -1,6 +1,6 @@
 --[[
   An Idempotency-Key's field in a product's idempotency hash, its one definition:
-    P|<claim id>|<in flight until, ms>|<fingerprint>   a request is deciding it (idempotency-claim-2.lua)
+    P|<claim id>|<in flight until, ms>|<fingerprint>   a request is deciding it (idempotency-claim-3.lua)
     D|<fingerprint>|<orderId>|<quantity>|<remaining>   its order was written
   An order sent with a key is written only while the key's field is still the claim its
   request made: a claim given up (the write's answer was lost) or taken over by a retry

@@ -10,6 +10,7 @@
 
   KEYS[1]  idempotency hash
   KEYS[2]  waiting-room hash (queue-5.lua: x:<pass> -> <place>|<userId>|<expires at, ms>)
+  KEYS[3]  meta hash: `epoch`, the sale of a product of several escrow buckets (ARGV[9])
   ARGV[1]  Idempotency-Key   ARGV[2]  claim id (new, random)   ARGV[3]  fingerprint
   ARGV[4]  how long this claim may stay in flight, in ms, by the claimer's own settings
            (stored in the claim, so a retry from an app configured otherwise judges
@@ -26,6 +27,8 @@
            buckets, whose key lives in the buyer's home bucket: src/orders/idempotency.ts),
            or '-' for none there. Judged here as a record read here would be, once the key
            is known to be undecided: the home bucket's hash decides the pass's one order
+  ARGV[9]  with ARGV[8]: the sale's epoch as bucket 0 said it with the record; a pass of
+           another sale (a PUT between the read and this claim) is no pass of this one
   Returns  {'CLAIMED', passExpiresAt}: this request decides the key (passExpiresAt: when
              the pass lapses, ms, which the write checks again; 0 without a pass)
            {'PASS_INVALID', why}: nothing claimed; why: unknown, owner or expired
@@ -63,7 +66,7 @@ if ARGV[6] ~= '' then
   local record
   if ARGV[8] == nil or ARGV[8] == '' then
     record = redis.call('HGET', KEYS[2], 'x:' .. ARGV[6])
-  elseif ARGV[8] ~= '-' then
+  elseif ARGV[8] ~= '-' and redis.call('HGET', KEYS[3], 'epoch') == ARGV[9] then
     record = ARGV[8]
   end
   local owner, expires
