@@ -217,7 +217,7 @@ describe('escrow buckets on a Redis Cluster', () => {
     await client.hset(k.meta, 'queueUsed', 2);
     const epoch = await client.hget(k.meta, 'epoch');
     const [s, us] = await client.time();
-    const count = `4|0|${epoch}|${Number(s) * 1000 + Math.floor(Number(us) / 1000)}|1`;
+    const count = `4|0|0|${epoch}|${Number(s) * 1000 + Math.floor(Number(us) / 1000)}|1`;
     const states = [];
     for (const u of ['x1', 'x2', 'x3']) {
       const [state] = await queue.run(client, queueKeys(k), 'join', u, `ticket-${u}`, `pass-${u}`, count);

@@ -6,13 +6,9 @@ import { Idempotency } from '../src/orders/idempotency';
 import { KeyLayout } from '../src/redis/key-layout';
 import { homeBucket } from '../src/sale/buckets';
 import { moveDone, moveDoneKeys, moveIn, moveInKeys, moveOut, moveOutKeys } from '../src/redis/lua-scripts';
-import { request, startTestApp, TestApp } from './helpers/app';
+import { request, TestApp } from './helpers/app';
+import { homedIn, queueOverBuckets, until } from './helpers/queue-buckets';
 import { uniquePrefix, useTestCluster } from './helpers/redis';
-
-/** A user id whose home bucket among `n` is `bucket`. */
-function homedIn(bucket: number, n: number, stem: string): string {
-  for (let i = 0; ; i++) if (homeBucket(`${stem}${i}`, n) === bucket) return `${stem}${i}`;
-}
 
 /**
  * An outside review of the waiting room over escrow buckets (e2cdd9e): each test failed there.
@@ -27,35 +23,10 @@ describe('the waiting room over escrow buckets, under interleavings an outside r
     client = shared.client;
   });
 
-  async function app(prefix: string): Promise<TestApp> {
-    return shared.opened(
-      await startTestApp({
-        REDIS_CLUSTER_NODES: shared.cluster.clusterNodes,
-        KEY_PREFIX: prefix,
-        LOCK_STRATEGY: 'fenced',
-      }),
-    );
-  }
-  const put = (url: string, id: string, json: Record<string, unknown>) =>
-    request(url, 'PUT', `/api/products/${id}`, { json, admin: true });
-  const join = (url: string, id: string, userId: string) =>
-    request(url, 'POST', `/api/products/${id}/queue`, { json: { userId } });
-  const buyWith = (url: string, id: string, userId: string, pass: string, quantity = 1) =>
-    request(url, 'POST', `/api/products/${id}/orders`, {
-      json: { userId, quantity },
-      headers: { 'admission-pass': pass },
-    });
-  const bucketIds = async (url: string, id: string): Promise<string[]> =>
-    (await request(url, 'GET', `/api/products/${id}/buckets`, { admin: true })).body.map((x: { id: string }) => x.id);
-  const stocks = (keys: KeyLayout, ids: string[]) =>
-    Promise.all(ids.map(async (id) => Number((await client.get(keys.product(id).stock)) ?? 0)));
-  async function until(what: () => Promise<boolean>): Promise<void> {
-    for (let i = 0; i < 100 && !(await what()); i++) await sleep(20);
-  }
+  const { app, put, join, buyWith, bucketIds, stocks, countsOf } = queueOverBuckets(shared);
 
   /** Forgets the counts the app's waiting room keeps (COUNT_TRUST_MS): its next join or read counts afresh. */
-  const forgetCounts = (a: TestApp) =>
-    (a.app.get(WaitingRoom) as unknown as { counts: Map<string, unknown> }).counts.clear();
+  const forgetCounts = (a: TestApp) => countsOf(a).clear();
 
   /**
    * Wraps the app's Escrow.read() once: `between` runs after the first call read `early`
@@ -257,10 +228,9 @@ describe('the waiting room over escrow buckets, under interleavings an outside r
     // The count the app keeps says 1 unit, taken before that pass was marked used.
     const epoch = await client.hget(k.meta, 'epoch');
     const [s, us] = await client.time();
-    const counts = (a.app.get(WaitingRoom) as unknown as { counts: Map<string, unknown> }).counts;
-    counts.set('kit', {
+    countsOf(a).set('kit', {
       at: performance.now(),
-      count: Promise.resolve(`1|0|${epoch}|${Number(s) * 1000 + Math.floor(Number(us) / 1000)}`),
+      count: Promise.resolve(`1|0|0|${epoch}|${Number(s) * 1000 + Math.floor(Number(us) / 1000)}`),
     });
     // It serves nothing now (1 unit, 1 bought since): the join counts afresh, and hears SOLD_OUT.
     const late = await join(a.url, 'kit', homedIn(1, 3, 'k'));

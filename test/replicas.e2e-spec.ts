@@ -1,12 +1,12 @@
 import { Redis } from 'ioredis';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { PrivateRedis, startPrivateRedis } from '../harness/redis';
+import type { PrivateRedis } from '../harness/redis';
 import type { LockStrategyName } from '../src/config/app-config';
 import { liveReplicasIn } from '../src/orders/replica-acks';
 import { homeBucket, loggedMoves } from '../src/sale/buckets';
 import { KeyLayout, ProductKeys } from '../src/redis/key-layout';
 import { request, startSale, startTestApp, TestApp } from './helpers/app';
-import { closeClient, uniquePrefix } from './helpers/redis';
+import { uniquePrefix, useReplicatedRedis } from './helpers/redis';
 
 /**
  * REDIS_WAIT_REPLICAS against a real master and a real replica: a 201 only once the
@@ -20,14 +20,9 @@ describe('REDIS_WAIT_REPLICAS', () => {
   let replica: PrivateRedis;
   let client: Redis;
 
-  beforeAll(async () => {
-    master = await startPrivateRedis();
-    replica = await startPrivateRedis();
-    const r = new Redis(replica.url);
-    await r.replicaof('127.0.0.1', master.port);
-    while (!/master_link_status:up/.test(await r.info('replication'))) await sleep(20);
-    await r.quit();
-    client = new Redis(master.url);
+  const pair = useReplicatedRedis();
+  beforeAll(() => {
+    [master, replica, client] = [pair.master(), pair.replica(), pair.client()];
   });
 
   /** An app on the master that waits for `replicas` replica acks (300 ms) after each write, under a fresh key prefix. */
@@ -42,12 +37,6 @@ describe('REDIS_WAIT_REPLICAS', () => {
     });
     return { app, prefix };
   }
-
-  afterAll(async () => {
-    await closeClient(client);
-    await replica?.remove();
-    await master?.remove();
-  });
 
   it.each<LockStrategyName>(['fenced', 'atomic', 'optimistic'])(
     '%s: 201 once the replica has the order; with the replica stopped, 503 OUTCOME_UNKNOWN and the order on the master',

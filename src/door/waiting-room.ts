@@ -1,6 +1,7 @@
 import { Inject, Injectable, Optional } from '@nestjs/common';
 import { randomBytes } from 'node:crypto';
 import {
+  BucketsBusyError,
   NoQueueError,
   retryAfterSeconds,
   SaleEndedError,
@@ -42,7 +43,10 @@ export interface TicketState {
  */
 export const UNITS_LEFT = Symbol('UNITS_LEFT');
 /** `first` runs once the product is known to have several buckets, before any is read, and says the sale's epoch. */
-export type UnitsLeft = (productId: string, first: () => Promise<string>) => Promise<number | null>;
+export type UnitsLeft = (
+  productId: string,
+  first: () => Promise<string>,
+) => Promise<{ readonly units: number; readonly moving: boolean } | null>;
 
 /**
  * Random bytes drawn a page at a time and each used once: a join takes two tokens, and
@@ -78,11 +82,19 @@ function newToken(): string {
 export const COUNT_TRUST_MS = 100;
 /** Products whose counts an instance keeps at most (then it starts afresh). */
 const MAX_COUNTS = 10_000;
+/** Runs of the queue's script one join or read makes at most, each after a RECOUNT (then BUCKETS_BUSY). */
+const COUNT_ATTEMPTS = 3;
+
+/** A count of a product's units (queue-5.lua's `count`, without `fresh`), and when it began. */
+interface Count {
+  readonly at: number;
+  readonly count: Promise<string>;
+}
 
 @Injectable()
 export class WaitingRoom {
   /** Per product: its last count (queue-5.lua's `count`), and when it began. */
-  private readonly counts = new Map<string, { readonly at: number; readonly count: Promise<string> }>();
+  private readonly counts = new Map<string, Count>();
 
   constructor(
     @Inject(REDIS_CLIENT) private readonly redis: RedisClient,
@@ -132,9 +144,12 @@ export class WaitingRoom {
   /**
    * Runs queue-5.lua with its `count`: the one countNow() took for this product here under
    * COUNT_TRUST_MS ago, shared by its joins and reads (a count stays safe to admit by,
-   * however old: what sold since is subtracted, or still outstanding), or a fresh one. A
-   * count kept from before the request with nothing left to serve is answered RECOUNT:
-   * what is left, if anything, only a count begun during the request says.
+   * however old: what sold since is subtracted, or still outstanding), or one begun
+   * during the request (its own, or another's begun since). The script answers RECOUNT
+   * to a count kept from before the request with nothing left to serve (what is left, if
+   * anything, only a count begun during the request says) and to one older than a lapsed
+   * pass it removed since (that pass may have bought after its bucket was read): then it
+   * runs again, on a count begun during the request and not the one refused.
    */
   private async counted<R extends readonly unknown[]>(
     productId: string,
@@ -142,38 +157,52 @@ export class WaitingRoom {
   ): Promise<R> {
     if (!this.unitsLeft) return run('');
     const began = performance.now();
-    const known = this.counts.get(productId);
-    if (known && began - known.at < COUNT_TRUST_MS) {
-      const count = await known.count.catch(() => null);
-      if (count !== null) {
-        const reply = await run(count === '' ? '' : `${count}|${known.at >= began ? 1 : 0}`);
-        if (reply[0] !== 'RECOUNT') return reply;
-      }
+    let refused: Count | undefined;
+    for (let attempt = 1; attempt <= COUNT_ATTEMPTS; attempt++) {
+      const known = this.counts.get(productId);
+      const usable =
+        known !== undefined &&
+        known !== refused &&
+        (known.at >= began || (attempt === 1 && began - known.at < COUNT_TRUST_MS));
+      const used = usable ? known : this.startCount(productId);
+      const count = await used.count;
+      const reply = await run(count === '' ? '' : `${count}|${used.at >= began ? 1 : 0}`);
+      if (reply[0] !== 'RECOUNT') return reply;
+      refused = used;
     }
+    throw new BucketsBusyError(COUNT_ATTEMPTS, true);
+  }
+
+  /** A count begun now, kept for the product's other joins and reads. */
+  private startCount(productId: string): Count {
     if (this.counts.size >= MAX_COUNTS) this.counts.clear();
-    const fresh = { at: performance.now(), count: this.countNow(productId) };
-    this.counts.set(productId, fresh);
-    const count = await fresh.count;
-    return run(count === '' ? '' : `${count}|1`);
+    const count = { at: performance.now(), count: this.countNow(productId) };
+    // A count that failed is nobody's to share.
+    count.count.catch(() => {
+      if (this.counts.get(productId) === count) this.counts.delete(productId);
+    });
+    this.counts.set(productId, count);
+    return count;
   }
 
   /**
    * '' for a product of one bucket (or none), which reads its own stock; else
-   * `<units>|<usedAt>|<epoch>|<countedAt>` (counted() adds `|<fresh>`): what every bucket has, and, read first in one
-   * step on the queue's shard, the units of the passes marked used, the sale's epoch and
-   * Redis's clock.
+   * `<units>|<moving>|<usedAt>|<epoch>|<countedAt>` (counted() adds `|<fresh>`): what
+   * every bucket has (Escrow.left(); `moving`: 1 if moves are in flight that could not
+   * land, their units not counted), and, read first in one step on the queue's shard, the
+   * units of the passes marked used, the sale's epoch and Redis's clock.
    */
   private async countNow(productId: string): Promise<string> {
     const k = this.keys.product(productId);
     let before = '';
-    const units = await this.unitsLeft!(productId, async () => {
+    const left = await this.unitsLeft!(productId, async () => {
       const [used, epoch, [s, us]] = (await execAll(
         this.redis.multi().hget(k.meta, 'queueUsed').hget(k.meta, 'epoch').time(),
       )) as [string | null, string | null, [string, string]];
       before = `${used ?? 0}|${epoch ?? ''}|${Number(s) * 1000 + Math.floor(Number(us) / 1000)}`;
       return epoch ?? '';
     });
-    return units === null ? '' : `${units}|${before}`;
+    return left === null ? '' : `${left.units}|${left.moving ? 1 : 0}|${before}`;
   }
 
   private answer(productId: string, reply: Awaited<ReturnType<typeof queue.run>>): TicketState {

@@ -42,10 +42,24 @@ export function createError<Args extends unknown[]>(code: string, status: number
     static readonly code = code;
     readonly code = code;
     readonly status = status;
+    /** What it was made with (saidOf() makes it again of another product). */
+    readonly args: Args;
     constructor(...args: Args) {
       super(message(...args));
+      this.args = args;
     }
   };
+}
+
+/**
+ * The same refusal said of product `to` where it was said of `from`, its first argument
+ * (an escrow bucket's refusal said of the product the buyer asked for: no buyer can call a
+ * bucket's routes), made again by its own class; any other error as it is.
+ */
+export function saidOf(err: unknown, from: string, to: string): unknown {
+  const args = err instanceof AppError ? (err as AppError & { args?: unknown[] }).args : undefined;
+  if (!args || args[0] !== from) return err;
+  return new (err!.constructor as new (...made: unknown[]) => AppError)(to, ...args.slice(1));
 }
 
 /**

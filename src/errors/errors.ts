@@ -6,7 +6,7 @@
  */
 // Each section registers its codes as it loads, so the table (ERROR_CODES) keeps this order;
 // the rest of src/ imports it from here only (eslint.config.mjs: NOT_ERROR_SECTIONS).
-export { AppError, ERROR_CODES, retryAfterSeconds } from './app-error';
+export { AppError, ERROR_CODES, retryAfterSeconds, saidOf } from './app-error';
 export type { ErrorDeclaration } from './app-error';
 export * from './request-errors';
 export * from './sale-errors';

@@ -11,6 +11,7 @@ import {
   InsufficientStockError,
   SoldOutError,
   StrategyMismatchError,
+  saidOf,
   UnknownProductError,
 } from '../errors/errors';
 import { productOfBucket } from '../sale/buckets';
@@ -120,11 +121,9 @@ export class Checkout {
         const placed = await place({ ...line, productId: home.bucketId }, true);
         return { ...placed, order: { ...placed.order, productId: line.productId } };
       } catch (err) {
-        if (err instanceof UnknownProductError) {
-          this.escrow.forget(line.productId);
-          throw new UnknownProductError(line.productId);
-        }
-        if (!(err instanceof SoldOutError || err instanceof InsufficientStockError)) throw err;
+        if (err instanceof UnknownProductError) this.escrow.forget(line.productId);
+        if (!(err instanceof SoldOutError || err instanceof InsufficientStockError))
+          throw saidOf(err, home.bucketId, line.productId);
         const left = await this.escrow.refill(home, line.quantity);
         if (left === 0) throw new SoldOutError(line.productId);
         if (left < line.quantity) throw new InsufficientStockError(line.productId, left, line.quantity);

@@ -40,6 +40,12 @@ interface BucketRead {
   readonly stale: readonly InFlight[];
   /** Moves out and in it has made (its moves hash's `v`): unchanged between two reads, no unit moved through it. */
   readonly version: string;
+  /**
+   * No move through it between the first and the last of its read's commands (a pipeline
+   * is not atomic: another client's commands may run between them, and a move there
+   * would show the stock from before it beside the moves from after).
+   */
+  readonly steady: boolean;
 }
 
 /** Where a buyer buys a product: its buckets and the buyer's home among them. */
@@ -162,35 +168,44 @@ export class Escrow {
   }
 
   /**
-   * The units a product of several buckets has in them, for its waiting room (queue-5.lua's
-   * count); null for a product of one bucket (its queue reads its own stock). `first` runs
-   * once the product is known to have several, before any bucket is read, and returns the
-   * sale's epoch: every bucket must be of that sale (else `first` runs again). The moves found in flight are landed
-   * first (a queue's buyers may never refill, so nobody else would); then a count is
-   * trusted only when a second read finds every bucket's moves as the first (a move
-   * between the reads of two buckets could count its units twice, or hide them): never
-   * more than the product has, and 0 only when every bucket is dry. Units that keep moving
-   * past every read are BUCKETS_BUSY (503), never a guess.
+   * What a product of several buckets has in them, for its waiting room (queue-5.lua's
+   * count); null for a product of one bucket (its queue reads its own stock). `first`
+   * runs once the product is known to have several, before any bucket is read, and
+   * returns the sale's epoch: every bucket must be of that sale (else `first` runs again).
+   * The moves found in flight are landed first (a queue's buyers may never refill, so
+   * nobody else would); one that cannot land now (REDIS_WAIT_REPLICAS with a replica
+   * away) is left `moving`: its units not counted (read on its source and again landed,
+   * they would count twice), and the product never counted as having none. A count is
+   * trusted only when each bucket was read with no move through it meanwhile, and a second
+   * read finds every bucket's moves and sale as the first: never more than the product
+   * has, and 0 only when every bucket is dry. Units that keep moving past every read are
+   * BUCKETS_BUSY (503), never a guess.
    */
-  async left(productId: string, first: () => Promise<string>): Promise<number | null> {
+  async left(productId: string, first: () => Promise<string>): Promise<{ units: number; moving: boolean } | null> {
     const buckets = await this.buckets(productId);
     if (buckets.length === 1) return null;
     let epoch = await first();
     for (let round = 1; round <= REFILL_ROUNDS; round++) {
       const read = await this.read(buckets);
       const flying = read.flatMap((b) => [...b.inFlight, ...b.stale]);
-      if (flying.length > 0) {
-        await Promise.all(flying.map((m) => this.land(m)));
-        continue;
-      }
+      const landed = await Promise.all(
+        flying.map((m) =>
+          this.land(m).then(
+            () => true,
+            () => false,
+          ),
+        ),
+      );
+      if (landed.some(Boolean)) continue;
       // Another sale began meanwhile (a PUT): counted afresh, from `first` on.
       if (read.some((b) => b.epoch !== epoch)) {
         epoch = await first();
         continue;
       }
       const again = await this.read(buckets);
-      if (again.every((b, i) => b.version === read[i].version && b.epoch === epoch))
-        return read.reduce((sum, b) => sum + Math.max(b.stock, 0), 0);
+      const still = (b: BucketRead, i: number) => b.steady && read[i].steady && b.version === read[i].version;
+      if (again.every((b, i) => still(b, i) && b.epoch === epoch))
+        return { units: read.reduce((sum, b) => sum + Math.max(b.stock, 0), 0), moving: flying.length > 0 };
     }
     throw new BucketsBusyError(REFILL_ROUNDS, true);
   }
@@ -262,14 +277,15 @@ export class Escrow {
       buckets.map(async (id) => {
         const k = this.keys.product(id);
         // A pipeline of reads, not a MULTI: answered while Redis refuses writes for memory.
-        const [stock, epoch, moves] = (await execAll(
-          this.redis.pipeline().get(k.stock).hget(k.meta, 'epoch').hgetall(k.moves),
-        )) as [string | null, string | null, Record<string, string>];
+        const [before, stock, epoch, moves] = (await execAll(
+          this.redis.pipeline().hget(k.moves, 'v').get(k.stock).hget(k.meta, 'epoch').hgetall(k.moves),
+        )) as [string | null, string | null, string | null, Record<string, string>];
         const all: InFlight[] = loggedMoves(moves).map((m) => ({ ...m, source: id }));
         return {
           id,
           stock: Number(stock ?? 0),
           version: moves.v ?? '0',
+          steady: (before ?? '0') === (moves.v ?? '0'),
           epoch,
           inFlight: all.filter((m) => m.epoch === epoch),
           stale: all.filter((m) => m.epoch !== epoch),

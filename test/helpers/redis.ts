@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { DEFAULT_PAYMENT_TIMEOUT_MS } from '../../src/sale/sale-limits';
 import calculateSlot from 'cluster-key-slot';
 import { Cluster, Redis, RedisOptions } from 'ioredis';
@@ -154,6 +155,32 @@ export function useTestRedis(): {
       return item;
     },
   };
+}
+
+/**
+ * A private master with one replica linked to it, started before the file's tests and
+ * removed after them: `client` talks to the master; a test stops the replica with SIGSTOP
+ * (its `pid`) to see what a write does without it.
+ */
+export function useReplicatedRedis(): { master(): PrivateRedis; replica(): PrivateRedis; client(): Redis } {
+  let master: PrivateRedis | undefined;
+  let replica: PrivateRedis | undefined;
+  let client: Redis | undefined;
+  beforeAll(async () => {
+    master = await startPrivateRedis();
+    replica = await startPrivateRedis();
+    const r = new Redis(replica.url);
+    await r.replicaof('127.0.0.1', master.port);
+    while (!/master_link_status:up/.test(await r.info('replication'))) await sleep(20);
+    await r.quit();
+    client = new Redis(master.url);
+  });
+  afterAll(async () => {
+    await closeClient(client);
+    await replica?.remove();
+    await master?.remove();
+  });
+  return { master: () => master!, replica: () => replica!, client: () => client! };
 }
 
 /**

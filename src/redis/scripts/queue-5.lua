@@ -29,17 +29,21 @@
   read: ARGV[2] ticket
   count: the last ARGV (ARGV[5] of a join, ARGV[3] of a read): '' to go by the stock
         (KEYS[2]). A product of several escrow buckets, whose other buckets are on other
-        shards: `<units>|<usedAt>|<epoch>|<countedAt>|<fresh>`, the app's count just before
-        (src/door/waiting-room.ts count(), src/orders/escrow.ts left()): the units in every
-        bucket, nothing in flight, read twice with no move between (so none counted twice,
-        and 0 only when all are dry); and, read first, in one step on this shard, meta's
+        shards: `<units>|<moving>|<usedAt>|<epoch>|<countedAt>|<fresh>`, the app's count
+        just before (src/door/waiting-room.ts countNow(), src/orders/escrow.ts left()):
+        the units in every bucket, the moves in flight landed first, read twice with no
+        move between (so none counted twice, and 0 only when all are dry; `moving`: 1 if
+        moves are in flight that could not land, their units not counted, the product
+        never taken for sold out); and, read first, in one step on this shard, meta's
         queueUsed (units bought with passes marked used since, pass-used-3.lua: their
         orders may have come after their bucket was read, while their passes no longer
         count as outstanding, so they are subtracted from the room), the sale's epoch (a
         count of another sale admits nobody and refuses nothing) and Redis's clock (a pass
         that lapsed after it may have bought after its bucket was read: it still holds
-        its units back); `fresh`: 1 if the count began during this request, 0 if the
-        app kept it from before (then a count with nothing left to serve is RECOUNT)
+        its units back, and once a newer count has removed it, meta's queueLapsedTo says
+        so and a count begun before is RECOUNT); `fresh`: 1 if the count began during this
+        request, 0 if the app kept it from before (then a count with nothing left to serve
+        is RECOUNT)
   Returns  {state, ticket, position, pass, passExpiresAt, admitPerSecond, userId, opensInMs}
              state: waiting (position: 1 = next), admitted (pass, passExpiresAt: ms),
              expired (the pass lapsed unused), sold_out (nothing left to admit for),
@@ -54,7 +58,8 @@
 --- @include "includes/idempotency-field"
 
 local meta = redis.call('HMGET', KEYS[1], 'initialStock', 'queueRate', 'passTtlMs',
-  'queueJoined', 'queueAdmitted', 'queueTokens', 'queueAt', 'perUserLimit', 'startsAt', 'endsAt', 'queueUsed', 'epoch')
+  'queueJoined', 'queueAdmitted', 'queueTokens', 'queueAt', 'perUserLimit', 'startsAt', 'endsAt', 'queueUsed', 'epoch',
+  'queueLapsedTo')
 if not meta[1] then
   return {'UNKNOWN_PRODUCT'}
 end
@@ -79,9 +84,10 @@ if ARGV[1] == 'join' then
   count = ARGV[5]
 end
 local bucketed = count ~= nil and count ~= ''
-local counted, usedAt, countEpoch, countedAt, fresh
+local counted, moving, usedAt, countEpoch, countedAt, fresh
 if bucketed then
-  counted, usedAt, countEpoch, countedAt, fresh = string.match(count, '^(%d+)|(%d+)|([^|]*)|(%d+)|([01])$')
+  counted, moving, usedAt, countEpoch, countedAt, fresh =
+    string.match(count, '^(%d+)|([01])|(%d+)|([^|]*)|(%d+)|([01])$')
   counted, usedAt, countedAt = tonumber(counted), tonumber(usedAt), tonumber(countedAt)
 end
 -- A count of another sale (a PUT between the app's reads and this script) says nothing of this one.
@@ -97,11 +103,18 @@ end
 if bucketed and not stale and fresh == '0' and serves <= 0 then
   return {'RECOUNT'}
 end
+-- A count older than a lapsed pass this queue removed since: that pass may have bought
+-- after its bucket was read, its mark not landed, so its units may be in the count while
+-- it no longer holds them back. (Removed below only up to the count's own start.)
+if bucketed and not stale and countedAt < tonumber(meta[13] or '0') then
+  return {'RECOUNT'}
+end
 local function unitsLeft()
   if stale then
     return 1
   elseif bucketed then
-    return counted
+    -- Units of moves that could not land yet are not counted, but they are not none.
+    return math.max(counted, moving == '1' and 1 or 0)
   end
   return tonumber(redis.call('GET', KEYS[2]) or '0')
 end
@@ -128,7 +141,19 @@ end
 -- Passes that lapsed unused no longer hold units back (over buckets, those that lapsed
 -- before the count began: see `count`). (A used pass is removed by the purchase that
 -- used it; one whose removal was lost holds its place until it expires.)
-redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', bucketed and math.min(now, countedAt) or now)
+if bucketed then
+  local upTo = math.min(now, countedAt)
+  local lapsed = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', upTo, 'WITHSCORES')
+  if #lapsed > 0 then
+    redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', upTo)
+    -- The latest lapse removed: a count begun before it is RECOUNT (above).
+    if tonumber(lapsed[#lapsed]) > tonumber(meta[13] or '0') then
+      redis.call('HSET', KEYS[1], 'queueLapsedTo', lapsed[#lapsed])
+    end
+  end
+else
+  redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
+end
 local stock = unitsLeft()
 if not bucketed then
   serves = stock
