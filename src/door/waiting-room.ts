@@ -46,6 +46,8 @@ export const UNITS_LEFT = Symbol('UNITS_LEFT');
 export type UnitsLeft = (
   productId: string,
   first: () => Promise<string>,
+  /** Read the product's bucket list afresh (not the one kept for BUCKETS_TRUST_MS). */
+  fresh: boolean,
 ) => Promise<{ readonly units: number; readonly moving: boolean } | null>;
 
 /**
@@ -164,7 +166,7 @@ export class WaitingRoom {
         known !== undefined &&
         known !== refused &&
         (known.at >= began || (attempt === 1 && began - known.at < COUNT_TRUST_MS));
-      const used = usable ? known : this.startCount(productId);
+      const used = usable ? known : this.startCount(productId, attempt > 1);
       const count = await used.count;
       const reply = await run(count === '' ? '' : `${count}|${used.at >= began ? 1 : 0}`);
       if (reply[0] !== 'RECOUNT') return reply;
@@ -173,16 +175,25 @@ export class WaitingRoom {
     throw new BucketsBusyError(COUNT_ATTEMPTS, true);
   }
 
-  /** A count begun now, kept for the product's other joins and reads. */
-  private startCount(productId: string): Count {
+  /**
+   * A count begun now (`fresh`: of the product's buckets as read now), kept for the
+   * product's other joins and reads; not one that failed, nor one of a product of one
+   * bucket or none (its own stock, which its script reads: nothing to share).
+   */
+  private startCount(productId: string, fresh = false): Count {
     if (this.counts.size >= MAX_COUNTS) this.counts.clear();
-    const count = { at: performance.now(), count: this.countNow(productId) };
-    // A count that failed is nobody's to share.
-    count.count.catch(() => {
+    const count = { at: performance.now(), count: this.countNow(productId, fresh) };
+    const drop = () => {
       if (this.counts.get(productId) === count) this.counts.delete(productId);
-    });
+    };
+    count.count.then((c) => c === '' && drop(), drop);
     this.counts.set(productId, count);
     return count;
+  }
+
+  /** Forgets the count kept of a product (its sale started, restarted or deleted here). */
+  forget(productId: string): void {
+    this.counts.delete(productId);
   }
 
   /**
@@ -192,16 +203,20 @@ export class WaitingRoom {
    * land, their units not counted), and, read first in one step on the queue's shard, the
    * units of the passes marked used, the sale's epoch and Redis's clock.
    */
-  private async countNow(productId: string): Promise<string> {
+  private async countNow(productId: string, fresh = false): Promise<string> {
     const k = this.keys.product(productId);
     let before = '';
-    const left = await this.unitsLeft!(productId, async () => {
-      const [used, epoch, [s, us]] = (await execAll(
-        this.redis.multi().hget(k.meta, 'queueUsed').hget(k.meta, 'epoch').time(),
-      )) as [string | null, string | null, [string, string]];
-      before = `${used ?? 0}|${epoch ?? ''}|${Number(s) * 1000 + Math.floor(Number(us) / 1000)}`;
-      return epoch ?? '';
-    });
+    const left = await this.unitsLeft!(
+      productId,
+      async () => {
+        const [used, epoch, [s, us]] = (await execAll(
+          this.redis.multi().hget(k.meta, 'queueUsed').hget(k.meta, 'epoch').time(),
+        )) as [string | null, string | null, [string, string]];
+        before = `${used ?? 0}|${epoch ?? ''}|${Number(s) * 1000 + Math.floor(Number(us) / 1000)}`;
+        return epoch ?? '';
+      },
+      fresh,
+    );
     return left === null ? '' : `${left.units}|${left.moving ? 1 : 0}|${before}`;
   }
 

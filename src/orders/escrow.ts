@@ -181,8 +181,12 @@ export class Escrow {
    * has, and 0 only when every bucket is dry. Units that keep moving past every read are
    * BUCKETS_BUSY (503), never a guess.
    */
-  async left(productId: string, first: () => Promise<string>): Promise<{ units: number; moving: boolean } | null> {
-    const buckets = await this.buckets(productId);
+  async left(
+    productId: string,
+    first: () => Promise<string>,
+    fresh = false,
+  ): Promise<{ units: number; moving: boolean } | null> {
+    const buckets = await this.buckets(productId, fresh);
     if (buckets.length === 1) return null;
     let epoch = await first();
     for (let round = 1; round <= REFILL_ROUNDS; round++) {

@@ -74,8 +74,8 @@ export class OrdersModule {
           inject: [Escrow],
           useFactory:
             (escrow: Escrow): UnitsLeft =>
-            (id, first) =>
-              escrow.left(id, first),
+            (id, first, fresh) =>
+              escrow.left(id, first, fresh),
         },
         Idempotency,
         ReplicaAcks,

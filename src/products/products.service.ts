@@ -22,6 +22,7 @@ import { DEFAULT_PASS_TTL_MS } from '../sale/sale-limits';
 import { bucketSlot, bucketsOf, placeBuckets } from '../sale/buckets';
 import { BUCKETS_TRUST_MS, Escrow } from '../orders/escrow';
 import { DoorRefusals } from '../door/door-refusals';
+import { WaitingRoom } from '../door/waiting-room';
 import { OrderOutcomes } from '../orders/order-outcomes';
 import { PurchasePath } from '../orders/purchases/purchase-path';
 import { KeyLayout } from '../redis/key-layout';
@@ -61,6 +62,7 @@ export class ProductsService {
     private readonly telemetry: PurchaseTelemetry,
     @Inject(PRODUCTS_CONFIG.token) private readonly config: ConfigsOf<typeof PRODUCTS_CONFIG.sections>,
     private readonly door: DoorRefusals,
+    private readonly room: WaitingRoom,
     private readonly outcomes: OrderOutcomes,
     private readonly settlement: SettlementLag,
     private readonly escrow: Escrow,
@@ -137,6 +139,7 @@ export class ProductsService {
         // What this instance's door learnt of the last sale is not the new one's (other
         // instances forget it within DOOR_TRUST_MS).
         this.door.forget(productId);
+        this.room.forget(productId);
         this.escrow.forget(productId);
         this.telemetry.saleStarted(productId, value);
       });
@@ -230,6 +233,7 @@ export class ProductsService {
       // dashboard's unpublished counts need nothing: live-publish-2.lua writes no product
       // without a meta hash.)
       this.door.forget(productId);
+      this.room.forget(productId);
       await this.unlist(productId);
       return { id: productId, keys, discardedOrders };
     });
@@ -268,6 +272,7 @@ export class ProductsService {
       }
       // What this instance's door learnt (a sell-out) is not what it must say now (ended).
       this.door.forget(productId);
+      this.room.forget(productId);
       let cancelled = 0;
       // A reservation paid, expired or cancelled by its buyer between the scan and this
       // cancel keeps that outcome, and is not counted.

@@ -37,13 +37,14 @@
         never taken for sold out); and, read first, in one step on this shard, meta's
         queueUsed (units bought with passes marked used since, pass-used-3.lua: their
         orders may have come after their bucket was read, while their passes no longer
-        count as outstanding, so they are subtracted from the room), the sale's epoch (a
-        count of another sale admits nobody and refuses nothing) and Redis's clock (a pass
-        that lapsed after it may have bought after its bucket was read: it still holds
-        its units back, and once a newer count has removed it, meta's queueLapsedTo says
-        so and a count begun before is RECOUNT); `fresh`: 1 if the count began during this
-        request, 0 if the app kept it from before (then a count with nothing left to serve
-        is RECOUNT)
+        count as outstanding, so they are subtracted from the room), the sale's epoch
+        and Redis's clock (a pass that lapsed after it may have bought after its bucket
+        was read: it still holds its units back for that count; lapsed passes are kept
+        KEEP_LAPSED_MS for it); `fresh`: 1 if the count began during this request, 0 if
+        the app kept it from before. RECOUNT (nothing written) for a count of another
+        sale, a one-bucket count ('') of a product sold from buckets or the reverse, one
+        older than KEEP_LAPSED_MS, or a kept one with nothing left to serve (what is
+        left, if anything, only a count begun during the request may say)
   Returns  {state, ticket, position, pass, passExpiresAt, admitPerSecond, userId, opensInMs}
              state: waiting (position: 1 = next), admitted (pass, passExpiresAt: ms),
              expired (the pass lapsed unused), sold_out (nothing left to admit for),
@@ -59,7 +60,7 @@
 
 local meta = redis.call('HMGET', KEYS[1], 'initialStock', 'queueRate', 'passTtlMs',
   'queueJoined', 'queueAdmitted', 'queueTokens', 'queueAt', 'perUserLimit', 'startsAt', 'endsAt', 'queueUsed', 'epoch',
-  'queueLapsedTo')
+  'buckets')
 if not meta[1] then
   return {'UNKNOWN_PRODUCT'}
 end
@@ -92,9 +93,11 @@ if bucketed then
 end
 -- A count of another sale (a PUT between the app's reads and this script) says nothing of this one.
 local stale = bucketed and meta[12] ~= countEpoch
+-- How long a lapsed pass stays in the outstanding set of a product of several buckets (ms): see `count`.
+local KEEP_LAPSED_MS = 10000
 -- What the count can still serve: less the units bought with passes marked used since it began.
 local serves = 0
-if bucketed and not stale then
+if bucketed then
   serves = counted - (tonumber(meta[11] or '0') - usedAt)
 end
 -- A count the app kept from before this request that has nothing left to serve: what is
@@ -103,16 +106,15 @@ end
 if bucketed and not stale and fresh == '0' and serves <= 0 then
   return {'RECOUNT'}
 end
--- A count older than a lapsed pass this queue removed since: that pass may have bought
--- after its bucket was read, its mark not landed, so its units may be in the count while
--- it no longer holds them back. (Removed below only up to the count's own start.)
-if bucketed and not stale and countedAt < tonumber(meta[13] or '0') then
+-- A count of another sale, a one-bucket count of a product now sold from buckets or the
+-- reverse (a PUT or DELETE since the app read it), or one older than the lapsed passes
+-- this queue still keeps (below): counted again.
+local fromBuckets = meta[13] ~= false and meta[13] ~= ''
+if stale or bucketed ~= fromBuckets or bucketed and countedAt < now - KEEP_LAPSED_MS then
   return {'RECOUNT'}
 end
 local function unitsLeft()
-  if stale then
-    return 1
-  elseif bucketed then
+  if bucketed then
     -- Units of moves that could not land yet are not counted, but they are not none.
     return math.max(counted, moving == '1' and 1 or 0)
   end
@@ -141,18 +143,16 @@ end
 -- Passes that lapsed unused no longer hold units back (over buckets, those that lapsed
 -- before the count began: see `count`). (A used pass is removed by the purchase that
 -- used it; one whose removal was lost holds its place until it expires.)
+local outstanding
 if bucketed then
-  local upTo = math.min(now, countedAt)
-  local lapsed = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', upTo, 'WITHSCORES')
-  if #lapsed > 0 then
-    redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', upTo)
-    -- The latest lapse removed: a count begun before it is RECOUNT (above).
-    if tonumber(lapsed[#lapsed]) > tonumber(meta[13] or '0') then
-      redis.call('HSET', KEYS[1], 'queueLapsedTo', lapsed[#lapsed])
-    end
-  end
+  -- A pass that lapsed after the count began may have bought after its bucket was read,
+  -- its mark not landed: its units may be in the count, so it still holds them back for
+  -- that count; for a count begun after its lapse it holds nothing. Kept KEEP_LAPSED_MS.
+  redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now - KEEP_LAPSED_MS)
+  outstanding = redis.call('ZCOUNT', KEYS[4], '(' .. countedAt, '+inf')
 else
   redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
+  outstanding = redis.call('ZCARD', KEYS[4])
 end
 local stock = unitsLeft()
 if not bucketed then
@@ -160,7 +160,7 @@ if not bucketed then
 end
 -- Passes the stock left can serve in full; a remainder below the limit gets one pass of
 -- its own (it buys what is left), so the last units are sold and no ticket waits forever.
-local room = math.max(math.floor(serves / tonumber(meta[8] or '1')), serves > 0 and 1 or 0) - redis.call('ZCARD', KEYS[4])
+local room = math.max(math.floor(serves / tonumber(meta[8] or '1')), serves > 0 and 1 or 0) - outstanding
 local opensIn = math.max(0, tonumber(meta[9] or '0') - now)
 local n = math.min(math.floor(tokens), room, joined - admitted)
 if opensIn > 0 or ended then

@@ -124,7 +124,7 @@ for field, value in pairs(optional) do
   end
 end
 -- queue-5.lua's counters: joined, admitted, admission tokens and when they were counted.
-redis.call('HDEL', KEYS[1], 'queueJoined', 'queueAdmitted', 'queueTokens', 'queueAt', 'queueUsed', 'queueLapsedTo')
+redis.call('HDEL', KEYS[1], 'queueJoined', 'queueAdmitted', 'queueTokens', 'queueAt', 'queueUsed')
 -- order-outcome-6.lua's counts of the returns: from 0, and present, for each sale.
 redis.call('HSET', KEYS[1], 'ordersCancelled', 0, 'ordersExpired', 0, 'unitsReturned', 0)
 if ARGV[4] == '' then
