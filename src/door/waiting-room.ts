@@ -67,6 +67,19 @@ function newToken(): string {
   return random.toString('base64url', randomAt - 16, randomAt);
 }
 
+/** How long a count of a bucketed product's units serves its queue here (ms): see counted(). */
+export const COUNT_TRUST_MS = 100;
+/** Products whose counts an instance keeps at most (then it starts afresh). */
+const MAX_COUNTS = 10_000;
+/** Runs of the queue's script one join or read makes at most, each after a RECOUNT (then BUCKETS_BUSY). */
+const COUNT_ATTEMPTS = 3;
+
+/** A count of a product's units (queue-5.lua's `count`, without `fresh`), and when it began. */
+interface Count {
+  readonly at: number;
+  readonly count: Promise<string>;
+}
+
 /**
  * A product's waiting room (PUT `queue: {admitPerSecond, passTtlMs}`): buyers join a
  * FIFO queue and are admitted at the sale's rate, each with a pass that buys once.
@@ -80,19 +93,6 @@ function newToken(): string {
  * SOLD_OUT, by the units of every bucket (UNITS_LEFT), and the pass's claim is made in
  * the home bucket with the pass's record read from bucket 0 (src/orders/idempotency.ts).
  */
-/** How long a count of a bucketed product's units serves its queue here (ms): see count(). */
-export const COUNT_TRUST_MS = 100;
-/** Products whose counts an instance keeps at most (then it starts afresh). */
-const MAX_COUNTS = 10_000;
-/** Runs of the queue's script one join or read makes at most, each after a RECOUNT (then BUCKETS_BUSY). */
-const COUNT_ATTEMPTS = 3;
-
-/** A count of a product's units (queue-5.lua's `count`, without `fresh`), and when it began. */
-interface Count {
-  readonly at: number;
-  readonly count: Promise<string>;
-}
-
 @Injectable()
 export class WaitingRoom {
   /** Per product: its last count (queue-5.lua's `count`), and when it began. */
@@ -148,10 +148,10 @@ export class WaitingRoom {
    * COUNT_TRUST_MS ago, shared by its joins and reads (a count stays safe to admit by,
    * however old: what sold since is subtracted, or still outstanding), or one begun
    * during the request (its own, or another's begun since). The script answers RECOUNT
-   * to a count kept from before the request with nothing left to serve (what is left, if
-   * anything, only a count begun during the request says) and to one older than a lapsed
-   * pass it removed since (that pass may have bought after its bucket was read): then it
-   * runs again, on a count begun during the request and not the one refused.
+   * to a count of another sale or of the wrong shape (a PUT or DELETE since), and to one
+   * kept from before the request with nothing left to serve (what is left, if anything,
+   * only a count begun during the request says): then it runs again, on a count begun
+   * during the request and not the one refused.
    */
   private async counted<R extends readonly unknown[]>(
     productId: string,

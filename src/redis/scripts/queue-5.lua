@@ -91,8 +91,6 @@ if bucketed then
     string.match(count, '^(%d+)|([01])|(%d+)|([^|]*)|(%d+)|([01])$')
   counted, usedAt, countedAt = tonumber(counted), tonumber(usedAt), tonumber(countedAt)
 end
--- A count of another sale (a PUT between the app's reads and this script) says nothing of this one.
-local stale = bucketed and meta[12] ~= countEpoch
 -- How long a lapsed pass stays in the outstanding set of a product of several buckets (ms): see `count`.
 local KEEP_LAPSED_MS = 10000
 -- What the count can still serve: less the units bought with passes marked used since it began.
@@ -100,17 +98,14 @@ local serves = 0
 if bucketed then
   serves = counted - (tonumber(meta[11] or '0') - usedAt)
 end
--- A count the app kept from before this request that has nothing left to serve: what is
--- left, if anything, only a count begun during the request may say (a SOLD_OUT, a
--- ticket's sold_out); nothing written, the app counts again.
-if bucketed and not stale and fresh == '0' and serves <= 0 then
-  return {'RECOUNT'}
-end
--- A count of another sale, a one-bucket count of a product now sold from buckets or the
--- reverse (a PUT or DELETE since the app read it), or one older than the lapsed passes
--- this queue still keeps (below): counted again.
+-- Counted again (RECOUNT, nothing written): a one-bucket count of a product now sold from
+-- buckets or the reverse, or a count of another sale (a PUT or DELETE since the app read
+-- it), one older than the lapsed passes this queue still keeps (below), or one the app
+-- kept from before this request with nothing left to serve (what is left, if anything,
+-- only a count begun during the request may say: a SOLD_OUT, a ticket's sold_out).
 local fromBuckets = meta[13] ~= false and meta[13] ~= ''
-if stale or bucketed ~= fromBuckets or bucketed and countedAt < now - KEEP_LAPSED_MS then
+if bucketed ~= fromBuckets or bucketed and (meta[12] ~= countEpoch or countedAt < now - KEEP_LAPSED_MS
+    or fresh == '0' and serves <= 0) then
   return {'RECOUNT'}
 end
 local function unitsLeft()
