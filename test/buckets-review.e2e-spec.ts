@@ -7,6 +7,7 @@ import { homeBucket } from '../src/sale/buckets';
 import { PurchasePath } from '../src/orders/purchases/purchase-path';
 import { ProductsService } from '../src/products/products.service';
 import { OrderOutcomes } from '../src/orders/order-outcomes';
+import { Escrow } from '../src/orders/escrow';
 import { pay, request, startTestApp, TestApp } from './helpers/app';
 import { uniquePrefix, useTestRedis } from './helpers/redis';
 
@@ -207,6 +208,77 @@ describe('escrow buckets on one Redis', () => {
     // perUserLimit 1: one of the two must be LIMIT_REACHED.
     expect([viaB.status, viaA.status].sort()).toEqual([201, 409]);
   }, 30_000);
+
+  /**
+   * A purchase of `id` by `userId` that reads its bucket list, then is held (as one that
+   * waited for a lock, or paused, would be: the app's Escrow.home() wrapped for that one
+   * call) while the product is deleted and put again with `json`; its answer.
+   */
+  async function boughtAcrossDeleteAndPut(a: TestApp, id: string, userId: string, json: Record<string, unknown>) {
+    const escrow = a.app.get(Escrow);
+    const original = escrow.home.bind(escrow);
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    let chose!: () => void;
+    const chosen = new Promise<void>((r) => (chose = r));
+    const spy = jest.spyOn(escrow, 'home').mockImplementationOnce(async (productId: string, user: string) => {
+      const home = await original(productId, user);
+      chose();
+      await gate;
+      return home;
+    });
+    try {
+      const stale = buy(a.url, id, userId);
+      await chosen;
+      expect((await request(a.url, 'DELETE', `/api/products/${id}?discardOrders=true`, { admin: true })).status).toBe(
+        200,
+      );
+      expect((await put(a.url, id, json)).status).toBe(200);
+      release();
+      return await stale;
+    } finally {
+      release();
+      spy.mockRestore();
+    }
+  }
+
+  it.each(['fenced', 'lock', 'atomic', 'optimistic'])(
+    '%s: a purchase that chose its bucket from the list of the last sale (one bucket) buys in its home bucket of the new one (3)',
+    async (strategy) => {
+      const prefix = uniquePrefix(`r45-list-${strategy}`);
+      const keys = new KeyLayout(prefix);
+      const a = await app(prefix, strategy);
+      expect((await put(a.url, 'flip', { stock: 30 })).status).toBe(200);
+      const [y] = usersOf(1, 3, 1, 'y');
+      const first = await boughtAcrossDeleteAndPut(a, 'flip', y, { stock: 30, buckets: 3 });
+      expect(first.body.code).toBeUndefined();
+      expect(first.status).toBe(201);
+      // Its unit was counted in y's home bucket of the new sale (bucket 1), not in bucket 0.
+      const b = await ids(a.url, 'flip');
+      const c = a.app.get<Redis>(REDIS_CLIENT);
+      expect(await Promise.all(b.map((id) => c.hget(keys.product(id).buyers, y)))).toEqual([null, '1', null]);
+      // perUserLimit 1: y's second purchase is refused.
+      expect((await buy(a.url, 'flip', y)).body.code).toBe('LIMIT_REACHED');
+    },
+  );
+
+  it.each(['fenced', 'atomic'])(
+    '%s: a purchase that chose a bucket of the last sale (3 buckets), gone with its DELETE, buys in the new one (1 bucket)',
+    async (strategy) => {
+      const prefix = uniquePrefix(`r45-gone-${strategy}`);
+      const keys = new KeyLayout(prefix);
+      const a = await app(prefix, strategy);
+      expect((await put(a.url, 'flop', { stock: 30, buckets: 3 })).status).toBe(200);
+      const [y] = usersOf(2, 3, 1, 'y');
+      const first = await boughtAcrossDeleteAndPut(a, 'flop', y, { stock: 30 });
+      // Not UNKNOWN_PRODUCT for a product that is on sale: bought in its one bucket.
+      expect(first.body.code).toBeUndefined();
+      expect(first.status).toBe(201);
+      const c = a.app.get<Redis>(REDIS_CLIENT);
+      expect(await c.hget(keys.product('flop').buyers, y)).toBe('1');
+      expect((await buy(a.url, 'flop', y)).body.code).toBe('LIMIT_REACHED');
+    },
+  );
 
   it('GET /api/products/:id of a bucketed product is answered while Redis refuses writes for memory, as for one bucket', async () => {
     const prefix = uniquePrefix('r40-oom');

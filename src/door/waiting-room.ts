@@ -172,7 +172,7 @@ export class WaitingRoom {
       if (reply[0] !== 'RECOUNT') return reply;
       refused = used;
     }
-    throw new BucketsBusyError(COUNT_ATTEMPTS, true);
+    throw new BucketsBusyError(COUNT_ATTEMPTS, 'moving');
   }
 
   /**

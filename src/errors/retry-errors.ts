@@ -55,14 +55,26 @@ example(ContentionError, 8, 2000);
 
 /**
  * A bucketed product's last units kept moving to other buckets' buyers before this one's
- * could buy them; or, `counting` (its waiting room), kept moving between its buckets
- * through every read that would have said none is left (src/orders/escrow.ts).
+ * could buy them (`taken`); or (`moving`: its waiting room) kept moving between its
+ * buckets through every read that would have said none is left (src/orders/escrow.ts);
+ * or (`changed`) the product was deleted and put again with other buckets each time this
+ * purchase reached the bucket its list chose.
  */
-export class BucketsBusyError extends createError('BUCKETS_BUSY', 503, (attempts: number, counting = false) =>
-  counting
-    ? `the product's last units kept moving between its buckets through ${attempts} reads of them all; nothing was changed, retry`
-    : `the product's last units were taken by buyers of its other buckets each of the ${attempts} times they were moved to this buyer's; nothing was changed, retry`,
-) {}
+export class BucketsBusyError extends createError(
+  'BUCKETS_BUSY',
+  503,
+  (attempts: number, why: 'taken' | 'moving' | 'changed' = 'taken') =>
+    why === 'moving'
+      ? `the product's last units kept moving between its buckets through ${attempts} reads of them all; nothing was changed, retry`
+      : why === 'changed'
+        ? `the product was deleted and put again with other buckets each of the ${attempts} times this purchase reached its bucket; nothing was changed, retry`
+        : `the product's last units were taken by buyers of its other buckets each of the ${attempts} times they were moved to this buyer's; nothing was changed, retry`,
+) {
+  /** Whether it is `changed`: the purchase's bucket list was of another sale (checkout reads it again). */
+  get listChanged(): boolean {
+    return this.args[1] === 'changed';
+  }
+}
 example(BucketsBusyError, 16);
 
 /**

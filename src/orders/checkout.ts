@@ -114,14 +114,32 @@ export class Checkout {
     line: OrderLine,
     place: (line: OrderLine, bucketed: boolean) => Promise<Placed>,
   ): Promise<Placed> {
-    const home = await this.escrow.home(line.productId, line.userId);
-    if (home.buckets.length === 1) return place(line, false);
+    let home = await this.escrow.home(line.productId, line.userId);
     for (let attempt = 1; ; attempt++) {
       try {
-        const placed = await place({ ...line, productId: home.bucketId }, true);
+        // Every purchase checks, where it decides, that its bucket is of the sale its list was
+        // read from: a list of the last sale (read before a DELETE and a PUT with other
+        // buckets) would buy in the wrong bucket, and count the buyer's units where their
+        // next purchase does not look.
+        if (home.buckets.length === 1) return await place({ ...line, saleEpoch: home.epoch }, false);
+        const placed = await place({ ...line, productId: home.bucketId, saleEpoch: home.epoch }, true);
         return { ...placed, order: { ...placed.order, productId: line.productId } };
       } catch (err) {
-        if (err instanceof UnknownProductError) this.escrow.forget(line.productId);
+        if (err instanceof BucketsBusyError && err.listChanged) {
+          if (attempt >= BUCKET_ATTEMPTS) throw new BucketsBusyError(attempt, 'changed');
+          home = await this.escrow.home(line.productId, line.userId, true);
+          continue;
+        }
+        if (err instanceof UnknownProductError) {
+          this.escrow.forget(line.productId);
+          // A bucket of the last sale, gone with a DELETE: bought again where the new sale's list says.
+          const now = await this.escrow.home(line.productId, line.userId, true);
+          if (now.epoch !== home.epoch && attempt < BUCKET_ATTEMPTS) {
+            home = now;
+            continue;
+          }
+        }
+        if (home.buckets.length === 1) throw err;
         if (!(err instanceof SoldOutError || err instanceof InsufficientStockError))
           throw saidOf(err, home.bucketId, line.productId);
         const left = await this.escrow.refill(home, line.quantity);

@@ -54,6 +54,14 @@ export interface Home {
   readonly buckets: readonly string[];
   /** The home bucket's id (the product's own for one bucket). */
   readonly bucketId: string;
+  /** The sale the list was read from (meta's `epoch`; '' for one bucket): a purchase checks its bucket is of it still (OrderLine.saleEpoch). */
+  readonly epoch: string;
+}
+
+/** A product's bucket ids as one read of bucket 0's meta found them, with the sale they are of. */
+interface BucketList {
+  readonly buckets: string[];
+  readonly epoch: string;
 }
 
 /**
@@ -70,7 +78,7 @@ export interface Home {
 @Injectable()
 export class Escrow {
   private readonly logger = new Logger('Escrow');
-  private readonly lists = new Map<string, { buckets: string[]; until: number }>();
+  private readonly lists = new Map<string, BucketList & { until: number }>();
   /** One refill at a time per home bucket in this process: the others wait for it. */
   private readonly refills = new Map<string, Promise<number>>();
   /** Moves this process made, landed and closed (for the bench's report and /metrics). */
@@ -88,24 +96,33 @@ export class Escrow {
   }
 
   /** The buyer's home bucket for `productId`, from the bucket list read at most BUCKETS_TRUST_MS ago. */
-  async home(productId: string, userId: string): Promise<Home> {
-    const buckets = await this.buckets(productId);
-    return { productId, buckets, bucketId: buckets[homeBucket(userId, buckets.length)] };
+  async home(productId: string, userId: string, fresh = false): Promise<Home> {
+    const { buckets, epoch } = await this.list(productId, fresh);
+    return { productId, buckets, bucketId: buckets[homeBucket(userId, buckets.length)], epoch };
   }
 
   /** A product's bucket ids, bucket 0 (its own id) first ([productId] for a product without a sale). */
   async buckets(productId: string, fresh = false): Promise<string[]> {
+    return (await this.list(productId, fresh)).buckets;
+  }
+
+  private async list(productId: string, fresh: boolean): Promise<BucketList> {
     const now = performance.now();
     const known = this.lists.get(productId);
-    if (known && known.until > now && !fresh) return known.buckets;
-    const [sale, field] = await this.redis.hmget(this.keys.product(productId).meta, 'initialStock', 'buckets');
-    const buckets = bucketsOf(productId, field);
+    if (known && known.until > now && !fresh) return known;
+    const [sale, field, epoch] = await this.redis.hmget(
+      this.keys.product(productId).meta,
+      'initialStock',
+      'buckets',
+      'epoch',
+    );
+    const list = { buckets: bucketsOf(productId, field), epoch: epoch ?? '' };
     // Only sales are kept, and only so many: ids that name no product cost a read, never memory.
     if (sale !== null) {
       if (this.lists.size >= MAX_LISTS) this.lists.clear();
-      this.lists.set(productId, { buckets, until: now + BUCKETS_TRUST_MS });
+      this.lists.set(productId, { ...list, until: now + BUCKETS_TRUST_MS });
     }
-    return buckets;
+    return list;
   }
 
   /** Forgets what this instance read of a product's buckets (its sale restarted or deleted here). */
@@ -211,7 +228,7 @@ export class Escrow {
       if (again.every((b, i) => still(b, i) && b.epoch === epoch))
         return { units: read.reduce((sum, b) => sum + Math.max(b.stock, 0), 0), moving: flying.length > 0 };
     }
-    throw new BucketsBusyError(REFILL_ROUNDS, true);
+    throw new BucketsBusyError(REFILL_ROUNDS, 'moving');
   }
 
   /**

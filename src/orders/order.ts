@@ -5,6 +5,13 @@ export interface OrderLine {
   readonly productId: string;
   readonly userId: string;
   readonly quantity: number;
+  /**
+   * The sale (meta's `epoch`: '' for a product of one bucket) whose bucket list chose
+   * `productId`, the buyer's home bucket (src/orders/escrow.ts): the rules refuse the
+   * purchase (BUCKETS_BUSY, `changed`) when that bucket is of another sale now, a DELETE
+   * and a PUT with other buckets having run since the list was read. Absent: not checked.
+   */
+  readonly saleEpoch?: string;
 }
 
 /**

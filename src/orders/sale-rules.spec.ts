@@ -14,9 +14,15 @@ const CONFIG = loadConfig({
 interface Case {
   readonly state: SaleState | null;
   readonly quantity: number;
+  /** The sale the order's bucket list was read from (OrderLine.saleEpoch); absent: not checked. */
+  readonly saleEpoch?: string;
 }
 
-/** Every combination around the edges: limit reached or not, stock 0, short, exact, ample. */
+/**
+ * Every combination around the edges: limit reached or not, stock 0, short, exact, ample;
+ * and a bucket list of the sale or of another (epochs '' and 'e1'), the order's own answer
+ * otherwise the same.
+ */
 function cases(): Case[] {
   const out: Case[] = [{ state: null, quantity: 1 }];
   for (const perUserLimit of [1, 2, 5])
@@ -25,6 +31,16 @@ function cases(): Case[] {
         for (const quantity of [1, 2, 3]) {
           if (bought <= perUserLimit) out.push({ state: { perUserLimit, stock, bought }, quantity });
         }
+  for (const [epoch, saleEpoch] of [
+    ['', ''],
+    ['e1', 'e1'],
+    ['e1', undefined],
+    ['e1', ''],
+    ['', 'e1'],
+    ['e1', 'e2'],
+  ] as const)
+    for (const stock of [0, 2])
+      out.push({ state: { perUserLimit: 1, stock, bought: 0, epoch }, quantity: 1, saleEpoch });
   return out;
 }
 
@@ -36,13 +52,14 @@ function cases(): Case[] {
 describe('the sale rules, in TypeScript and in Lua, on the same table of cases', () => {
   const { client } = useTestRedis();
 
-  it.each(cases().map((c) => [JSON.stringify(c), c] as const))('%s', async (_label, { state, quantity }) => {
+  it.each(cases().map((c) => [JSON.stringify(c), c] as const))('%s', async (_label, { state, quantity, saleEpoch }) => {
     const redis = client();
     const keys = new KeyLayout(uniquePrefix('rules'));
-    const order: OrderRequest = { productId: 'p', userId: 'ann', quantity };
+    const order: OrderRequest = { productId: 'p', userId: 'ann', quantity, saleEpoch };
     const k = keys.product(order.productId);
     if (state) {
       await redis.hset(k.meta, 'initialStock', state.stock, 'perUserLimit', state.perUserLimit);
+      if (state.epoch) await redis.hset(k.meta, 'epoch', state.epoch);
       await redis.set(k.stock, state.stock);
       if (state.bought > 0) await redis.hset(k.buyers, order.userId, state.bought);
     }
@@ -60,8 +77,18 @@ describe('the sale rules, in TypeScript and in Lua, on the same table of cases',
 
   it('covers every answer the rules can give', () => {
     const codes = new Set(
-      cases().map(({ state, quantity }) => refusal({ productId: 'p', userId: 'u', quantity }, state)?.code ?? 'OK'),
+      cases().map(
+        ({ state, quantity, saleEpoch }) =>
+          refusal({ productId: 'p', userId: 'u', quantity, saleEpoch }, state)?.code ?? 'OK',
+      ),
     );
-    expect([...codes].sort()).toEqual(['INSUFFICIENT_STOCK', 'LIMIT_REACHED', 'OK', 'SOLD_OUT', 'UNKNOWN_PRODUCT']);
+    expect([...codes].sort()).toEqual([
+      'BUCKETS_BUSY',
+      'INSUFFICIENT_STOCK',
+      'LIMIT_REACHED',
+      'OK',
+      'SOLD_OUT',
+      'UNKNOWN_PRODUCT',
+    ]);
   });
 });

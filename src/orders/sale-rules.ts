@@ -1,5 +1,6 @@
 import {
   AdmissionRequiredError,
+  BucketsBusyError,
   AppError,
   InsufficientStockError,
   LimitReachedError,
@@ -21,6 +22,8 @@ export interface SaleState {
   readonly now?: number;
   /** A waiting room: only a purchase made with a pass (its claim, passClaimKey()) may buy. */
   readonly queued?: boolean;
+  /** Meta's `epoch` ('' for a product of one bucket): the sale an order's bucket list must be of (OrderLine.saleEpoch). */
+  readonly epoch?: string;
 }
 
 /** The Idempotency-Key a purchase made with an Admission-Pass is claimed under: never a header's (it holds a space). */
@@ -30,7 +33,7 @@ export function passClaimKey(pass: string): string {
 
 /**
  * The rules of a sale, in the order a buyer is told about them: unknown product
- * (`state` null), the window (by Redis's clock), the waiting room's pass, then the per-user limit (so a repeat buyer hears LIMIT_REACHED
+ * (`state` null), a bucket chosen from another sale's list (BUCKETS_BUSY), the window (by Redis's clock), the waiting room's pass, then the per-user limit (so a repeat buyer hears LIMIT_REACHED
  * even after the sale sold out), then stock. Returns the refusal that applies, or
  * null when the order may be written.
  *
@@ -40,6 +43,9 @@ export function passClaimKey(pass: string): string {
  */
 export function refusal(order: OrderRequest, state: SaleState | null): AppError | null {
   if (state === null) return new UnknownProductError(order.productId);
+  // Its bucket was chosen from the list of another sale: checkout reads the list again.
+  if (order.saleEpoch !== undefined && order.saleEpoch !== (state.epoch ?? ''))
+    return new BucketsBusyError(1, 'changed');
   const now = state.now ?? 0;
   if (state.startsAt != null && now < state.startsAt) {
     return new SaleNotStartedError(order.productId, state.startsAt, now);

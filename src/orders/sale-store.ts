@@ -37,6 +37,8 @@ export interface SaleRead {
     readonly now: number;
     /** Whether the sale has a waiting room: then only a buyer with a pass may buy. */
     readonly queued: boolean;
+    /** Meta's `epoch`: the sale of a product of several buckets, the same in each ('' for one bucket). */
+    readonly epoch: string;
   } | null;
   /** Units bought so far, per buyer asked for, in the order asked. */
   readonly bought: readonly number[];
@@ -66,7 +68,7 @@ export async function readSale(
   // the others read nil; a MULTI is aborted whole (TRYAGAIN, ASK) and sent again whole.
   // Elsewhere a pipeline: on a WATCH connection an EXEC would end the WATCH.
   const pipeline = (redis instanceof Cluster ? redis.multi() : redis.pipeline())
-    .hmget(k.meta, 'perUserLimit', 'soldBy', 'saleId', 'startsAt', 'endsAt', 'queueRate')
+    .hmget(k.meta, 'perUserLimit', 'soldBy', 'saleId', 'startsAt', 'endsAt', 'queueRate', 'epoch')
     .get(k.stock)
     // The window is judged by the clock of the Redis that holds the sale, read in the
     // same step as the stock: never by this process's clock, which may run ahead.
@@ -96,7 +98,7 @@ export function saleReadOf(
   family: string,
   clock?: (redisNow: number) => number,
 ): SaleRead {
-  const [[limit, soldBy, saleId, startsAt, endsAt, queueRate], stock, time, bought, claims] = replies as [
+  const [[limit, soldBy, saleId, startsAt, endsAt, queueRate, epoch], stock, time, bought, claims] = replies as [
     (string | null)[],
     string | null,
     [string, string] | number,
@@ -118,6 +120,7 @@ export function saleReadOf(
             endsAt: endsAt === null ? null : Number(endsAt),
             now: (clock ?? Number)(redisNow),
             queued: queueRate !== null,
+            epoch: epoch ?? '',
           },
     bought: bought.map((b) => Number(b ?? 0)),
     claims: claims ?? [],

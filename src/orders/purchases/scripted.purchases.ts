@@ -2,6 +2,7 @@ import { Inject, Injectable } from '@nestjs/common';
 import type { RedisClient } from '../../redis/create-client';
 import {
   AdmissionRequiredError,
+  BucketsBusyError,
   AppError,
   InsufficientStockError,
   LimitReachedError,
@@ -68,6 +69,7 @@ export class ScriptedPurchases extends PurchasePath {
         this.clock ? this.clock(0) : '',
         order.passExpiresAt ?? '',
         k.marksGuess,
+        ...(order.saleEpoch === undefined ? [] : [order.saleEpoch]),
       ),
     );
     if (status === 'OK') return acknowledge(order, orderId, Number(a));
@@ -90,6 +92,8 @@ function refusalOf(order: OrderRequest, status: string, a: number, b: number): A
   switch (status) {
     case 'UNKNOWN_PRODUCT':
       return new UnknownProductError(order.productId);
+    case 'BUCKETS_CHANGED':
+      return new BucketsBusyError(1, 'changed');
     case 'LIMIT_REACHED':
       return new LimitReachedError(order.userId, a, b, order.quantity);
     case 'CLAIM_LOST':

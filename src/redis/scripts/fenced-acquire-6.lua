@@ -24,7 +24,7 @@
            follow; the rest are Idempotency-Keys whose fields to read
   Returns  nil if the lock is held. Else {token}, the fencing token (integer >= 1), and
            with a read {token, meta: perUserLimit, soldBy, saleId, startsAt, endsAt,
-           queueRate; stock; Redis's clock in ms; the buyers' counts; the keys' fields}.
+           queueRate, epoch; stock; Redis's clock in ms; the buyers' counts; the keys' fields}.
 ]]
 --- @include "includes/clock"
 
@@ -47,7 +47,7 @@ for i = 4, #ARGV do
 end
 return {
   token,
-  redis.call('HMGET', KEYS[3], 'perUserLimit', 'soldBy', 'saleId', 'startsAt', 'endsAt', 'queueRate'),
+  redis.call('HMGET', KEYS[3], 'perUserLimit', 'soldBy', 'saleId', 'startsAt', 'endsAt', 'queueRate', 'epoch'),
   redis.call('GET', KEYS[4]),
   nowMs(),
   #users > 0 and redis.call('HMGET', KEYS[5], unpack(users)) or {},
