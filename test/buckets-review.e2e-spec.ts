@@ -193,6 +193,47 @@ describe('escrow buckets on one Redis', () => {
     expect(await Promise.all(b.map((id) => c.get(keys.product(id).stock)))).toEqual(['0', '0', '0']);
   });
 
+  it('no SOLD_OUT from a refill whose reads units kept moving past: the buyer buys the unit that was there throughout', async () => {
+    const prefix = uniquePrefix('r45-unconfirmed');
+    const keys = new KeyLayout(prefix);
+    const { url, app: nest } = await app(prefix, 'atomic');
+    expect((await put(url, 'pad', { stock: 3, buckets: 3 })).status).toBe(200);
+    const b = await ids(url, 'pad');
+    // Buckets 0 and 1 sold by their own buyers: one unit left, in bucket 2.
+    expect((await buy(url, 'pad', usersOf(0, 3, 1, 'p')[0])).status).toBe(201);
+    expect((await buy(url, 'pad', usersOf(1, 3, 1, 'p')[0])).status).toBe(201);
+    const c = redis.client();
+    const escrow = nest.get(Escrow);
+    const read = escrow.read.bind(escrow);
+    let at = 2;
+    let reads = 0;
+    // Another instance keeps moving the unit between buckets 1 and 2 with the real move
+    // scripts: before each of the refill's first three reads it leaves a move in flight (the
+    // refill lands it, and reads again); during the fourth, it moves the unit whole from
+    // bucket 1, not yet read, to bucket 0, already read (a read of three shards is three
+    // reads). The unit is in some bucket, or in flight, all along.
+    jest.spyOn(escrow, 'read').mockImplementation(async (buckets: readonly string[]) => {
+      reads++;
+      if (reads <= 3) {
+        const to = at === 2 ? 1 : 2;
+        const [status] = await moveOut.run(c, moveOutKeys(keys.product(b[at])), `m${reads}`, b[to], 1, '');
+        expect(status).toBe('OUT');
+        at = to;
+      }
+      if (reads !== 4) return read(buckets);
+      const first = await read(buckets.slice(0, 1));
+      const [, units, epoch] = await moveOut.run(c, moveOutKeys(keys.product(b[at])), 'm4', b[0], 1, '');
+      const landing = await moveIn.run(c, moveInKeys(keys.product(b[0])), 'm4', units, epoch as string);
+      await moveDone.run(c, moveDoneKeys(keys.product(b[at])), 'm4', landing);
+      return [...first, ...(await read(buckets.slice(1)))];
+    });
+    const answer = await buy(url, 'pad', usersOf(0, 3, 2, 'p')[1]);
+    expect(reads).toBeGreaterThanOrEqual(5);
+    expect(answer.body.code).toBeUndefined();
+    expect(answer.status).toBe(201);
+    expect(await Promise.all(b.map((id) => c.get(keys.product(id).stock)))).toEqual(['0', '0', '0']);
+  });
+
   it('per-user limit across instances right after DELETE + PUT with buckets (a bucket list cached for 1 s)', async () => {
     const prefix = uniquePrefix('r40-stale');
     const a = await app(prefix);

@@ -144,7 +144,8 @@ export class Checkout {
           throw saidOf(err, home.bucketId, line.productId);
         const left = await this.escrow.refill(home, line.quantity);
         if (left === 0) throw new SoldOutError(line.productId);
-        if (left < line.quantity) throw new InsufficientStockError(line.productId, left, line.quantity);
+        if (left !== null && left < line.quantity)
+          throw new InsufficientStockError(line.productId, left, line.quantity);
         // Units keep leaving before this buyer's turn (other dry buckets took them): a retry decides afresh.
         if (attempt >= BUCKET_ATTEMPTS) throw new BucketsBusyError(attempt);
       }

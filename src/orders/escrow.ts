@@ -80,7 +80,7 @@ export class Escrow {
   private readonly logger = new Logger('Escrow');
   private readonly lists = new Map<string, BucketList & { until: number }>();
   /** One refill at a time per home bucket in this process: the others wait for it. */
-  private readonly refills = new Map<string, Promise<number>>();
+  private readonly refills = new Map<string, Promise<number | null>>();
   /** Moves this process made, landed and closed (for the bench's report and /metrics). */
   moves = 0;
 
@@ -134,14 +134,16 @@ export class Escrow {
    * Brings rights to `home`'s bucket, which a purchase of `needed` units found short:
    * lands every move in flight it finds, then moves units from the bucket with the most.
    * Returns the units the product has in all its buckets after (0: every bucket was read
-   * dry twice over, nothing in flight and nothing moved in between, so SOLD_OUT is true),
-   * so the caller buys again while it is positive. One refill per home bucket and size
+   * dry twice over, nothing in flight and nothing moved in between, so SOLD_OUT is true;
+   * fewer than `needed` read so twice over too), so the caller buys again while it is
+   * enough; or null when units kept moving past every read, nothing confirmed: the caller
+   * buys again (never a refusal from a count no read confirmed). One refill per home bucket and size
    * runs at a time in this process. Whatever a move's scripts answered, the buyer's own
    * purchase wrote nothing: a failure is REDIS_UNAVAILABLE, never OUTCOME_UNKNOWN (a
    * move whose reply was lost is in flight, logged on its source, and the next refill
    * lands it).
    */
-  refill(home: Home, needed: number): Promise<number> {
+  refill(home: Home, needed: number): Promise<number | null> {
     const id = `${home.bucketId}#${needed}`;
     let running = this.refills.get(id);
     if (!running) {
@@ -158,7 +160,7 @@ export class Escrow {
     return running;
   }
 
-  private async refillOnce(home: Home, needed: number): Promise<number> {
+  private async refillOnce(home: Home, needed: number): Promise<number | null> {
     // Bounded: a source found dry (or restarting) by the time it is asked is read again, a few times.
     let total = 0;
     for (let round = 1; round <= REFILL_ROUNDS; round++) {
@@ -174,14 +176,15 @@ export class Escrow {
       if (mine.stock >= needed) return total;
       const source = read.filter((b) => b.id !== home.bucketId && b.stock > 0).sort((a, b) => b.stock - a.stock)[0];
       if (!source) {
-        // Dry everywhere, as read one bucket after another: said only if it stays so (stillDry()).
-        if (total > 0) return total;
-        if (await this.stillDry(home.buckets, read)) return 0;
+        // Short (or dry) everywhere, as read one bucket after another: said only if a second
+        // read finds it so (unchanged()).
+        if (await this.unchanged(home.buckets, read)) return total;
         continue;
       }
       if ((await this.move(source.id, home.bucketId, needed - Math.max(mine.stock, 0))) > 0) return total;
     }
-    return total;
+    // Units kept moving past every read: nothing confirmed, so nothing refused; the buyer buys again.
+    return null;
   }
 
   /**
@@ -232,14 +235,18 @@ export class Escrow {
   }
 
   /**
-   * Whether buckets `read` found dry are dry still: a second read finds every one as it
-   * was, nothing in flight, so no unit moved (or came back) between the reads unseen (a
-   * unit landing in a bucket already read, from one read after it left).
+   * Whether buckets are as `read` found them: a second read finds every one with the same
+   * units, nothing in flight and no move through it, so no unit moved (or came back)
+   * between the reads unseen (a unit landing in a bucket already read, from one read after
+   * it left): what `read` adds up to was there at once.
    */
-  private async stillDry(buckets: readonly string[], read: readonly BucketRead[]): Promise<boolean> {
+  private async unchanged(buckets: readonly string[], read: readonly BucketRead[]): Promise<boolean> {
     const again = await this.read(buckets);
     return again.every(
-      (b, i) => b.stock <= 0 && b.inFlight.length + b.stale.length === 0 && b.version === read[i].version,
+      (b, i) =>
+        Math.max(b.stock, 0) === Math.max(read[i].stock, 0) &&
+        b.inFlight.length + b.stale.length === 0 &&
+        b.version === read[i].version,
     );
   }
 
