@@ -40,6 +40,8 @@ export interface AppOptions {
   readonly env: Record<string, string>;
   /** Entry point to run instead of the app (the baseline server). */
   readonly main?: string;
+  /** The directory it runs in (where it reads .env); default the project's root. */
+  readonly cwd?: string;
 }
 
 /**
@@ -64,11 +66,22 @@ async function startAppOn(options: AppOptions, port: number): Promise<RunningApp
   const main = options.main ?? APP_MAIN;
   const workers = options.workers ?? 1;
   const args = workers > 1 ? [APP_CLUSTER, String(workers), main] : [main];
-  const child = spawn(process.execPath, args, {
-    cwd: APP_CWD,
-    env: { ...process.env, ...options.env, PORT: String(port), HOST: '127.0.0.1' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  let child: ChildProcess;
+  try {
+    child = spawn(process.execPath, args, {
+      cwd: options.cwd ?? APP_CWD,
+      env: { ...process.env, ...options.env, PORT: String(port), HOST: '127.0.0.1' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    // A spawn that fails later (ENOENT, EACCES, EAGAIN) emits 'error', never 'exit': unheard,
+    // it would crash the caller before its cleanup stops the servers it started for the app.
+    await new Promise<void>((resolve, reject) => {
+      child.once('spawn', resolve);
+      child.once('error', reject);
+    });
+  } catch (err) {
+    throw new Error(`the app could not be started: ${(err as Error).message}`);
+  }
   const lines: string[] = [];
   const keep = (chunk: Buffer) => {
     lines.push(...chunk.toString().split('\n').filter(Boolean));
@@ -76,6 +89,8 @@ async function startAppOn(options: AppOptions, port: number): Promise<RunningApp
   };
   child.stdout!.on('data', keep);
   child.stderr!.on('data', keep);
+  // Later errors (a signal it could not be sent) are its tail's, not the caller's crash.
+  child.on('error', (err) => keep(Buffer.from(`[harness] ${err.message}`)));
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   const tracked = track({ stop: () => app.stop() });
   const app: RunningApp = {
