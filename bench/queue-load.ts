@@ -394,10 +394,17 @@ export async function queueVerdict(
   const now = Number(s) * 1000 + Math.floor(Number(us) / 1000);
   const live = await client.zrangebyscore(k.admitted, `(${now}`, '+inf');
   // A pass whose purchase was written is spent, even if its removal from the set was
-  // lost: its outcome (here, for a buyer of bucket 0), or its mark `y:<pass>`.
-  const outcomes = live.length > 0 ? await client.hmget(k.idem, ...live.map((p) => `pass ${p}`)) : [];
-  const marks = live.length > 0 ? await client.hmget(k.queue, ...live.map((p) => `y:${p}`)) : [];
-  const outstanding = outcomes.filter((o, i) => !o?.startsWith('D|') && marks[i] === null).length;
+  // lost: its outcome (in its buyer's home bucket, whichever that is), or its mark `y:<pass>`.
+  const spent = new Set<number>();
+  if (live.length > 0) {
+    const marks = await client.hmget(k.queue, ...live.map((p) => `y:${p}`));
+    marks.forEach((mark, i) => mark !== null && spent.add(i));
+    for (const b of buckets) {
+      const outcomes = await client.hmget(b.idem, ...live.map((p) => `pass ${p}`));
+      outcomes.forEach((o, i) => o?.startsWith('D|') && spent.add(i));
+    }
+  }
+  const outstanding = live.length - spent.size;
   const stockLeft = await unitsLeft(client, buckets);
   const room = Math.max(Math.floor(stockLeft / perUserLimit), stockLeft > 0 ? 1 : 0);
   const problems = [

@@ -536,6 +536,16 @@ describe('the door', () => {
       // A pass whose purchase was written is spent, even if it was never taken off the set.
       await client.hset(k.idem, 'pass p1', 'D|o1');
       expect(await queueVerdict(client, k, [{ userId: 'a' }], 1)).toBeNull();
+      // Over buckets: the last unit sold to p2's buyer, homed in bucket 1, whose outcome is
+      // that bucket's (its mark `y:p2` in bucket 0 lost): spent too.
+      const k1 = new KeyLayout(uniquePrefix('queue-verdict')).product('v~1');
+      await client.set(k.stock, '0');
+      await client.set(k1.stock, '0');
+      expect(await queueVerdict(client, k, [{ userId: 'a' }], 1, [k, k1])).toBe(
+        'queue: 1 passes outstanding for 0 units left (limit 1 each)',
+      );
+      await client.hset(k1.idem, 'pass p2', 'D|o2');
+      expect(await queueVerdict(client, k, [{ userId: 'a' }], 1, [k, k1])).toBeNull();
     });
   });
 
