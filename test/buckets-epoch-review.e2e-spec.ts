@@ -106,7 +106,7 @@ describe('review 45: the sale epoch a purchase carries', () => {
     },
   );
 
-  it('atomic: a bucket whose epoch is not bucket 0\'s (a PUT crashed half-way): one purchase reads the list again at most once (not 15 times, a script each)', async () => {
+  it("atomic: a bucket whose epoch is not bucket 0's (a PUT crashed half-way): one purchase reads the list again at most once (not 15 times, a script each)", async () => {
     const prefix = uniquePrefix('r45b-crash');
     const keys = new KeyLayout(prefix);
     const a = await app(prefix, 'atomic');
