@@ -80,7 +80,7 @@ async function startAppOn(options: AppOptions, port: number): Promise<RunningApp
       child.once('error', reject);
     });
   } catch (err) {
-    throw new Error(`the app could not be started: ${(err as Error).message}`);
+    throw new Error(`the app could not be started: ${(err as Error).message}`, { cause: err });
   }
   const lines: string[] = [];
   const keep = (chunk: Buffer) => {

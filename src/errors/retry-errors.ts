@@ -57,8 +57,8 @@ example(ContentionError, 8, 2000);
  * A bucketed product's last units kept moving to other buckets' buyers before this one's
  * could buy them (`taken`); or (`moving`: its waiting room) kept moving between its
  * buckets through every read that would have said none is left (src/orders/escrow.ts);
- * or (`changed`) the product was deleted and put again with other buckets each time this
- * purchase reached the bucket its list chose.
+ * or (`changed`) the product was deleted and put again while the purchase went to the
+ * bucket its list chose (its buckets half-way through that change, or each time).
  */
 export class BucketsBusyError extends createError(
   'BUCKETS_BUSY',
@@ -67,7 +67,7 @@ export class BucketsBusyError extends createError(
     why === 'moving'
       ? `the product's last units kept moving between its buckets through ${attempts} reads of them all; nothing was changed, retry`
       : why === 'changed'
-        ? `the product was deleted and put again with other buckets each of the ${attempts} times this purchase reached its bucket; nothing was changed, retry`
+        ? `the product was deleted and put again while this purchase went to its bucket (${attempts} time${attempts === 1 ? '' : 's'}); nothing was changed, retry`
         : `the product's last units were taken by buyers of its other buckets each of the ${attempts} times they were moved to this buyer's; nothing was changed, retry`,
 ) {
   /** Whether it is `changed`: the purchase's bucket list was of another sale (checkout reads it again). */

@@ -121,13 +121,16 @@ export class Checkout {
         // read from: a list of the last sale (read before a DELETE and a PUT with other
         // buckets) would buy in the wrong bucket, and count the buyer's units where their
         // next purchase does not look.
-        if (home.buckets.length === 1) return await place({ ...line, saleEpoch: home.epoch }, false);
-        const placed = await place({ ...line, productId: home.bucketId, saleEpoch: home.epoch }, true);
+        if (home.buckets.length === 1) return await place({ ...line, bucketList: home.list }, false);
+        const placed = await place({ ...line, productId: home.bucketId, bucketList: home.list }, true);
         return { ...placed, order: { ...placed.order, productId: line.productId } };
       } catch (err) {
         if (err instanceof BucketsBusyError && err.listChanged) {
-          if (attempt >= BUCKET_ATTEMPTS) throw new BucketsBusyError(attempt, 'changed');
-          home = await this.escrow.home(line.productId, line.userId, true);
+          // Read again: a new list decides afresh; the same one (its buckets half-way through
+          // a DELETE and a PUT) cannot, and is answered at once.
+          const now = await this.escrow.home(line.productId, line.userId, true);
+          if (now.list === home.list || attempt >= BUCKET_ATTEMPTS) throw new BucketsBusyError(attempt, 'changed');
+          home = now;
           continue;
         }
         if (err instanceof UnknownProductError) {
@@ -135,7 +138,7 @@ export class Checkout {
           // A bucket of the last sale, gone with a DELETE: bought again where the new sale's
           // list says. (An id that names no product, one bucket, costs no second read.)
           const now = home.buckets.length > 1 ? await this.escrow.home(line.productId, line.userId, true) : home;
-          if (now.epoch !== home.epoch && attempt < BUCKET_ATTEMPTS) {
+          if (now.list !== home.list && attempt < BUCKET_ATTEMPTS) {
             home = now;
             continue;
           }

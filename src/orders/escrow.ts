@@ -5,7 +5,7 @@ import { execAll } from '../redis/exec-all';
 import { KeyLayout } from '../redis/key-layout';
 import { moveDone, moveDoneKeys, moveIn, moveInKeys, moveOut, moveOutKeys } from '../redis/lua-scripts';
 import { REDIS_CLIENT } from '../redis/redis.constants';
-import { bucketsOf, homeBucket, loggedMoves } from '../sale/buckets';
+import { bucketsOf, homeBucket, listOf, loggedMoves } from '../sale/buckets';
 import { FaultStop } from './fault-stop';
 import { PurchasePath } from './purchases/purchase-path';
 import { ReplicaAcks } from './replica-acks';
@@ -54,14 +54,14 @@ export interface Home {
   readonly buckets: readonly string[];
   /** The home bucket's id (the product's own for one bucket). */
   readonly bucketId: string;
-  /** The sale the list was read from (meta's `epoch`; '' for one bucket): a purchase checks its bucket is of it still (OrderLine.saleEpoch). */
-  readonly epoch: string;
+  /** Which list it is (listOf() of bucket 0's epoch; '' for one bucket): a purchase checks its bucket is of it still (OrderLine.bucketList). */
+  readonly list: string;
 }
 
-/** A product's bucket ids as one read of bucket 0's meta found them, with the sale they are of. */
+/** A product's bucket ids as one read of bucket 0's meta found them, and which list they are (listOf()). */
 interface BucketList {
   readonly buckets: string[];
-  readonly epoch: string;
+  readonly list: string;
 }
 
 /**
@@ -97,8 +97,8 @@ export class Escrow {
 
   /** The buyer's home bucket for `productId`, from the bucket list read at most BUCKETS_TRUST_MS ago. */
   async home(productId: string, userId: string, fresh = false): Promise<Home> {
-    const { buckets, epoch } = await this.list(productId, fresh);
-    return { productId, buckets, bucketId: buckets[homeBucket(userId, buckets.length)], epoch };
+    const { buckets, list } = await this.list(productId, fresh);
+    return { productId, buckets, bucketId: buckets[homeBucket(userId, buckets.length)], list };
   }
 
   /** A product's bucket ids, bucket 0 (its own id) first ([productId] for a product without a sale). */
@@ -116,7 +116,7 @@ export class Escrow {
       'buckets',
       'epoch',
     );
-    const list = { buckets: bucketsOf(productId, field), epoch: epoch ?? '' };
+    const list = { buckets: bucketsOf(productId, field), list: listOf(epoch ?? '') };
     // Only sales are kept, and only so many: ids that name no product cost a read, never memory.
     if (sale !== null) {
       if (this.lists.size >= MAX_LISTS) this.lists.clear();
@@ -162,11 +162,10 @@ export class Escrow {
 
   private async refillOnce(home: Home, needed: number): Promise<number | null> {
     // Bounded: a source found dry (or restarting) by the time it is asked is read again, a few times.
-    let total = 0;
     for (let round = 1; round <= REFILL_ROUNDS; round++) {
       const read = await this.read(home.buckets);
       const flying = read.flatMap((b) => [...b.inFlight, ...b.stale]);
-      total = unitsIn(read);
+      const total = unitsIn(read);
       if (flying.length > 0) {
         // Landed first, wherever they go (back to their source if refused); then read again.
         await Promise.all(flying.map((m) => this.land(m)));

@@ -6,12 +6,13 @@ export interface OrderLine {
   readonly userId: string;
   readonly quantity: number;
   /**
-   * The sale (meta's `epoch`: '' for a product of one bucket) whose bucket list chose
-   * `productId`, the buyer's home bucket (src/orders/escrow.ts): the rules refuse the
-   * purchase (BUCKETS_BUSY, `changed`) when that bucket is of another sale now, a DELETE
-   * and a PUT with other buckets having run since the list was read. Absent: not checked.
+   * The bucket list that chose `productId`, the buyer's home bucket (src/orders/escrow.ts):
+   * the list part of its sale's epoch (listOf(), src/sale/buckets.ts; '' for one bucket).
+   * The rules refuse the purchase (BUCKETS_BUSY, `changed`) when the bucket is of another
+   * list now, a DELETE and a PUT having run since the list was read; a restart, which
+   * keeps the buckets, does not. Absent: not checked.
    */
-  readonly saleEpoch?: string;
+  readonly bucketList?: string;
 }
 
 /**

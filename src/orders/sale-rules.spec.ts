@@ -14,14 +14,14 @@ const CONFIG = loadConfig({
 interface Case {
   readonly state: SaleState | null;
   readonly quantity: number;
-  /** The sale the order's bucket list was read from (OrderLine.saleEpoch); absent: not checked. */
-  readonly saleEpoch?: string;
+  /** The bucket list the order's bucket was chosen from (OrderLine.bucketList); absent: not checked. */
+  readonly bucketList?: string;
 }
 
 /**
  * Every combination around the edges: limit reached or not, stock 0, short, exact, ample;
- * and a bucket list of the sale or of another (epochs '' and 'e1'), the order's own answer
- * otherwise the same.
+ * and a bucket of the order's bucket list or of another (epochs '', 'e1' and 'e1.s2', a
+ * restart of list e1), the order's own answer otherwise the same.
  */
 function cases(): Case[] {
   const out: Case[] = [{ state: null, quantity: 1 }];
@@ -31,16 +31,18 @@ function cases(): Case[] {
         for (const quantity of [1, 2, 3]) {
           if (bought <= perUserLimit) out.push({ state: { perUserLimit, stock, bought }, quantity });
         }
-  for (const [epoch, saleEpoch] of [
+  for (const [epoch, bucketList] of [
     ['', ''],
     ['e1', 'e1'],
+    ['e1.s2', 'e1'],
     ['e1', undefined],
     ['e1', ''],
     ['', 'e1'],
     ['e1', 'e2'],
+    ['e1.s2', 'e1.s2'],
   ] as const)
     for (const stock of [0, 2])
-      out.push({ state: { perUserLimit: 1, stock, bought: 0, epoch }, quantity: 1, saleEpoch });
+      out.push({ state: { perUserLimit: 1, stock, bought: 0, epoch }, quantity: 1, bucketList });
   return out;
 }
 
@@ -52,34 +54,37 @@ function cases(): Case[] {
 describe('the sale rules, in TypeScript and in Lua, on the same table of cases', () => {
   const { client } = useTestRedis();
 
-  it.each(cases().map((c) => [JSON.stringify(c), c] as const))('%s', async (_label, { state, quantity, saleEpoch }) => {
-    const redis = client();
-    const keys = new KeyLayout(uniquePrefix('rules'));
-    const order: OrderRequest = { productId: 'p', userId: 'ann', quantity, saleEpoch };
-    const k = keys.product(order.productId);
-    if (state) {
-      await redis.hset(k.meta, 'initialStock', state.stock, 'perUserLimit', state.perUserLimit);
-      if (state.epoch) await redis.hset(k.meta, 'epoch', state.epoch);
-      await redis.set(k.stock, state.stock);
-      if (state.bought > 0) await redis.hset(k.buyers, order.userId, state.bought);
-    }
+  it.each(cases().map((c) => [JSON.stringify(c), c] as const))(
+    '%s',
+    async (_label, { state, quantity, bucketList }) => {
+      const redis = client();
+      const keys = new KeyLayout(uniquePrefix('rules'));
+      const order: OrderRequest = { productId: 'p', userId: 'ann', quantity, bucketList };
+      const k = keys.product(order.productId);
+      if (state) {
+        await redis.hset(k.meta, 'initialStock', state.stock, 'perUserLimit', state.perUserLimit);
+        if (state.epoch) await redis.hset(k.meta, 'epoch', state.epoch);
+        await redis.set(k.stock, state.stock);
+        if (state.bought > 0) await redis.hset(k.buyers, order.userId, state.bought);
+      }
 
-    const ts = refusal(order, state);
-    const lua = await new ScriptedPurchases(redis, keys, CONFIG).purchase(order).then(
-      (o) => ({ code: 'OK', remaining: o.remaining }),
-      (err: { code: string; message: string }) => ({ code: err.code, message: err.message }),
-    );
+      const ts = refusal(order, state);
+      const lua = await new ScriptedPurchases(redis, keys, CONFIG).purchase(order).then(
+        (o) => ({ code: 'OK', remaining: o.remaining }),
+        (err: { code: string; message: string }) => ({ code: err.code, message: err.message }),
+      );
 
-    expect(lua).toEqual(
-      ts ? { code: ts.code, message: ts.message } : { code: 'OK', remaining: state!.stock - quantity },
-    );
-  });
+      expect(lua).toEqual(
+        ts ? { code: ts.code, message: ts.message } : { code: 'OK', remaining: state!.stock - quantity },
+      );
+    },
+  );
 
   it('covers every answer the rules can give', () => {
     const codes = new Set(
       cases().map(
-        ({ state, quantity, saleEpoch }) =>
-          refusal({ productId: 'p', userId: 'u', quantity, saleEpoch }, state)?.code ?? 'OK',
+        ({ state, quantity, bucketList }) =>
+          refusal({ productId: 'p', userId: 'u', quantity, bucketList }, state)?.code ?? 'OK',
       ),
     );
     expect([...codes].sort()).toEqual([

@@ -10,6 +10,7 @@ import {
   UnknownProductError,
 } from '../errors/errors';
 import type { OrderRequest } from './order';
+import { listOf } from '../sale/buckets';
 
 /** What the rules look at: the product's limit, its stock, and the units this buyer already has. */
 export interface SaleState {
@@ -22,7 +23,7 @@ export interface SaleState {
   readonly now?: number;
   /** A waiting room: only a purchase made with a pass (its claim, passClaimKey()) may buy. */
   readonly queued?: boolean;
-  /** Meta's `epoch` ('' for a product of one bucket): the sale an order's bucket list must be of (OrderLine.saleEpoch). */
+  /** Meta's `epoch` ('' for a product of one bucket): its list part is the list an order's bucket must be of (OrderLine.bucketList). */
   readonly epoch?: string;
 }
 
@@ -33,7 +34,7 @@ export function passClaimKey(pass: string): string {
 
 /**
  * The rules of a sale, in the order a buyer is told about them: unknown product
- * (`state` null), a bucket chosen from another sale's list (BUCKETS_BUSY), the window (by Redis's clock), the waiting room's pass, then the per-user limit (so a repeat buyer hears LIMIT_REACHED
+ * (`state` null), a bucket chosen from another list of the product's buckets (BUCKETS_BUSY), the window (by Redis's clock), the waiting room's pass, then the per-user limit (so a repeat buyer hears LIMIT_REACHED
  * even after the sale sold out), then stock. Returns the refusal that applies, or
  * null when the order may be written.
  *
@@ -43,8 +44,8 @@ export function passClaimKey(pass: string): string {
  */
 export function refusal(order: OrderRequest, state: SaleState | null): AppError | null {
   if (state === null) return new UnknownProductError(order.productId);
-  // Its bucket was chosen from the list of another sale: checkout reads the list again.
-  if (order.saleEpoch !== undefined && order.saleEpoch !== (state.epoch ?? ''))
+  // Its bucket was chosen from another list of the product's buckets: checkout reads it again.
+  if (order.bucketList !== undefined && order.bucketList !== listOf(state.epoch ?? ''))
     return new BucketsBusyError(1, 'changed');
   const now = state.now ?? 0;
   if (state.startsAt != null && now < state.startsAt) {

@@ -19,7 +19,7 @@ import {
   UnknownProductError,
 } from '../errors/errors';
 import { DEFAULT_PASS_TTL_MS } from '../sale/sale-limits';
-import { bucketSlot, bucketsOf, placeBuckets } from '../sale/buckets';
+import { bucketSlot, bucketsOf, listOf, placeBuckets } from '../sale/buckets';
 import { BUCKETS_TRUST_MS, Escrow } from '../orders/escrow';
 import { DoorRefusals } from '../door/door-refusals';
 import { WaitingRoom } from '../door/waiting-room';
@@ -100,16 +100,17 @@ export class ProductsService {
     const { startsAt, endsAt } = saleWindow(options.startsAt, options.endsAt);
     const family = strategyFamily(this.config.lockStrategy);
     return oneChangeAtATime(this.redis, this.keys.product(productId).admin, async () => {
-      const buckets = await this.bucketsFor(productId, options.buckets);
+      const { buckets, list } = await this.bucketsFor(productId, options.buckets);
       // The settler and the expiry sweeper find the product here: listed before its sale
       // starts, so no order of it is ever unlisted (a product listed without a sale is skipped).
       await this.redis.sadd(this.keys.products, productId);
       // Settled here, or by a settler elsewhere (another instance, `npm run settle`): the
       // reset makes the order log with its consumer group either way.
       const settled = this.config.databaseUrl !== null || (await this.redis.exists(this.keys.settling)) === 1;
-      // Several buckets: one epoch for this sale in every bucket (the moves check it), each
-      // bucket checked before any is reset, bucket 0 (which lists the others) reset last.
-      const epoch = buckets.length > 1 ? randomUUID() : '';
+      // Several buckets: one epoch for this sale in every bucket (the moves check it), its
+      // list part kept from the last sale (a purchase checks that: listOf()), each bucket
+      // checked before any is reset, bucket 0 (which lists the others) reset last.
+      const epoch = buckets.length > 1 ? `${list}.${randomUUID()}` : '';
       const reset = (bucket: number, checkOnly: boolean) =>
         resetSale
           .run(
@@ -156,8 +157,13 @@ export class ProductsService {
    * life: another count is BUCKETS_FIXED), or for a new product `asked` buckets placed on
    * distinct masters where the cluster has them (placeBuckets()).
    */
-  private async bucketsFor(productId: string, asked: number | undefined): Promise<string[]> {
-    const [known, field] = await this.redis.hmget(this.keys.product(productId).meta, 'initialStock', 'buckets');
+  private async bucketsFor(productId: string, asked: number | undefined): Promise<{ buckets: string[]; list: string }> {
+    const [known, field, epoch] = await this.redis.hmget(
+      this.keys.product(productId).meta,
+      'initialStock',
+      'buckets',
+      'epoch',
+    );
     const buckets =
       known !== null
         ? bucketsOf(productId, field)
@@ -165,7 +171,9 @@ export class ProductsService {
             this.redis instanceof Cluster ? (this.redis.slots as (string[] | undefined)[])[slot]?.[0] : undefined,
           );
     if (asked !== undefined && asked !== buckets.length) throw new BucketsFixedError(productId, buckets.length, asked);
-    return buckets;
+    // The buckets as placed: named anew only when they are (a new product, or after a DELETE).
+    const kept = known !== null ? listOf(epoch ?? '') : '';
+    return { buckets, list: buckets.length === 1 ? '' : kept || randomUUID() };
   }
 
   /**

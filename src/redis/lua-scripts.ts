@@ -171,7 +171,7 @@ export const purchase = new LuaScript<
     appClock: number | '',
     passExpiresAt: number | '',
     marksGuess: string,
-    ...saleEpoch: string[],
+    ...bucketList: string[],
   ],
   [status: string, ...values: (number | string)[]]
 >('purchase');

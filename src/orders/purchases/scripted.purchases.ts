@@ -69,7 +69,7 @@ export class ScriptedPurchases extends PurchasePath {
         this.clock ? this.clock(0) : '',
         order.passExpiresAt ?? '',
         k.marksGuess,
-        ...(order.saleEpoch === undefined ? [] : [order.saleEpoch]),
+        ...(order.bucketList === undefined ? [] : [order.bucketList]),
       ),
     );
     if (status === 'OK') return acknowledge(order, orderId, Number(a));

@@ -18,16 +18,17 @@
   ARGV[9]  optional: the expiry (ms) of the Admission-Pass this purchase is made with
            ('' or absent: none); past it by Redis's clock, nothing is written
   ARGV[10] the shard marks' guess: an index into MARK_TAGS, or '' (includes/shard-marks.lua)
-  ARGV[11] optional: the sale (meta's `epoch`, '' for one bucket) whose bucket list chose
-           this bucket (OrderLine.saleEpoch); absent: not checked
+  ARGV[11] optional: the bucket list that chose this bucket (OrderLine.bucketList: the
+           list part of meta's `epoch`, before its first '.'; '' for one bucket); absent:
+           not checked
   Returns  {'OK', remaining}
            {'STRATEGY_MISMATCH', soldBy}: the sale's family is another; nothing written
            {'CLAIM_LOST'}: the key's claim is no longer this request's (given up
            after a lost answer, or taken over by a retry); nothing written
            (includes/idempotency-field.lua)
            {'UNKNOWN_PRODUCT'}
-           {'BUCKETS_CHANGED'}: the bucket is of another sale than ARGV[11] (a DELETE and
-           a PUT with other buckets since the list was read); nothing written
+           {'BUCKETS_CHANGED'}: the bucket is of another list than ARGV[11] (a DELETE and a
+           PUT since the list was read; a restart keeps the list); nothing written
            {'SALE_NOT_STARTED', startsAt, now} / {'SALE_ENDED', endsAt}: by Redis's clock
            {'ADMISSION_REQUIRED'}: the sale has a waiting room and this purchase no pass
            (a pass's purchase is claimed under the key `pass <pass>`: checkout.ts)
@@ -58,7 +59,7 @@ local refused = familyRefusal(meta[2], ARGV[7])
 if refused then
   return refused
 end
-if ARGV[11] and ARGV[11] ~= (meta[7] or '') then
+if ARGV[11] and ARGV[11] ~= string.match(meta[7] or '', '^[^.]*') then
   return {'BUCKETS_CHANGED'}
 end
 -- The window, by this Redis's clock, in the same step as the write: an app whose clock
