@@ -67,4 +67,50 @@ describe('review 45b: bucket lists and confirmed refills', () => {
     expect(answer.body.code).toBeUndefined();
     expect(answer.status).toBe(201);
   });
+  it('no SOLD_OUT from a refill that began before this purchase: a unit back in another bucket first is bought, not answered by the shared refill', async () => {
+    const prefix = uniquePrefix('r45b-shared');
+    const { url, app: nest } = await app(prefix, 'atomic');
+    expect((await put(url, 'mug', { stock: 3, buckets: 3 })).status).toBe(200);
+    // Every bucket sold by its own buyer: nothing left.
+    const sold = [];
+    for (let bucket = 0; bucket < 3; bucket++) {
+      const answer = await buy(url, 'mug', usersOf(bucket, 3, 1, 'o')[0]);
+      expect(answer.status).toBe(201);
+      sold.push(answer.body.orderId as string);
+    }
+    const escrow = nest.get(Escrow);
+    const refills = jest.spyOn(escrow, 'refill');
+    // The first buyer's refill (bucket 1, one unit) has confirmed every bucket dry, and is
+    // slow to answer (a pause, a slow link back).
+    const unchanged = (escrow as unknown as { unchanged: (...a: unknown[]) => Promise<boolean> }).unchanged.bind(escrow);
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    let confirmed!: () => void;
+    const atConfirmed = new Promise<void>((r) => (confirmed = r));
+    jest
+      .spyOn(escrow as unknown as { unchanged: (...a: unknown[]) => Promise<boolean> }, 'unchanged')
+      .mockImplementationOnce(async (...args: unknown[]) => {
+        const still = await unchanged(...args);
+        confirmed();
+        await gate;
+        return still;
+      });
+    const [h1, h2] = usersOf(1, 3, 2, 'h');
+    const first = buy(url, 'mug', h1);
+    await atConfirmed;
+    // Then bucket 2's buyer cancels: the unit is back, in bucket 2, before the second buyer comes.
+    expect((await request(url, 'POST', `/api/orders/${sold[2]}/cancel`)).status).toBe(200);
+    const second = buy(url, 'mug', h2);
+    // The second buyer's purchase found bucket 1 dry and waits for the refill in hand.
+    for (let i = 0; i < 200 && refills.mock.calls.length < 2; i++) await new Promise((r) => setTimeout(r, 5));
+    expect(refills.mock.calls.length).toBe(2);
+    const keys = new KeyLayout(prefix);
+    expect(await redis.client().get(keys.product('mug~2').stock)).toBe('1');
+    release();
+    expect((await first).status).toBe(409);
+    const answer = await second;
+    // The unit was in bucket 2 from before the second purchase began to its end: it is that buyer's.
+    expect(answer.body.code).toBeUndefined();
+    expect(answer.status).toBe(201);
+  });
 });
