@@ -113,4 +113,33 @@ describe('review 45b: bucket lists and confirmed refills', () => {
     expect(answer.body.code).toBeUndefined();
     expect(answer.status).toBe(201);
   });
+
+  it.each(['atomic', 'fenced'])(
+    '%s: a sale of the previous version (bare epochs) whose PUT stopped half-way (bucket 2 reset, 0 and 1 not): bucket 2 buyers buy, as before, not 503',
+    async (strategy) => {
+      const prefix = uniquePrefix(`r45b-legacy-${strategy}`);
+      const keys = new KeyLayout(prefix);
+      const { url } = await app(prefix, strategy);
+      expect((await put(url, 'hat', { stock: 9, buckets: 3 })).status).toBe(200);
+      const b = await ids(url, 'hat');
+      const c = redis.client();
+      // As the version before this change left it: its epochs are bare UUIDs (no '.'),
+      // one per sale; its restart reset bucket 2 into a new sale (E2), then stopped before
+      // buckets 1 and 0 (a crash; or, in a rolling upgrade, simply not there yet).
+      await c.hset(keys.product(b[0]).meta, 'epoch', '1b8f0c3e-0000-4000-8000-00000000e001');
+      await c.hset(keys.product(b[1]).meta, 'epoch', '1b8f0c3e-0000-4000-8000-00000000e001');
+      await c.hset(keys.product(b[2]).meta, 'epoch', '1b8f0c3e-0000-4000-8000-00000000e002');
+      // Past the bucket list's cache (BUCKETS_TRUST_MS).
+      await new Promise((r) => setTimeout(r, 1_100));
+      // Buyers of buckets 0 and 1 buy in the old sale, as the previous version sold them.
+      expect((await buy(url, 'hat', usersOf(0, 3, 1, 'g')[0])).status).toBe(201);
+      expect((await buy(url, 'hat', usersOf(1, 3, 1, 'g')[0])).status).toBe(201);
+      // A buyer of bucket 2 buys in its sale, as the code before this change sold it (and as
+      // 1a03a80 says a restart left half-way by a crash is sold): not 503 BUCKETS_BUSY
+      // 'changed', answered at once to every buyer of that bucket until someone PUTs again.
+      const answer = await buy(url, 'hat', usersOf(2, 3, 1, 'g')[0]);
+      expect(answer.body.code).toBeUndefined();
+      expect(answer.status).toBe(201);
+    },
+  );
 });
