@@ -82,7 +82,9 @@ describe('review 45b: bucket lists and confirmed refills', () => {
     const refills = jest.spyOn(escrow, 'refill');
     // The first buyer's refill (bucket 1, one unit) has confirmed every bucket dry, and is
     // slow to answer (a pause, a slow link back).
-    const unchanged = (escrow as unknown as { unchanged: (...a: unknown[]) => Promise<boolean> }).unchanged.bind(escrow);
+    const unchanged = (escrow as unknown as { unchanged: (...a: unknown[]) => Promise<boolean> }).unchanged.bind(
+      escrow,
+    );
     let release!: () => void;
     const gate = new Promise<void>((r) => (release = r));
     let confirmed!: () => void;
