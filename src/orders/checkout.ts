@@ -116,6 +116,7 @@ export class Checkout {
   ): Promise<Placed> {
     let home = await this.escrow.home(line.productId, line.userId);
     for (let attempt = 1; ; attempt++) {
+      const since = performance.now();
       try {
         // Every purchase checks, where it decides, that its bucket is of the sale its list was
         // read from: a list of the last sale (read before a DELETE and a PUT with other
@@ -146,7 +147,7 @@ export class Checkout {
         if (home.buckets.length === 1) throw err;
         if (!(err instanceof SoldOutError || err instanceof InsufficientStockError))
           throw saidOf(err, home.bucketId, line.productId);
-        const left = await this.escrow.refill(home, line.quantity);
+        const left = await this.escrow.refill(home, line.quantity, since);
         if (left === 0) throw new SoldOutError(line.productId);
         if (left !== null && left < line.quantity)
           throw new InsufficientStockError(line.productId, left, line.quantity);

@@ -80,7 +80,7 @@ export class Escrow {
   private readonly logger = new Logger('Escrow');
   private readonly lists = new Map<string, BucketList & { until: number }>();
   /** One refill at a time per home bucket in this process: the others wait for it. */
-  private readonly refills = new Map<string, Promise<number | null>>();
+  private readonly refills = new Map<string, { readonly startedAt: number; readonly result: Promise<number | null> }>();
   /** Moves this process made, landed and closed (for the bench's report and /metrics). */
   moves = 0;
 
@@ -131,33 +131,43 @@ export class Escrow {
   }
 
   /**
-   * Brings rights to `home`'s bucket, which a purchase of `needed` units found short:
-   * lands every move in flight it finds, then moves units from the bucket with the most.
-   * Returns the units the product has in all its buckets after (0: every bucket was read
-   * dry twice over, nothing in flight and nothing moved in between, so SOLD_OUT is true;
-   * fewer than `needed` read so twice over too), so the caller buys again while it is
-   * enough; or null when units kept moving past every read, nothing confirmed: the caller
-   * buys again (never a refusal from a count no read confirmed). One refill per home bucket and size
-   * runs at a time in this process. Whatever a move's scripts answered, the buyer's own
-   * purchase wrote nothing: a failure is REDIS_UNAVAILABLE, never OUTCOME_UNKNOWN (a
-   * move whose reply was lost is in flight, logged on its source, and the next refill
-   * lands it).
+   * Brings rights to `home`'s bucket, which a purchase of `needed` units found short: lands
+   * every move in flight it finds, then moves units from the bucket with the most. Returns
+   * null when the buyer is to buy again (units came to its bucket, or kept moving past
+   * every read); else a refusal's count, confirmed: the units in all the buckets, every
+   * bucket read twice over with nothing in flight and no move in between (0: SOLD_OUT;
+   * fewer than `needed`: INSUFFICIENT_STOCK). Never a refusal from a count no read
+   * confirmed, nor from reads before `since` (performance.now() when the purchase's attempt
+   * began): one refill per home bucket and size runs at a time in this process, and a
+   * purchase shares a running one only if it began after `since`; else it waits for it,
+   * and refills afresh if it refused. Whatever a move's scripts answered, the buyer's own
+   * purchase wrote nothing: a failure is REDIS_UNAVAILABLE, never OUTCOME_UNKNOWN (a move
+   * whose reply was lost is in flight, logged on its source, and the next refill lands it).
    */
-  refill(home: Home, needed: number): Promise<number | null> {
+  async refill(home: Home, needed: number, since: number): Promise<number | null> {
     const id = `${home.bucketId}#${needed}`;
-    let running = this.refills.get(id);
-    if (!running) {
-      running = this.refillOnce(home, needed)
+    const running = this.refills.get(id);
+    if (running && running.startedAt >= since) return running.result;
+    if (running) {
+      // Begun before this purchase: its reads may be of an instant before it began.
+      const left = await running.result.catch(() => 0);
+      return left === null ? null : this.refill(home, needed, since);
+    }
+    const refill = {
+      startedAt: performance.now(),
+      result: this.refillOnce(home, needed)
         .catch((err: unknown) => {
           if (!(err instanceof OutcomeUnknownError)) throw err;
           throw new RedisUnavailableError(
             "a move of units to this buyer's bucket got no reply; nothing was written for this purchase; retry",
           );
         })
-        .finally(() => this.refills.delete(id));
-      this.refills.set(id, running);
-    }
-    return running;
+        .finally(() => {
+          if (this.refills.get(id) === refill) this.refills.delete(id);
+        }),
+    };
+    this.refills.set(id, refill);
+    return refill.result;
   }
 
   private async refillOnce(home: Home, needed: number): Promise<number | null> {
@@ -172,7 +182,7 @@ export class Escrow {
         continue;
       }
       const mine = read.find((b) => b.id === home.bucketId)!;
-      if (mine.stock >= needed) return total;
+      if (mine.stock >= needed) return null;
       const source = read.filter((b) => b.id !== home.bucketId && b.stock > 0).sort((a, b) => b.stock - a.stock)[0];
       if (!source) {
         // Short (or dry) everywhere, as read one bucket after another: said only if a second
@@ -180,7 +190,8 @@ export class Escrow {
         if (await this.unchanged(home.buckets, read)) return total;
         continue;
       }
-      if ((await this.move(source.id, home.bucketId, needed - Math.max(mine.stock, 0))) > 0) return total;
+      // Moved: the buyer buys again (what this one read adds up to was never confirmed).
+      if ((await this.move(source.id, home.bucketId, needed - Math.max(mine.stock, 0))) > 0) return null;
     }
     // Units kept moving past every read: nothing confirmed, so nothing refused; the buyer buys again.
     return null;

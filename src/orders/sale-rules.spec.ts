@@ -20,8 +20,8 @@ interface Case {
 
 /**
  * Every combination around the edges: limit reached or not, stock 0, short, exact, ample;
- * and a bucket of the order's bucket list or of another (epochs '', 'e1' and 'e1.s2', a
- * restart of list e1), the order's own answer otherwise the same.
+ * and a bucket of the order's bucket list or of another (epochs `<list>.<sale>`, '' and a
+ * bare one of the version before lists: list ''), the order's own answer otherwise the same.
  */
 function cases(): Case[] {
   const out: Case[] = [{ state: null, quantity: 1 }];
@@ -33,13 +33,15 @@ function cases(): Case[] {
         }
   for (const [epoch, bucketList] of [
     ['', ''],
-    ['e1', 'e1'],
-    ['e1.s2', 'e1'],
-    ['e1', undefined],
-    ['e1', ''],
-    ['', 'e1'],
-    ['e1', 'e2'],
-    ['e1.s2', 'e1.s2'],
+    ['L1.s1', 'L1'],
+    ['L1.s2', 'L1'],
+    ['L2.s1', 'L1'],
+    ['L1.s1', ''],
+    ['', 'L1'],
+    ['L1.s1', undefined],
+    ['.s1', ''],
+    ['bare-uuid', ''],
+    ['bare-uuid', 'bare-uuid'],
   ] as const)
     for (const stock of [0, 2])
       out.push({ state: { perUserLimit: 1, stock, bought: 0, epoch }, quantity: 1, bucketList });

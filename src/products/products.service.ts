@@ -171,9 +171,9 @@ export class ProductsService {
             this.redis instanceof Cluster ? (this.redis.slots as (string[] | undefined)[])[slot]?.[0] : undefined,
           );
     if (asked !== undefined && asked !== buckets.length) throw new BucketsFixedError(productId, buckets.length, asked);
-    // The buckets as placed: named anew only when they are (a new product, or after a DELETE).
-    const kept = known !== null ? listOf(epoch ?? '') : '';
-    return { buckets, list: buckets.length === 1 ? '' : kept || randomUUID() };
+    // The buckets as placed: named anew only when they are (a new product, or after a
+    // DELETE); a product listed before lists were named keeps list '' until its DELETE.
+    return { buckets, list: known !== null ? listOf(epoch ?? '') : buckets.length > 1 ? randomUUID() : '' };
   }
 
   /**
