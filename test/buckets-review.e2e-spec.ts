@@ -321,6 +321,25 @@ describe('escrow buckets on one Redis', () => {
     },
   );
 
+  it("fenced: a purchase that chose a bucket of a sale listed before lists were named (3 buckets, list ''), gone with its DELETE, buys in the new one (1 bucket, list '')", async () => {
+    const prefix = uniquePrefix('r45-bare');
+    const keys = new KeyLayout(prefix);
+    const a = await app(prefix, 'fenced');
+    expect((await put(a.url, 'old', { stock: 30, buckets: 3 })).status).toBe(200);
+    // As the version before lists left its epochs: bare UUIDs, list ''.
+    const c = a.app.get<Redis>(REDIS_CLIENT);
+    for (const id of await ids(a.url, 'old'))
+      await c.hset(keys.product(id).meta, 'epoch', 'bare-epoch-of-the-last-version');
+    // The list read since (by GET .../buckets) is of the real epoch: read again, as a list of that version.
+    a.app.get(Escrow).forget('old');
+    const [y] = usersOf(2, 3, 1, 'y');
+    const first = await boughtAcrossDeleteAndPut(a, 'old', y, { stock: 30 });
+    // Both lists are named '', but they are not the same buckets: read again, bought in bucket 0.
+    expect(first.body.code).toBeUndefined();
+    expect(first.status).toBe(201);
+    expect(await c.hget(keys.product('old').buyers, y)).toBe('1');
+  });
+
   it('GET /api/products/:id of a bucketed product is answered while Redis refuses writes for memory, as for one bucket', async () => {
     const prefix = uniquePrefix('r40-oom');
     const { url } = await app(prefix);

@@ -15,7 +15,7 @@ import {
   UnknownProductError,
 } from '../errors/errors';
 import { productOfBucket } from '../sale/buckets';
-import { Escrow } from './escrow';
+import { Escrow, Home } from './escrow';
 import { CREATED, PurchaseTelemetry, REPLAYED } from '../telemetry/purchase-telemetry';
 import { buyerScopedKey, Idempotency, parseIdempotencyKey } from './idempotency';
 import type { Order, OrderLine } from './order';
@@ -130,7 +130,7 @@ export class Checkout {
           // Read again: a new list decides afresh; the same one (its buckets half-way through
           // a DELETE and a PUT) cannot, and is answered at once.
           const now = await this.escrow.home(line.productId, line.userId, true);
-          if (now.list === home.list || attempt >= BUCKET_ATTEMPTS) throw new BucketsBusyError(attempt, 'changed');
+          if (sameList(now, home) || attempt >= BUCKET_ATTEMPTS) throw new BucketsBusyError(attempt, 'changed');
           home = now;
           continue;
         }
@@ -139,7 +139,7 @@ export class Checkout {
           // A bucket of the last sale, gone with a DELETE: bought again where the new sale's
           // list says. (An id that names no product, one bucket, costs no second read.)
           const now = home.buckets.length > 1 ? await this.escrow.home(line.productId, line.userId, true) : home;
-          if (now.list !== home.list && attempt < BUCKET_ATTEMPTS) {
+          if (!sameList(now, home) && attempt < BUCKET_ATTEMPTS) {
             home = now;
             continue;
           }
@@ -204,6 +204,11 @@ export class Checkout {
     if (keyed.replayed) void reply.header('idempotent-replayed', 'true');
     return { order, replayed };
   }
+}
+
+/** Whether two reads of a product's bucket list found the same list: its name (listOf()) and its buckets. */
+function sameList(a: Home, b: Home): boolean {
+  return a.list === b.list && a.buckets.join(' ') === b.buckets.join(' ');
 }
 
 /** An order placed, or answered again (`replayed`: the same Idempotency-Key or pass). */
