@@ -1,0 +1,67 @@
+import { KeyLayout } from '../src/redis/key-layout';
+import { homeBucket } from '../src/sale/buckets';
+import { Escrow } from '../src/orders/escrow';
+import { request, startTestApp, TestApp } from './helpers/app';
+import { uniquePrefix, useTestRedis } from './helpers/redis';
+
+/** `count` user ids whose home bucket among `n` is `bucket`. */
+function usersOf(bucket: number, n: number, count: number, stem = 'u'): string[] {
+  const users: string[] = [];
+  for (let i = 0; users.length < count; i++) if (homeBucket(`${stem}${i}`, n) === bucket) users.push(`${stem}${i}`);
+  return users;
+}
+
+/**
+ * Outside review 45c of fe2d865..7369975 (bucket lists carried to the purchase, refills
+ * that refuse only what a second read confirmed): each test fails on 7369975.
+ */
+describe('review 45c: bucket lists and confirmed refills', () => {
+  const redis = useTestRedis();
+  const apps: TestApp[] = [];
+  afterEach(async () => {
+    jest.restoreAllMocks();
+    await Promise.all(apps.splice(0).map((a) => a.close()));
+  });
+  async function app(prefix: string, strategy = 'fenced'): Promise<TestApp> {
+    const a = await startTestApp({ REDIS_URL: redis.url(), KEY_PREFIX: prefix, LOCK_STRATEGY: strategy });
+    apps.push(a);
+    return a;
+  }
+  const put = (url: string, id: string, json: Record<string, unknown>) =>
+    request(url, 'PUT', `/api/products/${id}`, { json, admin: true });
+  const buy = (url: string, productId: string, userId: string, quantity = 1, headers: Record<string, string> = {}) =>
+    request(url, 'POST', '/api/orders', { json: { productId, userId, quantity }, headers });
+
+  it('a short buyer is told INSUFFICIENT_STOCK while its home bucket keeps selling (no unit ever comes back or moves), not 503 BUCKETS_BUSY', async () => {
+    const prefix = uniquePrefix('r45c-churn');
+    const keys = new KeyLayout(prefix);
+    const { url, app: nest } = await app(prefix, 'atomic');
+    // 297 units, 99 in each bucket; buckets 1 and 2 sold out by their own buyers.
+    expect((await put(url, 'tea', { stock: 297, perUserLimit: 100, buckets: 3 })).status).toBe(200);
+    expect((await buy(url, 'tea', usersOf(1, 3, 1, 'd')[0], 99)).status).toBe(201);
+    expect((await buy(url, 'tea', usersOf(2, 3, 1, 'd')[0], 99)).status).toBe(201);
+    const escrow = nest.get(Escrow);
+    const read = escrow.read.bind(escrow);
+    const [buyer, seller] = usersOf(0, 3, 2, 's');
+    // Bucket 0's other buyer keeps buying, one unit while the first read of each of the
+    // refill's rounds is answered (before the second read that would confirm it): its
+    // stock only goes down (no return, no move), so the short total the refill read
+    // (under 100) was true all along.
+    let sold = 0;
+    let reads = 0;
+    jest.spyOn(escrow, 'read').mockImplementation(async (buckets: readonly string[]) => {
+      const result = await read(buckets);
+      if (reads++ % 2 === 0) {
+        const answer = await buy(url, 'tea', seller);
+        if (answer.status === 201) sold++;
+      }
+      return result;
+    });
+    const answer = await buy(url, 'tea', buyer, 100);
+    expect(sold).toBeGreaterThan(0);
+    // Fewer than 100 units in the product from the start to the end of this purchase.
+    expect(Number(await redis.client().get(keys.product('tea').stock))).toBeLessThan(100);
+    expect(answer.body.code).toBe('INSUFFICIENT_STOCK');
+    expect(answer.status).toBe(409);
+  });
+});
