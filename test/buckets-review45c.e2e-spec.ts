@@ -64,4 +64,29 @@ describe('review 45c: bucket lists and confirmed refills', () => {
     expect(answer.body.code).toBe('INSUFFICIENT_STOCK');
     expect(answer.status).toBe(409);
   });
+
+  it.each(['atomic', 'fenced'])(
+    '%s: a sale of this version restarted half-way by the previous one (a rollback: bucket 2 reset with a bare epoch, 0 and 1 not): bucket 2 buyers buy, not 503 at once',
+    async (strategy) => {
+      const prefix = uniquePrefix(`r45c-rollback-${strategy}`);
+      const keys = new KeyLayout(prefix);
+      const { url } = await app(prefix, strategy);
+      expect((await put(url, 'cap', { stock: 9, buckets: 3 })).status).toBe(200);
+      const b = (await request(url, 'GET', '/api/products/cap/buckets', { admin: true })).body.map(
+        (x: { id: string }) => x.id,
+      );
+      const c = redis.client();
+      const epoch = (await c.hget(keys.product(b[0]).meta, 'epoch')) as string;
+      expect(epoch).toContain('.');
+      // fe2d865 (rolled back to, or an instance not yet upgraded) restarts the sale: its epoch
+      // is a bare UUID, written to bucket 2 first; it stops there (a crash), buckets 1 and 0
+      // still in this version's sale. fe2d865 sold every bucket's buyers in such a sale.
+      await c.hset(keys.product(b[2]).meta, 'epoch', '1b8f0c3e-0000-4000-8000-00000000e002');
+      expect((await buy(url, 'cap', usersOf(0, 3, 1, 'g')[0])).status).toBe(201);
+      expect((await buy(url, 'cap', usersOf(1, 3, 1, 'g')[0])).status).toBe(201);
+      const answer = await buy(url, 'cap', usersOf(2, 3, 1, 'g')[0]);
+      expect(answer.body.code).toBeUndefined();
+      expect(answer.status).toBe(201);
+    },
+  );
 });
