@@ -82,7 +82,7 @@ describe('review 45b: bucket lists and confirmed refills', () => {
     const refills = jest.spyOn(escrow, 'refill');
     // The first buyer's refill (bucket 1, one unit) has confirmed every bucket dry, and is
     // slow to answer (a pause, a slow link back).
-    const unchanged = (escrow as unknown as { unchanged: (...a: unknown[]) => Promise<boolean> }).unchanged.bind(
+    const confirm = (escrow as unknown as { confirmed: (...a: unknown[]) => Promise<number | null> }).confirmed.bind(
       escrow,
     );
     let release!: () => void;
@@ -90,9 +90,9 @@ describe('review 45b: bucket lists and confirmed refills', () => {
     let confirmed!: () => void;
     const atConfirmed = new Promise<void>((r) => (confirmed = r));
     jest
-      .spyOn(escrow as unknown as { unchanged: (...a: unknown[]) => Promise<boolean> }, 'unchanged')
+      .spyOn(escrow as unknown as { confirmed: (...a: unknown[]) => Promise<number | null> }, 'confirmed')
       .mockImplementationOnce(async (...args: unknown[]) => {
-        const still = await unchanged(...args);
+        const still = await confirm(...args);
         confirmed();
         await gate;
         return still;

@@ -122,8 +122,8 @@ export class Checkout {
         // read from: a list of the last sale (read before a DELETE and a PUT with other
         // buckets) would buy in the wrong bucket, and count the buyer's units where their
         // next purchase does not look.
-        if (home.buckets.length === 1) return await place({ ...line, bucketList: home.list }, false);
-        const placed = await place({ ...line, productId: home.bucketId, bucketList: home.list }, true);
+        if (home.buckets.length === 1) return await place({ ...line, bucketList: home.list ?? undefined }, false);
+        const placed = await place({ ...line, productId: home.bucketId, bucketList: home.list ?? undefined }, true);
         return { ...placed, order: { ...placed.order, productId: line.productId } };
       } catch (err) {
         if (err instanceof BucketsBusyError && err.listChanged) {

@@ -54,14 +54,18 @@ export interface Home {
   readonly buckets: readonly string[];
   /** The home bucket's id (the product's own for one bucket). */
   readonly bucketId: string;
-  /** Which list it is (listOf() of bucket 0's epoch; '' for one bucket): a purchase checks its bucket is of it still (OrderLine.bucketList). */
-  readonly list: string;
+  /**
+   * Which list it is (listOf() of bucket 0's epoch; '' for one bucket): a purchase checks
+   * its bucket is of it still (OrderLine.bucketList). Null for a sale of the version before
+   * lists: nothing to check.
+   */
+  readonly list: string | null;
 }
 
 /** A product's bucket ids as one read of bucket 0's meta found them, and which list they are (listOf()). */
 interface BucketList {
   readonly buckets: string[];
-  readonly list: string;
+  readonly list: string | null;
 }
 
 /**
@@ -175,7 +179,6 @@ export class Escrow {
     for (let round = 1; round <= REFILL_ROUNDS; round++) {
       const read = await this.read(home.buckets);
       const flying = read.flatMap((b) => [...b.inFlight, ...b.stale]);
-      const total = unitsIn(read);
       if (flying.length > 0) {
         // Landed first, wherever they go (back to their source if refused); then read again.
         await Promise.all(flying.map((m) => this.land(m)));
@@ -186,8 +189,9 @@ export class Escrow {
       const source = read.filter((b) => b.id !== home.bucketId && b.stock > 0).sort((a, b) => b.stock - a.stock)[0];
       if (!source) {
         // Short (or dry) everywhere, as read one bucket after another: said only if a second
-        // read finds it so (unchanged()).
-        if (await this.unchanged(home.buckets, read)) return total;
+        // read finds it so (confirmed()).
+        const confirmed = await this.confirmed(home.buckets, read);
+        if (confirmed !== null) return confirmed;
         continue;
       }
       // Moved: the buyer buys again (what this one read adds up to was never confirmed).
@@ -245,19 +249,22 @@ export class Escrow {
   }
 
   /**
-   * Whether buckets are as `read` found them: a second read finds every one with the same
-   * units, nothing in flight and no move through it, so no unit moved (or came back)
-   * between the reads unseen (a unit landing in a bucket already read, from one read after
-   * it left): what `read` adds up to was there at once.
+   * What buckets `read` found short add up to, if a second read confirms it: every one
+   * with nothing in flight, no move through it (its version unchanged) and no more units
+   * than the first read found (sales only: a unit back from a cancel or an expiry, or
+   * moved, shows), so no unit moved (or came back) between the reads unseen (a unit
+   * landing in a bucket already read, from one read after it left). The second read's
+   * total, or null when it is not confirmed.
    */
-  private async unchanged(buckets: readonly string[], read: readonly BucketRead[]): Promise<boolean> {
+  private async confirmed(buckets: readonly string[], read: readonly BucketRead[]): Promise<number | null> {
     const again = await this.read(buckets);
-    return again.every(
+    const steady = again.every(
       (b, i) =>
-        Math.max(b.stock, 0) === Math.max(read[i].stock, 0) &&
+        Math.max(b.stock, 0) <= Math.max(read[i].stock, 0) &&
         b.inFlight.length + b.stale.length === 0 &&
         b.version === read[i].version,
     );
+    return steady ? unitsIn(again) : null;
   }
 
   /**

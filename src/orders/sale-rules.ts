@@ -45,7 +45,8 @@ export function passClaimKey(pass: string): string {
 export function refusal(order: OrderRequest, state: SaleState | null): AppError | null {
   if (state === null) return new UnknownProductError(order.productId);
   // Its bucket was chosen from another list of the product's buckets: checkout reads it again.
-  if (order.bucketList !== undefined && order.bucketList !== listOf(state.epoch ?? ''))
+  const list = listOf(state.epoch ?? '');
+  if (order.bucketList !== undefined && list !== null && order.bucketList !== list)
     return new BucketsBusyError(1, 'changed');
   const now = state.now ?? 0;
   if (state.startsAt != null && now < state.startsAt) {

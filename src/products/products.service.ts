@@ -172,8 +172,9 @@ export class ProductsService {
           );
     if (asked !== undefined && asked !== buckets.length) throw new BucketsFixedError(productId, buckets.length, asked);
     // The buckets as placed: named anew only when they are (a new product, or after a
-    // DELETE); a product listed before lists were named keeps list '' until its DELETE.
-    return { buckets, list: known !== null ? listOf(epoch ?? '') : buckets.length > 1 ? randomUUID() : '' };
+    // DELETE), or first named (a sale of the version before lists).
+    const kept = known !== null ? listOf(epoch ?? '') : null;
+    return { buckets, list: buckets.length === 1 ? '' : (kept ?? randomUUID()) };
   }
 
   /**

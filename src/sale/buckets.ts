@@ -87,13 +87,15 @@ export function bucketsOf(productId: string, field: string | null | undefined): 
  * were placed, kept by every restart and new only after a DELETE (the buckets are fixed
  * for a product's life); the sale part is new at every PUT. Moves compare whole epochs;
  * a purchase compares the list part with its bucket list's (OrderLine.bucketList): a
- * bucket of the same buckets sells it, whatever restart it is in. An epoch written before
- * it had a list part (a bare UUID) is of list '', as is a product of one bucket, and so
- * are the sales of that product until its next DELETE. Lua's copy: purchase-7.lua.
+ * bucket of the same buckets sells it, whatever restart it is in. A product of one bucket
+ * is of list ''. An epoch written by the version before lists (a bare UUID, no '.') names
+ * none: null, nothing checked against it (a sale of either version restarted half-way by
+ * the other sells on, as it did before lists). Lua's copy: purchase-7.lua.
  */
-export function listOf(epoch: string): string {
+export function listOf(epoch: string): string | null {
+  if (epoch === '') return '';
   const dot = epoch.indexOf('.');
-  return dot < 0 ? '' : epoch.slice(0, dot);
+  return dot < 0 ? null : epoch.slice(0, dot);
 }
 
 /** A move logged on its source bucket and not closed (move-out-4.lua's `o:<id>` record). */

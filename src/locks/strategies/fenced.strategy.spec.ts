@@ -60,7 +60,7 @@ describe('FencedLockStrategy (fenced) against a real Redis', () => {
     const lease = await lock.tryAcquire(k.lock, [2, 'ann', 'bob', 'key-1', 'key-2']);
     const [meta, stock, now, bought, claims] = lease!.read!;
     expect(lease).toMatchObject({ fence: 1 });
-    expect(meta).toEqual(['5', null, expect.any(String), null, null, null]); // perUserLimit ... queueRate
+    expect(meta).toEqual(['5', null, expect.any(String), null, null, null, null]); // perUserLimit ... queueRate, epoch
     expect(stock).toBe('7');
     expect(Math.abs((now as number) - Date.now())).toBeLessThan(5_000); // Redis's clock, in ms
     expect(bought).toEqual(['2', null]);

@@ -19,8 +19,8 @@
            ('' or absent: none); past it by Redis's clock, nothing is written
   ARGV[10] the shard marks' guess: an index into MARK_TAGS, or '' (includes/shard-marks.lua)
   ARGV[11] optional: the bucket list that chose this bucket (OrderLine.bucketList: the
-           list part of meta's `epoch`, before its first '.'; '' for one bucket or an
-           epoch without '.'); absent: not checked
+           list part of meta's `epoch`, before its first '.'; '' for one bucket); absent,
+           or an epoch of the version before lists (no '.'), not checked
   Returns  {'OK', remaining}
            {'STRATEGY_MISMATCH', soldBy}: the sale's family is another; nothing written
            {'CLAIM_LOST'}: the key's claim is no longer this request's (given up
@@ -59,7 +59,9 @@ local refused = familyRefusal(meta[2], ARGV[7])
 if refused then
   return refused
 end
-if ARGV[11] and ARGV[11] ~= (string.match(meta[7] or '', '^([^.]*)%.') or '') then
+local epoch = meta[7] or ''
+local list = epoch == '' and '' or string.match(epoch, '^([^.]*)%.')
+if ARGV[11] and list and ARGV[11] ~= list then
   return {'BUCKETS_CHANGED'}
 end
 -- The window, by this Redis's clock, in the same step as the write: an app whose clock
