@@ -2,40 +2,19 @@ import type { Redis } from 'ioredis';
 import { KeyLayout } from '../src/redis/key-layout';
 import { REDIS_CLIENT } from '../src/redis/redis.constants';
 import { resetSale } from '../src/redis/lua-scripts';
-import { homeBucket } from '../src/sale/buckets';
 import { ProductsService } from '../src/products/products.service';
 import { Escrow } from '../src/orders/escrow';
 import { PurchasePath } from '../src/orders/purchases/purchase-path';
-import { request, startTestApp, TestApp } from './helpers/app';
-import { uniquePrefix, useTestRedis } from './helpers/redis';
-
-/** `count` user ids whose home bucket among `n` is `bucket`. */
-function usersOf(bucket: number, n: number, count: number, stem = 'u'): string[] {
-  const users: string[] = [];
-  for (let i = 0; users.length < count; i++) if (homeBucket(`${stem}${i}`, n) === bucket) users.push(`${stem}${i}`);
-  return users;
-}
+import { TestApp } from './helpers/app';
+import { uniquePrefix } from './helpers/redis';
+import { bucketsOnOneRedis, usersOf } from './helpers/buckets-on-one-redis';
 
 /**
  * Outside review of 34b3a88 (a purchase carries its bucket list's epoch to where it
  * decides): what it refuses or costs that the code before it answered correctly.
  */
 describe('review 45: the sale epoch a purchase carries', () => {
-  const redis = useTestRedis();
-  const apps: TestApp[] = [];
-  afterEach(async () => {
-    jest.restoreAllMocks();
-    await Promise.all(apps.splice(0).map((a) => a.close()));
-  });
-  async function app(prefix: string, strategy = 'fenced'): Promise<TestApp> {
-    const a = await startTestApp({ REDIS_URL: redis.url(), KEY_PREFIX: prefix, LOCK_STRATEGY: strategy });
-    apps.push(a);
-    return a;
-  }
-  const put = (url: string, id: string, json: Record<string, unknown>) =>
-    request(url, 'PUT', `/api/products/${id}`, { json, admin: true });
-  const buy = (url: string, productId: string, userId: string, headers: Record<string, string> = {}) =>
-    request(url, 'POST', '/api/orders', { json: { productId, userId, quantity: 1 }, headers });
+  const { redis, app, put, buy } = bucketsOnOneRedis();
 
   /** Counts the app's Escrow.home() calls (each not from the 1 s cache is a Redis round trip). */
   function countHomes(a: TestApp): { fresh: number; all: number } {

@@ -3,20 +3,13 @@ import type { Redis } from 'ioredis';
 import { KeyLayout } from '../src/redis/key-layout';
 import { REDIS_CLIENT } from '../src/redis/redis.constants';
 import { moveDone, moveDoneKeys, moveIn, moveInKeys, moveOut, moveOutKeys } from '../src/redis/lua-scripts';
-import { homeBucket } from '../src/sale/buckets';
 import { PurchasePath } from '../src/orders/purchases/purchase-path';
 import { ProductsService } from '../src/products/products.service';
 import { OrderOutcomes } from '../src/orders/order-outcomes';
 import { Escrow } from '../src/orders/escrow';
-import { pay, request, startTestApp, TestApp } from './helpers/app';
-import { uniquePrefix, useTestRedis } from './helpers/redis';
-
-/** `count` user ids whose home bucket among `n` is `bucket`. */
-function usersOf(bucket: number, n: number, count: number, stem = 'u'): string[] {
-  const users: string[] = [];
-  for (let i = 0; users.length < count; i++) if (homeBucket(`${stem}${i}`, n) === bucket) users.push(`${stem}${i}`);
-  return users;
-}
+import { pay, request, TestApp } from './helpers/app';
+import { uniquePrefix } from './helpers/redis';
+import { bucketsOnOneRedis, usersOf } from './helpers/buckets-on-one-redis';
 
 /**
  * Escrow buckets on one Redis (buckets work there too, all on one server): what an
@@ -26,22 +19,7 @@ function usersOf(bucket: number, n: number, count: number, stem = 'u'): string[]
  * path, a skewed crowd under four strategies, an order's afterlife).
  */
 describe('escrow buckets on one Redis', () => {
-  const redis = useTestRedis();
-  const apps: TestApp[] = [];
-  afterEach(async () => {
-    await Promise.all(apps.splice(0).map((a) => a.close()));
-  });
-  async function app(prefix: string, strategy = 'fenced', env: Record<string, string> = {}): Promise<TestApp> {
-    const a = await startTestApp({ REDIS_URL: redis.url(), KEY_PREFIX: prefix, LOCK_STRATEGY: strategy, ...env });
-    apps.push(a);
-    return a;
-  }
-  const put = (url: string, id: string, json: Record<string, unknown>) =>
-    request(url, 'PUT', `/api/products/${id}`, { json, admin: true });
-  const buy = (url: string, productId: string, userId: string, headers: Record<string, string> = {}) =>
-    request(url, 'POST', '/api/orders', { json: { productId, userId, quantity: 1 }, headers });
-  const ids = async (url: string, id: string): Promise<string[]> =>
-    (await request(url, 'GET', `/api/products/${id}/buckets`, { admin: true })).body.map((b: { id: string }) => b.id);
+  const { redis, app, put, buy, ids } = bucketsOnOneRedis();
 
   /**
    * A PUT of `tv` with `stock` (from the service, so the test holds it) paused before its exclusion
@@ -97,16 +75,16 @@ describe('escrow buckets on one Redis', () => {
     expect((await put(url, 'many', { stock: 10, buckets: 3 })).status).toBe(200);
     const [a] = usersOf(0, 3, 1, 'a');
     const [b] = usersOf(1, 3, 1, 'b');
-    const first = await buy(url, 'many', a, { 'idempotency-key': 'k-2' });
+    const first = await buy(url, 'many', a, 1, { 'idempotency-key': 'k-2' });
     expect(first.status).toBe(201);
-    const again = await buy(url, 'many', a, { 'idempotency-key': 'k-2' });
+    const again = await buy(url, 'many', a, 1, { 'idempotency-key': 'k-2' });
     expect([again.status, again.headers.get('idempotent-replayed'), again.body.orderId]).toEqual([
       201,
       'true',
       first.body.orderId,
     ]);
     // Another buyer's request under the same key (their home is another bucket): theirs.
-    const other = await buy(url, 'many', b, { 'idempotency-key': 'k-2' });
+    const other = await buy(url, 'many', b, 1, { 'idempotency-key': 'k-2' });
     expect(other.status).toBe(201);
     expect(other.body.orderId).not.toBe(first.body.orderId);
   });

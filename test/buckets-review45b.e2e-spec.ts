@@ -1,16 +1,9 @@
 import { moveDone, moveDoneKeys, moveIn, moveInKeys, moveOut, moveOutKeys } from '../src/redis/lua-scripts';
 import { KeyLayout } from '../src/redis/key-layout';
-import { homeBucket } from '../src/sale/buckets';
 import { Escrow } from '../src/orders/escrow';
-import { request, startTestApp, TestApp } from './helpers/app';
-import { uniquePrefix, useTestRedis } from './helpers/redis';
-
-/** `count` user ids whose home bucket among `n` is `bucket`. */
-function usersOf(bucket: number, n: number, count: number, stem = 'u'): string[] {
-  const users: string[] = [];
-  for (let i = 0; users.length < count; i++) if (homeBucket(`${stem}${i}`, n) === bucket) users.push(`${stem}${i}`);
-  return users;
-}
+import { request } from './helpers/app';
+import { uniquePrefix } from './helpers/redis';
+import { bucketsOnOneRedis, usersOf } from './helpers/buckets-on-one-redis';
 
 /**
  * Outside review 45b of fe2d865..b9dafa7 (bucket lists carried to the purchase, a
@@ -18,23 +11,7 @@ function usersOf(bucket: number, n: number, count: number, stem = 'u'): string[]
  * each test fails on b9dafa7.
  */
 describe('review 45b: bucket lists and confirmed refills', () => {
-  const redis = useTestRedis();
-  const apps: TestApp[] = [];
-  afterEach(async () => {
-    jest.restoreAllMocks();
-    await Promise.all(apps.splice(0).map((a) => a.close()));
-  });
-  async function app(prefix: string, strategy = 'fenced'): Promise<TestApp> {
-    const a = await startTestApp({ REDIS_URL: redis.url(), KEY_PREFIX: prefix, LOCK_STRATEGY: strategy });
-    apps.push(a);
-    return a;
-  }
-  const put = (url: string, id: string, json: Record<string, unknown>) =>
-    request(url, 'PUT', `/api/products/${id}`, { json, admin: true });
-  const buy = (url: string, productId: string, userId: string, quantity = 1, headers: Record<string, string> = {}) =>
-    request(url, 'POST', '/api/orders', { json: { productId, userId, quantity }, headers });
-  const ids = async (url: string, id: string): Promise<string[]> =>
-    (await request(url, 'GET', `/api/products/${id}/buckets`, { admin: true })).body.map((b: { id: string }) => b.id);
+  const { redis, app, put, buy, ids } = bucketsOnOneRedis();
 
   it('no INSUFFICIENT_STOCK from an unconfirmed short total: a refill whose move succeeded answers the total of one torn read', async () => {
     const prefix = uniquePrefix('r45b-short');

@@ -1,36 +1,15 @@
 import { KeyLayout } from '../src/redis/key-layout';
-import { homeBucket } from '../src/sale/buckets';
 import { Escrow } from '../src/orders/escrow';
-import { request, startTestApp, TestApp } from './helpers/app';
-import { uniquePrefix, useTestRedis } from './helpers/redis';
-
-/** `count` user ids whose home bucket among `n` is `bucket`. */
-function usersOf(bucket: number, n: number, count: number, stem = 'u'): string[] {
-  const users: string[] = [];
-  for (let i = 0; users.length < count; i++) if (homeBucket(`${stem}${i}`, n) === bucket) users.push(`${stem}${i}`);
-  return users;
-}
+import { request } from './helpers/app';
+import { uniquePrefix } from './helpers/redis';
+import { bucketsOnOneRedis, usersOf } from './helpers/buckets-on-one-redis';
 
 /**
  * Outside review 45c of fe2d865..7369975 (bucket lists carried to the purchase, refills
  * that refuse only what a second read confirmed): each test fails on 7369975.
  */
 describe('review 45c: bucket lists and confirmed refills', () => {
-  const redis = useTestRedis();
-  const apps: TestApp[] = [];
-  afterEach(async () => {
-    jest.restoreAllMocks();
-    await Promise.all(apps.splice(0).map((a) => a.close()));
-  });
-  async function app(prefix: string, strategy = 'fenced'): Promise<TestApp> {
-    const a = await startTestApp({ REDIS_URL: redis.url(), KEY_PREFIX: prefix, LOCK_STRATEGY: strategy });
-    apps.push(a);
-    return a;
-  }
-  const put = (url: string, id: string, json: Record<string, unknown>) =>
-    request(url, 'PUT', `/api/products/${id}`, { json, admin: true });
-  const buy = (url: string, productId: string, userId: string, quantity = 1, headers: Record<string, string> = {}) =>
-    request(url, 'POST', '/api/orders', { json: { productId, userId, quantity }, headers });
+  const { redis, app, put, buy } = bucketsOnOneRedis();
 
   it('a short buyer is told INSUFFICIENT_STOCK while its home bucket keeps selling (no unit ever comes back or moves), not 503 BUCKETS_BUSY', async () => {
     const prefix = uniquePrefix('r45c-churn');
