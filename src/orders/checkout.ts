@@ -118,10 +118,10 @@ export class Checkout {
     for (let attempt = 1; ; attempt++) {
       const since = performance.now();
       try {
-        // Every purchase checks, where it decides, that its bucket is of the sale its list was
-        // read from: a list of the last sale (read before a DELETE and a PUT with other
-        // buckets) would buy in the wrong bucket, and count the buyer's units where their
-        // next purchase does not look.
+        // Every purchase checks, where it decides, that its bucket is of the list it was
+        // chosen from: a list read before a DELETE and a PUT (with other buckets) would buy
+        // in the wrong bucket, and count the buyer's units where their next purchase does
+        // not look. A restart keeps the list (listOf(), src/sale/buckets.ts).
         if (home.buckets.length === 1) return await place({ ...line, bucketList: home.list ?? undefined }, false);
         const placed = await place({ ...line, productId: home.bucketId, bucketList: home.list ?? undefined }, true);
         return { ...placed, order: { ...placed.order, productId: line.productId } };
