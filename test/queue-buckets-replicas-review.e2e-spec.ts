@@ -1,5 +1,3 @@
-import { Redis } from 'ioredis';
-import type { PrivateRedis } from '../harness/redis';
 import { KeyLayout } from '../src/redis/key-layout';
 import { moveOut, moveOutKeys } from '../src/redis/lua-scripts';
 import { request, startTestApp } from './helpers/app';
@@ -10,20 +8,13 @@ import { uniquePrefix, useReplicatedRedis } from './helpers/redis';
  * standalone Redis (every bucket on one server) with a replica: REDIS_WAIT_REPLICAS.
  */
 describe('the waiting room over escrow buckets with REDIS_WAIT_REPLICAS (standalone master and replica)', () => {
-  let master: PrivateRedis;
-  let replica: PrivateRedis;
-  let client: Redis;
-
   const pair = useReplicatedRedis();
-  beforeAll(() => {
-    [master, replica, client] = [pair.master(), pair.replica(), pair.client()];
-  });
 
   it('a join is answered its ticket while the replica is away, though a move is still in flight (a join places no order)', async () => {
     const prefix = uniquePrefix('r44b-wait');
     const keys = new KeyLayout(prefix);
     const app = await startTestApp({
-      REDIS_URL: master.url,
+      REDIS_URL: pair.master.url,
       KEY_PREFIX: prefix,
       REDIS_WAIT_REPLICAS: '1',
       REDIS_WAIT_TIMEOUT_MS: '300',
@@ -40,15 +31,15 @@ describe('the waiting room over escrow buckets with REDIS_WAIT_REPLICAS (standal
       );
       expect(ids).toHaveLength(3);
       // What an app stopped after a move's first step leaves: bucket 2's unit out, logged, landed nowhere.
-      const out = await moveOut.run(client, moveOutKeys(keys.product(ids[2])), 'stuck', ids[0], 1, '');
+      const out = await moveOut.run(pair.client, moveOutKeys(keys.product(ids[2])), 'stuck', ids[0], 1, '');
       expect(out[0]).toBe('OUT');
-      expect(await client.wait(1, 5_000)).toBe(1);
-      process.kill(replica.pid, 'SIGSTOP');
+      expect(await pair.client.wait(1, 5_000)).toBe(1);
+      process.kill(pair.replica.pid, 'SIGSTOP');
       let joined;
       try {
         joined = await request(app.url, 'POST', '/api/products/rep/queue', { json: { userId: 'w1' } });
       } finally {
-        process.kill(replica.pid, 'SIGCONT');
+        process.kill(pair.replica.pid, 'SIGCONT');
       }
       // Without buckets (or without a move in flight) a join needs no replica: it writes no order.
       expect(joined.body.message ?? '').not.toContain('purchase');

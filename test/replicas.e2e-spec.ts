@@ -1,6 +1,4 @@
-import { Redis } from 'ioredis';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { PrivateRedis } from '../harness/redis';
 import type { LockStrategyName } from '../src/config/app-config';
 import { liveReplicasIn } from '../src/orders/replica-acks';
 import { homeBucket, loggedMoves } from '../src/sale/buckets';
@@ -16,20 +14,13 @@ import { uniquePrefix, useReplicatedRedis } from './helpers/redis';
  * WAIT must follow the write to count it).
  */
 describe('REDIS_WAIT_REPLICAS', () => {
-  let master: PrivateRedis;
-  let replica: PrivateRedis;
-  let client: Redis;
-
   const pair = useReplicatedRedis();
-  beforeAll(() => {
-    [master, replica, client] = [pair.master(), pair.replica(), pair.client()];
-  });
 
   /** An app on the master that waits for `replicas` replica acks (300 ms) after each write, under a fresh key prefix. */
   async function waitingApp(name: string, replicas: number, env: Record<string, string> = {}) {
     const prefix = uniquePrefix(name);
     const app = await startTestApp({
-      REDIS_URL: master.url,
+      REDIS_URL: pair.master.url,
       KEY_PREFIX: prefix,
       REDIS_WAIT_REPLICAS: String(replicas),
       REDIS_WAIT_TIMEOUT_MS: '300',
@@ -51,9 +42,9 @@ describe('REDIS_WAIT_REPLICAS', () => {
 
         // The replica has acknowledged everything written so far (WAIT asks it), so a
         // WAIT sent on a connection that did not carry the next order would return at once.
-        await client.set(`${prefix}synced`, '1');
-        expect(await client.wait(1, 5_000)).toBe(1);
-        process.kill(replica.pid, 'SIGSTOP');
+        await pair.client.set(`${prefix}synced`, '1');
+        expect(await pair.client.wait(1, 5_000)).toBe(1);
+        process.kill(pair.replica.pid, 'SIGSTOP');
         try {
           const second = await request(app.url, 'POST', '/api/orders', {
             json: { productId: 'phone', userId: 'u2' },
@@ -63,11 +54,11 @@ describe('REDIS_WAIT_REPLICAS', () => {
           expect(second.body.message).toContain('only 0 of the 1 replicas');
           expect(second.body.message).toContain('a retry without one may buy a second time');
         } finally {
-          process.kill(replica.pid, 'SIGCONT');
+          process.kill(pair.replica.pid, 'SIGCONT');
         }
         // Written to the master all the same: unconfirmed, not undone.
-        expect(await client.xlen(k.orders)).toBe(2);
-        expect(await client.hget(k.buyers, 'u2')).toBe('1');
+        expect(await pair.client.xlen(k.orders)).toBe(2);
+        expect(await pair.client.hget(k.buyers, 'u2')).toBe('1');
       } finally {
         await app.close();
       }
@@ -86,22 +77,26 @@ describe('REDIS_WAIT_REPLICAS', () => {
       for (let i = 0; homed.length < 3; i++) if (homeBucket(`w${i}`, 2) === 0) homed.push(`w${i}`);
       const buy = (userId: string) => request(app.url, 'POST', '/api/orders', { json: { productId: 'pair', userId } });
       expect((await buy(homed[0])).status).toBe(201);
-      await client.set(`${prefix}synced`, '1');
-      expect(await client.wait(1, 5_000)).toBe(1);
-      process.kill(replica.pid, 'SIGSTOP');
+      await pair.client.set(`${prefix}synced`, '1');
+      expect(await pair.client.wait(1, 5_000)).toBe(1);
+      process.kill(pair.replica.pid, 'SIGSTOP');
       try {
         const waiting = await buy(homed[1]);
         expect(waiting.status).toBe(503);
         expect(waiting.body.code).toBe('REDIS_UNAVAILABLE');
         expect(waiting.body.message).toContain("not on 1 replicas of pair~1's master yet; nothing was written");
       } finally {
-        process.kill(replica.pid, 'SIGCONT');
+        process.kill(pair.replica.pid, 'SIGCONT');
       }
       // Out of its source, logged there, landed nowhere: the next buyer lands it and buys.
-      const inFlight = async () => loggedMoves(await client.hgetall(other.moves)).length;
-      expect([await client.get(home.stock), await client.get(other.stock), await inFlight()]).toEqual(['0', '0', 1]);
+      const inFlight = async () => loggedMoves(await pair.client.hgetall(other.moves)).length;
+      expect([await pair.client.get(home.stock), await pair.client.get(other.stock), await inFlight()]).toEqual([
+        '0',
+        '0',
+        1,
+      ]);
       expect((await buy(homed[2])).status).toBe(201);
-      expect([await inFlight(), await client.xlen(home.orders)]).toEqual([0, 2]);
+      expect([await inFlight(), await pair.client.xlen(home.orders)]).toEqual([0, 2]);
     } finally {
       await app.close();
     }
@@ -116,8 +111,8 @@ describe('REDIS_WAIT_REPLICAS', () => {
       expect(res.body.code).toBe('REDIS_UNAVAILABLE');
       expect(res.body.message).toContain('has 1 live replica and REDIS_WAIT_REPLICAS asks for 2: nothing was written');
       const k = new KeyLayout(prefix).product('phone');
-      expect(await client.xlen(k.orders)).toBe(0);
-      expect(await client.get(k.stock)).toBe('10');
+      expect(await pair.client.xlen(k.orders)).toBe(0);
+      expect(await pair.client.get(k.stock)).toBe('10');
     } finally {
       await app.close();
     }
@@ -125,7 +120,7 @@ describe('REDIS_WAIT_REPLICAS', () => {
 
   /** Resolves once the master counts `count` live replicas (replica-acks.ts liveReplicasIn), and the app's count of them is stale. */
   async function liveReplicas(count: number): Promise<void> {
-    while (liveReplicasIn(await client.info('replication')) !== count) await sleep(50);
+    while (liveReplicasIn(await pair.client.info('replication')) !== count) await sleep(50);
     await sleep(1_100); // past the app's REPLICAS_FRESH_MS
   }
 
@@ -151,7 +146,7 @@ describe('REDIS_WAIT_REPLICAS', () => {
     });
 
     afterEach(async () => {
-      process.kill(replica.pid, 'SIGCONT');
+      process.kill(pair.replica.pid, 'SIGCONT');
       await app.close();
       await liveReplicas(1);
     });
@@ -159,7 +154,7 @@ describe('REDIS_WAIT_REPLICAS', () => {
     it('a retry of an order the replica has is answered it again (201 replayed); a new key is refused, nothing written', async () => {
       const first = await buy('u1', 'k1');
       expect(first.status).toBe(201);
-      process.kill(replica.pid, 'SIGSTOP');
+      process.kill(pair.replica.pid, 'SIGSTOP');
       await liveReplicas(0);
 
       const retry = await buy('u1', 'k1');
@@ -172,16 +167,16 @@ describe('REDIS_WAIT_REPLICAS', () => {
       expect(fresh.body.message).toContain(
         'has 0 live replicas and REDIS_WAIT_REPLICAS asks for 1: nothing was written',
       );
-      expect(await client.hget(k.idem, 'k2')).toBeNull();
-      expect(await client.xlen(k.orders)).toBe(1);
-      expect(await client.get(k.stock)).toBe('9');
+      expect(await pair.client.hget(k.idem, 'k2')).toBeNull();
+      expect(await pair.client.xlen(k.orders)).toBe(1);
+      expect(await pair.client.get(k.stock)).toBe('9');
     }, 30_000);
 
     it('a retry of an order no replica acknowledged is 503 OUTCOME_UNKNOWN until one has it, then 201 replayed', async () => {
       // Acknowledged up to here, so the WAIT behind the next order waits for it alone.
-      await client.set(`${k.stock}:synced`, '1');
-      expect(await client.wait(1, 5_000)).toBe(1);
-      process.kill(replica.pid, 'SIGSTOP');
+      await pair.client.set(`${k.stock}:synced`, '1');
+      expect(await pair.client.wait(1, 5_000)).toBe(1);
+      process.kill(pair.replica.pid, 'SIGSTOP');
       const first = await buy('u1', 'k1');
       expect(first.body.code).toBe('OUTCOME_UNKNOWN');
       await liveReplicas(0);
@@ -192,12 +187,12 @@ describe('REDIS_WAIT_REPLICAS', () => {
       expect(early.body.code).toBe('OUTCOME_UNKNOWN');
       expect(early.body.message).toContain('retry with the same Idempotency-Key');
 
-      process.kill(replica.pid, 'SIGCONT');
+      process.kill(pair.replica.pid, 'SIGCONT');
       await liveReplicas(1);
       const confirmed = await buy('u1', 'k1');
       expect(answered(confirmed)).toEqual({ status: 201, replayed: 'true' });
       expect(confirmed.body).toMatchObject({ productId: 'phone', userId: 'u1', remaining: 9 });
-      expect(await client.xlen(k.orders)).toBe(1);
+      expect(await pair.client.xlen(k.orders)).toBe(1);
     }, 30_000);
   });
 

@@ -162,7 +162,11 @@ export function useTestRedis(): {
  * removed after them: `client` talks to the master; a test stops the replica with SIGSTOP
  * (its `pid`) to see what a write does without it.
  */
-export function useReplicatedRedis(): { master(): PrivateRedis; replica(): PrivateRedis; client(): Redis } {
+export function useReplicatedRedis(): {
+  readonly master: PrivateRedis;
+  readonly replica: PrivateRedis;
+  readonly client: Redis;
+} {
   let master: PrivateRedis | undefined;
   let replica: PrivateRedis | undefined;
   let client: Redis | undefined;
@@ -180,7 +184,18 @@ export function useReplicatedRedis(): { master(): PrivateRedis; replica(): Priva
     await replica?.remove();
     await master?.remove();
   });
-  return { master: () => master!, replica: () => replica!, client: () => client! };
+  // Getters: read in a test, once beforeAll has started them.
+  return {
+    get master() {
+      return master!;
+    },
+    get replica() {
+      return replica!;
+    },
+    get client() {
+      return client!;
+    },
+  };
 }
 
 /**
