@@ -139,8 +139,7 @@ export class ProductsService {
         this.telemetry.saleRestarted(productId);
         // What this instance's door learnt of the last sale is not the new one's (other
         // instances forget it within DOOR_TRUST_MS).
-        this.door.forget(productId);
-        this.room.forget(productId);
+        this.forgetLearnt(productId);
         this.escrow.forget(productId);
         this.telemetry.saleStarted(productId, value);
       });
@@ -150,6 +149,12 @@ export class ProductsService {
       await this.redis.sadd(this.keys.products, productId);
       return this.get(productId);
     });
+  }
+
+  /** Forgets what this instance learnt of a product's sale: its door's refusals, its waiting room's counts. */
+  private forgetLearnt(productId: string): void {
+    this.door.forget(productId);
+    this.room.forget(productId);
   }
 
   /**
@@ -241,8 +246,7 @@ export class ProductsService {
       // purchase hears UNKNOWN_PRODUCT at once here, within DOOR_TRUST_MS elsewhere. (The
       // dashboard's unpublished counts need nothing: live-publish-2.lua writes no product
       // without a meta hash.)
-      this.door.forget(productId);
-      this.room.forget(productId);
+      this.forgetLearnt(productId);
       await this.unlist(productId);
       return { id: productId, keys, discardedOrders };
     });
@@ -280,8 +284,7 @@ export class ProductsService {
         if (status === 'UNKNOWN_PRODUCT') throw new UnknownProductError(productId);
       }
       // What this instance's door learnt (a sell-out) is not what it must say now (ended).
-      this.door.forget(productId);
-      this.room.forget(productId);
+      this.forgetLearnt(productId);
       let cancelled = 0;
       // A reservation paid, expired or cancelled by its buyer between the scan and this
       // cancel keeps that outcome, and is not counted.
