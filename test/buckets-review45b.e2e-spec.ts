@@ -56,7 +56,15 @@ describe('review 45b: bucket lists and confirmed refills', () => {
       sold.push(answer.body.orderId as string);
     }
     const escrow = nest.get(Escrow);
-    const refills = jest.spyOn(escrow, 'refill');
+    // The second refill call (the second buyer's), awaited rather than polled for.
+    const refill = escrow.refill.bind(escrow);
+    let calls = 0;
+    let secondCalled!: () => void;
+    const secondRefill = new Promise<void>((r) => (secondCalled = r));
+    jest.spyOn(escrow, 'refill').mockImplementation((...args: Parameters<Escrow['refill']>) => {
+      if (++calls === 2) secondCalled();
+      return refill(...args);
+    });
     // The first buyer's refill (bucket 1, one unit) has confirmed every bucket dry, and is
     // slow to answer (a pause, a slow link back).
     const confirm = (escrow as unknown as { confirmed: (...a: unknown[]) => Promise<number | null> }).confirmed.bind(
@@ -81,8 +89,8 @@ describe('review 45b: bucket lists and confirmed refills', () => {
     expect((await request(url, 'POST', `/api/orders/${sold[2]}/cancel`)).status).toBe(200);
     const second = buy(url, 'mug', h2);
     // The second buyer's purchase found bucket 1 dry and waits for the refill in hand.
-    for (let i = 0; i < 200 && refills.mock.calls.length < 2; i++) await new Promise((r) => setTimeout(r, 5));
-    expect(refills.mock.calls.length).toBe(2);
+    await secondRefill;
+    expect(calls).toBe(2);
     const keys = new KeyLayout(prefix);
     expect(await redis.client().get(keys.product('mug~2').stock)).toBe('1');
     release();

@@ -262,7 +262,8 @@ describe('the waiting room over escrow buckets, under interleavings an outside r
     const next = await join(a.url, 'cup', homedIn(1, 3, 'd'));
     expect(next.status).toBe(202);
     let state = next.body.state;
-    for (let i = 0; i < 20 && state === 'waiting'; i++) {
+    // Admitted at the queue's rate: read again until it is (the test's timeout bounds it).
+    for (let i = 0; i < 400 && state === 'waiting'; i++) {
       await sleep(50);
       state = (await request(a.url, 'GET', `/api/products/cup/queue/${next.body.ticket}`)).body.state;
     }

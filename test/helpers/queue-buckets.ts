@@ -10,9 +10,12 @@ export function homedIn(bucket: number, n: number, stem: string): string {
   for (let i = 0; ; i++) if (homeBucket(`${stem}${i}`, n) === bucket) return `${stem}${i}`;
 }
 
-/** Polls `what` every 20 ms until it holds, 2 s at most (the caller asserts what it waited for). */
+/**
+ * Polls `what` every 20 ms until it holds, 20 s at most (the caller asserts what it waited
+ * for): a bound far past what a loaded machine takes, so the wait never decides a test.
+ */
 export async function until(what: () => Promise<boolean>): Promise<void> {
-  for (let i = 0; i < 100 && !(await what()); i++) await sleep(20);
+  for (let i = 0; i < 1000 && !(await what()); i++) await sleep(20);
 }
 
 /**
