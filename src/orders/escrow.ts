@@ -41,6 +41,13 @@ interface BucketRead {
   /** Moves out and in it has made (its moves hash's `v`): unchanged between two reads, no unit moved through it. */
   readonly version: string;
   /**
+   * Units its orders gave back (cancels, expiries: meta's unitsReturned, counted by
+   * order-outcome-6.lua since its sale began), read before its stock: unchanged between
+   * two reads, no unit came back to it between them. Null for a sale begun by a version
+   * that kept no count (its returns are not seen).
+   */
+  readonly returned: string | null;
+  /**
    * No move through it between the first and the last of its read's commands (a pipeline
    * is not atomic: another client's commands may run between them, and a move there
    * would show the stock from before it beside the moves from after).
@@ -250,11 +257,14 @@ export class Escrow {
 
   /**
    * What buckets `read` found short add up to, if a second read confirms it: every one
-   * with nothing in flight, no move through it (its version unchanged) and no more units
-   * than the first read found (sales only: a unit back from a cancel or an expiry, or
-   * moved, shows), so no unit moved (or came back) between the reads unseen (a unit
-   * landing in a bucket already read, from one read after it left). The second read's
-   * total, or null when it is not confirmed.
+   * with nothing in flight, no move through it (its version unchanged), no unit back to it
+   * from an order (its returns unchanged) and no more units than the first read found. Then
+   * no bucket gained a unit between its two reads, so at the instant the last first read
+   * was done (before every second read began) each held at most what its first read found:
+   * the product held at most `read`'s total, and refusing more is true of that instant.
+   * (The second read's total is no instant's: a bucket read last may have sold a unit while
+   * one came back to a bucket read before it; `read`'s 0 is SOLD_OUT, the second's is not.)
+   * That total, or null when it is not confirmed.
    */
   private async confirmed(buckets: readonly string[], read: readonly BucketRead[]): Promise<number | null> {
     const again = await this.read(buckets);
@@ -262,9 +272,10 @@ export class Escrow {
       (b, i) =>
         Math.max(b.stock, 0) <= Math.max(read[i].stock, 0) &&
         b.inFlight.length + b.stale.length === 0 &&
-        b.version === read[i].version,
+        b.version === read[i].version &&
+        b.returned === read[i].returned,
     );
-    return steady ? unitsIn(again) : null;
+    return steady ? unitsIn(read) : null;
   }
 
   /**
@@ -322,14 +333,21 @@ export class Escrow {
       buckets.map(async (id) => {
         const k = this.keys.product(id);
         // A pipeline of reads, not a MULTI: answered while Redis refuses writes for memory.
-        const [before, stock, epoch, moves] = (await execAll(
-          this.redis.pipeline().hget(k.moves, 'v').get(k.stock).hget(k.meta, 'epoch').hgetall(k.moves),
-        )) as [string | null, string | null, string | null, Record<string, string>];
+        const [before, returned, stock, epoch, moves] = (await execAll(
+          this.redis
+            .pipeline()
+            .hget(k.moves, 'v')
+            .hget(k.meta, 'unitsReturned')
+            .get(k.stock)
+            .hget(k.meta, 'epoch')
+            .hgetall(k.moves),
+        )) as [string | null, string | null, string | null, string | null, Record<string, string>];
         const all: InFlight[] = loggedMoves(moves).map((m) => ({ ...m, source: id }));
         return {
           id,
           stock: Number(stock ?? 0),
           version: moves.v ?? '0',
+          returned,
           steady: (before ?? '0') === (moves.v ?? '0'),
           epoch,
           inFlight: all.filter((m) => m.epoch === epoch),

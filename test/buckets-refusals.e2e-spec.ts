@@ -1,0 +1,132 @@
+import { Escrow } from '../src/orders/escrow';
+import { request } from './helpers/app';
+import { uniquePrefix } from './helpers/redis';
+import { bucketsOnOneRedis, usersOf } from './helpers/buckets-on-one-redis';
+
+/**
+ * A refill's refusal (SOLD_OUT, INSUFFICIENT_STOCK) must hold at some instant of the
+ * purchase: the units in every bucket at once. Its reads are one bucket after another,
+ * so a unit can come back (a cancel, an expiry) to a bucket already read while another
+ * sells. Each test reads the buckets in one order (the app's own Escrow.read(), for one
+ * call, one bucket at a time) and returns and sells between the reads, through the real
+ * routes; the product has at least one unit throughout.
+ */
+describe('escrow buckets: a refill refuses only what held at one instant', () => {
+  const { app, put, buy } = bucketsOnOneRedis();
+  const cancel = (url: string, orderId: string) => request(url, 'POST', `/api/orders/${orderId}/cancel`);
+
+  /** How one call of Escrow.read() reads: bucket `order[i]` after `between[i]` ran. */
+  interface Turns {
+    readonly order: number[];
+    readonly between: Array<() => Promise<void>>;
+  }
+  const nothing = () => Promise.resolve();
+
+  /** Escrow.read()'s calls numbered in `turns` (from 1) made bucket by bucket; the others as they are. */
+  function readInTurns(escrow: Escrow, turns: Record<number, Turns>): { calls: () => number } {
+    const read = escrow.read.bind(escrow);
+    let calls = 0;
+    jest.spyOn(escrow, 'read').mockImplementation(async (buckets: readonly string[]) => {
+      const turn = turns[++calls];
+      if (!turn) return read(buckets);
+      const found = new Array<Awaited<ReturnType<Escrow['read']>>[number]>(buckets.length);
+      for (const [i, bucket] of turn.order.entries()) {
+        await turn.between[i]();
+        [found[bucket]] = await read([buckets[bucket]]);
+      }
+      return found;
+    });
+    return { calls: () => calls };
+  }
+
+  it.each(['atomic', 'fenced'])(
+    '%s: no SOLD_OUT when a unit came back to a bucket between its two reads, and was sold again',
+    async (strategy) => {
+      const prefix = uniquePrefix(`refusal-back-${strategy}`);
+      const { url, app: nest } = await app(prefix, strategy);
+      // Two buckets of two units: bucket 0 (A) sold out by two of its buyers, bucket 1 (B)
+      // left with one unit. One unit in the product.
+      expect((await put(url, 'lamp', { stock: 4, buckets: 2, perUserLimit: 5 })).status).toBe(200);
+      const [a1, a2, x, z] = usersOf(0, 2, 4, 'a');
+      const [b1, y, w] = usersOf(1, 2, 3, 'b');
+      const inA = [(await buy(url, 'lamp', a1)).body.orderId, (await buy(url, 'lamp', a2)).body.orderId];
+      const inB = (await buy(url, 'lamp', b1)).body.orderId;
+      const escrow = nest.get(Escrow);
+      const steps: string[] = [];
+      const act = (what: string, answer: Promise<{ status: number }>, status = 201) =>
+        answer.then((r) => {
+          steps.push(`${what} ${r.status}`);
+          expect(r.status).toBe(status);
+        });
+      // The refill's first read: A (0 units), then A gets one back and B's unit is sold
+      // (y), then B (0 units). Its second read: A again after a unit came back to B and
+      // A's was sold (z): 0, as first read; then B after a unit came back to A and B's was
+      // sold (w): 0, as first read. Every bucket read 0 twice, but the product held a unit
+      // at every instant (and holds one in A at the end): the buyer is sold it.
+      const reads = readInTurns(escrow, {
+        1: {
+          order: [0, 1],
+          between: [
+            nothing,
+            () => act('cancel A', cancel(url, inA[0]), 200).then(() => act('y buys B', buy(url, 'lamp', y))),
+          ],
+        },
+        2: {
+          order: [0, 1],
+          between: [
+            () => act('cancel B', cancel(url, inB), 200).then(() => act('z buys A', buy(url, 'lamp', z))),
+            () => act('cancel A', cancel(url, inA[1]), 200).then(() => act('w buys B', buy(url, 'lamp', w))),
+          ],
+        },
+      });
+      const answer = await buy(url, 'lamp', x);
+      expect(reads.calls()).toBeGreaterThanOrEqual(2);
+      expect(steps).toEqual([
+        'cancel A 200',
+        'y buys B 201',
+        'cancel B 200',
+        'z buys A 201',
+        'cancel A 200',
+        'w buys B 201',
+      ]);
+      expect(answer.body.code).toBeUndefined();
+      expect(answer.status).toBe(201);
+    },
+  );
+
+  it.each(['atomic', 'fenced'])(
+    '%s: no SOLD_OUT from a second read that found every bucket dry when the first found a unit',
+    async (strategy) => {
+      const prefix = uniquePrefix(`refusal-short-${strategy}`);
+      const { url, app: nest } = await app(prefix, strategy);
+      // Two buckets of one unit: B's sold, A's left. The buyer (home A) asks for 2.
+      expect((await put(url, 'desk', { stock: 2, buckets: 2, perUserLimit: 5 })).status).toBe(200);
+      const [x, z] = usersOf(0, 2, 2, 'd');
+      const [b1] = usersOf(1, 2, 1, 'e');
+      const inB = (await buy(url, 'desk', b1)).body.orderId;
+      const escrow = nest.get(Escrow);
+      const steps: string[] = [];
+      // The refill's second read: B first (0, as before), then B's unit comes back and A's
+      // is sold (z), then A (0, one sale less than the first read found). Each bucket held
+      // its count between its reads but the two reads add up to no instant's: the product
+      // held a unit at every instant, fewer than 2: INSUFFICIENT_STOCK, not SOLD_OUT.
+      readInTurns(escrow, {
+        2: {
+          order: [1, 0],
+          between: [
+            nothing,
+            async () => {
+              const back = await cancel(url, inB);
+              const sold = await buy(url, 'desk', z);
+              steps.push(`cancel B ${back.status}`, `z buys A ${sold.status}`);
+            },
+          ],
+        },
+      });
+      const answer = await buy(url, 'desk', x, 2);
+      expect(steps).toEqual(['cancel B 200', 'z buys A 201']);
+      expect(answer.status).toBe(409);
+      expect(answer.body.code).toBe('INSUFFICIENT_STOCK');
+    },
+  );
+});
