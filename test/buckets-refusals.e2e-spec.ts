@@ -1,4 +1,5 @@
 import { Escrow } from '../src/orders/escrow';
+import { KeyLayout } from '../src/redis/key-layout';
 import { request } from './helpers/app';
 import { uniquePrefix } from './helpers/redis';
 import { bucketsOnOneRedis, usersOf } from './helpers/buckets-on-one-redis';
@@ -12,7 +13,7 @@ import { bucketsOnOneRedis, usersOf } from './helpers/buckets-on-one-redis';
  * routes; the product has at least one unit throughout.
  */
 describe('escrow buckets: a refill refuses only what held at one instant', () => {
-  const { app, put, buy } = bucketsOnOneRedis();
+  const { redis, app, put, buy } = bucketsOnOneRedis();
   const cancel = (url: string, orderId: string) => request(url, 'POST', `/api/orders/${orderId}/cancel`);
 
   /** How one call of Escrow.read() reads: bucket `order[i]` after `between[i]` ran. */
@@ -39,47 +40,47 @@ describe('escrow buckets: a refill refuses only what held at one instant', () =>
     return { calls: () => calls };
   }
 
-  it.each(['atomic', 'fenced'])(
-    '%s: no SOLD_OUT when a unit came back to a bucket between its two reads, and was sold again',
-    async (strategy) => {
-      const prefix = uniquePrefix(`refusal-back-${strategy}`);
-      const { url, app: nest } = await app(prefix, strategy);
-      // Two buckets of two units: bucket 0 (A) sold out by two of its buyers, bucket 1 (B)
-      // left with one unit. One unit in the product.
-      expect((await put(url, 'lamp', { stock: 4, buckets: 2, perUserLimit: 5 })).status).toBe(200);
-      const [a1, a2, x, z] = usersOf(0, 2, 4, 'a');
-      const [b1, y, w] = usersOf(1, 2, 3, 'b');
-      const inA = [(await buy(url, 'lamp', a1)).body.orderId, (await buy(url, 'lamp', a2)).body.orderId];
-      const inB = (await buy(url, 'lamp', b1)).body.orderId;
-      const escrow = nest.get(Escrow);
-      const steps: string[] = [];
-      const act = (what: string, answer: Promise<{ status: number }>, status = 201) =>
-        answer.then((r) => {
-          steps.push(`${what} ${r.status}`);
-          expect(r.status).toBe(status);
-        });
-      // The refill's first read: A (0 units), then A gets one back and B's unit is sold
-      // (y), then B (0 units). Its second read: A again after a unit came back to B and
-      // A's was sold (z): 0, as first read; then B after a unit came back to A and B's was
-      // sold (w): 0, as first read. Every bucket read 0 twice, but the product held a unit
-      // at every instant (and holds one in A at the end): the buyer is sold it.
-      const reads = readInTurns(escrow, {
-        1: {
-          order: [0, 1],
-          between: [
-            nothing,
-            () => act('cancel A', cancel(url, inA[0]), 200).then(() => act('y buys B', buy(url, 'lamp', y))),
-          ],
-        },
-        2: {
-          order: [0, 1],
-          between: [
-            () => act('cancel B', cancel(url, inB), 200).then(() => act('z buys A', buy(url, 'lamp', z))),
-            () => act('cancel A', cancel(url, inA[1]), 200).then(() => act('w buys B', buy(url, 'lamp', w))),
-          ],
-        },
+  /**
+   * Two buckets of two units: bucket 0 (A) sold out by two of its buyers, bucket 1 (B)
+   * left with one unit. Then Escrow.read()'s first two calls read A, then B, and between
+   * the reads units come back and sell: the first read finds A at 0, then A gets one back
+   * and B's unit is sold (y), then it finds B at 0. The second read finds A at 0 after a
+   * unit came back to B and A's was sold (z), then B at 0 after a unit came back to A and
+   * B's was sold (w). Every bucket read 0 twice, but the product held a unit at every
+   * instant, and holds one in A at the end. Returns the product's buyer x (home A), and
+   * what happened between the reads once they are done.
+   */
+  async function returnsBetweenReads(strategy: string, prefix: string) {
+    const { url, app: nest } = await app(prefix, strategy);
+    expect((await put(url, 'lamp', { stock: 4, buckets: 2, perUserLimit: 5 })).status).toBe(200);
+    const [a1, a2, x, z] = usersOf(0, 2, 4, 'a');
+    const [b1, y, w] = usersOf(1, 2, 3, 'b');
+    const inA = [(await buy(url, 'lamp', a1)).body.orderId, (await buy(url, 'lamp', a2)).body.orderId];
+    const inB = (await buy(url, 'lamp', b1)).body.orderId;
+    const escrow = nest.get(Escrow);
+    const steps: string[] = [];
+    const act = (what: string, answer: Promise<{ status: number }>, status = 201) =>
+      answer.then((r) => {
+        steps.push(`${what} ${r.status}`);
+        expect(r.status).toBe(status);
       });
-      const answer = await buy(url, 'lamp', x);
+    const reads = readInTurns(escrow, {
+      1: {
+        order: [0, 1],
+        between: [
+          nothing,
+          () => act('cancel A', cancel(url, inA[0]), 200).then(() => act('y buys B', buy(url, 'lamp', y))),
+        ],
+      },
+      2: {
+        order: [0, 1],
+        between: [
+          () => act('cancel B', cancel(url, inB), 200).then(() => act('z buys A', buy(url, 'lamp', z))),
+          () => act('cancel A', cancel(url, inA[1]), 200).then(() => act('w buys B', buy(url, 'lamp', w))),
+        ],
+      },
+    });
+    const done = () => {
       expect(reads.calls()).toBeGreaterThanOrEqual(2);
       expect(steps).toEqual([
         'cancel A 200',
@@ -89,10 +90,30 @@ describe('escrow buckets: a refill refuses only what held at one instant', () =>
         'cancel A 200',
         'w buys B 201',
       ]);
+    };
+    return { url, escrow, x, done };
+  }
+
+  it.each(['atomic', 'fenced'])(
+    '%s: no SOLD_OUT when a unit came back to a bucket between its two reads, and was sold again',
+    async (strategy) => {
+      const { url, x, done } = await returnsBetweenReads(strategy, uniquePrefix(`refusal-back-${strategy}`));
+      const answer = await buy(url, 'lamp', x);
+      done();
       expect(answer.body.code).toBeUndefined();
       expect(answer.status).toBe(201);
     },
   );
+
+  it("the waiting room's count (Escrow.left()) is not 0 when a unit came back to a bucket between its two reads, and was sold again", async () => {
+    const prefix = uniquePrefix('refusal-left');
+    const { escrow, done } = await returnsBetweenReads('fenced', prefix);
+    const meta = new KeyLayout(prefix).product('lamp').meta;
+    const left = await escrow.left('lamp', async () => (await redis.client().hget(meta, 'epoch')) ?? '');
+    done();
+    // 0 would be the door's SOLD_OUT to every join (queue-5.lua): the product held a unit throughout.
+    expect(left).toEqual({ units: 1, moving: false });
+  });
 
   it.each(['atomic', 'fenced'])(
     '%s: no SOLD_OUT from a second read that found every bucket dry when the first found a unit',

@@ -219,7 +219,7 @@ export class Escrow {
    * they would count twice), and the product never counted as having none. A count is
    * trusted only when each bucket was read with no move through it meanwhile, and a second
    * read finds every bucket's moves and sale as the first: never more than the product
-   * has, and 0 only when every bucket is dry. Units that keep moving past every read are
+   * has, and 0 only when every bucket is dry (no unit back to any between its reads). Units that keep moving past every read are
    * BUCKETS_BUSY (503), never a guess.
    */
   async left(
@@ -249,8 +249,14 @@ export class Escrow {
       }
       const again = await this.read(buckets);
       const still = (b: BucketRead, i: number) => b.steady && read[i].steady && b.version === read[i].version;
-      if (again.every((b, i) => still(b, i) && b.epoch === epoch))
-        return { units: read.reduce((sum, b) => sum + Math.max(b.stock, 0), 0), moving: flying.length > 0 };
+      if (again.every((b, i) => still(b, i) && b.epoch === epoch)) {
+        const units = read.reduce((sum, b) => sum + Math.max(b.stock, 0), 0);
+        // None is the door's SOLD_OUT: only if no unit came back to a bucket between its
+        // reads either (as confirmed()): a unit back to a bucket read before another sold
+        // its last would leave every bucket read at 0 with a unit in the product throughout.
+        if (units > 0 || again.every((b, i) => b.returned === read[i].returned))
+          return { units, moving: flying.length > 0 };
+      }
     }
     throw new BucketsBusyError(REFILL_ROUNDS, 'moving');
   }
