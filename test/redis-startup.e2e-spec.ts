@@ -11,6 +11,7 @@ import { closeRedisClient, createRedisCluster, whenReady } from '../src/redis/cr
 import { KeyLayout } from '../src/redis/key-layout';
 import { permissionProblem } from '../src/redis/redis-permissions';
 import { ADMIN_TOKEN, request, startSale, startTestApp } from './helpers/app';
+import { usersOf } from './helpers/buckets-on-one-redis';
 import { closeClient, startTestCluster, startTestRedis, TestRedis } from './helpers/redis';
 
 const ROOT = join(__dirname, '..');
@@ -616,6 +617,46 @@ describe('start-up checks of the Redis: permissions and eviction policy', () => 
           ),
         );
         expect(answers.filter((a) => a.status === 201)).toHaveLength(10);
+        // A product in escrow buckets, one on each master, sold to buyers of bucket 0 only:
+        // moves from buckets 1 and 2 (each step waiting for a replica), a SOLD_OUT its
+        // refill confirmed, a cancel back to the bucket that sold it, bought again; and a
+        // second product's waiting room, which counts every bucket.
+        const put = (id: string, json: Record<string, unknown>) =>
+          request(app.url, 'PUT', `/api/products/${id}`, { json, admin: true });
+        expect((await put('acl-buckets', { stock: 6, perUserLimit: 1, buckets: 3 })).status).toBe(200);
+        const homed = usersOf(0, 3, 8, 'acl');
+        const sold = [];
+        const ids: string[] = [];
+        for (const u of homed.slice(0, 7)) {
+          const answer = await request(app.url, 'POST', '/api/orders', {
+            json: { productId: 'acl-buckets', userId: u },
+          });
+          sold.push(answer.body.code ?? answer.status);
+          if (answer.status === 201) ids.push(answer.body.orderId);
+        }
+        expect(sold).toEqual([201, 201, 201, 201, 201, 201, 'SOLD_OUT']);
+        const mine = await request(app.url, 'POST', '/api/orders', {
+          json: { productId: 'acl-buckets', userId: homed[0] },
+        });
+        expect(mine.body.code).toBe('LIMIT_REACHED');
+        const last = (await request(app.url, 'GET', '/api/products/acl-buckets/buckets', { admin: true })).body;
+        expect(last.map((b: { stock: number }) => b.stock)).toEqual([0, 0, 0]);
+        expect((await request(app.url, 'POST', `/api/orders/${ids[5]}/cancel`)).status).toBe(200);
+        const again = await request(app.url, 'POST', '/api/orders', {
+          json: { productId: 'acl-buckets', userId: homed[7] },
+        });
+        expect(again.status).toBe(201);
+        expect((await put('acl-room', { stock: 2, buckets: 3, queue: { admitPerSecond: 100 } })).status).toBe(200);
+        const joined = await request(app.url, 'POST', '/api/products/acl-room/queue', { json: { userId: 'r1' } });
+        expect(joined.body.state).toBe('admitted');
+        expect(
+          (
+            await request(app.url, 'POST', '/api/products/acl-room/orders', {
+              json: { userId: 'r1' },
+              headers: { 'admission-pass': joined.body.pass },
+            })
+          ).status,
+        ).toBe(201);
         expect((await request(app.url, 'GET', '/health')).status).toBe(200);
         expect((await request(app.url, 'GET', '/health/ready')).status).toBe(200);
         await settledPerHealth(app.url);
