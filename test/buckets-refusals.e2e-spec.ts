@@ -150,4 +150,34 @@ describe('escrow buckets: a refill refuses only what held at one instant', () =>
       expect(answer.body.code).toBe('INSUFFICIENT_STOCK');
     },
   );
+
+  it("the waiting room's count of a product sold out while one bucket's units come back and sell again is 0, not BUCKETS_BUSY", async () => {
+    const prefix = uniquePrefix('refusal-left-churn');
+    const { url, app: nest } = await app(prefix, 'atomic');
+    // Two buckets of one unit, both sold: nothing left.
+    expect((await put(url, 'fan', { stock: 2, buckets: 2, perUserLimit: 5 })).status).toBe(200);
+    const [h1] = usersOf(0, 2, 1, 'h');
+    const [k1] = usersOf(1, 2, 1, 'k');
+    expect((await buy(url, 'fan', h1)).status).toBe(201);
+    let inK = (await buy(url, 'fan', k1)).body.orderId as string;
+    const escrow = nest.get(Escrow);
+    const read = escrow.read.bind(escrow);
+    // Before each read (at most 50), K's buyer cancels and buys again, as an order that
+    // expires on a hot product, its unit sold at once: the product is dry at every read.
+    const steps = new Set<string>();
+    let reads = 0;
+    jest.spyOn(escrow, 'read').mockImplementation(async (buckets: readonly string[]) => {
+      if (++reads <= 50) {
+        steps.add(`cancel ${(await cancel(url, inK)).status}`);
+        const again = await buy(url, 'fan', k1);
+        steps.add(`buy ${again.status}`);
+        inK = again.body.orderId;
+      }
+      return read(buckets);
+    });
+    const meta = new KeyLayout(prefix).product('fan').meta;
+    const left = await escrow.left('fan', async () => (await redis.client().hget(meta, 'epoch')) ?? '');
+    expect([...steps]).toEqual(['cancel 200', 'buy 201']);
+    expect(left).toEqual({ units: 0, moving: false });
+  });
 });

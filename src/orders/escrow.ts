@@ -197,7 +197,7 @@ export class Escrow {
       if (!source) {
         // Short (or dry) everywhere, as read one bucket after another: said only if a second
         // read finds it so (confirmed()).
-        const confirmed = await this.confirmed(home.buckets, read);
+        const confirmed = await this.confirmed(home.buckets, read, needed);
         if (confirmed !== null) return confirmed;
         continue;
       }
@@ -219,7 +219,8 @@ export class Escrow {
    * they would count twice), and the product never counted as having none. A count is
    * trusted only when each bucket was read with no move through it meanwhile, and a second
    * read finds every bucket's moves and sale as the first: never more than the product
-   * has, and 0 only when every bucket is dry (no unit back to any between its reads). Units that keep moving past every read are
+   * has, and 0 only when every bucket is dry at one instant (no unit back to any between
+   * its reads, or to one only, read again alone: pinned()). Units that keep moving past every read are
    * BUCKETS_BUSY (503), never a guess.
    */
   async left(
@@ -251,37 +252,72 @@ export class Escrow {
       const still = (b: BucketRead, i: number) => b.steady && read[i].steady && b.version === read[i].version;
       if (again.every((b, i) => still(b, i) && b.epoch === epoch)) {
         const units = read.reduce((sum, b) => sum + Math.max(b.stock, 0), 0);
-        // None is the door's SOLD_OUT: only if no unit came back to a bucket between its
-        // reads either (as confirmed()): a unit back to a bucket read before another sold
-        // its last would leave every bucket read at 0 with a unit in the product throughout.
-        if (units > 0 || again.every((b, i) => b.returned === read[i].returned))
-          return { units, moving: flying.length > 0 };
+        const moving = flying.length > 0;
+        // None is the door's SOLD_OUT (moves that could not land are not none): only if no
+        // unit came back to a bucket between its reads, or to one only, pinned (as a
+        // refusal: confirmed()). A unit back to a bucket read before another sold its last
+        // would leave every bucket read at 0 with a unit in the product throughout.
+        const back = again.flatMap((b, i) => (b.returned === read[i].returned ? [] : [i]));
+        if (units > 0 || moving || back.length === 0) return { units, moving };
+        if (back.length === 1 && (await this.pinned(buckets, read, back[0]))?.bound === 0) return { units, moving };
       }
     }
     throw new BucketsBusyError(REFILL_ROUNDS, 'moving');
   }
 
   /**
-   * What buckets `read` found short add up to, if a second read confirms it: every one
-   * with nothing in flight, no move through it (its version unchanged), no unit back to it
-   * from an order (its returns unchanged) and no more units than the first read found. Then
-   * no bucket gained a unit between its two reads, so at the instant the last first read
-   * was done (before every second read began) each held at most what its first read found:
-   * the product held at most `read`'s total, and refusing more is true of that instant.
-   * (The second read's total is no instant's: a bucket read last may have sold a unit while
-   * one came back to a bucket read before it; `read`'s 0 is SOLD_OUT, the second's is not.)
-   * That total, or null when it is not confirmed.
+   * A refusal's count for buckets `read` found short of `needed` (none in flight), if later
+   * reads confirm one: else null (read again). It must hold at some instant of the
+   * purchase, the units in every bucket at once, and the reads are one bucket after
+   * another (on different shards; a pipeline is not atomic either). So a second read must
+   * find every bucket of the same sale (its epoch: a restart raises stocks and moves no
+   * counter), read steady, with no move through it (its version), nothing in flight and no
+   * more units; then no bucket gained a unit between its reads except by a return (a
+   * cancel or an expiry: its `returned`). With no return anywhere, each bucket held at
+   * most its first count at the instant the last first read was done: the product held at
+   * most `read`'s total. With returns to one bucket (units that come back and sell again,
+   * as at the end of a hot sale), that bucket is read once more alone, then every other
+   * bucket again: those unchanged since `read` held at most their first count at the
+   * instant of that one read (pinned()). Returns to two buckets prove no instant (a unit
+   * back to one while the other sold its last: each read dry, a unit in the product
+   * throughout). The answer: 0 (SOLD_OUT) only when that instant's bound is 0; else the
+   * last reads' total (INSUFFICIENT_STOCK), read again if that is 0 (the product may have
+   * sold out in between: a third read says so, or not).
    */
-  private async confirmed(buckets: readonly string[], read: readonly BucketRead[]): Promise<number | null> {
+  private async confirmed(
+    buckets: readonly string[],
+    read: readonly BucketRead[],
+    needed: number,
+  ): Promise<number | null> {
     const again = await this.read(buckets);
-    const steady = again.every(
-      (b, i) =>
-        Math.max(b.stock, 0) <= Math.max(read[i].stock, 0) &&
-        b.inFlight.length + b.stale.length === 0 &&
-        b.version === read[i].version &&
-        b.returned === read[i].returned,
-    );
-    return steady ? unitsIn(read) : null;
+    if (!again.every((b, i) => unmoved(read[i], b))) return null;
+    const back = again.flatMap((b, i) => (b.returned === read[i].returned ? [] : [i]));
+    if (back.length > 1) return null;
+    const found =
+      back.length === 0 ? { bound: unitsIn(read), last: unitsIn(again) } : await this.pinned(buckets, read, back[0]);
+    if (found === null || found.bound >= needed) return null;
+    if (found.bound === 0) return 0;
+    return found.last > 0 ? found.last : null;
+  }
+
+  /**
+   * Bucket `k`, which took units back between two reads, read alone, then every other
+   * bucket again: `bound`, the most the product held at the instant of that one read (its
+   * count then, and each other bucket's count in `read`, unchanged since with no return:
+   * none gained a unit in between); `last`, what these reads add up to. Null when
+   * anything changed but `k`'s returns and the others' sales.
+   */
+  private async pinned(
+    buckets: readonly string[],
+    read: readonly BucketRead[],
+    k: number,
+  ): Promise<{ bound: number; last: number } | null> {
+    const [one] = await this.read([buckets[k]]);
+    const rest = await this.read(buckets.filter((_, i) => i !== k));
+    const others = read.filter((_, i) => i !== k);
+    if (!unmoved(read[k], one) || !rest.every((b, i) => unmoved(others[i], b) && b.returned === others[i].returned))
+      return null;
+    return { bound: unitsIn([one, ...others]), last: unitsIn([one, ...rest]) };
   }
 
   /**
@@ -362,6 +398,21 @@ export class Escrow {
       }),
     );
   }
+}
+
+/**
+ * Whether bucket `later` gained no unit since `first` but by a return (both of the same
+ * sale, read steady, no move through it, nothing in flight, no more units than `first`).
+ */
+function unmoved(first: BucketRead, later: BucketRead): boolean {
+  return (
+    later.epoch === first.epoch &&
+    later.steady &&
+    first.steady &&
+    later.version === first.version &&
+    later.inFlight.length + later.stale.length === 0 &&
+    Math.max(later.stock, 0) <= Math.max(first.stock, 0)
+  );
 }
 
 /** The units in buckets as read: their stock (none below 0) and every move logged in flight. */
