@@ -2,7 +2,7 @@ import { Escrow } from '../src/orders/escrow';
 import { KeyLayout } from '../src/redis/key-layout';
 import { request } from './helpers/app';
 import { uniquePrefix } from './helpers/redis';
-import { bucketsOnOneRedis, usersOf } from './helpers/buckets-on-one-redis';
+import { beforeEachRead, bucketsOnOneRedis, nothing, readInTurns, usersOf } from './helpers/buckets-on-one-redis';
 
 /**
  * A refill's refusal (SOLD_OUT, INSUFFICIENT_STOCK) must hold at some instant of the
@@ -15,30 +15,6 @@ import { bucketsOnOneRedis, usersOf } from './helpers/buckets-on-one-redis';
 describe('escrow buckets: a refill refuses only what held at one instant', () => {
   const { redis, app, put, buy } = bucketsOnOneRedis();
   const cancel = (url: string, orderId: string) => request(url, 'POST', `/api/orders/${orderId}/cancel`);
-
-  /** How one call of Escrow.read() reads: bucket `order[i]` after `between[i]` ran. */
-  interface Turns {
-    readonly order: number[];
-    readonly between: Array<() => Promise<void>>;
-  }
-  const nothing = () => Promise.resolve();
-
-  /** Escrow.read()'s calls numbered in `turns` (from 1) made bucket by bucket; the others as they are. */
-  function readInTurns(escrow: Escrow, turns: Record<number, Turns>): { calls: () => number } {
-    const read = escrow.read.bind(escrow);
-    let calls = 0;
-    jest.spyOn(escrow, 'read').mockImplementation(async (buckets: readonly string[]) => {
-      const turn = turns[++calls];
-      if (!turn) return read(buckets);
-      const found = new Array<Awaited<ReturnType<Escrow['read']>>[number]>(buckets.length);
-      for (const [i, bucket] of turn.order.entries()) {
-        await turn.between[i]();
-        [found[bucket]] = await read([buckets[bucket]]);
-      }
-      return found;
-    });
-    return { calls: () => calls };
-  }
 
   /**
    * Two buckets of two units: bucket 0 (A) sold out by two of its buyers, bucket 1 (B)
@@ -160,20 +136,15 @@ describe('escrow buckets: a refill refuses only what held at one instant', () =>
     const [k1] = usersOf(1, 2, 1, 'k');
     expect((await buy(url, 'fan', h1)).status).toBe(201);
     let inK = (await buy(url, 'fan', k1)).body.orderId as string;
-    const escrow = nest.get(Escrow);
-    const read = escrow.read.bind(escrow);
     // Before each read (at most 50), K's buyer cancels and buys again, as an order that
     // expires on a hot product, its unit sold at once: the product is dry at every read.
     const steps = new Set<string>();
-    let reads = 0;
-    jest.spyOn(escrow, 'read').mockImplementation(async (buckets: readonly string[]) => {
-      if (++reads <= 50) {
-        steps.add(`cancel ${(await cancel(url, inK)).status}`);
-        const again = await buy(url, 'fan', k1);
-        steps.add(`buy ${again.status}`);
-        inK = again.body.orderId;
-      }
-      return read(buckets);
+    const escrow = nest.get(Escrow);
+    beforeEachRead(escrow, 50, async () => {
+      steps.add(`cancel ${(await cancel(url, inK)).status}`);
+      const again = await buy(url, 'fan', k1);
+      steps.add(`buy ${again.status}`);
+      inK = again.body.orderId;
     });
     const meta = new KeyLayout(prefix).product('fan').meta;
     const left = await escrow.left('fan', async () => (await redis.client().hget(meta, 'epoch')) ?? '');

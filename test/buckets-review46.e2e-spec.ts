@@ -4,7 +4,7 @@ import { moveDone, moveDoneKeys, moveIn, moveInKeys, moveOut, moveOutKeys } from
 import type { RedisClient } from '../src/redis/create-client';
 import { request } from './helpers/app';
 import { uniquePrefix } from './helpers/redis';
-import { bucketsOnOneRedis, usersOf } from './helpers/buckets-on-one-redis';
+import { beforeEachRead, bucketsOnOneRedis, nothing, readInTurns, usersOf } from './helpers/buckets-on-one-redis';
 
 /**
  * Outside review 46 of 2ae206d (a refill's refusal from the first read's total, confirmed
@@ -16,39 +16,6 @@ import { bucketsOnOneRedis, usersOf } from './helpers/buckets-on-one-redis';
 describe('review 46: refusals from two reads of the buckets', () => {
   const { redis, app, put, buy } = bucketsOnOneRedis();
   const cancel = (url: string, orderId: string) => request(url, 'POST', `/api/orders/${orderId}/cancel`);
-
-  /** How one call of Escrow.read() reads: bucket `order[i]` after `between[i]` ran. */
-  interface Turns {
-    readonly order: number[];
-    readonly between: Array<() => Promise<void>>;
-  }
-  const nothing = () => Promise.resolve();
-  type Found = Awaited<ReturnType<Escrow['read']>>[number];
-
-  /**
-   * Escrow.read()'s calls numbered in `turns` (from 1) made bucket by bucket; the others as
-   * they are. While `paused()` says so (the PUT's own read of the buckets), a call is not counted.
-   */
-  function readInTurns(
-    escrow: Escrow,
-    turns: Record<number, Turns>,
-    paused: () => boolean = () => false,
-  ): { calls: () => number } {
-    const read = escrow.read.bind(escrow);
-    let calls = 0;
-    jest.spyOn(escrow, 'read').mockImplementation(async (buckets: readonly string[]) => {
-      if (paused()) return read(buckets);
-      const turn = turns[++calls];
-      if (!turn) return read(buckets);
-      const found = new Array<Found>(buckets.length);
-      for (const [i, bucket] of turn.order.entries()) {
-        await turn.between[i]();
-        [found[bucket]] = await read([buckets[bucket]]);
-      }
-      return found;
-    });
-    return { calls: () => calls };
-  }
 
   it.each(['atomic', 'fenced'])(
     '%s: no SOLD_OUT from reads on both sides of a restart (PUT): the second read does not compare the sale, and a reset raises a stock with no counter moved',
@@ -219,25 +186,19 @@ describe('review 46: refusals from two reads of the buckets', () => {
     const [k1] = usersOf(1, 2, 1, 'k');
     expect((await buy(url, 'fan', h1)).status).toBe(201);
     let inK = (await buy(url, 'fan', k1)).body.orderId as string;
-    const escrow = nest.get(Escrow);
-    const read = escrow.read.bind(escrow);
     // Before each read of the buckets (at most 200), K's buyer cancels and buys again (an
     // order that expires, its unit sold at once, as on any hot product): every read finds
     // both buckets dry, and the product is dry at each of them.
     const steps = new Set<string>();
-    let reads = 0;
-    jest.spyOn(escrow, 'read').mockImplementation(async (buckets: readonly string[]) => {
-      if (++reads <= 200) {
-        steps.add(`cancel ${(await cancel(url, inK)).status}`);
-        const again = await buy(url, 'fan', k1);
-        steps.add(`buy ${again.status}`);
-        inK = again.body.orderId;
-      }
-      return read(buckets);
+    const reads = beforeEachRead(nest.get(Escrow), 200, async () => {
+      steps.add(`cancel ${(await cancel(url, inK)).status}`);
+      const again = await buy(url, 'fan', k1);
+      steps.add(`buy ${again.status}`);
+      inK = again.body.orderId;
     });
     const answer = await buy(url, 'fan', x);
     expect([...steps]).toEqual(['cancel 200', 'buy 201']);
-    expect(reads).toBeGreaterThanOrEqual(2);
+    expect(reads.calls()).toBeGreaterThanOrEqual(2);
     expect(answer.body.code).toBe('SOLD_OUT');
     expect(answer.status).toBe(409);
   });
