@@ -258,4 +258,76 @@ describe('review 46b: refusals from reads of the buckets', () => {
     expect([...steps]).toEqual(['cancel 200', 'buy 201']);
     expect({ code: answer.body.code, status: answer.status, reads }).toEqual({ code: 'SOLD_OUT', status: 409, reads });
   });
+
+  it('an INSUFFICIENT_STOCK after returns to one bucket (pinned()) names a count the product held at some instant of the purchase', async () => {
+    const prefix = uniquePrefix('r46b-pinned-count');
+    const { url, app: nest } = await app(prefix, 'atomic');
+    // H (bucket 0, the buyer x's home) 2 units, K (bucket 1) 2, sold to k1 (reserved): 2 in the product.
+    expect((await put(url, 'lamp', { stock: 4, buckets: 2, perUserLimit: 5 })).status).toBe(200);
+    const [x, h2] = usersOf(0, 2, 2, 'h');
+    const [k1] = usersOf(1, 2, 1, 'k');
+    let inK = (await buy(url, 'lamp', k1, 2)).body.orderId as string;
+    const escrow = nest.get(Escrow);
+    const steps: string[] = [];
+    const cancelK = async () => steps.push(`k1 cancels ${(await cancel(url, inK)).status}`);
+    const rebuyK = async () => {
+      const again = await buy(url, 'lamp', k1, 2);
+      steps.push(`k1 buys 2 ${again.status}`);
+      inK = again.body.orderId;
+    };
+    // x asks 3. First read: H 2, K 0 (2 in the product). Before the second: k1 cancels (4)
+    // and buys again (2): K's unitsReturned moved, so pinned() reads K alone (0: 2 in the
+    // product), then k1 cancels (4) and h2 buys one of H's (3), then H (1). The product
+    // held 2, 4, 2, 4, 3: never 1, and 3 when x is answered.
+    readInTurns(escrow, {
+      2: {
+        order: [0, 1],
+        between: [async () => (await cancelK(), await rebuyK()), nothing],
+      },
+      4: {
+        order: [0],
+        between: [async () => (await cancelK(), steps.push(`h2 buys 1 ${(await buy(url, 'lamp', h2)).status}`))],
+      },
+    });
+    const answer = await buy(url, 'lamp', x, 3);
+    expect(steps).toEqual(['k1 cancels 200', 'k1 buys 2 201', 'k1 cancels 200', 'h2 buys 1 201']);
+    expect(answer.status).toBe(409);
+    const left = answer.body.code === 'SOLD_OUT' ? 0 : Number(/has (\d+) left/.exec(answer.body.message)?.[1]);
+    expect({ code: answer.body.code, left, heldDuringPurchase: [2, 3, 4].includes(left) }).toEqual({
+      code: answer.body.code,
+      left,
+      heldDuringPurchase: true,
+    });
+  });
+
+  it("the waiting room's count (Escrow.left()) is never more than the product held at one instant", async () => {
+    const prefix = uniquePrefix('r46b-left-more');
+    const { url, app: nest } = await app(prefix, 'atomic');
+    // A (bucket 0) 1 unit, B (bucket 1) 1, sold to b1 (reserved): 1 in the product.
+    expect((await put(url, 'lamp', { stock: 2, buckets: 2, perUserLimit: 5 })).status).toBe(200);
+    const [a1] = usersOf(0, 2, 1, 'a');
+    const [b1] = usersOf(1, 2, 1, 'b');
+    const inB = (await buy(url, 'lamp', b1)).body.orderId as string;
+    const escrow = nest.get(Escrow);
+    const steps: string[] = [];
+    // The first read: A (1); then a1 buys A's unit (0 in the product) and b1 cancels (1);
+    // then B (1). The second read finds both as the first. The product held 1, 0, 1: never 2.
+    readInTurns(escrow, {
+      1: {
+        order: [0, 1],
+        between: [
+          nothing,
+          async () => {
+            steps.push(`a1 buys ${(await buy(url, 'lamp', a1)).status}`);
+            steps.push(`b1 cancels ${(await cancel(url, inB)).status}`);
+          },
+        ],
+      },
+    });
+    const meta = new KeyLayout(prefix).product('lamp').meta;
+    const left = await escrow.left('lamp', async () => (await redis.client().hget(meta, 'epoch')) ?? '');
+    expect(steps).toEqual(['a1 buys 201', 'b1 cancels 200']);
+    // 1 is the most the product held; 2 admits a waiting buyer to a unit no instant had.
+    expect({ ...left, atMostHeld: (left?.units ?? 0) <= 1 }).toEqual({ ...left, atMostHeld: true });
+  });
 });
