@@ -330,4 +330,47 @@ describe('review 46b: refusals from reads of the buckets', () => {
     // 1 is the most the product held; 2 admits a waiting buyer to a unit no instant had.
     expect({ ...left, atMostHeld: (left?.units ?? 0) <= 1 }).toEqual({ ...left, atMostHeld: true });
   });
+
+  it("the waiting room's count (Escrow.left()) of a sale whose buckets keep no unitsReturned is not 0 while the product held a unit throughout", async () => {
+    const prefix = uniquePrefix('r46b-nocount-left');
+    const keys = new KeyLayout(prefix);
+    const { url, app: nest } = await app(prefix, 'fenced');
+    expect((await put(url, 'lamp', { stock: 4, buckets: 2, perUserLimit: 5 })).status).toBe(200);
+    // The sale as a version before the count began it (BucketRead.returned is null).
+    const c = redis.client();
+    for (const id of ['lamp', 'lamp~1'])
+      await c.hdel(keys.product(id).meta, 'unitsReturned', 'ordersCancelled', 'ordersExpired');
+    const [a1, a2, z] = usersOf(0, 2, 3, 'a');
+    const [b1, y, w] = usersOf(1, 2, 3, 'b');
+    const inA = [(await buy(url, 'lamp', a1)).body.orderId, (await buy(url, 'lamp', a2)).body.orderId];
+    const inB = (await buy(url, 'lamp', b1)).body.orderId;
+    const escrow = nest.get(Escrow);
+    const steps: string[] = [];
+    const act = (what: string, answer: Promise<{ status: number }>, status = 201) =>
+      answer.then((r) => {
+        steps.push(`${what} ${r.status}`);
+        expect(r.status).toBe(status);
+      });
+    // The same reads and returns as test/buckets-refusals.e2e-spec.ts's count of 1.
+    readInTurns(escrow, {
+      1: {
+        order: [0, 1],
+        between: [
+          nothing,
+          () => act('cancel A', cancel(url, inA[0]), 200).then(() => act('y buys B', buy(url, 'lamp', y))),
+        ],
+      },
+      2: {
+        order: [0, 1],
+        between: [
+          () => act('cancel B', cancel(url, inB), 200).then(() => act('z buys A', buy(url, 'lamp', z))),
+          () => act('cancel A', cancel(url, inA[1]), 200).then(() => act('w buys B', buy(url, 'lamp', w))),
+        ],
+      },
+    });
+    const left = await escrow.left('lamp', async () => (await c.hget(keys.product('lamp').meta, 'epoch')) ?? '');
+    expect(steps).toHaveLength(6);
+    // 0 is the door's SOLD_OUT to every join: the product held a unit throughout (1 in A now).
+    expect(left).toEqual({ units: 1, moving: false });
+  });
 });
