@@ -1,6 +1,5 @@
 import { Escrow } from '../src/orders/escrow';
 import { KeyLayout } from '../src/redis/key-layout';
-import { request } from './helpers/app';
 import { uniquePrefix } from './helpers/redis';
 import { beforeEachRead, bucketsOnOneRedis, nothing, readInTurns, usersOf } from './helpers/buckets-on-one-redis';
 
@@ -13,62 +12,7 @@ import { beforeEachRead, bucketsOnOneRedis, nothing, readInTurns, usersOf } from
  * routes; the product has at least one unit throughout.
  */
 describe('escrow buckets: a refill refuses only what held at one instant', () => {
-  const { redis, app, put, buy } = bucketsOnOneRedis();
-  const cancel = (url: string, orderId: string) => request(url, 'POST', `/api/orders/${orderId}/cancel`);
-
-  /**
-   * Two buckets of two units: bucket 0 (A) sold out by two of its buyers, bucket 1 (B)
-   * left with one unit. Then Escrow.read()'s first two calls read A, then B, and between
-   * the reads units come back and sell: the first read finds A at 0, then A gets one back
-   * and B's unit is sold (y), then it finds B at 0. The second read finds A at 0 after a
-   * unit came back to B and A's was sold (z), then B at 0 after a unit came back to A and
-   * B's was sold (w). Every bucket read 0 twice, but the product held a unit at every
-   * instant, and holds one in A at the end. Returns the product's buyer x (home A), and
-   * what happened between the reads once they are done.
-   */
-  async function returnsBetweenReads(strategy: string, prefix: string) {
-    const { url, app: nest } = await app(prefix, strategy);
-    expect((await put(url, 'lamp', { stock: 4, buckets: 2, perUserLimit: 5 })).status).toBe(200);
-    const [a1, a2, x, z] = usersOf(0, 2, 4, 'a');
-    const [b1, y, w] = usersOf(1, 2, 3, 'b');
-    const inA = [(await buy(url, 'lamp', a1)).body.orderId, (await buy(url, 'lamp', a2)).body.orderId];
-    const inB = (await buy(url, 'lamp', b1)).body.orderId;
-    const escrow = nest.get(Escrow);
-    const steps: string[] = [];
-    const act = (what: string, answer: Promise<{ status: number }>, status = 201) =>
-      answer.then((r) => {
-        steps.push(`${what} ${r.status}`);
-        expect(r.status).toBe(status);
-      });
-    const reads = readInTurns(escrow, {
-      1: {
-        order: [0, 1],
-        between: [
-          nothing,
-          () => act('cancel A', cancel(url, inA[0]), 200).then(() => act('y buys B', buy(url, 'lamp', y))),
-        ],
-      },
-      2: {
-        order: [0, 1],
-        between: [
-          () => act('cancel B', cancel(url, inB), 200).then(() => act('z buys A', buy(url, 'lamp', z))),
-          () => act('cancel A', cancel(url, inA[1]), 200).then(() => act('w buys B', buy(url, 'lamp', w))),
-        ],
-      },
-    });
-    const done = () => {
-      expect(reads.calls()).toBeGreaterThanOrEqual(2);
-      expect(steps).toEqual([
-        'cancel A 200',
-        'y buys B 201',
-        'cancel B 200',
-        'z buys A 201',
-        'cancel A 200',
-        'w buys B 201',
-      ]);
-    };
-    return { url, escrow, x, done };
-  }
+  const { redis, app, put, buy, cancel, returnsBetweenReads } = bucketsOnOneRedis();
 
   it.each(['atomic', 'fenced'])(
     '%s: no SOLD_OUT when a unit came back to a bucket between its two reads, and was sold again',
@@ -150,5 +94,31 @@ describe('escrow buckets: a refill refuses only what held at one instant', () =>
     const left = await escrow.left('fan', async () => (await redis.client().hget(meta, 'epoch')) ?? '');
     expect([...steps]).toEqual(['cancel 200', 'buy 201']);
     expect(left).toEqual({ units: 0, moving: false });
+  });
+
+  it("the waiting room's count while units keep coming back to both buckets between every read: 503 BUCKETS_BUSY after two rounds, never a 0 no read can show", async () => {
+    const prefix = uniquePrefix('refusal-left-both');
+    const { url, app: nest } = await app(prefix, 'atomic');
+    expect((await put(url, 'fan', { stock: 2, buckets: 2, perUserLimit: 5 })).status).toBe(200);
+    const [h1] = usersOf(0, 2, 1, 'h');
+    const [k1] = usersOf(1, 2, 1, 'k');
+    const held = [
+      (await buy(url, 'fan', h1)).body.orderId as string,
+      (await buy(url, 'fan', k1)).body.orderId as string,
+    ];
+    const escrow = nest.get(Escrow);
+    const reads = beforeEachRead(escrow, 50, async () => {
+      for (const [i, user] of [h1, k1].entries()) {
+        expect((await cancel(url, held[i])).status).toBe(200);
+        const again = await buy(url, 'fan', user);
+        expect(again.status).toBe(201);
+        held[i] = again.body.orderId;
+      }
+    });
+    const meta = new KeyLayout(prefix).product('fan').meta;
+    const left = escrow.left('fan', async () => (await redis.client().hget(meta, 'epoch')) ?? '');
+    await expect(left).rejects.toMatchObject({ code: 'BUCKETS_BUSY', status: 503 });
+    await expect(left).rejects.toThrow(/units kept coming back/);
+    expect(reads.calls()).toBe(4);
   });
 });

@@ -2,9 +2,15 @@ import { Escrow } from '../src/orders/escrow';
 import { KeyLayout } from '../src/redis/key-layout';
 import { moveDone, moveDoneKeys, moveIn, moveInKeys, moveOut, moveOutKeys } from '../src/redis/lua-scripts';
 import type { RedisClient } from '../src/redis/create-client';
-import { request } from './helpers/app';
 import { uniquePrefix } from './helpers/redis';
-import { beforeEachRead, bucketsOnOneRedis, nothing, readInTurns, usersOf } from './helpers/buckets-on-one-redis';
+import {
+  beforeEachRead,
+  bucketsOnOneRedis,
+  nothing,
+  readInTurns,
+  splitAfterGet,
+  usersOf,
+} from './helpers/buckets-on-one-redis';
 
 /**
  * Outside review 46 of 2ae206d (a refill's refusal from the first read's total, confirmed
@@ -14,8 +20,7 @@ import { beforeEachRead, bucketsOnOneRedis, nothing, readInTurns, usersOf } from
  * bucket, and the real routes and scripts run in between.
  */
 describe('review 46: refusals from two reads of the buckets', () => {
-  const { redis, app, put, buy } = bucketsOnOneRedis();
-  const cancel = (url: string, orderId: string) => request(url, 'POST', `/api/orders/${orderId}/cancel`);
+  const { redis, app, put, buy, cancel } = bucketsOnOneRedis();
 
   it.each(['atomic', 'fenced'])(
     '%s: no SOLD_OUT from reads on both sides of a restart (PUT): the second read does not compare the sale, and a reset raises a stock with no counter moved',
@@ -114,32 +119,7 @@ describe('review 46: refusals from two reads of the buckets', () => {
       };
       // H's pipeline of reads (not atomic, as read() says), its commands one at a time, the
       // move right after its GET of the stock.
-      const split = new Proxy(real, {
-        get(target, prop) {
-          if (prop !== 'pipeline') {
-            const value = Reflect.get(target, prop, target);
-            return typeof value === 'function' ? value.bind(target) : value;
-          }
-          return () => {
-            const calls: [string, unknown[]][] = [];
-            const builder: Record<string, unknown> = {};
-            for (const name of ['get', 'hget', 'hgetall'])
-              builder[name] = (...args: unknown[]) => (calls.push([name, args]), builder);
-            builder.exec = async () => {
-              const out: [null, unknown][] = [];
-              for (const [name, args] of calls) {
-                out.push([
-                  null,
-                  await (target as unknown as Record<string, (...a: unknown[]) => unknown>)[name](...args),
-                ]);
-                if (name === 'get') await move();
-              }
-              return out;
-            };
-            return builder;
-          };
-        },
-      });
+      const split = splitAfterGet(real, move);
       // The first read: H (its stock 0 before the landing, its version after it), then K (0, v
       // moved before its read, nothing in flight). The second: K (0), then k1 cancels (K 1) and
       // y buys H's landed unit, then H (0, the version its first read found). The product held

@@ -39,7 +39,7 @@ describe('the waiting room over escrow buckets, a second outside review', () => 
     for (const u of ['p0', 'p1', 'p2', 'p3']) states.push((await join(a.url, 'pip', u)).body.state);
     expect(states).toEqual(['admitted', 'admitted', 'admitted', 'waiting']);
     countsOf(a).clear();
-    // Escrow.read() reads a bucket with a pipeline GET stock, HGET epoch, HGETALL moves:
+    // Escrow.read() reads a bucket with a pipeline of reads around its GET stock (HGET epoch, HGETALL moves after it):
     // not atomic, another client's commands may run between them. Held here: bucket 1's
     // GET answers (1), then a whole move of its unit to bucket 0 runs (out, in, closed),
     // then its HGET and HGETALL answer (v moved on, nothing in flight); buckets 0 and 2
@@ -64,6 +64,7 @@ describe('the waiting room over escrow buckets, a second outside review', () => 
             const builder = {
               get: (...args: unknown[]) => (calls.push(['get', args]), builder),
               hget: (...args: unknown[]) => (calls.push(['hget', args]), builder),
+              hmget: (...args: unknown[]) => (calls.push(['hmget', args]), builder),
               hgetall: (...args: unknown[]) => (calls.push(['hgetall', args]), builder),
               exec: async () => {
                 const stockKey = calls.find(([name]) => name === 'get')![1][0] as string;

@@ -390,7 +390,7 @@ describe('settlement on a Redis Cluster', () => {
       // others settled. Passes go on for up to 40 s (a bound by the clock, not a count: a
       // pass waits on the client's retries at the node that is gone, longer on a loaded
       // machine), then the assertion says what holds.
-      for (const until = Date.now() + 40_000; (await rows()) < 2 && Date.now() < until; ) {
+      for (const until = Date.now() + 40_000; (await rows()) < 2 && Date.now() < until;) {
         await settler.settleOnce().catch(() => 0);
         await sleep(100);
       }

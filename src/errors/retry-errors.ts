@@ -58,17 +58,22 @@ example(ContentionError, 8, 2000);
  * could buy them (`taken`); or (`moving`: its waiting room) kept moving between its
  * buckets through every read that would have said none is left (src/orders/escrow.ts);
  * or (`changed`) the product was deleted and put again while the purchase went to the
- * bucket its list chose (its buckets half-way through that change, or each time).
+ * bucket its list chose (its buckets half-way through that change, or each time); or
+ * (`returning`) units kept coming back to several buckets and selling again between the
+ * reads that would have said the product is short: no read can tell that from a product
+ * short at each of them (Escrow.confirmed()).
  */
 export class BucketsBusyError extends createError(
   'BUCKETS_BUSY',
   503,
-  (attempts: number, why: 'taken' | 'moving' | 'changed' = 'taken') =>
+  (attempts: number, why: 'taken' | 'moving' | 'changed' | 'returning' = 'taken') =>
     why === 'moving'
       ? `the product's last units kept moving between its buckets through ${attempts} reads of them all; nothing was changed, retry`
-      : why === 'changed'
-        ? `the product was deleted and put again while this purchase went to its bucket (${attempts} time${attempts === 1 ? '' : 's'}); nothing was changed, retry`
-        : `the product's last units were taken by buyers of its other buckets each of the ${attempts} times they were moved to this buyer's; nothing was changed, retry`,
+      : why === 'returning'
+        ? `units kept coming back (cancels, expiries) to several of the product's buckets and selling again between each of ${attempts} pairs of reads of them all, so no read could show it sold out or not; nothing was changed, retry`
+        : why === 'changed'
+          ? `the product was deleted and put again while this purchase went to its bucket (${attempts} time${attempts === 1 ? '' : 's'}); nothing was changed, retry`
+          : `the product's last units were taken by buyers of its other buckets each of the ${attempts} times they were moved to this buyer's; nothing was changed, retry`,
 ) {
   /** Whether it is `changed`: the purchase's bucket list was of another sale (checkout reads it again). */
   get listChanged(): boolean {

@@ -17,6 +17,8 @@ export const BUCKETS_TRUST_MS = 1_000;
 
 /** Reads of the buckets one refill makes before it lets its buyer try again. */
 const REFILL_ROUNDS = 4;
+/** Rounds of a refill (or a count) whose reads found units back in several buckets before it answers BUCKETS_BUSY. */
+const RETURNS_ROUNDS = 2;
 /** Products whose bucket lists an instance keeps at most (then it starts afresh). */
 const MAX_LISTS = 10_000;
 
@@ -43,14 +45,15 @@ interface BucketRead {
   /**
    * Units its orders gave back (cancels, expiries: meta's unitsReturned, counted by
    * order-outcome-6.lua since its sale began), read before its stock: unchanged between
-   * two reads, no unit came back to it between them. Null for a sale begun by a version
-   * that kept no count (its returns are not seen).
+   * two reads, no unit came back to it between them. Null for a sale that keeps no count
+   * (begun by a version before it): its returns are unknown, taken as changed (returnedTo()).
    */
   readonly returned: string | null;
   /**
-   * No move through it between the first and the last of its read's commands (a pipeline
-   * is not atomic: another client's commands may run between them, and a move there
-   * would show the stock from before it beside the moves from after).
+   * No move through it and no restart of its sale between the first and the last of its
+   * read's commands (its version and its epoch read before its stock and after: a
+   * pipeline is not atomic, another client's commands may run between them, and a move
+   * or a reset there would show the stock from before it beside the rest from after).
    */
   readonly steady: boolean;
 }
@@ -182,6 +185,7 @@ export class Escrow {
   }
 
   private async refillOnce(home: Home, needed: number): Promise<number | null> {
+    let returning = 0;
     // Bounded: a source found dry (or restarting) by the time it is asked is read again, a few times.
     for (let round = 1; round <= REFILL_ROUNDS; round++) {
       const read = await this.read(home.buckets);
@@ -198,7 +202,10 @@ export class Escrow {
         // Short (or dry) everywhere, as read one bucket after another: said only if a second
         // read finds it so (confirmed()).
         const confirmed = await this.confirmed(home.buckets, read, needed);
-        if (confirmed !== null) return confirmed;
+        if (typeof confirmed === 'number') return confirmed;
+        // Units back in several buckets between the reads, again: no read can show the
+        // product short (nor that it is not), and another round costs every bucket two reads.
+        if (confirmed === 'returns' && ++returning >= RETURNS_ROUNDS) throw new BucketsBusyError(round, 'returning');
         continue;
       }
       // Moved: the buyer buys again (what this one read adds up to was never confirmed).
@@ -231,6 +238,7 @@ export class Escrow {
     const buckets = await this.buckets(productId, fresh);
     if (buckets.length === 1) return null;
     let epoch = await first();
+    let returning = 0;
     for (let round = 1; round <= REFILL_ROUNDS; round++) {
       const read = await this.read(buckets);
       const flying = read.flatMap((b) => [...b.inFlight, ...b.stale]);
@@ -257,9 +265,10 @@ export class Escrow {
         // unit came back to a bucket between its reads, or to one only, pinned (as a
         // refusal: confirmed()). A unit back to a bucket read before another sold its last
         // would leave every bucket read at 0 with a unit in the product throughout.
-        const back = again.flatMap((b, i) => (b.returned === read[i].returned ? [] : [i]));
+        const back = returnedTo(read, again);
         if (units > 0 || moving || back.length === 0) return { units, moving };
         if (back.length === 1 && (await this.pinned(buckets, read, back[0]))?.bound === 0) return { units, moving };
+        if (back.length > 1 && ++returning >= RETURNS_ROUNDS) throw new BucketsBusyError(round, 'returning');
       }
     }
     throw new BucketsBusyError(REFILL_ROUNDS, 'moving');
@@ -267,57 +276,64 @@ export class Escrow {
 
   /**
    * A refusal's count for buckets `read` found short of `needed` (none in flight), if later
-   * reads confirm one: else null (read again). It must hold at some instant of the
-   * purchase, the units in every bucket at once, and the reads are one bucket after
-   * another (on different shards; a pipeline is not atomic either). So a second read must
-   * find every bucket of the same sale (its epoch: a restart raises stocks and moves no
-   * counter), read steady, with no move through it (its version), nothing in flight and no
-   * more units; then no bucket gained a unit between its reads except by a return (a
-   * cancel or an expiry: its `returned`). With no return anywhere, each bucket held at
-   * most its first count at the instant the last first read was done: the product held at
-   * most `read`'s total. With returns to one bucket (units that come back and sell again,
-   * as at the end of a hot sale), that bucket is read once more alone, then every other
-   * bucket again: those unchanged since `read` held at most their first count at the
-   * instant of that one read (pinned()). Returns to two buckets prove no instant (a unit
-   * back to one while the other sold its last: each read dry, a unit in the product
-   * throughout). The answer: 0 (SOLD_OUT) only when that instant's bound is 0; else the
-   * last reads' total (INSUFFICIENT_STOCK), read again if that is 0 (the product may have
-   * sold out in between: a third read says so, or not).
+   * reads confirm one: else 'again' (read again), or 'returns' (units came back to several
+   * buckets between the reads). It must hold at some instant of the purchase, the units in
+   * every bucket at once, and the reads are one bucket after another (on different shards;
+   * a pipeline is not atomic either). So a second read must find every bucket of the same
+   * sale (its epoch: a restart raises stocks and moves no counter), read steady, with no
+   * move through it (its version), nothing in flight and no more units; then no bucket
+   * gained a unit between its reads except by a return (a cancel or an expiry: its
+   * `returned`). With no return anywhere, each bucket held at most its first count at the
+   * instant the last first read was done: the product held at most `read`'s total. With
+   * returns to one bucket (units that come back and sell again, as at the end of a hot
+   * sale), that bucket is read once more alone, then every other bucket again: those
+   * unchanged since `read` held at most their first count at the instant of that one read
+   * (pinned()). Returns to two buckets prove no instant: a unit back to one while the other
+   * sold its last leaves each read at 0 with a unit in the product throughout, which reads
+   * cannot tell from a product dry at each of them. The answer: 0 (SOLD_OUT) only when that
+   * instant's bound is 0. Else INSUFFICIENT_STOCK's count: the second read's total (with
+   * no source, only the home bucket holds units, read once no other had any), or the
+   * pinned instant's bound; read again if the last reads found none (the product may have
+   * sold out in between: a third read says so, or not). No count across shards is exact:
+   * the one named is the most the product held at one instant, or very near it.
    */
   private async confirmed(
     buckets: readonly string[],
     read: readonly BucketRead[],
     needed: number,
-  ): Promise<number | null> {
+  ): Promise<number | 'again' | 'returns'> {
     const again = await this.read(buckets);
-    if (!again.every((b, i) => unmoved(read[i], b))) return null;
-    const back = again.flatMap((b, i) => (b.returned === read[i].returned ? [] : [i]));
-    if (back.length > 1) return null;
+    if (!again.every((b, i) => unmoved(read[i], b))) return 'again';
+    const back = returnedTo(read, again);
+    if (back.length > 1) return 'returns';
     const found =
-      back.length === 0 ? { bound: unitsIn(read), last: unitsIn(again) } : await this.pinned(buckets, read, back[0]);
-    if (found === null || found.bound >= needed) return null;
+      back.length === 0
+        ? { bound: unitsIn(read), last: unitsIn(again), count: unitsIn(again) }
+        : await this.pinned(buckets, read, back[0]);
+    if (found === null || found.bound >= needed) return 'again';
     if (found.bound === 0) return 0;
-    return found.last > 0 ? found.last : null;
+    return found.last > 0 ? found.count : 'again';
   }
 
   /**
    * Bucket `k`, which took units back between two reads, read alone, then every other
    * bucket again: `bound`, the most the product held at the instant of that one read (its
    * count then, and each other bucket's count in `read`, unchanged since with no return:
-   * none gained a unit in between); `last`, what these reads add up to. Null when
-   * anything changed but `k`'s returns and the others' sales.
+   * none gained a unit in between), also its `count`; `last`, what these reads add up to.
+   * Null when anything changed but `k`'s returns and the others' sales.
    */
   private async pinned(
     buckets: readonly string[],
     read: readonly BucketRead[],
     k: number,
-  ): Promise<{ bound: number; last: number } | null> {
+  ): Promise<{ bound: number; last: number; count: number } | null> {
     const [one] = await this.read([buckets[k]]);
     const rest = await this.read(buckets.filter((_, i) => i !== k));
     const others = read.filter((_, i) => i !== k);
-    if (!unmoved(read[k], one) || !rest.every((b, i) => unmoved(others[i], b) && b.returned === others[i].returned))
+    if (!unmoved(read[k], one) || !rest.every((b, i) => unmoved(others[i], b)) || returnedTo(others, rest).length > 0)
       return null;
-    return { bound: unitsIn([one, ...others]), last: unitsIn([one, ...rest]) };
+    const bound = unitsIn([one, ...others]);
+    return { bound, last: unitsIn([one, ...rest]), count: bound };
   }
 
   /**
@@ -375,22 +391,22 @@ export class Escrow {
       buckets.map(async (id) => {
         const k = this.keys.product(id);
         // A pipeline of reads, not a MULTI: answered while Redis refuses writes for memory.
-        const [before, returned, stock, epoch, moves] = (await execAll(
+        const [before, [returned, epochBefore], stock, epoch, moves] = (await execAll(
           this.redis
             .pipeline()
             .hget(k.moves, 'v')
-            .hget(k.meta, 'unitsReturned')
+            .hmget(k.meta, 'unitsReturned', 'epoch')
             .get(k.stock)
             .hget(k.meta, 'epoch')
             .hgetall(k.moves),
-        )) as [string | null, string | null, string | null, string | null, Record<string, string>];
+        )) as [string | null, (string | null)[], string | null, string | null, Record<string, string>];
         const all: InFlight[] = loggedMoves(moves).map((m) => ({ ...m, source: id }));
         return {
           id,
           stock: Number(stock ?? 0),
           version: moves.v ?? '0',
           returned,
-          steady: (before ?? '0') === (moves.v ?? '0'),
+          steady: (before ?? '0') === (moves.v ?? '0') && epochBefore === epoch,
           epoch,
           inFlight: all.filter((m) => m.epoch === epoch),
           stale: all.filter((m) => m.epoch !== epoch),
@@ -413,6 +429,14 @@ function unmoved(first: BucketRead, later: BucketRead): boolean {
     later.inFlight.length + later.stale.length === 0 &&
     Math.max(later.stock, 0) <= Math.max(first.stock, 0)
   );
+}
+
+/**
+ * The buckets (their indexes) that may have taken units back between two reads: their
+ * returns count moved, or is not kept (a sale begun before it was: unknown is changed).
+ */
+function returnedTo(first: readonly BucketRead[], later: readonly BucketRead[]): number[] {
+  return later.flatMap((b, i) => (b.returned !== null && b.returned === first[i].returned ? [] : [i]));
 }
 
 /** The units in buckets as read: their stock (none below 0) and every move logged in flight. */

@@ -1,4 +1,6 @@
-import type { Escrow } from '../../src/orders/escrow';
+import { Escrow as EscrowClass } from '../../src/orders/escrow';
+type Escrow = EscrowClass;
+import type { RedisClient } from '../../src/redis/create-client';
 import { homeBucket } from '../../src/sale/buckets';
 import { request, startTestApp, TestApp } from './app';
 import { useTestRedis } from './redis';
@@ -22,20 +24,85 @@ export function bucketsOnOneRedis() {
     jest.restoreAllMocks();
     await Promise.all(apps.splice(0).map((a) => a.close()));
   });
+  const start = async (prefix: string, strategy = 'fenced', env: Record<string, string> = {}): Promise<TestApp> => {
+    const a = await startTestApp({ REDIS_URL: redis.url(), KEY_PREFIX: prefix, LOCK_STRATEGY: strategy, ...env });
+    apps.push(a);
+    return a;
+  };
+  const put = (url: string, id: string, json: Record<string, unknown>) =>
+    request(url, 'PUT', `/api/products/${id}`, { json, admin: true });
+  const buy = (url: string, productId: string, userId: string, quantity = 1, headers: Record<string, string> = {}) =>
+    request(url, 'POST', '/api/orders', { json: { productId, userId, quantity }, headers });
+  const cancel = (url: string, orderId: string) => request(url, 'POST', `/api/orders/${orderId}/cancel`);
   return {
     redis,
-    app: async (prefix: string, strategy = 'fenced', env: Record<string, string> = {}): Promise<TestApp> => {
-      const a = await startTestApp({ REDIS_URL: redis.url(), KEY_PREFIX: prefix, LOCK_STRATEGY: strategy, ...env });
-      apps.push(a);
-      return a;
-    },
-    put: (url: string, id: string, json: Record<string, unknown>) =>
-      request(url, 'PUT', `/api/products/${id}`, { json, admin: true }),
-    buy: (url: string, productId: string, userId: string, quantity = 1, headers: Record<string, string> = {}) =>
-      request(url, 'POST', '/api/orders', { json: { productId, userId, quantity }, headers }),
+    app: start,
+    put,
+    buy,
     /** The product's bucket ids, bucket 0 first (GET /api/products/:id/buckets). */
     ids: async (url: string, id: string): Promise<string[]> =>
       (await request(url, 'GET', `/api/products/${id}/buckets`, { admin: true })).body.map((b: { id: string }) => b.id),
+    cancel,
+    /**
+     * Product `lamp`: two buckets of two units, bucket 0 (A) sold out by two of its
+     * buyers, bucket 1 (B) left with one unit; `prepare` runs on the app once the sale is
+     * put (before any purchase). Then Escrow.read()'s first two calls read A, then B, and
+     * between the reads units come back and sell: the first read finds A at 0, then A
+     * gets one back and B's unit is sold (y), then it finds B at 0. The second read finds
+     * A at 0 after a unit came back to B and A's was sold (z), then B at 0 after a unit
+     * came back to A and B's was sold (w). Every bucket read 0 twice, but the product held
+     * a unit at every instant, and holds one in A at the end. Returns the product's buyer
+     * x (home A), and `done`, which asserts what happened between the reads.
+     */
+    returnsBetweenReads: async (
+      strategy: string,
+      prefix: string,
+      prepare: () => Promise<void> = nothing,
+    ): Promise<{ url: string; escrow: Escrow; x: string; done: () => void }> => {
+      const a = await start(prefix, strategy);
+      const url = a.url;
+      expect((await put(url, 'lamp', { stock: 4, buckets: 2, perUserLimit: 5 })).status).toBe(200);
+      await prepare();
+      const [a1, a2, x, z] = usersOf(0, 2, 4, 'a');
+      const [b1, y, w] = usersOf(1, 2, 3, 'b');
+      const inA = [(await buy(url, 'lamp', a1)).body.orderId, (await buy(url, 'lamp', a2)).body.orderId];
+      const inB = (await buy(url, 'lamp', b1)).body.orderId;
+      const escrow = a.app.get(EscrowClass);
+      const steps: string[] = [];
+      const act = (what: string, answer: Promise<{ status: number }>, status = 201) =>
+        answer.then((r) => {
+          steps.push(`${what} ${r.status}`);
+          expect(r.status).toBe(status);
+        });
+      const reads = readInTurns(escrow, {
+        1: {
+          order: [0, 1],
+          between: [
+            nothing,
+            () => act('cancel A', cancel(url, inA[0]), 200).then(() => act('y buys B', buy(url, 'lamp', y))),
+          ],
+        },
+        2: {
+          order: [0, 1],
+          between: [
+            () => act('cancel B', cancel(url, inB), 200).then(() => act('z buys A', buy(url, 'lamp', z))),
+            () => act('cancel A', cancel(url, inA[1]), 200).then(() => act('w buys B', buy(url, 'lamp', w))),
+          ],
+        },
+      });
+      const done = () => {
+        expect(reads.calls()).toBeGreaterThanOrEqual(2);
+        expect(steps).toEqual([
+          'cancel A 200',
+          'y buys B 201',
+          'cancel B 200',
+          'z buys A 201',
+          'cancel A 200',
+          'w buys B 201',
+        ]);
+      };
+      return { url, escrow, x, done };
+    },
   };
 }
 
@@ -90,4 +157,40 @@ export function beforeEachRead(escrow: Escrow, most: number, step: () => Promise
     return read(buckets);
   });
   return { calls: () => calls };
+}
+
+/**
+ * A client whose pipelines run their commands one at a time, and `after` once, right after
+ * the first GET (a bucket's stock in Escrow.read(): between the reads before its stock and
+ * those after). Set as the app's Escrow client for one read, it forces what a pipeline,
+ * not atomic, allows: another client's commands between two of its commands.
+ */
+export function splitAfterGet(real: RedisClient, after: () => Promise<void>): RedisClient {
+  let fired = false;
+  return new Proxy(real, {
+    get(target, prop) {
+      if (prop !== 'pipeline') {
+        const value = Reflect.get(target, prop, target);
+        return typeof value === 'function' ? value.bind(target) : value;
+      }
+      return () => {
+        const calls: [string, unknown[]][] = [];
+        const builder: Record<string, unknown> = {};
+        for (const name of ['get', 'hget', 'hmget', 'hgetall'])
+          builder[name] = (...args: unknown[]) => (calls.push([name, args]), builder);
+        builder.exec = async () => {
+          const out: [null, unknown][] = [];
+          for (const [name, args] of calls) {
+            out.push([null, await (target as unknown as Record<string, (...a: unknown[]) => unknown>)[name](...args)]);
+            if (name === 'get' && !fired) {
+              fired = true;
+              await after();
+            }
+          }
+          return out;
+        };
+        return builder;
+      };
+    },
+  });
 }
