@@ -8,7 +8,7 @@ import type { Redis } from 'ioredis';
 import type { KeyLayout, ProductKeys } from '../src/redis/key-layout';
 import { bucketsOf, loggedMoves } from '../src/sale/buckets';
 import type { LogEntry } from './history/history';
-import { readWholeLog } from './history/read-log';
+import { readMergedLog } from './history/read-log';
 
 /** What a bucketed row reports: its buckets and the moves of rights between them. */
 export interface BucketFigures {
@@ -62,11 +62,17 @@ export async function movesInto(redis: Pick<Redis, 'hlen'>, buckets: readonly Pr
 /**
  * A product's order log as the history checker judges it: for a product in escrow
  * buckets, every bucket's log merged on Redis's clock (each shard stamps its own entries;
- * the bench's and the fault suite's shards share this machine's clock), a stable sort, so
- * each bucket's own entries keep their stream's order. A buyer's orders are all in their
- * home bucket's log.
+ * the bench's and the fault suite's shards share this machine's clock), ties in bucket
+ * order, each bucket's own entries in their stream's order (readMergedLog(), which
+ * `npm run audit` reads too). A buyer's orders are all in their home bucket's log.
  */
 export async function mergedLog(redis: Pick<Redis, 'xrange'>, buckets: readonly ProductKeys[]): Promise<LogEntry[]> {
-  const logs = await Promise.all(buckets.map((b) => readWholeLog(redis, b.orders)));
-  return logs.flat().sort((a, b) => a.ms - b.ms);
+  const log: LogEntry[] = [];
+  for await (const { entry } of readMergedLog(
+    redis,
+    buckets.map((b) => b.orders),
+    10_000,
+  ))
+    log.push(entry);
+  return log;
 }

@@ -62,3 +62,35 @@ export async function logComplete(redis: Pick<Redis, 'xinfo'>, key: string): Pro
   const added = f.get('entries-added');
   return added !== undefined && added !== null && Number(added) === Number(f.get('length'));
 }
+
+/** An entry of a merged log, with the index of the stream (bucket) it came from. */
+export interface MergedEntry {
+  readonly bucket: number;
+  readonly entry: LogEntry;
+}
+
+/**
+ * Several streams' entries as one log on Redis's clock (a product in escrow buckets:
+ * every bucket's log, bench/buckets.ts), each read `page` at a time and merged as it
+ * goes (a k-way merge): by ms, and on equal ms in the order of `keys`, each stream's own
+ * entries in its order. The order a concatenation of the logs then a stable sort by ms
+ * gives, without every log in memory: one page per stream at most.
+ */
+export async function* readMergedLog(
+  redis: Pick<Redis, 'xrange'>,
+  keys: readonly string[],
+  page = 1_000,
+): AsyncGenerator<MergedEntry> {
+  const streams = keys.map((key) => readLog(redis, key, page));
+  const heads = await Promise.all(streams.map((s) => s.next()));
+  for (;;) {
+    let next = -1;
+    heads.forEach((head, i) => {
+      // Strictly earlier only: a tie stays with the stream that comes first in `keys`.
+      if (!head.done && (next < 0 || head.value.ms < (heads[next].value as LogEntry).ms)) next = i;
+    });
+    if (next < 0) return;
+    yield { bucket: next, entry: heads[next].value as LogEntry };
+    heads[next] = await streams[next].next();
+  }
+}

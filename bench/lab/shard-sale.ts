@@ -11,7 +11,7 @@
  *
  *   npm run lab:shards -- --buckets 3 --buyers 2000 --stock 200
  */
-import { unitsInFlight } from '../buckets';
+import { mergedLog, unitsInFlight } from '../buckets';
 import { Redis } from 'ioredis';
 import { parseArgs } from 'node:util';
 import { request, startSale } from '../../harness/http';
@@ -26,8 +26,7 @@ import { emit } from '../events';
 import { apps, n, saleStarted, timeline, TOKEN, watching } from '../faults/kit';
 import { checkHistory, historyLine } from '../history/check';
 import { linkClocks, readClock } from '../history/clock';
-import type { LogEntry } from '../history/history';
-import { logComplete, readWholeLog } from '../history/read-log';
+import { logComplete } from '../history/read-log';
 import { runLoad } from '../load';
 import type { LoadProgress } from '../progress';
 import { connect, startRunRedis } from '../run-redis';
@@ -179,9 +178,11 @@ export async function shardSale(o: ShardSaleOptions, log: (line: string) => void
     const sale = await readSale(client, k);
     const v = judge(sale, load, 1);
     // The history over every bucket's log, merged in Redis's time order (the shards share this machine's clock).
-    const logs = await Promise.all(after.map((b) => readWholeLog(client, layout.product(b.id).orders)));
+    const merged = await mergedLog(
+      client,
+      after.map((b) => layout.product(b.id)),
+    );
     const complete = await Promise.all(after.map((b) => logComplete(client, layout.product(b.id).orders)));
-    const merged: LogEntry[] = logs.flat().sort((a, b) => a.ms - b.ms);
     const requests = load.requests ?? [];
     const clock = linkClocks(start, await readClock(client));
     const report = checkHistory({
