@@ -15,7 +15,15 @@ import { runToExit } from '../entry-point';
 import { UsageError } from '../options';
 import { closeAudit, connectAudit, ConnectionError, redact } from './connect';
 import { parseAuditOptions, type AuditOptions } from './options';
-import { auditProduct, hasSettleGroup, NoSaleError, PAGE, type ProductAudit, UnjudgedSaleError } from './product-audit';
+import {
+  auditProduct,
+  hasSettleGroup,
+  NoSaleError,
+  PAGE,
+  type ProductAudit,
+  saleBuckets,
+  UnjudgedSaleError,
+} from './product-audit';
 import { repairProduct, type Repair } from './repair';
 import { connectDatabase } from './settled-orders';
 
@@ -37,6 +45,13 @@ const MEANING: Record<CheckName, string> = {
 
 /** The checks the audit cannot run: they need what each buyer was told. */
 const CLIENT_CHECKS: readonly CheckName[] = ['falseRefusals', 'outsideWrites'];
+
+/** A product not audited, and why; `unjudged`: a sale there that could not be judged (the run is not proven). */
+interface Skipped {
+  readonly productId: string;
+  readonly why: string;
+  readonly unjudged: boolean;
+}
 
 interface Audited extends ProductAudit {
   readonly productId: string;
@@ -72,10 +87,14 @@ async function main(): Promise<number> {
     // before anything is written.
     if (options.repair) {
       for await (const productId of productsOf(redis, keys, options)) {
-        if (!(await hasSettleGroup(redis, keys.product(productId).orders)))
+        // Over escrow buckets, every bucket's log has the group, or the sale is not settled.
+        for (const bucket of await saleBuckets(redis, keys, productId)) {
+          if (await hasSettleGroup(redis, keys.product(bucket).orders)) continue;
+          const log = bucket === productId ? 'its order log' : `the order log of its bucket ${bucket}`;
           throw new Refusal(
-            `--repair refused: product "${productId}" is not settled into PostgreSQL (its order log has no \`settle\` consumer group), so PostgreSQL lacks none of its orders; nothing was written`,
+            `--repair refused: product "${productId}" is not settled into PostgreSQL (${log} has no \`settle\` consumer group), so PostgreSQL lacks none of its orders; nothing was written`,
           );
+        }
       }
     }
     const audited: Audited[] = [];
@@ -88,31 +107,34 @@ async function main(): Promise<number> {
       `audit of ${redact(options.redis)} (${redis instanceof Cluster ? 'Redis Cluster' : 'one Redis'}), key prefix ${options.keyPrefix}` +
         (options.database ? `, against PostgreSQL at ${redact(options.database)}` : ', without PostgreSQL'),
     );
-    let unjudged = 0;
+    const skipped: Skipped[] = [];
     for await (const productId of productsOf(redis, keys, options)) {
       let audit: Audited;
       try {
-        audit = { productId, ...(await auditProduct(redis, db, productId, keys.product(productId))) };
+        audit = { productId, ...(await auditProduct(redis, db, productId, keys)) };
       } catch (err) {
         if (!(err instanceof NoSaleError)) throw err;
         // A member of the products set whose meta is gone: nothing to judge it against.
-        // One the audit cannot judge (escrow buckets) leaves the run not proven.
+        // One the audit cannot judge (a bucket of its escrow buckets without a sale, its
+        // buckets in two sales) leaves the run not proven.
         print(`\nproduct ${productId}: skipped, ${err.message}`);
-        if (err instanceof UnjudgedSaleError) unjudged++;
+        skipped.push({ productId, why: err.message, unjudged: err instanceof UnjudgedSaleError });
         continue;
       }
       if (options.repair && db) {
-        const repair = await repairProduct(redis, db, productId, keys.product(productId), audit);
+        const repair = await repairProduct(redis, db, productId, keys, audit);
         // Judged again after the repair: the exit code says what holds now.
         if (repair.orderIds.length > 0)
-          audit = { productId, ...(await auditProduct(redis, db, productId, keys.product(productId))), repair };
+          audit = { productId, ...(await auditProduct(redis, db, productId, keys)), repair };
         else audit = { ...audit, repair };
       }
       audited.push(audit);
       for (const line of productLines(audit)) print(line);
     }
-    const code = unjudged > 0 && exitCode(audited) === EXIT.holds ? EXIT.notProven : exitCode(audited);
-    if (options.json) process.stdout.write(`${JSON.stringify(document(options, redis, audited, code), null, 2)}\n`);
+    const unjudged = skipped.some((s) => s.unjudged);
+    const code = unjudged && exitCode(audited) === EXIT.holds ? EXIT.notProven : exitCode(audited);
+    if (options.json)
+      process.stdout.write(`${JSON.stringify(document(options, redis, audited, skipped, code), null, 2)}\n`);
     else print(summary(audited, code));
     return code;
   } finally {
@@ -156,6 +178,11 @@ function productLines(a: Audited): string[] {
         : log.complete
           ? ''
           : ', its head trimmed (SETTLE_TRIM)'),
+    ...(a.buckets.length > 1
+      ? [
+          `  judged over ${a.buckets.length} escrow buckets (${a.buckets.join(', ')}): their logs merged on Redis's clock (each shard's own), against the sum of their stocks`,
+        ]
+      : []),
     `  ${historyLine(r)}`,
   ];
   for (const check of CHECKS) {
@@ -200,7 +227,13 @@ function summary(audited: readonly Audited[], code: number): string {
   );
 }
 
-function document(options: AuditOptions, redis: RedisClient, audited: readonly Audited[], code: number) {
+function document(
+  options: AuditOptions,
+  redis: RedisClient,
+  audited: readonly Audited[],
+  skipped: readonly Skipped[],
+  code: number,
+) {
   return {
     redis: redact(options.redis),
     cluster: redis instanceof Cluster,
@@ -209,12 +242,14 @@ function document(options: AuditOptions, redis: RedisClient, audited: readonly A
     products: audited.map((a) => ({
       ...a.report,
       perUserLimit: a.perUserLimit,
+      buckets: a.buckets,
       log: a.log,
       settled: a.settled,
       // Every order of the total-queue check named, not only the report's first few.
       totalQueue: a.totalQueue,
       ...(a.repair && { repair: a.repair }),
     })),
+    skipped,
     exitCode: code,
   };
 }

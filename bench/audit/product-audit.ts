@@ -1,21 +1,30 @@
 /**
  * One product's audit: its order log judged at every instant (bench/history's LogCheck,
  * fed a page at a time), and, with PostgreSQL, PostgreSQL against Redis as a total queue
- * (checkTotalQueue), each read bounded.
+ * (checkTotalQueue), each read bounded. A product in escrow buckets (src/sale/buckets.ts)
+ * is judged as one sale: every bucket's log merged on Redis's clock against the sum of
+ * the buckets' stocks, its settle groups and order states read bucket by bucket.
  */
 import type { Client } from 'pg';
 import type { RedisClient } from '../../src/redis/create-client';
-import type { ProductKeys } from '../../src/redis/key-layout';
+import type { KeyLayout, ProductKeys } from '../../src/redis/key-layout';
+import { productOfOrder } from '../../src/orders/order';
+import { bucketsOf } from '../../src/sale/buckets';
 import { SETTLE_GROUP } from '../../src/settlement/settler';
 import { checkTotalQueue, LogCheck, type OrderState } from '../history/check';
 import type { CheckState, Finding, HistoryReport, LogEntry, SettledOrder } from '../history/history';
-import { logComplete, readLog } from '../history/read-log';
+import { logComplete, type MergedEntry, readMergedLog } from '../history/read-log';
 import { readSettled, readSettledEntries, settledNow } from './settled-orders';
 
 /** Entries, pending ids or hash fields per Redis read. */
 export const PAGE = 1_000;
 
 export interface ProductAudit {
+  /**
+   * The buckets judged as the product's sale, bucket 0 (the product's own id) first: one
+   * for a product sold from one shard, its escrow buckets' ids for one of several.
+   */
+  readonly buckets: readonly string[];
   /** The log's checks, and Redis against PostgreSQL (totalQueue) when --database was given. */
   readonly report: HistoryReport;
   readonly perUserLimit: number;
@@ -50,8 +59,9 @@ export interface SettledSide {
    */
   readonly earlierSales: number;
   /**
-   * The sale's start (meta startedAt, ms on Redis's clock), or null for a sale started by
-   * a version that did not record it: then a row is an earlier sale's when it is older
+   * The sale's start (meta startedAt, ms on Redis's clock; over escrow buckets, the
+   * earliest of theirs, trusted only if every bucket's is its own), or null for a sale
+   * started by a version that did not record it: then a row is an earlier sale's when it is older
    * than the log's first entry, which a log that lost its head cannot tell apart from an
    * order Redis lost, so any row set aside leaves the check not proven.
    */
@@ -69,55 +79,115 @@ export interface SettledSide {
 /** The product has no sale under the prefix (no meta hash). */
 export class NoSaleError extends Error {}
 
-/** A product whose sale the audit cannot judge (escrow buckets): said, and the run is not proven. */
+/**
+ * A product whose sale the audit cannot judge: a bucket of its escrow buckets with no
+ * sale, or buckets in two sales (a PUT or DELETE stopped half-way). Said, and the run is
+ * not proven.
+ */
 export class UnjudgedSaleError extends NoSaleError {}
 
 const STATUS = { R: 'reserved', P: 'paid', C: 'cancelled', E: 'expired' } as const;
+
+/** The meta hash fields the audit reads, of each bucket (reset-sale-10.lua writes them). */
+const SALE_FIELDS = [
+  'initialStock',
+  'perUserLimit',
+  'startedAt',
+  'startedSaleId',
+  'saleId',
+  'epoch',
+  'buckets',
+] as const;
+
+/** One bucket of a product's sale: its id and keys (a product of one bucket: its own). */
+interface Bucket {
+  readonly id: string;
+  readonly k: ProductKeys;
+}
+
+/** The sale as its meta hashes say it: over escrow buckets, the buckets' shares summed. */
+interface Sale {
+  readonly buckets: readonly Bucket[];
+  readonly stock: number;
+  readonly perUserLimit: number;
+  readonly startedAt: number | null;
+}
+
+/** A product's bucket ids, bucket 0 (its own id) first: its meta's `buckets` field (bucketsOf()). */
+export async function saleBuckets(redis: RedisClient, keys: KeyLayout, productId: string): Promise<string[]> {
+  const [others] = await redis.hmget(keys.product(productId).meta, 'buckets');
+  return bucketsOf(productId, others);
+}
+
+/**
+ * The sale's meta, every bucket's. Bucket 0 (the product's own meta) names the others;
+ * each is a sale of its own share (`initialStock`), and units move between them, so
+ * the product's stock is their sum. A bucket with no meta (a DELETE stopped half-way,
+ * keys lost) leaves its share unknown, and buckets of different epochs are in two
+ * sales: neither can be judged as one sale, and the audit says so (UnjudgedSaleError)
+ * rather than judge part of it.
+ */
+async function readSale(redis: RedisClient, keys: KeyLayout, productId: string): Promise<Sale> {
+  const own = keys.product(productId);
+  const first = await redis.hmget(own.meta, ...SALE_FIELDS);
+  const ids = bucketsOf(productId, first[6]);
+  const buckets = ids.map((id) => ({ id, k: keys.product(id) }));
+  const metas = [first, ...(await Promise.all(buckets.slice(1).map((b) => redis.hmget(b.k.meta, ...SALE_FIELDS))))];
+  const shares = metas.map((m) => [Number(m[0]), Number(m[1])]);
+  metas.forEach((m, i) => {
+    if (m[0] !== null && m[1] !== null && shares[i].every(Number.isInteger)) return;
+    if (i === 0) throw new NoSaleError(`no sale of product "${productId}" (no ${own.meta})`);
+    throw new UnjudgedSaleError(
+      `its bucket ${ids[i]} (of ${ids.length} escrow buckets: ${ids.join(', ')}) has no sale (no ${buckets[i].k.meta}): a DELETE or PUT stopped half-way, or the bucket's keys were lost; its share of the stock is unknown, so the product's log cannot be judged`,
+    );
+  });
+  if (new Set(metas.map((m) => m[5])).size > 1) {
+    throw new UnjudgedSaleError(
+      `its ${ids.length} escrow buckets (${ids.join(', ')}) are not in one sale (their epochs differ: a PUT stopped half-way, or one going on): judge it again once the PUT is done`,
+    );
+  }
+  // Each bucket's start trusted only as its own sale's (a restart by a version that
+  // records no start leaves the last sale's startedAt behind, under an older
+  // startedSaleId); the product's only if every bucket's is, the earliest of them.
+  const starts = metas.map((m) => (m[2] === null || m[3] === null || m[3] !== m[4] ? null : Number(m[2])));
+  return {
+    buckets,
+    stock: shares.reduce((sum, [stock]) => sum + stock, 0),
+    perUserLimit: shares[0][1],
+    startedAt: starts.includes(null) ? null : Math.min(...(starts as number[])),
+  };
+}
 
 export async function auditProduct(
   redis: RedisClient,
   db: Client | null,
   productId: string,
-  k: ProductKeys,
+  keys: KeyLayout,
 ): Promise<ProductAudit> {
-  const meta = await redis.hmget(
-    k.meta,
-    'initialStock',
-    'perUserLimit',
-    'startedAt',
-    'startedSaleId',
-    'saleId',
-    'buckets',
-  );
-  // Escrow buckets (src/sale/buckets.ts): units move between the logs, so no one log can be
-  // judged against its own stock; the audit does not judge them merged yet, and says so.
-  if (meta[5]) {
-    throw new UnjudgedSaleError(
-      `sold from ${meta[5].split(' ').length + 1} escrow buckets, which this audit does not judge yet (the bench's verdict does)`,
-    );
-  }
-  const [stock, perUserLimit] = meta.map(Number);
-  // Trusted only as this sale's own: a restart by a version that records no start leaves
-  // the last sale's startedAt behind, under an older startedSaleId.
-  const startedAt = meta[2] === null || meta[3] === null || meta[3] !== meta[4] ? null : Number(meta[2]);
-  if (meta.slice(0, 2).includes(null) || !Number.isInteger(stock) || !Number.isInteger(perUserLimit)) {
-    throw new NoSaleError(`no sale of product "${productId}" (no ${k.meta})`);
-  }
-  // The settle group before the log: an entry it has acknowledged by now is in PostgreSQL
-  // (the settler commits before XACK), and one written later is after its last delivered.
-  const group = db ? await settleGroup(redis, k.orders) : null;
-  const whole = await logComplete(redis, k.orders);
-  const trimmed = whole || !db ? null : await trimmedSoFar(redis, k.orders);
-  // The first page of the stream read (and held) before PostgreSQL is asked for what
+  const { buckets, stock, perUserLimit, startedAt } = await readSale(redis, keys, productId);
+  const k = buckets[0].k;
+  // The settle groups before the logs: an entry a group has acknowledged by now is in
+  // PostgreSQL (the settler commits before XACK), and one written later is after its last delivered.
+  const groups = db ? await Promise.all(buckets.map((b) => settleGroup(redis, b.k.orders))) : null;
+  const trimmedBuckets: string[] = [];
+  for (const b of buckets) if (!(await logComplete(redis, b.k.orders))) trimmedBuckets.push(b.id);
+  const whole = trimmedBuckets.length === 0;
+  // A trimmed head is rebuilt from PostgreSQL for a product of one bucket only (below).
+  const trimmed = whole || !db || buckets.length > 1 ? null : await trimmedSoFar(redis, k.orders);
+  // The first page of each log read (and held) before PostgreSQL is asked for what
   // precedes it: entries trimmed meanwhile are still in that page, never in neither.
-  const stream = readLog(redis, k.orders, PAGE);
+  const stream = readMergedLog(
+    redis,
+    buckets.map((b) => b.k.orders),
+    PAGE,
+  );
   const opening = await stream.next();
   // The head fed into a check that takes the log as whole: dropped for one that does not
   // if PostgreSQL cannot give all of it.
   let check = new LogCheck(stock, perUserLimit, whole || trimmed !== null);
   const rebuilt =
     trimmed && db
-      ? await rebuildHead(redis, db, productId, k, trimmed, opening.done ? null : opening.value.id, check)
+      ? await rebuildHead(redis, db, productId, k, trimmed, opening.done ? null : opening.value.entry.id, check)
       : null;
   const complete = whole || rebuilt?.whole === true;
   if (!complete && trimmed !== null) check = new LogCheck(stock, perUserLimit, false);
@@ -125,11 +195,12 @@ export async function auditProduct(
   const unsettled = new Set<string>();
   let last: LogEntry | null = rebuilt?.whole ? rebuilt.last : null;
   let entries = 0;
-  const judge = (entry: LogEntry) => {
+  const judge = ({ bucket, entry }: MergedEntry) => {
     check.add(entry);
     first ??= entry;
     last = entry;
     entries++;
+    const group = groups?.[bucket];
     if (group && (compareIds(entry.id, group.lastDelivered) > 0 || group.pending.has(entry.id)))
       unsettled.add(entry.orderId);
   };
@@ -143,17 +214,33 @@ export async function auditProduct(
     complete,
   };
   const notProven = rebuilt && !rebuilt.whole ? [rebuilt.why] : [];
-  if (!db) return { report: check.report(productId, { notProven }), perUserLimit, log, settled: null, totalQueue: [] };
-  const { findings, side } = await totalQueue(redis, db, productId, k, check.states, {
+  if (!whole && buckets.length > 1) {
+    notProven.push(
+      `${trimmedBuckets.length === 1 ? 'the log of bucket' : 'the logs of buckets'} ${trimmedBuckets.join(', ')} (of ${buckets.length} escrow buckets) ${trimmedBuckets.length === 1 ? 'was' : 'were'} trimmed (SETTLE_TRIM), and the audit does not rebuild a bucketed product's head from PostgreSQL: the merged log was judged as it is, a part of the sale`,
+    );
+  }
+  const ids = buckets.map((b) => b.id);
+  if (!db)
+    return {
+      buckets: ids,
+      report: check.report(productId, { notProven }),
+      perUserLimit,
+      log,
+      settled: null,
+      totalQueue: [],
+    };
+  const ungrouped = buckets.filter((_, i) => !groups?.[i]).map((b) => b.id);
+  const { findings, side } = await totalQueue(redis, db, productId, holderOf(buckets), check.states, {
     first,
     last,
     complete,
     unsettled,
-    grouped: group !== null,
+    grouped: ungrouped.length === 0,
     startedAt,
   });
-  const queue = totalQueueState(findings, side, entries);
+  const queue = totalQueueState(findings, side, entries, buckets.length > 1 ? ungrouped : []);
   return {
+    buckets: ids,
     report: check.report(productId, {
       findings,
       checks: { totalQueue: queue.state },
@@ -167,6 +254,17 @@ export async function auditProduct(
 }
 
 /**
+ * Where an order's state is kept: a product of one bucket keeps all of them in its own
+ * states hash; over escrow buckets, the bucket that sold it (its id names it:
+ * productOfOrder()), or none of the product's buckets for an id that names none.
+ */
+function holderOf(buckets: readonly Bucket[]): (orderId: string) => ProductKeys | null {
+  if (buckets.length === 1) return () => buckets[0].k;
+  const byId = new Map(buckets.map((b) => [b.id, b.k]));
+  return (orderId) => byId.get(productOfOrder(orderId) ?? '') ?? null;
+}
+
+/**
  * PostgreSQL against the log: rows paged in, the rows and orders that cannot be judged
  * set aside (an earlier sale's, what is not settled yet, what was written after the log
  * was read), then checkTotalQueue; what it names is looked at once more, in Redis's order
@@ -177,7 +275,7 @@ async function totalQueue(
   redis: RedisClient,
   db: Client,
   productId: string,
-  k: ProductKeys,
+  holder: (orderId: string) => ProductKeys | null,
   logStates: ReadonlyMap<string, OrderState>,
   read: {
     first: LogEntry | null;
@@ -195,7 +293,7 @@ async function totalQueue(
   const unknown = rows.filter((r) => !logStates.has(r.orderId));
   const records = await stateRecords(
     redis,
-    k,
+    holder,
     unknown.map((r) => r.orderId),
   );
   let earlierSales = 0;
@@ -225,7 +323,7 @@ async function totalQueue(
   if (named.length > 0) {
     // A second look at what was found: Redis's states first, then PostgreSQL (which the
     // settler writes after Redis), so a change made meanwhile is seen on both sides.
-    const now = await stateRecords(redis, k, named);
+    const now = await stateRecords(redis, holder, named);
     for (const [id, record] of now) {
       const state = states.get(id);
       if (state) states.set(id, stateOf(record, state.ms));
@@ -255,12 +353,15 @@ function totalQueueState(
   findings: readonly Finding[],
   side: SettledSide,
   entries: number,
+  /** Over escrow buckets, those whose log has no settle group. */
+  ungrouped: readonly string[],
 ): { state: CheckState; notProven: string[] } {
   if (findings.length > 0) return { state: 'fail', notProven: [] };
   if (!side.grouped && (entries > 0 || side.rows > 0)) {
+    const log = ungrouped.length > 0 ? `the order log of bucket ${ungrouped.join(', ')}` : 'the order log';
     return {
       state: 'not proven',
-      notProven: ['the order log has no `settle` consumer group: this sale is not settled into PostgreSQL'],
+      notProven: [`${log} has no \`settle\` consumer group: this sale is not settled into PostgreSQL`],
     };
   }
   const notProven: string[] = [];
@@ -323,7 +424,7 @@ async function rebuildHead(
   for await (const rows of readSettledEntries(db, productId, before)) {
     const ours = await stateRecords(
       redis,
-      k,
+      () => k,
       rows.map((r) => r.order_id),
     );
     for (const row of rows) {
@@ -390,15 +491,29 @@ async function settleGroup(
   return { lastDelivered: String(settle.get('last-delivered-id')), pending };
 }
 
-/** The order states hash's records of these orders (absent: Redis's sale does not know it), a page of fields per read. */
-async function stateRecords(redis: RedisClient, k: ProductKeys, ids: readonly string[]): Promise<Map<string, string>> {
+/**
+ * The order states hash records of these orders (absent: Redis's sale does not know it),
+ * each looked up in the hash `holder` says keeps it, a page of fields per read.
+ */
+async function stateRecords(
+  redis: RedisClient,
+  holder: (orderId: string) => ProductKeys | null,
+  ids: readonly string[],
+): Promise<Map<string, string>> {
+  const byHash = new Map<string, string[]>();
+  for (const id of ids) {
+    const hash = holder(id)?.states;
+    if (hash !== undefined) byHash.set(hash, [...(byHash.get(hash) ?? []), id]);
+  }
   const records = new Map<string, string>();
-  for (let i = 0; i < ids.length; i += PAGE) {
-    const page = ids.slice(i, i + PAGE);
-    const values = await redis.hmget(k.states, ...page);
-    page.forEach((id, j) => {
-      if (values[j] !== null) records.set(id, values[j]);
-    });
+  for (const [hash, held] of byHash) {
+    for (let i = 0; i < held.length; i += PAGE) {
+      const page = held.slice(i, i + PAGE);
+      const values = await redis.hmget(hash, ...page);
+      page.forEach((id, j) => {
+        if (values[j] !== null) records.set(id, values[j]);
+      });
+    }
   }
   return records;
 }

@@ -4,12 +4,13 @@
  * hand), written into PostgreSQL from the stream's own entries through the settler's
  * idempotent writes (src/settlement/settle-batch.ts writeBatch), one transaction a page.
  * Redis is only read: no stock, no stream, no group is touched, and writing an entry
- * twice changes nothing. What Redis lacks (an order lost by a failover) it cannot
+ * twice changes nothing. A product in escrow buckets: every bucket's stream, its rows
+ * under the product's id as the settler writes them. What Redis lacks (an order lost by a failover) it cannot
  * repair: that is a unit sold twice, for a person to settle with the buyer.
  */
 import type { Client } from 'pg';
 import type { RedisClient } from '../../src/redis/create-client';
-import type { ProductKeys } from '../../src/redis/key-layout';
+import type { KeyLayout } from '../../src/redis/key-layout';
 import { parseEntry, writeBatch, type StreamEvent } from '../../src/settlement/settle-batch';
 import { PAGE, type ProductAudit } from './product-audit';
 
@@ -25,7 +26,7 @@ export async function repairProduct(
   redis: RedisClient,
   db: Client,
   productId: string,
-  k: ProductKeys,
+  keys: KeyLayout,
   audit: ProductAudit,
 ): Promise<Repair> {
   const missing = new Set(audit.settled?.missing ?? []);
@@ -48,15 +49,19 @@ export async function repairProduct(
     entries += batch.length;
     batch = [];
   };
-  for (let from = '-'; ;) {
-    const page = await redis.xrange(k.orders, from, '+', 'COUNT', PAGE);
-    for (const [id, fields] of page) {
-      const event = parseEntry(id, fields);
-      if (event && missing.has(event.orderId)) batch.push(event);
+  // An order's entries are all in its bucket's stream, in their order there.
+  for (const bucket of audit.buckets) {
+    const orders = keys.product(bucket).orders;
+    for (let from = '-'; ;) {
+      const page = await redis.xrange(orders, from, '+', 'COUNT', PAGE);
+      for (const [id, fields] of page) {
+        const event = parseEntry(id, fields);
+        if (event && missing.has(event.orderId)) batch.push(event);
+      }
+      if (batch.length >= PAGE) await flush();
+      if (page.length < PAGE) break;
+      from = `(${page[page.length - 1][0]}`;
     }
-    if (batch.length >= PAGE) await flush();
-    if (page.length < PAGE) break;
-    from = `(${page[page.length - 1][0]}`;
   }
   await flush();
   const orderIds = [...written];
