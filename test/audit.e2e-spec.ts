@@ -5,6 +5,7 @@ import { promisify } from 'node:util';
 import { Cluster, Redis } from 'ioredis';
 import { Client } from 'pg';
 import { movesInto } from '../bench/buckets';
+import { readMergedLog, readWholeLog } from '../bench/history/read-log';
 import { type SaleKeys, waitForSettlement } from '../bench/settled';
 import { PrivatePostgres, startPrivatePostgres } from '../harness/postgres';
 import { createRedisCluster } from '../src/redis/create-client';
@@ -292,6 +293,37 @@ describe('npm run audit', () => {
     });
     expect(doc.products[0].settled.startedAt).toEqual(expect.any(Number));
   }, 90_000);
+
+  it("merges the buckets' logs a page at a time in the order the bench judges: by ms, a tie in bucket order", async () => {
+    const prefix = uniquePrefix('audit-merge');
+    const layout = new KeyLayout(prefix);
+    const streams = ['m', 'm~1', 'm~2'].map((id) => layout.product(id).orders);
+    // Ties across streams and within one, runs longer than a page (2), a stream left empty.
+    const ms = Date.now();
+    const written: Record<number, number[]> = { 0: [0, 0, 1, 5, 5, 5, 9], 1: [0, 1, 1, 1, 2, 5, 10, 11], 2: [] };
+    for (const [i, times] of Object.entries(written))
+      for (const [n, t] of times.entries())
+        await client.xadd(
+          streams[Number(i)],
+          `${ms + t}-${n}`,
+          'orderId',
+          `o${i}.${n}`,
+          'userId',
+          'u',
+          'quantity',
+          '1',
+        );
+    const merged = [];
+    for await (const { bucket, entry } of readMergedLog(client, streams, 2)) merged.push(`${bucket}:${entry.id}`);
+    // The bench's order before this change: every log whole, concatenated, a stable sort by ms.
+    const logs = await Promise.all(streams.map((s) => readWholeLog(client, s)));
+    const sorted = logs
+      .flatMap((log, bucket) => log.map((entry) => ({ bucket, entry })))
+      .sort((a, b) => a.entry.ms - b.entry.ms)
+      .map(({ bucket, entry }) => `${bucket}:${entry.id}`);
+    expect(merged).toHaveLength(15);
+    expect(merged).toEqual(sorted);
+  });
 
   it('fails an oversell only the merged log shows: each bucket within the stock alone, together above it for an instant', async () => {
     const prefix = uniquePrefix('audit-buckets-over');
