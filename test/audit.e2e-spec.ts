@@ -11,7 +11,7 @@ import { PrivatePostgres, startPrivatePostgres } from '../harness/postgres';
 import { createRedisCluster } from '../src/redis/create-client';
 import { productOfOrder } from '../src/orders/order';
 import { KeyLayout } from '../src/redis/key-layout';
-import { bucketsOf } from '../src/sale/buckets';
+import { bucketSlot, bucketsOf } from '../src/sale/buckets';
 import { writeBatch } from '../src/settlement/settle-batch';
 import { pay, request, startTestApp, TestApp } from './helpers/app';
 import { usersOf } from './helpers/buckets-on-one-redis';
@@ -439,6 +439,34 @@ describe('npm run audit', () => {
     expect(run.stdout).toMatch(/^summary: 1 products audited: 0 hold, 0 with findings, 1 not proven \(cut\); exit 3$/m);
   }, 90_000);
 
+  it('says a product in escrow buckets it cannot judge as one sale (buckets in two sales, a bucket without a sale), never passing it by silence', async () => {
+    const prefix = uniquePrefix('audit-buckets-half');
+    const { keys } = await bucketedSale(prefix, null, 'half', 4, 2);
+    const args = ['--redis', redis.url(), '--key-prefix', prefix, '--all'];
+    expectExit(await audit(...args), 0);
+    // A PUT stopped half-way: bucket 1 in another sale than bucket 0.
+    await client.hset(keys[1].meta, 'epoch', `${await client.hget(keys[1].meta, 'epoch')}-next`);
+    const two = await audit(...args);
+    expectExit(two, 3);
+    expect(two.stdout).toMatch(/^product half: skipped, its 2 escrow buckets \(half, half~1\) are not in one sale/m);
+    expect(two.stdout).toMatch(/^summary: 0 products audited: 0 hold, 0 with findings, 0 not proven; exit 3$/m);
+    // A DELETE stopped half-way: bucket 1's sale gone, its share of the stock unknown.
+    await client.del(keys[1].meta);
+    const json = await audit(...args, '--json');
+    expectExit(json, 3);
+    expect(JSON.parse(json.stdout)).toMatchObject({
+      products: [],
+      skipped: [
+        {
+          productId: 'half',
+          unjudged: true,
+          why: expect.stringMatching(/^its bucket half~1 \(of 2 escrow buckets: half, half~1\) has no sale/),
+        },
+      ],
+      exitCode: 3,
+    });
+  });
+
   it('fails a sale written oversold, naming the product, the peak and the orders above the stock', async () => {
     const prefix = uniquePrefix('audit-over');
     const keys = new KeyLayout(prefix);
@@ -741,13 +769,24 @@ describe('npm run audit', () => {
         for (let i = 0; i < units; i++)
           await cc.xadd(ck.orders, '*', 'orderId', `${id}.${i}`, 'userId', `u${i}`, 'quantity', '1');
       }
+      // A product in two escrow buckets, each on its own slot: one order in each, 2 of 2.
+      const [b0, b1] = ['cb', 'cb~1'].map((id) => keys.product(id));
+      expect(bucketSlot('cb')).not.toBe(bucketSlot('cb~1'));
+      await cc.hset(b0.meta, 'initialStock', 1, 'perUserLimit', 1, 'buckets', 'cb~1');
+      await cc.hset(b1.meta, 'initialStock', 1, 'perUserLimit', 1);
+      await cc.sadd(keys.products, 'cb');
+      await cc.xadd(b0.orders, '*', 'orderId', 'cb.0', 'userId', 'u0', 'quantity', '1');
+      await cc.xadd(b1.orders, '*', 'orderId', 'cb~1.0', 'userId', 'u1', 'quantity', '1');
       const node = cluster.clusterNodes.split(',')[0];
       const run = await audit('--redis', `redis://${node}`, '--key-prefix', 'audit-cluster:', '--all');
       expectExit(run, 1);
       expect(run.stdout).toMatch(/\(Redis Cluster\)/);
       expect(run.stdout).toMatch(/^product c1: .*\n {2}history holds: peak 2 of 2 held/m);
       expect(run.stdout).toMatch(/^product c2: .*\n {2}history FAILS oversell: peak 3 of 2 held/m);
-      expect(run.stdout).toMatch(/1 hold, 1 with findings \(c2\)/);
+      expect(run.stdout).toMatch(
+        /^product cb: stock 2, .*\n {2}judged over 2 escrow buckets \(cb, cb~1\).*\n {2}history holds: peak 2 of 2 held/m,
+      );
+      expect(run.stdout).toMatch(/2 hold, 1 with findings \(c2\)/);
     } finally {
       cc?.disconnect();
       await cluster.stop();
