@@ -439,6 +439,37 @@ describe('npm run audit', () => {
     expect(run.stdout).toMatch(/^summary: 1 products audited: 0 hold, 0 with findings, 1 not proven \(cut\); exit 3$/m);
   }, 90_000);
 
+  it("leaves a bucket's orders not settled yet unjudged, and a bucket's log without the settle group not proven", async () => {
+    const prefix = uniquePrefix('audit-buckets-lag');
+    const db = await database();
+    const { buy, keys } = await bucketedSale(prefix, db, 'slow', 4, 2);
+    const [home0] = usersOf(0, 2, 1);
+    const [home1] = usersOf(1, 2, 1);
+    expect((await buy(home0)).orderId).toBeDefined();
+    await settled(keys);
+    // The settling app goes; one without DATABASE_URL sells in bucket 1: its order waits for a settler.
+    await Promise.all(apps.splice(0).map((a) => a.close()));
+    const seller = await startTestApp({ REDIS_URL: redis.url(), KEY_PREFIX: prefix });
+    apps.push(seller);
+    const late = await request(seller.url, 'POST', '/api/orders', { json: { productId: 'slow', userId: home1 } });
+    expect(late.status).toBe(201);
+    expect(productOfOrder(late.body.orderId)).toBe('slow~1');
+    const args = ['--redis', redis.url(), '--database', db, '--key-prefix', prefix, '--product', 'slow'];
+    const run = await audit(...args);
+    expectExit(run, 3);
+    expect(run.stdout).toMatch(
+      /^ {2}PostgreSQL: 1 rows; 0 of an earlier sale of this product id \(not judged\); 1 orders not settled yet \(not judged\)$/m,
+    );
+    expect(run.stdout).toMatch(/^ {2}not proven: 1 orders not settled yet/m);
+    // Bucket 1's log without the group: the sale is not (wholly) settled into PostgreSQL.
+    await client.xgroup('DESTROY', keys[1].orders, 'settle');
+    const ungrouped = await audit(...args);
+    expectExit(ungrouped, 3);
+    expect(ungrouped.stdout).toMatch(
+      /^ {2}not proven: the order log of bucket slow~1 has no `settle` consumer group: this sale is not settled into PostgreSQL$/m,
+    );
+  }, 90_000);
+
   it('says a product in escrow buckets it cannot judge as one sale (buckets in two sales, a bucket without a sale), never passing it by silence', async () => {
     const prefix = uniquePrefix('audit-buckets-half');
     const { keys } = await bucketedSale(prefix, null, 'half', 4, 2);
@@ -656,6 +687,21 @@ describe('npm run audit', () => {
         201,
       );
     expect(await client.xinfo('GROUPS', new KeyLayout(prefix).product('cold').orders)).toEqual([]);
+    // Audited against PostgreSQL, its orders are not taken for orders PostgreSQL lost: not proven.
+    const plainAudit = await audit(
+      '--redis',
+      redis.url(),
+      '--database',
+      db,
+      '--key-prefix',
+      prefix,
+      '--product',
+      'cold',
+    );
+    expectExit(plainAudit, 3);
+    expect(plainAudit.stdout).toMatch(
+      /^ {2}not proven: the order log has no `settle` consumer group: this sale is not settled into PostgreSQL$/m,
+    );
 
     for (const which of [['--product', 'cold'], ['--all']]) {
       const run = await audit('--redis', redis.url(), '--database', db, '--key-prefix', prefix, ...which, '--repair');

@@ -193,6 +193,9 @@ export async function auditProduct(
   if (!complete && trimmed !== null) check = new LogCheck(stock, perUserLimit, false);
   let first: LogEntry | null = rebuilt?.whole ? rebuilt.first : null;
   const unsettled = new Set<string>();
+  // Orders of a log without the settle group (a bucket's, or the product's) were never
+  // settled into PostgreSQL: not judged against it, and the check is not proven.
+  const ungroupedOrders = new Set<string>();
   let last: LogEntry | null = rebuilt?.whole ? rebuilt.last : null;
   let entries = 0;
   const judge = ({ bucket, entry }: MergedEntry) => {
@@ -200,9 +203,10 @@ export async function auditProduct(
     first ??= entry;
     last = entry;
     entries++;
-    const group = groups?.[bucket];
-    if (group && (compareIds(entry.id, group.lastDelivered) > 0 || group.pending.has(entry.id)))
-      unsettled.add(entry.orderId);
+    if (!groups) return;
+    const group = groups[bucket];
+    if (!group) ungroupedOrders.add(entry.orderId);
+    else if (compareIds(entry.id, group.lastDelivered) > 0 || group.pending.has(entry.id)) unsettled.add(entry.orderId);
   };
   if (!opening.done) judge(opening.value);
   for await (const entry of stream) judge(entry);
@@ -235,6 +239,7 @@ export async function auditProduct(
     last,
     complete,
     unsettled,
+    ungroupedOrders,
     grouped: ungrouped.length === 0,
     startedAt,
   });
@@ -282,6 +287,8 @@ async function totalQueue(
     last: LogEntry | null;
     complete: boolean;
     unsettled: ReadonlySet<string>;
+    /** Orders of a log without the settle group: never settled, not judged. */
+    ungroupedOrders: ReadonlySet<string>;
     grouped: boolean;
     startedAt: number | null;
   },
@@ -289,7 +296,8 @@ async function totalQueue(
   const rows: SettledOrder[] = [];
   for await (const row of readSettled(db, productId)) rows.push(row);
   const states = new Map(logStates);
-  for (const id of read.unsettled) states.delete(id);
+  const unjudged = (id: string) => read.unsettled.has(id) || read.ungroupedOrders.has(id);
+  for (const id of [...read.unsettled, ...read.ungroupedOrders]) states.delete(id);
   const unknown = rows.filter((r) => !logStates.has(r.orderId));
   const records = await stateRecords(
     redis,
@@ -300,7 +308,7 @@ async function totalQueue(
   let afterRead = 0;
   const judged: SettledOrder[] = [];
   for (const row of rows) {
-    if (read.unsettled.has(row.orderId)) continue;
+    if (unjudged(row.orderId)) continue;
     if (logStates.has(row.orderId)) {
       judged.push(row);
       continue;
