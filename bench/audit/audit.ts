@@ -15,17 +15,10 @@ import { runToExit } from '../entry-point';
 import { UsageError } from '../options';
 import { closeAudit, connectAudit, ConnectionError, redact } from './connect';
 import { parseAuditOptions, type AuditOptions } from './options';
-import {
-  auditProduct,
-  hasSettleGroup,
-  NoSaleError,
-  PAGE,
-  type ProductAudit,
-  saleBuckets,
-  UnjudgedSaleError,
-} from './product-audit';
+import { auditProduct, NoSaleError, type ProductAudit, saleBuckets, UnjudgedSaleError } from './product-audit';
 import { repairProduct, type Repair } from './repair';
 import { connectDatabase } from './settled-orders';
+import { hasSettleGroup, PAGE } from './stream-reads';
 
 /** Exit codes (docs/audit.md). */
 export const EXIT = { holds: 0, finding: 1, usage: 2, notProven: 3 } as const;

@@ -10,14 +10,11 @@ import type { RedisClient } from '../../src/redis/create-client';
 import type { KeyLayout, ProductKeys } from '../../src/redis/key-layout';
 import { productOfOrder } from '../../src/orders/order';
 import { bucketsOf } from '../../src/sale/buckets';
-import { SETTLE_GROUP } from '../../src/settlement/settler';
 import { checkTotalQueue, LogCheck, type OrderState } from '../history/check';
 import type { CheckState, Finding, HistoryReport, LogEntry, SettledOrder } from '../history/history';
 import { logComplete, type MergedEntry, readMergedLog } from '../history/read-log';
 import { readSettled, readSettledEntries, settledNow } from './settled-orders';
-
-/** Entries, pending ids or hash fields per Redis read. */
-export const PAGE = 1_000;
+import { compareIds, PAGE, settleGroup, stateRecords, trimmedSoFar } from './stream-reads';
 
 export interface ProductAudit {
   /**
@@ -387,24 +384,6 @@ function totalQueueState(
 }
 
 /**
- * How many entries have left the stream's head (XINFO STREAM: added less held), and the
- * first it holds (null for none): every entry before that one is gone.
- */
-async function trimmedSoFar(
-  redis: RedisClient,
-  stream: string,
-): Promise<{ count: number; firstId: string | null } | null> {
-  const info = (await redis.xinfo('STREAM', stream)) as unknown[];
-  const f = new Map<string, unknown>();
-  for (let i = 0; i + 1 < info.length; i += 2) f.set(String(info[i]), info[i + 1]);
-  const added = Number(f.get('entries-added'));
-  const length = Number(f.get('length'));
-  if (!Number.isInteger(added) || !Number.isInteger(length)) return null;
-  const firstEntry = f.get('first-entry') as [string, string[]] | null;
-  return { count: added - length, firstId: firstEntry ? firstEntry[0] : null };
-}
-
-/**
  * The head SETTLE_TRIM cut from the log, rebuilt from PostgreSQL's `order_events`: the
  * settler trims only what every group has settled, so each trimmed entry was committed
  * there first. The entries before the stream's first (`before`) of this sale's orders
@@ -459,82 +438,8 @@ async function rebuildHead(
   };
 }
 
-/** Whether the log has the `settle` consumer group: without it the sale is not settled into PostgreSQL. */
-export async function hasSettleGroup(redis: RedisClient, stream: string): Promise<boolean> {
-  return (await settleGroupFields(redis, stream)) !== null;
-}
-
-/** XINFO GROUPS' fields of the log's `settle` group, or null when the log (or the group) is absent. */
-async function settleGroupFields(redis: RedisClient, stream: string): Promise<Map<string, unknown> | null> {
-  let groups: unknown[][];
-  try {
-    groups = (await redis.xinfo('GROUPS', stream)) as unknown[][];
-  } catch (err) {
-    if (/no such key/i.test(String(err))) return null;
-    throw err;
-  }
-  const fields = groups.map((g) => {
-    const f = new Map<string, unknown>();
-    for (let i = 0; i + 1 < g.length; i += 2) f.set(String(g[i]), g[i + 1]);
-    return f;
-  });
-  return fields.find((f) => f.get('name') === SETTLE_GROUP) ?? null;
-}
-
-/** The settle group's last delivered entry and its pending entries' ids, or null when the log has no such group. */
-async function settleGroup(
-  redis: RedisClient,
-  stream: string,
-): Promise<{ lastDelivered: string; pending: Set<string> } | null> {
-  const settle = await settleGroupFields(redis, stream);
-  if (!settle) return null;
-  const pending = new Set<string>();
-  // XPENDING's extended form, a page at a time from just after the last id seen.
-  for (let from = '-'; ;) {
-    const page = (await redis.xpending(stream, SETTLE_GROUP, from, '+', PAGE)) as [string, ...unknown[]][];
-    for (const [id] of page) pending.add(id);
-    if (page.length < PAGE) break;
-    from = `(${page[page.length - 1][0]}`;
-  }
-  return { lastDelivered: String(settle.get('last-delivered-id')), pending };
-}
-
-/**
- * The order states hash records of these orders (absent: Redis's sale does not know it),
- * each looked up in the hash `holder` says keeps it, a page of fields per read.
- */
-async function stateRecords(
-  redis: RedisClient,
-  holder: (orderId: string) => ProductKeys | null,
-  ids: readonly string[],
-): Promise<Map<string, string>> {
-  const byHash = new Map<string, string[]>();
-  for (const id of ids) {
-    const hash = holder(id)?.states;
-    if (hash !== undefined) byHash.set(hash, [...(byHash.get(hash) ?? []), id]);
-  }
-  const records = new Map<string, string>();
-  for (const [hash, held] of byHash) {
-    for (let i = 0; i < held.length; i += PAGE) {
-      const page = held.slice(i, i + PAGE);
-      const values = await redis.hmget(hash, ...page);
-      page.forEach((id, j) => {
-        if (values[j] !== null) records.set(id, values[j]);
-      });
-    }
-  }
-  return records;
-}
-
 /** An order states hash record (`<R|P|C|E>|<userId>|<quantity>[|<paymentId>]`, includes/order-state.lua) as an order's state. */
 function stateOf(record: string, ms: number): OrderState {
   const [status, userId, quantity] = record.split('|');
   return { status: STATUS[status as keyof typeof STATUS], userId, quantity: Number(quantity), ms };
-}
-
-/** Stream ids in Redis's order: `<ms>-<seq>`, compared as numbers. */
-export function compareIds(a: string, b: string): number {
-  const [am, as] = a.split('-').map(BigInt);
-  const [bm, bs] = b.split('-').map(BigInt);
-  return am === bm ? Number(as - bs) : am < bm ? -1 : 1;
 }

@@ -12,7 +12,8 @@ import type { Client } from 'pg';
 import type { RedisClient } from '../../src/redis/create-client';
 import type { KeyLayout } from '../../src/redis/key-layout';
 import { parseEntry, writeBatch, type StreamEvent } from '../../src/settlement/settle-batch';
-import { PAGE, type ProductAudit } from './product-audit';
+import type { ProductAudit } from './product-audit';
+import { PAGE } from './stream-reads';
 
 export interface Repair {
   /** The orders written into PostgreSQL. */
