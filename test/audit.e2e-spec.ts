@@ -13,6 +13,8 @@ import { productOfOrder } from '../src/orders/order';
 import { KeyLayout } from '../src/redis/key-layout';
 import { bucketSlot, bucketsOf } from '../src/sale/buckets';
 import { writeBatch } from '../src/settlement/settle-batch';
+import { auditProduct } from '../bench/audit/product-audit';
+import type { RedisClient } from '../src/redis/create-client';
 import { pay, request, startTestApp, TestApp } from './helpers/app';
 import { usersOf } from './helpers/buckets-on-one-redis';
 import {
@@ -838,6 +840,63 @@ describe('npm run audit', () => {
       await cluster.stop();
     }
   }, 120_000);
+  it("review 46c: a correct bucketed sale going on while the audit reads is not failed for an oversell no instant had (an order cancelled in bucket 0 after its page was read, its unit moved to and sold in bucket 1 before bucket 1's page was read)", async () => {
+    const prefix = uniquePrefix('audit-46c-cut');
+    const layout = new KeyLayout(prefix);
+    // 2 units in 2 buckets (1 each), not settled (no --database: the log alone is judged).
+    const { buy, cancel, ids, keys } = await bucketedSale(prefix, null, 'live', 2, 2);
+    expect(ids).toEqual(['live', 'live~1']);
+    const [home0] = usersOf(0, 2, 1);
+    const home1 = usersOf(1, 2, 2);
+    const first = await buy(home0);
+    expect(productOfOrder(first.orderId!)).toBe('live');
+    // The audit's own reads of Redis, with the sale going on between the read of bucket
+    // 0's first page and that of bucket 1's (the same happens whenever a page of one
+    // bucket is read later than another's: a log of more than a page, a shard slower to
+    // answer): u0's order is cancelled (its unit back to bucket 0), bucket 1 sells its own
+    // unit and then the returned one, moved in from bucket 0. At no instant were more than
+    // 2 units held.
+    const reader = new Redis(redis.url(), { lazyConnect: false });
+    let bucket0Read: Promise<unknown> | null = null;
+    let interleaved = false;
+    const proxy = new Proxy(reader, {
+      get(target, prop, receiver) {
+        if (prop !== 'xrange') return Reflect.get(target, prop, receiver);
+        return async (key: string, ...rest: unknown[]) => {
+          if (key === keys[0].orders && bucket0Read === null) {
+            bucket0Read = (target.xrange as (...a: unknown[]) => Promise<unknown>).call(target, key, ...rest);
+            return bucket0Read;
+          }
+          if (key === keys[1].orders && !interleaved) {
+            interleaved = true;
+            await bucket0Read;
+            await cancel(first.orderId!);
+            const own = await buy(home1[0]);
+            const moved = await buy(home1[1]);
+            expect(productOfOrder(own.orderId!)).toBe('live~1');
+            expect(productOfOrder(moved.orderId!)).toBe('live~1');
+          }
+          return (target.xrange as (...a: unknown[]) => Promise<unknown>).call(target, key, ...rest);
+        };
+      },
+    }) as unknown as RedisClient;
+    try {
+      const audited = await auditProduct(proxy, null, 'live', layout);
+      expect(interleaved).toBe(true);
+      // The sale as it is now, read again: it holds (2 of 2 at the peak).
+      const after = await auditProduct(reader as unknown as RedisClient, null, 'live', layout);
+      expect(after.report.checks.oversell).toBe('pass');
+      expect({
+        oversell: audited.report.checks.oversell,
+        findings: audited.report.findings.map((f) => f.detail),
+      }).toEqual({
+        oversell: 'pass',
+        findings: [],
+      });
+    } finally {
+      reader.disconnect();
+    }
+  }, 60_000);
 });
 
 function hostPort(s: string): { host: string; port: number } {
