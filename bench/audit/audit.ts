@@ -176,6 +176,11 @@ function productLines(a: Audited): string[] {
           `  judged over ${a.buckets.length} escrow buckets (${a.buckets.join(', ')}): their logs merged on Redis's clock (each shard's own), against the sum of their stocks`,
         ]
       : []),
+    ...(log.cut !== null
+      ? [
+          `  the sale went on while its buckets were read: judged up to ${log.cut} (ms, Redis's clock), the first entry written after the read began; ${log.beyond} entries from then on not judged`,
+        ]
+      : []),
     `  ${historyLine(r)}`,
   ];
   for (const check of CHECKS) {

@@ -9,10 +9,10 @@ import type { Client } from 'pg';
 import type { RedisClient } from '../../src/redis/create-client';
 import type { KeyLayout, ProductKeys } from '../../src/redis/key-layout';
 import { productOfOrder } from '../../src/orders/order';
-import { bucketsOf } from '../../src/sale/buckets';
 import { checkTotalQueue, LogCheck, type OrderState } from '../history/check';
 import type { CheckState, Finding, HistoryReport, LogEntry, SettledOrder } from '../history/history';
-import { logComplete, type MergedEntry, readMergedLog } from '../history/read-log';
+import { consistentCut, logComplete, type MergedEntry, readMergedLog } from '../history/read-log';
+import { holderOf, readSale } from './sale-meta';
 import { readSettled, readSettledEntries, settledNow } from './settled-orders';
 import { compareIds, PAGE, settleGroup, stateRecords, trimmedSoFar } from './stream-reads';
 
@@ -34,6 +34,13 @@ export interface ProductAudit {
     readonly fromDatabase: number;
     /** False when the stream's head was trimmed (SETTLE_TRIM) and not rebuilt whole. */
     readonly complete: boolean;
+    /**
+     * Over escrow buckets, a sale going on while they were read: the instant (ms, Redis's
+     * clock) every log was judged up to (consistentCut()), and the entries from then on,
+     * not judged; null and 0 when none was written meanwhile.
+     */
+    readonly cut: number | null;
+    readonly beyond: number;
   };
   /** What PostgreSQL held, and what of it was not judged and why; null without --database. */
   readonly settled: SettledSide | null;
@@ -73,87 +80,9 @@ export interface SettledSide {
   readonly missing: readonly string[];
 }
 
-/** The product has no sale under the prefix (no meta hash). */
-export class NoSaleError extends Error {}
-
-/**
- * A product whose sale the audit cannot judge: a bucket of its escrow buckets with no
- * sale, or buckets in two sales (a PUT or DELETE stopped half-way). Said, and the run is
- * not proven.
- */
-export class UnjudgedSaleError extends NoSaleError {}
-
 const STATUS = { R: 'reserved', P: 'paid', C: 'cancelled', E: 'expired' } as const;
 
-/** The meta hash fields the audit reads, of each bucket (reset-sale-10.lua writes them). */
-const SALE_FIELDS = [
-  'initialStock',
-  'perUserLimit',
-  'startedAt',
-  'startedSaleId',
-  'saleId',
-  'epoch',
-  'buckets',
-] as const;
-
-/** One bucket of a product's sale: its id and keys (a product of one bucket: its own). */
-interface Bucket {
-  readonly id: string;
-  readonly k: ProductKeys;
-}
-
-/** The sale as its meta hashes say it: over escrow buckets, the buckets' shares summed. */
-interface Sale {
-  readonly buckets: readonly Bucket[];
-  readonly stock: number;
-  readonly perUserLimit: number;
-  readonly startedAt: number | null;
-}
-
-/** A product's bucket ids, bucket 0 (its own id) first: its meta's `buckets` field (bucketsOf()). */
-export async function saleBuckets(redis: RedisClient, keys: KeyLayout, productId: string): Promise<string[]> {
-  const [others] = await redis.hmget(keys.product(productId).meta, 'buckets');
-  return bucketsOf(productId, others);
-}
-
-/**
- * The sale's meta, every bucket's. Bucket 0 (the product's own meta) names the others;
- * each is a sale of its own share (`initialStock`), and units move between them, so
- * the product's stock is their sum. A bucket with no meta (a DELETE stopped half-way,
- * keys lost) leaves its share unknown, and buckets of different epochs are in two
- * sales: neither can be judged as one sale, and the audit says so (UnjudgedSaleError)
- * rather than judge part of it.
- */
-async function readSale(redis: RedisClient, keys: KeyLayout, productId: string): Promise<Sale> {
-  const own = keys.product(productId);
-  const first = await redis.hmget(own.meta, ...SALE_FIELDS);
-  const ids = bucketsOf(productId, first[6]);
-  const buckets = ids.map((id) => ({ id, k: keys.product(id) }));
-  const metas = [first, ...(await Promise.all(buckets.slice(1).map((b) => redis.hmget(b.k.meta, ...SALE_FIELDS))))];
-  const shares = metas.map((m) => [Number(m[0]), Number(m[1])]);
-  metas.forEach((m, i) => {
-    if (m[0] !== null && m[1] !== null && shares[i].every(Number.isInteger)) return;
-    if (i === 0) throw new NoSaleError(`no sale of product "${productId}" (no ${own.meta})`);
-    throw new UnjudgedSaleError(
-      `its bucket ${ids[i]} (of ${ids.length} escrow buckets: ${ids.join(', ')}) has no sale (no ${buckets[i].k.meta}): a DELETE or PUT stopped half-way, or the bucket's keys were lost; its share of the stock is unknown, so the product's log cannot be judged`,
-    );
-  });
-  if (new Set(metas.map((m) => m[5])).size > 1) {
-    throw new UnjudgedSaleError(
-      `its ${ids.length} escrow buckets (${ids.join(', ')}) are not in one sale (their epochs differ: a PUT stopped half-way, or one going on): judge it again once the PUT is done`,
-    );
-  }
-  // Each bucket's start trusted only as its own sale's (a restart by a version that
-  // records no start leaves the last sale's startedAt behind, under an older
-  // startedSaleId); the product's only if every bucket's is, the earliest of them.
-  const starts = metas.map((m) => (m[2] === null || m[3] === null || m[3] !== m[4] ? null : Number(m[2])));
-  return {
-    buckets,
-    stock: shares.reduce((sum, [stock]) => sum + stock, 0),
-    perUserLimit: shares[0][1],
-    startedAt: starts.includes(null) ? null : Math.min(...(starts as number[])),
-  };
-}
+export { NoSaleError, UnjudgedSaleError, saleBuckets } from './sale-meta';
 
 export async function auditProduct(
   redis: RedisClient,
@@ -173,11 +102,12 @@ export async function auditProduct(
   const trimmed = whole || !db || buckets.length > 1 ? null : await trimmedSoFar(redis, k.orders);
   // The first page of each log read (and held) before PostgreSQL is asked for what
   // precedes it: entries trimmed meanwhile are still in that page, never in neither.
-  const stream = readMergedLog(
-    redis,
-    buckets.map((b) => b.k.orders),
-    PAGE,
-  );
+  // Over buckets, every log read to one instant (consistentCut()): a sale going on adds
+  // entries while one bucket is read after another, and a unit returned in a bucket read
+  // first, then sold in one read later, would be held twice.
+  const logs = buckets.map((b) => b.k.orders);
+  const { ends, cut } = buckets.length > 1 ? await consistentCut(redis, logs) : { ends: undefined, cut: Infinity };
+  const stream = readMergedLog(redis, logs, PAGE, ends);
   const opening = await stream.next();
   // The head fed into a check that takes the log as whole: dropped for one that does not
   // if PostgreSQL cannot give all of it.
@@ -194,11 +124,16 @@ export async function auditProduct(
   // settled into PostgreSQL: not judged against it, and the check is not proven.
   const ungroupedOrders = new Set<string>();
   let last: LogEntry | null = rebuilt?.whole ? rebuilt.last : null;
+  // Each bucket's last entry judged: its rows written later are after the read.
+  const lastOf: (LogEntry | null)[] = buckets.map(() => null);
   let entries = 0;
+  let beyond = 0;
   const judge = ({ bucket, entry }: MergedEntry) => {
+    if (entry.ms >= cut) return void beyond++;
     check.add(entry);
     first ??= entry;
     last = entry;
+    lastOf[bucket] = entry;
     entries++;
     if (!groups) return;
     const group = groups[bucket];
@@ -213,6 +148,8 @@ export async function auditProduct(
     first: (first as LogEntry | null)?.id ?? null,
     last: (last as LogEntry | null)?.id ?? null,
     complete,
+    cut: beyond > 0 ? cut : null,
+    beyond,
   };
   const notProven = rebuilt && !rebuilt.whole ? [rebuilt.why] : [];
   if (!whole && buckets.length > 1) {
@@ -231,9 +168,13 @@ export async function auditProduct(
       totalQueue: [],
     };
   const ungrouped = buckets.filter((_, i) => !groups?.[i]).map((b) => b.id);
+  const bucketOf = new Map(buckets.map((b, i) => [b.id, i]));
   const { findings, side } = await totalQueue(redis, db, productId, holderOf(buckets), check.states, {
     first,
-    last,
+    // One bucket: the log's last (its rebuilt head's, if nothing followed); over buckets,
+    // the order's own bucket's (none read: null, as for an empty log).
+    lastOf: (orderId) =>
+      buckets.length === 1 ? last : (lastOf[bucketOf.get(productOfOrder(orderId) ?? '') ?? -1] ?? null),
     complete,
     unsettled,
     ungroupedOrders,
@@ -256,17 +197,6 @@ export async function auditProduct(
 }
 
 /**
- * Where an order's state is kept: a product of one bucket keeps all of them in its own
- * states hash; over escrow buckets, the bucket that sold it (its id names it:
- * productOfOrder()), or none of the product's buckets for an id that names none.
- */
-function holderOf(buckets: readonly Bucket[]): (orderId: string) => ProductKeys | null {
-  if (buckets.length === 1) return () => buckets[0].k;
-  const byId = new Map(buckets.map((b) => [b.id, b.k]));
-  return (orderId) => byId.get(productOfOrder(orderId) ?? '') ?? null;
-}
-
-/**
  * PostgreSQL against the log: rows paged in, the rows and orders that cannot be judged
  * set aside (an earlier sale's, what is not settled yet, what was written after the log
  * was read), then checkTotalQueue; what it names is looked at once more, in Redis's order
@@ -281,7 +211,8 @@ async function totalQueue(
   logStates: ReadonlyMap<string, OrderState>,
   read: {
     first: LogEntry | null;
-    last: LogEntry | null;
+    /** The last entry judged of the log that holds this order (its bucket's). */
+    lastOf: (orderId: string) => LogEntry | null;
     complete: boolean;
     unsettled: ReadonlySet<string>;
     /** Orders of a log without the settle group: never settled, not judged. */
@@ -314,7 +245,8 @@ async function totalQueue(
     if (record) {
       // This sale's order, not in the log as read: written after the read, or trimmed
       // from the log's head (settled before it was trimmed): judged by its state in Redis.
-      if (read.last ? row.createdMs > read.last.ms : read.complete) afterRead++;
+      const last = read.lastOf(row.orderId);
+      if (last ? row.createdMs > last.ms : read.complete) afterRead++;
       else {
         states.set(row.orderId, stateOf(record, row.createdMs));
         judged.push(row);
