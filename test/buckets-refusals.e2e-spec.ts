@@ -1,7 +1,7 @@
 import { Escrow } from '../src/orders/escrow';
 import { KeyLayout } from '../src/redis/key-layout';
 import { uniquePrefix } from './helpers/redis';
-import { beforeEachRead, bucketsOnOneRedis, nothing, readInTurns, usersOf } from './helpers/buckets-on-one-redis';
+import { bucketsOnOneRedis, nothing, readInTurns, usersOf } from './helpers/buckets-on-one-redis';
 
 /**
  * A refill's refusal (SOLD_OUT, INSUFFICIENT_STOCK) must hold at some instant of the
@@ -12,7 +12,7 @@ import { beforeEachRead, bucketsOnOneRedis, nothing, readInTurns, usersOf } from
  * routes; the product has at least one unit throughout.
  */
 describe('escrow buckets: a refill refuses only what held at one instant', () => {
-  const { redis, app, put, buy, cancel, returnsBetweenReads } = bucketsOnOneRedis();
+  const { redis, app, put, buy, cancel, returnsBetweenReads, soldOutWhileReturning } = bucketsOnOneRedis();
 
   it.each(['atomic', 'fenced'])(
     '%s: no SOLD_OUT when a unit came back to a bucket between its two reads, and was sold again',
@@ -73,52 +73,23 @@ describe('escrow buckets: a refill refuses only what held at one instant', () =>
 
   it("the waiting room's count of a product sold out while one bucket's units come back and sell again is 0, not BUCKETS_BUSY", async () => {
     const prefix = uniquePrefix('refusal-left-churn');
-    const { url, app: nest } = await app(prefix, 'atomic');
-    // Two buckets of one unit, both sold: nothing left.
-    expect((await put(url, 'fan', { stock: 2, buckets: 2, perUserLimit: 5 })).status).toBe(200);
-    const [h1] = usersOf(0, 2, 1, 'h');
-    const [k1] = usersOf(1, 2, 1, 'k');
-    expect((await buy(url, 'fan', h1)).status).toBe(201);
-    let inK = (await buy(url, 'fan', k1)).body.orderId as string;
-    // Before each read (at most 50), K's buyer cancels and buys again, as an order that
-    // expires on a hot product, its unit sold at once: the product is dry at every read.
-    const steps = new Set<string>();
-    const escrow = nest.get(Escrow);
-    beforeEachRead(escrow, 50, async () => {
-      steps.add(`cancel ${(await cancel(url, inK)).status}`);
-      const again = await buy(url, 'fan', k1);
-      steps.add(`buy ${again.status}`);
-      inK = again.body.orderId;
-    });
+    // Before each read (at most 50), K's buyer cancels and buys again.
+    const { escrow, steps } = await soldOutWhileReturning(prefix, 'atomic', [1], 50);
     const meta = new KeyLayout(prefix).product('fan').meta;
     const left = await escrow.left('fan', async () => (await redis.client().hget(meta, 'epoch')) ?? '');
-    expect([...steps]).toEqual(['cancel 200', 'buy 201']);
+    expect(steps()).toEqual(['cancel 200', 'buy 201']);
     expect(left).toEqual({ units: 0, moving: false });
   });
 
   it("the waiting room's count while units keep coming back to both buckets between every read: 503 BUCKETS_BUSY after two rounds, never a 0 no read can show", async () => {
     const prefix = uniquePrefix('refusal-left-both');
-    const { url, app: nest } = await app(prefix, 'atomic');
-    expect((await put(url, 'fan', { stock: 2, buckets: 2, perUserLimit: 5 })).status).toBe(200);
-    const [h1] = usersOf(0, 2, 1, 'h');
-    const [k1] = usersOf(1, 2, 1, 'k');
-    const held = [
-      (await buy(url, 'fan', h1)).body.orderId as string,
-      (await buy(url, 'fan', k1)).body.orderId as string,
-    ];
-    const escrow = nest.get(Escrow);
-    const reads = beforeEachRead(escrow, 50, async () => {
-      for (const [i, user] of [h1, k1].entries()) {
-        expect((await cancel(url, held[i])).status).toBe(200);
-        const again = await buy(url, 'fan', user);
-        expect(again.status).toBe(201);
-        held[i] = again.body.orderId;
-      }
-    });
+    // Before each read (at most 50), the buyer of each bucket's unit cancels and buys again.
+    const { escrow, steps, reads } = await soldOutWhileReturning(prefix, 'atomic', [0, 1], 50);
     const meta = new KeyLayout(prefix).product('fan').meta;
     const left = escrow.left('fan', async () => (await redis.client().hget(meta, 'epoch')) ?? '');
     await expect(left).rejects.toMatchObject({ code: 'BUCKETS_BUSY', status: 503 });
     await expect(left).rejects.toThrow(/units kept coming back/);
+    expect(steps()).toEqual(['cancel 200', 'buy 201']);
     expect(reads.calls()).toBe(4);
   });
 });

@@ -1,16 +1,8 @@
 import { Escrow } from '../src/orders/escrow';
 import { KeyLayout } from '../src/redis/key-layout';
 import { moveDone, moveDoneKeys, moveIn, moveInKeys, moveOut, moveOutKeys } from '../src/redis/lua-scripts';
-import type { RedisClient } from '../src/redis/create-client';
 import { uniquePrefix } from './helpers/redis';
-import {
-  beforeEachRead,
-  bucketsOnOneRedis,
-  nothing,
-  readInTurns,
-  splitAfterGet,
-  usersOf,
-} from './helpers/buckets-on-one-redis';
+import { bucketsOnOneRedis, nothing, readInTurns, splitFirstRead, usersOf } from './helpers/buckets-on-one-redis';
 
 /**
  * Outside review 46 of 2ae206d (a refill's refusal from the first read's total, confirmed
@@ -20,7 +12,7 @@ import {
  * bucket, and the real routes and scripts run in between.
  */
 describe('review 46: refusals from two reads of the buckets', () => {
-  const { redis, app, put, buy, cancel } = bucketsOnOneRedis();
+  const { redis, app, put, buy, cancel, soldOutWhileReturning } = bucketsOnOneRedis();
 
   it.each(['atomic', 'fenced'])(
     '%s: no SOLD_OUT from reads on both sides of a restart (PUT): the second read does not compare the sale, and a reset raises a stock with no counter moved',
@@ -105,8 +97,6 @@ describe('review 46: refusals from two reads of the buckets', () => {
       const [H, K] = ['toaster', 'toaster~1'];
       const c = redis.client();
       const escrow = nest.get(Escrow);
-      const inner = escrow as unknown as { redis: RedisClient };
-      const real = inner.redis;
       const steps: string[] = [];
       // Another instance's refill moves K's unit to H, whole (the real scripts).
       const move = async () => {
@@ -117,40 +107,18 @@ describe('review 46: refusals from two reads of the buckets', () => {
         await moveDone.run(c, moveDoneKeys(keys.product(K)), 'other', landing);
         steps.push(`moved ${units} K->H`);
       };
-      // H's pipeline of reads (not atomic, as read() says), its commands one at a time, the
-      // move right after its GET of the stock.
-      const split = splitAfterGet(real, move);
-      // The first read: H (its stock 0 before the landing, its version after it), then K (0, v
-      // moved before its read, nothing in flight). The second: K (0), then k1 cancels (K 1) and
-      // y buys H's landed unit, then H (0, the version its first read found). The product held
-      // a unit at every instant (K's, in flight, H's, then K's again).
-      readInTurns(escrow, {
-        1: {
-          order: [0, 1],
-          between: [
-            async () => {
-              inner.redis = split;
-            },
-            async () => {
-              inner.redis = real;
-            },
-          ],
-        },
-        2: {
-          order: [1, 0],
-          between: [
-            nothing,
-            async () => {
-              steps.push(`cancel K ${(await cancel(url, inK)).status}`);
-              steps.push(`y buys H ${(await buy(url, 'toaster', y)).status}`);
-            },
-          ],
-        },
+      // The first read: H (its pipeline of reads, not atomic as read() says, its commands
+      // one at a time: the move right after its GET of the stock, so its stock is 0 before
+      // the landing and its version after it), then K (0, v moved before its read, nothing
+      // in flight). The second: K (0), then k1 cancels (K 1) and y buys H's landed unit,
+      // then H (0, the version its first read found). The product held a unit at every
+      // instant (K's, in flight, H's, then K's again).
+      const split = splitFirstRead(escrow, move, async () => {
+        steps.push(`cancel K ${(await cancel(url, inK)).status}`);
+        steps.push(`y buys H ${(await buy(url, 'toaster', y)).status}`);
       });
-      // readInTurns awaits between[0] before read([H]): the proxy is in place while H's
-      // pipeline is built (synchronously, in read()), and gone before K's.
       const answer = await buy(url, 'toaster', x);
-      inner.redis = real;
+      split.restore();
       expect(steps).toEqual(['moved 1 K->H', 'cancel K 200', 'y buys H 201']);
       expect(answer.body.code).toBeUndefined();
       expect(answer.status).toBe(201);
@@ -159,25 +127,13 @@ describe('review 46: refusals from two reads of the buckets', () => {
 
   it('a product sold out while units come back and are sold again (returns that go on) is SOLD_OUT, as before, not 503 BUCKETS_BUSY', async () => {
     const prefix = uniquePrefix('r46-busy');
-    const { url, app: nest } = await app(prefix, 'atomic');
-    // Two buckets of one unit, both sold: nothing left.
-    expect((await put(url, 'fan', { stock: 2, buckets: 2, perUserLimit: 5 })).status).toBe(200);
-    const [h1, x] = usersOf(0, 2, 2, 'h');
-    const [k1] = usersOf(1, 2, 1, 'k');
-    expect((await buy(url, 'fan', h1)).status).toBe(201);
-    let inK = (await buy(url, 'fan', k1)).body.orderId as string;
-    // Before each read of the buckets (at most 200), K's buyer cancels and buys again (an
-    // order that expires, its unit sold at once, as on any hot product): every read finds
-    // both buckets dry, and the product is dry at each of them.
-    const steps = new Set<string>();
-    const reads = beforeEachRead(nest.get(Escrow), 200, async () => {
-      steps.add(`cancel ${(await cancel(url, inK)).status}`);
-      const again = await buy(url, 'fan', k1);
-      steps.add(`buy ${again.status}`);
-      inK = again.body.orderId;
-    });
+    // Two buckets of one unit, both sold. Before each read of the buckets (at most 200),
+    // K's buyer cancels and buys again (an order that expires, its unit sold at once, as
+    // on any hot product): every read finds both buckets dry, and the product is dry at
+    // each of them.
+    const { url, x, steps, reads } = await soldOutWhileReturning(prefix, 'atomic', [1], 200);
     const answer = await buy(url, 'fan', x);
-    expect([...steps]).toEqual(['cancel 200', 'buy 201']);
+    expect(steps()).toEqual(['cancel 200', 'buy 201']);
     expect(reads.calls()).toBeGreaterThanOrEqual(2);
     expect(answer.body.code).toBe('SOLD_OUT');
     expect(answer.status).toBe(409);

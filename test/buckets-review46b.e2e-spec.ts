@@ -1,15 +1,7 @@
 import { Escrow } from '../src/orders/escrow';
 import { KeyLayout } from '../src/redis/key-layout';
-import type { RedisClient } from '../src/redis/create-client';
 import { uniquePrefix } from './helpers/redis';
-import {
-  beforeEachRead,
-  bucketsOnOneRedis,
-  nothing,
-  readInTurns,
-  splitAfterGet,
-  usersOf,
-} from './helpers/buckets-on-one-redis';
+import { bucketsOnOneRedis, nothing, readInTurns, splitFirstRead, usersOf } from './helpers/buckets-on-one-redis';
 
 /**
  * Outside review 46b of 79e43f6 (a refusal confirmed by a second read that compares each
@@ -19,7 +11,7 @@ import {
  * bucket by bucket (or its pipeline command by command), with the real routes in between.
  */
 describe('review 46b: refusals from reads of the buckets', () => {
-  const { redis, app, put, buy, cancel, returnsBetweenReads } = bucketsOnOneRedis();
+  const { redis, app, put, buy, cancel, returnsBetweenReads, soldOutWhileReturning } = bucketsOnOneRedis();
 
   /** Product `lamp`'s buckets as a sale begun by a version before the returns count: none kept. */
   const forgetReturns = async (prefix: string) => {
@@ -46,8 +38,6 @@ describe('review 46b: refusals from reads of the buckets', () => {
     const [k1] = usersOf(1, 2, 1, 'k');
     expect((await buy(url, product, h1)).status).toBe(201);
     const escrow = nest.get(Escrow);
-    const inner = escrow as unknown as { redis: RedisClient };
-    const real = inner.redis;
     const steps: string[] = [];
     let inK = '';
     let putting = false;
@@ -61,43 +51,25 @@ describe('review 46b: refusals from reads of the buckets', () => {
       expect(r.status).toBe(status);
       return r.body;
     };
-    const split = splitAfterGet(real, async () => {
-      inner.redis = real;
-      putting = true;
-      await act('PUT', put(url, product, { stock: 2, buckets: 2, perUserLimit: 5, discardOrders: true }), 200).finally(
-        () => (putting = false),
-      );
-      inK = (await act('k1 buys K', buy(url, product, k1), 201)).orderId;
-    });
-    const reads = readInTurns(
+    const reads = splitFirstRead(
       escrow,
-      {
-        1: {
-          order: [0, 1],
-          between: [
-            async () => {
-              inner.redis = split;
-            },
-            async () => {
-              inner.redis = real;
-            },
-          ],
-        },
-        2: {
-          order: [1, 0],
-          between: [
-            nothing,
-            async () => {
-              await act('cancel K', cancel(url, inK), 200);
-              await act('y buys H', buy(url, product, y), 201);
-            },
-          ],
-        },
+      async () => {
+        putting = true;
+        await act(
+          'PUT',
+          put(url, product, { stock: 2, buckets: 2, perUserLimit: 5, discardOrders: true }),
+          200,
+        ).finally(() => (putting = false));
+        inK = (await act('k1 buys K', buy(url, product, k1), 201)).orderId;
+      },
+      async () => {
+        await act('cancel K', cancel(url, inK), 200);
+        await act('y buys H', buy(url, product, y), 201);
       },
       () => putting,
     );
     const done = () => {
-      inner.redis = real;
+      reads.restore();
       expect(reads.calls()).toBeGreaterThanOrEqual(2);
       expect(steps).toEqual(['PUT 200', 'k1 buys K 201', 'cancel K 200', 'y buys H 201']);
     };
@@ -137,29 +109,12 @@ describe('review 46b: refusals from reads of the buckets', () => {
   // What it must not do is read on and on: two rounds, then 503 BUCKETS_BUSY (retry).
   it('a product whose units keep coming back to both its buckets and selling again between every read: 503 BUCKETS_BUSY after two rounds of reads, never a SOLD_OUT no read can show', async () => {
     const prefix = uniquePrefix('r46b-busy2');
-    const { url, app: nest } = await app(prefix, 'atomic');
-    // Two buckets of one unit, both sold: nothing left.
-    expect((await put(url, 'fan', { stock: 2, buckets: 2, perUserLimit: 5 })).status).toBe(200);
-    const [h1, x] = usersOf(0, 2, 2, 'h');
-    const [k1] = usersOf(1, 2, 1, 'k');
-    let inH = (await buy(url, 'fan', h1)).body.orderId as string;
-    let inK = (await buy(url, 'fan', k1)).body.orderId as string;
-    // Before each read of the buckets (at most 200), the buyer of each bucket's unit
-    // cancels and buys it again (expiries at the end of a hot sale, in every bucket, each
-    // unit sold at once).
-    const steps = new Set<string>();
-    const reads = beforeEachRead(nest.get(Escrow), 200, async () => {
-      steps.add(`cancel ${(await cancel(url, inH)).status}`);
-      const h = await buy(url, 'fan', h1);
-      steps.add(`buy ${h.status}`);
-      inH = h.body.orderId;
-      steps.add(`cancel ${(await cancel(url, inK)).status}`);
-      const k = await buy(url, 'fan', k1);
-      steps.add(`buy ${k.status}`);
-      inK = k.body.orderId;
-    });
+    // Two buckets of one unit, both sold. Before each read of the buckets (at most 200),
+    // the buyer of each bucket's unit cancels and buys it again (expiries at the end of a
+    // hot sale, in every bucket, each unit sold at once).
+    const { url, x, steps, reads } = await soldOutWhileReturning(prefix, 'atomic', [0, 1], 200);
     const answer = await buy(url, 'fan', x);
-    expect([...steps]).toEqual(['cancel 200', 'buy 201']);
+    expect(steps()).toEqual(['cancel 200', 'buy 201']);
     // Two rounds of two reads each, nothing else (before: 128 reads, then 503).
     expect({ code: answer.body.code, status: answer.status, reads: reads.calls() }).toEqual({
       code: 'BUCKETS_BUSY',

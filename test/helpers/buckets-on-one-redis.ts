@@ -44,6 +44,36 @@ export function bucketsOnOneRedis() {
       (await request(url, 'GET', `/api/products/${id}/buckets`, { admin: true })).body.map((b: { id: string }) => b.id),
     cancel,
     /**
+     * Product `fan` under `strategy`: two buckets of one unit, both sold (to h, home bucket
+     * 0, and k, home bucket 1): nothing left. Then, before each of the app's first `most`
+     * calls of Escrow.read(), the buyer of each bucket in `churning` (0, 1) cancels and
+     * buys again (an order that expires on a hot product, its unit sold at once): the
+     * product is dry at every read. Returns a buyer x (home bucket 0) who has bought
+     * nothing, the app's Escrow, what the steps answered (each kind once) and the reads.
+     */
+    soldOutWhileReturning: async (prefix: string, strategy: string, churning: number[], most: number) => {
+      const { url, app: nest } = await start(prefix, strategy);
+      expect((await put(url, 'fan', { stock: 2, buckets: 2, perUserLimit: 5 })).status).toBe(200);
+      const [h, x] = usersOf(0, 2, 2, 'h');
+      const [k] = usersOf(1, 2, 1, 'k');
+      const buyers = [h, k];
+      const held = [
+        (await buy(url, 'fan', h)).body.orderId as string,
+        (await buy(url, 'fan', k)).body.orderId as string,
+      ];
+      const steps = new Set<string>();
+      const escrow = nest.get(EscrowClass);
+      const reads = beforeEachRead(escrow, most, async () => {
+        for (const i of churning) {
+          steps.add(`cancel ${(await cancel(url, held[i])).status}`);
+          const again = await buy(url, 'fan', buyers[i]);
+          steps.add(`buy ${again.status}`);
+          held[i] = again.body.orderId;
+        }
+      });
+      return { url, x, escrow, steps: () => [...steps], reads };
+    },
+    /**
      * Product `lamp`: two buckets of two units, bucket 0 (A) sold out by two of its
      * buyers, bucket 1 (B) left with one unit; `prepare` runs on the app once the sale is
      * put (before any purchase). Then Escrow.read()'s first two calls read A, then B, and
@@ -193,4 +223,35 @@ export function splitAfterGet(real: RedisClient, after: () => Promise<void>): Re
       };
     },
   });
+}
+
+/**
+ * Escrow.read()'s first call reads bucket 0 (H) through a pipeline split after its GET of
+ * the stock (splitAfterGet(): `inside` runs there, the app's own client back in place for
+ * it), then bucket 1 (K); its second call reads K, then `between` runs, then H. The other
+ * calls, and those while `paused()` says so, as they are. `restore()` puts the app's
+ * client back, whatever happened.
+ */
+export function splitFirstRead(
+  escrow: Escrow,
+  inside: () => Promise<void>,
+  between: () => Promise<void>,
+  paused?: () => boolean,
+): { calls: () => number; restore: () => void } {
+  const inner = escrow as unknown as { redis: RedisClient };
+  const real = inner.redis;
+  const restore = () => void (inner.redis = real);
+  const split = splitAfterGet(real, async () => {
+    restore();
+    await inside();
+  });
+  const reads = readInTurns(
+    escrow,
+    {
+      1: { order: [0, 1], between: [async () => void (inner.redis = split), async () => restore()] },
+      2: { order: [1, 0], between: [nothing, between] },
+    },
+    paused,
+  );
+  return { calls: reads.calls, restore };
 }
